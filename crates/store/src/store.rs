@@ -1,0 +1,168 @@
+//! The layer's contracts: the writes a reflector makes, what a queue reads back, the full store,
+//! and the indexer.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::index::Indexers;
+
+/// The writes a reflector makes: the whole contract between a reflector and whatever it feeds.
+///
+/// A plain store and a queue (the DeltaFIFO) both implement it, so a reflector can feed either.
+/// Objects travel as `Arc<K>`: nothing on this path deep-copies an object.
+///
+/// Every method is quick and never blocks on I/O. A failing write (a key or index function
+/// error) changes nothing.
+pub trait ReflectorStore<K>: Send + Sync {
+    /// Adds an object. For a store this is an upsert, the same as [`update`](Self::update).
+    fn add(&self, obj: Arc<K>) -> Result<()>;
+
+    /// Updates an object. For a store this is an upsert, the same as [`add`](Self::add).
+    fn update(&self, obj: Arc<K>) -> Result<()>;
+
+    /// Deletes an object (found by its key). Deleting a key that is not present is a no-op.
+    fn delete(&self, obj: Arc<K>) -> Result<()>;
+
+    /// Replaces the whole content with `list`, which the server reported at `resource_version`.
+    ///
+    /// For duplicate keys in `list` the last object wins. A key or index error aborts before
+    /// anything is changed.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()>;
+
+    /// Asks for a resync. A plain store has nothing to do; a queue re-delivers what it knows.
+    fn resync(&self) -> Result<()>;
+
+    /// Records a bookmark: the server's state has reached `resource_version` with no change to
+    /// this resource. The default does nothing.
+    fn bookmark(&self, resource_version: &str) -> Result<()> {
+        let _ = resource_version;
+        Ok(())
+    }
+}
+
+/// What a queue needs to read back from the cache it feeds: the keys and the object per key.
+///
+/// The DeltaFIFO uses it to emit deletions for objects that vanished while no watch was open, and
+/// to resync. Lookups never fail: an in-memory cache either has the key or it does not.
+pub trait KnownObjects<K>: Send + Sync {
+    /// Every key, in no particular order.
+    fn list_keys(&self) -> Vec<String>;
+
+    /// The object filed under `key`, if any.
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
+}
+
+/// A keyed, thread-safe collection of objects (client-go's `Store`).
+///
+/// `add` and `update` are both upserts; `delete` of a missing key is a no-op; `replace` swaps
+/// the whole content atomically and records the resource version; `resync` does nothing.
+/// Objects handed out are shared (`Arc<K>`) and must be treated as read-only.
+pub trait Store<K>: ReflectorStore<K> + KnownObjects<K> {
+    /// Every object, in no particular order.
+    fn list(&self) -> Vec<Arc<K>>;
+
+    /// The stored object with the same key as `obj`; fails only if the key cannot be computed.
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>>;
+
+    /// Removes the object filed under `key` and returns it; a missing key is a no-op.
+    ///
+    /// This is how a tombstone (which carries a key, not necessarily an object) is applied.
+    fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>>;
+
+    /// The number of objects.
+    fn len(&self) -> usize {
+        self.list_keys().len()
+    }
+
+    /// Whether the store holds no object.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The resource version of the last `replace` or `bookmark`, if any.
+    fn last_sync_resource_version(&self) -> Option<String>;
+}
+
+/// A [`Store`] with named secondary indexes (client-go's `Indexer`).
+///
+/// An index maps each value its [`IndexFunc`](crate::IndexFunc) yields to the set of keys of the
+/// objects that yield it. Indexes are kept exact on every write: an index never names a key the
+/// store lacks, and a value with no keys left is removed.
+pub trait Indexer<K>: Store<K> {
+    /// The objects that share at least one value of index `index_name` with `obj`.
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>>;
+
+    /// The keys filed under `indexed_value` in index `index_name`, sorted.
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>>;
+
+    /// Every value of index `index_name` that currently has objects; empty for an unknown index.
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String>;
+
+    /// The objects filed under `indexed_value` in index `index_name` (empty if none).
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>>;
+
+    /// Registers more index functions and indexes every object already stored under them.
+    ///
+    /// A name that is already registered is an [`IndexerConflict`](crate::Error::IndexerConflict)
+    /// and nothing is added.
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<()>;
+
+    /// The registered index functions.
+    fn get_indexers(&self) -> Indexers<K>;
+}
+
+macro_rules! forward_through {
+    ($($ptr:ty),*) => {$(
+        impl<K, T: ReflectorStore<K> + ?Sized> ReflectorStore<K> for $ptr {
+            fn add(&self, obj: Arc<K>) -> Result<()> { (**self).add(obj) }
+            fn update(&self, obj: Arc<K>) -> Result<()> { (**self).update(obj) }
+            fn delete(&self, obj: Arc<K>) -> Result<()> { (**self).delete(obj) }
+            fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()> {
+                (**self).replace(list, resource_version)
+            }
+            fn resync(&self) -> Result<()> { (**self).resync() }
+            fn bookmark(&self, resource_version: &str) -> Result<()> {
+                (**self).bookmark(resource_version)
+            }
+        }
+
+        impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for $ptr {
+            fn list_keys(&self) -> Vec<String> { (**self).list_keys() }
+            fn get_by_key(&self, key: &str) -> Option<Arc<K>> { (**self).get_by_key(key) }
+        }
+
+        impl<K, T: Store<K> + ?Sized> Store<K> for $ptr {
+            fn list(&self) -> Vec<Arc<K>> { (**self).list() }
+            fn get(&self, obj: &K) -> Result<Option<Arc<K>>> { (**self).get(obj) }
+            fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
+                (**self).delete_by_key(key)
+            }
+            fn len(&self) -> usize { (**self).len() }
+            fn is_empty(&self) -> bool { (**self).is_empty() }
+            fn last_sync_resource_version(&self) -> Option<String> {
+                (**self).last_sync_resource_version()
+            }
+        }
+
+        impl<K, T: Indexer<K> + ?Sized> Indexer<K> for $ptr {
+            fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+                (**self).index(index_name, obj)
+            }
+            fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+                (**self).index_keys(index_name, indexed_value)
+            }
+            fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+                (**self).list_index_func_values(index_name)
+            }
+            fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+                (**self).by_index(index_name, indexed_value)
+            }
+            fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
+                (**self).add_indexers(indexers)
+            }
+            fn get_indexers(&self) -> Indexers<K> { (**self).get_indexers() }
+        }
+    )*};
+}
+
+forward_through!(Arc<T>, &T);

@@ -1,0 +1,477 @@
+//! [`ThreadSafeStore`]: the in-memory cache with secondary indexes.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+
+use crate::error::{Error, Result};
+use crate::index::{IndexFunc, Indexers};
+use crate::key::KeyFunc;
+use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
+use crate::sync::RwLock;
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+type KeySet = HashSet<Arc<str>, RandomState>;
+/// Indexed value → the keys of the objects that yield it. A value never maps to an empty set.
+type ValueIndex = Map<String, KeySet>;
+
+/// The thread-safe cache: key → `Arc<K>`, plus named secondary indexes kept exact on every write.
+///
+/// * `add` and `update` are the same upsert; `delete` of a missing key is a no-op.
+/// * An update touches only the index entries whose values changed, and an index value left
+///   with no keys is removed.
+/// * `replace` builds the new content and its indexes aside, then swaps them in under one write
+///   lock: readers see either the old content or the new, never a mix.
+/// * A key function or index function that fails refuses the write with a typed [`Error`] and
+///   leaves the store as it was (client-go panics on an index function error). If an index
+///   function fails on an object that is *already* stored (a non-deterministic function), the
+///   old entries are found by a scan of that index instead, so a delete or an update is never
+///   blocked by it.
+/// * Keys are stored once, as `Arc<str>`, shared by the item map and every index set.
+///
+/// Reads take a shared lock and release it before returning; no user function runs while a
+/// read lock is held except the index function inside [`Indexer::index`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_store::{index_func, indexers, key_func, Indexer, Store, ThreadSafeStore, ReflectorStore};
+///
+/// // (name, colour) pairs keyed by name, indexed by colour.
+/// let store = ThreadSafeStore::with_indexers(
+///     key_func(|o: &(String, String)| Ok(o.0.clone())),
+///     indexers([("colour", index_func(|o: &(String, String)| Ok(vec![o.1.clone()])))]),
+/// );
+/// store.add(Arc::new(("apple".into(), "red".into()))).unwrap();
+/// store.add(Arc::new(("cherry".into(), "red".into()))).unwrap();
+/// store.add(Arc::new(("lime".into(), "green".into()))).unwrap();
+/// assert_eq!(store.index_keys("colour", "red").unwrap(), ["apple", "cherry"]);
+/// assert_eq!(store.len(), 3);
+/// ```
+pub struct ThreadSafeStore<K> {
+    key_func: KeyFunc<K>,
+    inner: RwLock<Inner<K>>,
+}
+
+struct Inner<K> {
+    items: Map<Arc<str>, Arc<K>>,
+    indexes: Vec<Index<K>>,
+    /// Bumped whenever the set of index functions changes.
+    generation: u64,
+    resource_version: Option<String>,
+    /// Reused per write: the (old, new) values of each index.
+    scratch: Vec<(Option<Vec<String>>, Vec<String>)>,
+}
+
+struct Index<K> {
+    name: String,
+    func: IndexFunc<K>,
+    values: ValueIndex,
+}
+
+impl<K> fmt::Debug for ThreadSafeStore<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.read();
+        f.debug_struct("ThreadSafeStore")
+            .field("len", &inner.items.len())
+            .field(
+                "indexes",
+                &inner.indexes.iter().map(|i| &i.name).collect::<Vec<_>>(),
+            )
+            .field("resource_version", &inner.resource_version)
+            .finish()
+    }
+}
+
+impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
+    /// An empty store with no index.
+    pub fn new(key_func: KeyFunc<K>) -> Self {
+        Self::with_indexers(key_func, Indexers::new())
+    }
+
+    /// An empty store with the given indexes.
+    pub fn with_indexers(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
+        let indexes = indexers
+            .into_iter()
+            .map(|(name, func)| Index {
+                name,
+                func,
+                values: ValueIndex::default(),
+            })
+            .collect();
+        Self {
+            key_func,
+            inner: RwLock::new(Inner {
+                items: Map::default(),
+                indexes,
+                generation: 0,
+                resource_version: None,
+                scratch: Vec::new(),
+            }),
+        }
+    }
+
+    /// The key function this store files objects with.
+    pub fn key_func(&self) -> &KeyFunc<K> {
+        &self.key_func
+    }
+
+    /// The key of `obj`, as this store computes it.
+    pub fn key_of(&self, obj: &K) -> Result<String> {
+        Ok((self.key_func)(obj)?)
+    }
+
+    fn upsert(&self, obj: Arc<K>) -> Result<()> {
+        let key = (self.key_func)(&obj)?;
+        self.inner.write().upsert(key, obj)
+    }
+}
+
+fn index_values<K>(index: &Index<K>, key: &str, obj: &K) -> Result<Vec<String>> {
+    (index.func)(obj).map_err(|source| Error::IndexFunc {
+        index: index.name.clone(),
+        key: key.to_owned(),
+        source,
+    })
+}
+
+impl<K> Index<K> {
+    fn insert(&mut self, value: String, key: &Arc<str>) {
+        match self.values.get_mut(value.as_str()) {
+            Some(set) => {
+                set.insert(Arc::clone(key));
+            }
+            None => {
+                let mut set = KeySet::default();
+                set.insert(Arc::clone(key));
+                self.values.insert(value, set);
+            }
+        }
+    }
+
+    fn remove(&mut self, value: &str, key: &str) {
+        if let Some(set) = self.values.get_mut(value) {
+            set.remove(key);
+            if set.is_empty() {
+                self.values.remove(value);
+            }
+        }
+    }
+
+    /// Removes `key` from every value; the recovery path when the old values are unknown.
+    fn remove_everywhere(&mut self, key: &str) {
+        self.values.retain(|_, set| {
+            set.remove(key);
+            !set.is_empty()
+        });
+    }
+
+    /// Moves `key` from the `old` values to the `new` ones, touching only what changed.
+    /// `old == None` means the old values are unknown (see [`Index::remove_everywhere`]).
+    fn update(&mut self, key: &Arc<str>, old: Option<Vec<String>>, new: Vec<String>) {
+        match old {
+            Some(old) if old == new => {}
+            Some(old) => {
+                for value in &old {
+                    if !new.contains(value) {
+                        self.remove(value, key);
+                    }
+                }
+                for value in new {
+                    if !old.contains(&value) {
+                        self.insert(value, key);
+                    }
+                }
+            }
+            None => {
+                self.remove_everywhere(key);
+                for value in new {
+                    self.insert(value, key);
+                }
+            }
+        }
+    }
+
+    /// Builds this index's values for `items` from scratch.
+    fn build<'a>(
+        name: &str,
+        func: &IndexFunc<K>,
+        items: impl IntoIterator<Item = (&'a Arc<str>, &'a Arc<K>)>,
+    ) -> Result<ValueIndex>
+    where
+        K: 'a,
+    {
+        let mut index = Index {
+            name: name.to_owned(),
+            func: Arc::clone(func),
+            values: ValueIndex::default(),
+        };
+        for (key, obj) in items {
+            for value in index_values(&index, key, obj)? {
+                index.insert(value, key);
+            }
+        }
+        Ok(index.values)
+    }
+}
+
+impl<K> Inner<K> {
+    fn index(&self, name: &str) -> Result<&Index<K>> {
+        self.indexes
+            .iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| Error::UnknownIndex(name.to_owned()))
+    }
+
+    fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<()> {
+        let existing = self.items.get_key_value(key.as_str());
+        let key: Arc<str> = match existing {
+            Some((k, _)) => Arc::clone(k),
+            None => Arc::from(key),
+        };
+        if !self.indexes.is_empty() {
+            let old = existing.map(|(_, o)| o);
+            // Compute every index value first: a failure must leave the indexes untouched.
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            for index in &self.indexes {
+                let new_values = match index_values(index, &key, &obj) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.scratch = scratch;
+                        return Err(e);
+                    }
+                };
+                let old_values = old.and_then(|o| index_values(index, &key, o).ok());
+                let old_values = match (old, old_values) {
+                    (None, _) => Some(Vec::new()),
+                    (Some(_), values) => values,
+                };
+                scratch.push((old_values, new_values));
+            }
+            for (index, (old_values, new_values)) in self.indexes.iter_mut().zip(scratch.drain(..))
+            {
+                index.update(&key, old_values, new_values);
+            }
+            self.scratch = scratch;
+        }
+        self.items.insert(key, obj);
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &str) -> Option<Arc<K>> {
+        let (key, old) = self.items.remove_entry(key)?;
+        for index in &mut self.indexes {
+            match index_values(index, &key, &old) {
+                Ok(values) => {
+                    for value in &values {
+                        index.remove(value, &key);
+                    }
+                }
+                Err(_) => index.remove_everywhere(&key),
+            }
+        }
+        Some(old)
+    }
+}
+
+impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
+    fn add(&self, obj: Arc<K>) -> Result<()> {
+        self.upsert(obj)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<()> {
+        self.upsert(obj)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<()> {
+        let key = (self.key_func)(&obj)?;
+        self.inner.write().delete(&key);
+        Ok(())
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()> {
+        let mut items: Map<Arc<str>, Arc<K>> =
+            Map::with_capacity_and_hasher(list.len(), RandomState::default());
+        for obj in list {
+            let key = (self.key_func)(&obj)?;
+            items.insert(Arc::from(key), obj);
+        }
+        // Index outside the lock with a snapshot of the index functions; redo under the lock only
+        // if the functions changed meanwhile.
+        let (funcs, generation) = {
+            let inner = self.inner.read();
+            let funcs: Vec<(String, IndexFunc<K>)> = inner
+                .indexes
+                .iter()
+                .map(|i| (i.name.clone(), Arc::clone(&i.func)))
+                .collect();
+            (funcs, inner.generation)
+        };
+        let build_all = |funcs: &[(String, IndexFunc<K>)]| -> Result<Vec<Index<K>>> {
+            funcs
+                .iter()
+                .map(|(name, func)| {
+                    Ok(Index {
+                        name: name.clone(),
+                        func: Arc::clone(func),
+                        values: Index::build(name, func, &items)?,
+                    })
+                })
+                .collect()
+        };
+        let mut indexes = build_all(&funcs)?;
+        let mut inner = self.inner.write();
+        if inner.generation != generation {
+            let funcs: Vec<(String, IndexFunc<K>)> = inner
+                .indexes
+                .iter()
+                .map(|i| (i.name.clone(), Arc::clone(&i.func)))
+                .collect();
+            indexes = build_all(&funcs)?;
+        }
+        inner.items = items;
+        inner.indexes = indexes;
+        inner.resource_version = Some(resource_version);
+        Ok(())
+    }
+
+    fn resync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn bookmark(&self, resource_version: &str) -> Result<()> {
+        self.inner.write().resource_version = Some(resource_version.to_owned());
+        Ok(())
+    }
+}
+
+impl<K: Send + Sync + 'static> KnownObjects<K> for ThreadSafeStore<K> {
+    fn list_keys(&self) -> Vec<String> {
+        self.inner
+            .read()
+            .items
+            .keys()
+            .map(|k| String::from(&**k))
+            .collect()
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.read().items.get(key).cloned()
+    }
+}
+
+impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
+    fn list(&self) -> Vec<Arc<K>> {
+        self.inner.read().items.values().cloned().collect()
+    }
+
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
+        let key = (self.key_func)(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
+        Ok(self.inner.write().delete(key))
+    }
+
+    fn len(&self) -> usize {
+        self.inner.read().items.len()
+    }
+
+    fn last_sync_resource_version(&self) -> Option<String> {
+        self.inner.read().resource_version.clone()
+    }
+}
+
+impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        let inner = self.inner.read();
+        let index = inner.index(index_name)?;
+        let values = index_values(index, "", obj)?;
+        let mut out = Vec::new();
+        match values.as_slice() {
+            [] => {}
+            [value] => {
+                if let Some(keys) = index.values.get(value) {
+                    out.extend(keys.iter().filter_map(|k| inner.items.get(k).cloned()));
+                }
+            }
+            _ => {
+                let mut seen = KeySet::default();
+                for value in &values {
+                    for key in index.values.get(value).into_iter().flatten() {
+                        if seen.insert(Arc::clone(key)) {
+                            out.extend(inner.items.get(key).cloned());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn index_keys(&self, index_name: &str, indexed_value: &str) -> Result<Vec<String>> {
+        let mut keys: Vec<String> = {
+            let inner = self.inner.read();
+            let index = inner.index(index_name)?;
+            index
+                .values
+                .get(indexed_value)
+                .map(|set| set.iter().map(|k| String::from(&**k)).collect())
+                .unwrap_or_default()
+        };
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        let inner = self.inner.read();
+        match inner.index(index_name) {
+            Ok(index) => index.values.keys().cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn by_index(&self, index_name: &str, indexed_value: &str) -> Result<Vec<Arc<K>>> {
+        let inner = self.inner.read();
+        let index = inner.index(index_name)?;
+        let Some(keys) = index.values.get(indexed_value) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(keys.len());
+        out.extend(keys.iter().filter_map(|k| inner.items.get(k).cloned()));
+        Ok(out)
+    }
+
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<()> {
+        let mut inner = self.inner.write();
+        let mut conflicts: Vec<String> = indexers
+            .keys()
+            .filter(|name| inner.indexes.iter().any(|i| &i.name == *name))
+            .cloned()
+            .collect();
+        if !conflicts.is_empty() {
+            conflicts.sort();
+            return Err(Error::IndexerConflict(conflicts));
+        }
+        let mut added = Vec::with_capacity(indexers.len());
+        for (name, func) in indexers {
+            let values = Index::build(&name, &func, &inner.items)?;
+            added.push(Index { name, func, values });
+        }
+        inner.indexes.extend(added);
+        inner.generation += 1;
+        Ok(())
+    }
+
+    fn get_indexers(&self) -> Indexers<K> {
+        let inner = self.inner.read();
+        inner
+            .indexes
+            .iter()
+            .map(|i| (i.name.clone(), Arc::clone(&i.func)))
+            .collect()
+    }
+}
