@@ -14,7 +14,11 @@ use k8s_openapi::api::core::v1::Pod;
 const N: usize = 100_000;
 
 fn store(with_indexes: bool) -> ThreadSafeStore<Pod> {
-    let idx = if with_indexes { indexers() } else { Indexers::new() };
+    let idx = if with_indexes {
+        indexers()
+    } else {
+        Indexers::new()
+    };
     ThreadSafeStore::with_indexers(key_func(), idx)
 }
 
@@ -29,8 +33,9 @@ fn filled(with_indexes: bool, objects: &[Arc<Pod>]) -> ThreadSafeStore<Pod> {
 fn w_idx(c: &mut Criterion) {
     let objects = pods(N);
     // Every pod moved to the next node, at a newer resource version.
-    let moved: Vec<Arc<Pod>> =
-        (0..N).map(|i| Arc::new(pod_at(i, (N + i + 1) as u64, (i + 1) % 1000))).collect();
+    let moved: Vec<Arc<Pod>> = (0..N)
+        .map(|i| Arc::new(pod_at(i, (N + i + 1) as u64, (i + 1) % 1000)))
+        .collect();
 
     for (label, with_indexes) in [("two-indexes", true), ("no-indexes", false)] {
         let mut g = c.benchmark_group(format!("w_idx/{label}"));

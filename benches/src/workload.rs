@@ -61,17 +61,24 @@ pub fn key_func() -> KeyFunc<Pod> {
 
 /// `metadata.namespace`.
 pub fn namespace_index() -> IndexFunc<Pod> {
-    index_func(|p: &Pod| Ok(p.metadata.namespace.iter().cloned().collect()))
+    index_func(|p: &Pod| Ok(p.metadata.namespace.as_deref().into()))
 }
 
 /// `spec.nodeName`.
 pub fn node_index() -> IndexFunc<Pod> {
     index_func(|p: &Pod| {
-        Ok(p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect())
+        Ok(p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .into_iter()
+            .collect())
     })
 }
 
 /// The `namespace` and `node` indexes.
 pub fn indexers() -> Indexers<Pod> {
-    informer_store::indexers([(NAMESPACE_INDEX, namespace_index()), (NODE_INDEX, node_index())])
+    informer_store::indexers([
+        (NAMESPACE_INDEX, namespace_index()),
+        (NODE_INDEX, node_index()),
+    ])
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, indexers};
+use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 use crate::key::{KeyError, KeyFunc, meta_namespace_key};
 use crate::store::{Indexer, Store};
 
@@ -60,7 +60,7 @@ pub fn key_func() -> KeyFunc<TestObject> {
 
 /// Indexes by namespace (one value per object).
 pub fn namespace_index() -> IndexFunc<TestObject> {
-    index_func(|o: &TestObject| Ok(vec![o.namespace.clone()]))
+    index_func(|o: &TestObject| Ok(IndexValues::one(o.namespace.as_str())))
 }
 
 /// Indexes by every label, as `key=value` (zero or more values per object).
@@ -74,7 +74,7 @@ pub fn failing_index() -> IndexFunc<TestObject> {
         if o.labels.iter().any(|(k, v)| k == "poison" && v == "true") {
             Err("poisoned object".into())
         } else {
-            Ok(vec![o.name.clone()])
+            Ok(IndexValues::one(o.name.as_str()))
         }
     })
 }

@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use informer_store::{index_func, indexers, key_func, meta_namespace_key, Indexer, Lister,
+//! use informer_store::{index_func, indexers, key_func, meta_namespace_key, Indexer, IndexValues, Lister,
 //!     ReflectorStore, Store, ThreadSafeStore, NAMESPACE_INDEX};
 //!
 //! #[derive(Debug)]
@@ -31,8 +31,8 @@
 //! let store = Arc::new(ThreadSafeStore::with_indexers(
 //!     key_func(|p: &Pod| meta_namespace_key(Some(&p.namespace), &p.name)),
 //!     indexers([
-//!         (NAMESPACE_INDEX, index_func(|p: &Pod| Ok(vec![p.namespace.clone()]))),
-//!         ("node", index_func(|p: &Pod| Ok(vec![p.node.clone()]))),
+//!         (NAMESPACE_INDEX, index_func(|p: &Pod| Ok(IndexValues::one(p.namespace.as_str())))),
+//!         ("node", index_func(|p: &Pod| Ok(IndexValues::one(p.node.as_str())))),
 //!     ]),
 //! ));
 //! let pod = |ns: &str, name: &str, node: &str| {
@@ -68,7 +68,7 @@ mod thread_safe;
 pub mod conformance;
 
 pub use crate::error::{BoxError, Error, Result};
-pub use crate::index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, indexers};
+pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 pub use crate::key::{
     KeyError, KeyFunc, ObjectName, key_func, meta_namespace_key, split_meta_namespace_key,
 };

@@ -16,14 +16,14 @@ use crate::store::Indexer;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_store::{index_func, indexers, key_func, meta_namespace_key, Lister, ReflectorStore,
+/// use informer_store::{index_func, indexers, key_func, meta_namespace_key, IndexValues, Lister, ReflectorStore,
 ///     ThreadSafeStore, NAMESPACE_INDEX};
 ///
 /// #[derive(Debug)]
 /// struct Obj { ns: String, name: String, app: String }
 /// let store = Arc::new(ThreadSafeStore::with_indexers(
 ///     key_func(|o: &Obj| meta_namespace_key(Some(&o.ns), &o.name)),
-///     indexers([(NAMESPACE_INDEX, index_func(|o: &Obj| Ok(vec![o.ns.clone()])))]),
+///     indexers([(NAMESPACE_INDEX, index_func(|o: &Obj| Ok(IndexValues::one(o.ns.as_str()))))]),
 /// ));
 /// store.add(Arc::new(Obj { ns: "a".into(), name: "web".into(), app: "web".into() })).unwrap();
 /// store.add(Arc::new(Obj { ns: "a".into(), name: "db".into(), app: "db".into() })).unwrap();

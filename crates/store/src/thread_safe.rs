@@ -1,13 +1,15 @@
 //! [`ThreadSafeStore`]: the in-memory cache with secondary indexes.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
-use crate::index::{IndexFunc, Indexers};
+use crate::index::{IndexFunc, IndexValues, Indexers};
 use crate::key::KeyFunc;
 use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 use crate::sync::RwLock;
@@ -36,12 +38,13 @@ type ValueIndex = Map<String, KeySet>;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_store::{index_func, indexers, key_func, Indexer, Store, ThreadSafeStore, ReflectorStore};
+/// use informer_store::{index_func, indexers, key_func, Indexer, IndexValues, Store, ThreadSafeStore,
+///     ReflectorStore};
 ///
 /// // (name, colour) pairs keyed by name, indexed by colour.
 /// let store = ThreadSafeStore::with_indexers(
 ///     key_func(|o: &(String, String)| Ok(o.0.clone())),
-///     indexers([("colour", index_func(|o: &(String, String)| Ok(vec![o.1.clone()])))]),
+///     indexers([("colour", index_func(|o: &(String, String)| Ok(IndexValues::one(o.1.as_str()))))]),
 /// );
 /// store.add(Arc::new(("apple".into(), "red".into()))).unwrap();
 /// store.add(Arc::new(("cherry".into(), "red".into()))).unwrap();
@@ -60,8 +63,6 @@ struct Inner<K> {
     /// Bumped whenever the set of index functions changes.
     generation: u64,
     resource_version: Option<String>,
-    /// Reused per write: the (old, new) values of each index.
-    scratch: Vec<(Option<Vec<String>>, Vec<String>)>,
 }
 
 struct Index<K> {
@@ -107,7 +108,6 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
                 indexes,
                 generation: 0,
                 resource_version: None,
-                scratch: Vec::new(),
             }),
         }
     }
@@ -128,7 +128,7 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
     }
 }
 
-fn index_values<K>(index: &Index<K>, key: &str, obj: &K) -> Result<Vec<String>> {
+fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexValues<'a>> {
     (index.func)(obj).map_err(|source| Error::IndexFunc {
         index: index.name.clone(),
         key: key.to_owned(),
@@ -137,15 +137,15 @@ fn index_values<K>(index: &Index<K>, key: &str, obj: &K) -> Result<Vec<String>> 
 }
 
 impl<K> Index<K> {
-    fn insert(&mut self, value: String, key: &Arc<str>) {
-        match self.values.get_mut(value.as_str()) {
+    fn insert(&mut self, value: Cow<'_, str>, key: &Arc<str>) {
+        match self.values.get_mut(&*value) {
             Some(set) => {
                 set.insert(Arc::clone(key));
             }
             None => {
                 let mut set = KeySet::default();
                 set.insert(Arc::clone(key));
-                self.values.insert(value, set);
+                self.values.insert(value.into_owned(), set);
             }
         }
     }
@@ -169,11 +169,11 @@ impl<K> Index<K> {
 
     /// Moves `key` from the `old` values to the `new` ones, touching only what changed.
     /// `old == None` means the old values are unknown (see [`Index::remove_everywhere`]).
-    fn update(&mut self, key: &Arc<str>, old: Option<Vec<String>>, new: Vec<String>) {
+    fn update(&mut self, key: &Arc<str>, old: Option<IndexValues<'_>>, new: IndexValues<'_>) {
         match old {
-            Some(old) if old == new => {}
+            Some(old) if old.iter().eq(new.iter()) => {}
             Some(old) => {
-                for value in &old {
+                for value in old.iter() {
                     if !new.contains(value) {
                         self.remove(value, key);
                     }
@@ -225,36 +225,29 @@ impl<K> Inner<K> {
     }
 
     fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<()> {
-        let existing = self.items.get_key_value(key.as_str());
+        let Inner { items, indexes, .. } = self;
+        let existing = items.get_key_value(key.as_str());
         let key: Arc<str> = match existing {
             Some((k, _)) => Arc::clone(k),
             None => Arc::from(key),
         };
-        if !self.indexes.is_empty() {
-            let old = existing.map(|(_, o)| o);
+        if !indexes.is_empty() {
+            let old = existing.map(|(_, o)| &**o);
             // Compute every index value first: a failure must leave the indexes untouched.
-            let mut scratch = std::mem::take(&mut self.scratch);
-            scratch.clear();
-            for index in &self.indexes {
-                let new_values = match index_values(index, &key, &obj) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        self.scratch = scratch;
-                        return Err(e);
-                    }
+            // `None` old values mean "unknown" (the function failed on the stored object).
+            let mut changes: SmallVec<[(Option<IndexValues<'_>>, IndexValues<'_>); 4]> =
+                SmallVec::with_capacity(indexes.len());
+            for index in indexes.iter() {
+                let new_values = index_values(index, &key, &*obj)?;
+                let old_values = match old {
+                    None => Some(IndexValues::none()),
+                    Some(o) => index_values(index, &key, o).ok(),
                 };
-                let old_values = old.and_then(|o| index_values(index, &key, o).ok());
-                let old_values = match (old, old_values) {
-                    (None, _) => Some(Vec::new()),
-                    (Some(_), values) => values,
-                };
-                scratch.push((old_values, new_values));
+                changes.push((old_values, new_values));
             }
-            for (index, (old_values, new_values)) in self.indexes.iter_mut().zip(scratch.drain(..))
-            {
+            for (index, (old_values, new_values)) in indexes.iter_mut().zip(changes) {
                 index.update(&key, old_values, new_values);
             }
-            self.scratch = scratch;
         }
         self.items.insert(key, obj);
         Ok(())
@@ -263,9 +256,9 @@ impl<K> Inner<K> {
     fn delete(&mut self, key: &str) -> Option<Arc<K>> {
         let (key, old) = self.items.remove_entry(key)?;
         for index in &mut self.indexes {
-            match index_values(index, &key, &old) {
+            match (index.func)(&old) {
                 Ok(values) => {
-                    for value in &values {
+                    for value in values.iter() {
                         index.remove(value, &key);
                     }
                 }
@@ -394,13 +387,13 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
         match values.as_slice() {
             [] => {}
             [value] => {
-                if let Some(keys) = index.values.get(value) {
+                if let Some(keys) = index.values.get(&**value) {
                     out.extend(keys.iter().filter_map(|k| inner.items.get(k).cloned()));
                 }
             }
             _ => {
                 let mut seen = KeySet::default();
-                for value in &values {
+                for value in values.iter() {
                     for key in index.values.get(value).into_iter().flatten() {
                         if seen.insert(Arc::clone(key)) {
                             out.extend(inner.items.get(key).cloned());
@@ -473,5 +466,161 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
             .iter()
             .map(|i| (i.name.clone(), Arc::clone(&i.func)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{OnceLock, Weak};
+
+    use super::*;
+    use crate::conformance::{TestObject, key_func, labelled, namespace_index, obj};
+    use crate::index::{index_func, indexers};
+
+    fn label_values(o: &TestObject) -> Vec<String> {
+        o.labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    }
+
+    #[test]
+    fn a_key_is_stored_once_and_shared_by_every_index_set() {
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([
+                ("namespace", namespace_index()),
+                (
+                    "label",
+                    index_func(|o: &TestObject| Ok(label_values(o).into())),
+                ),
+            ]),
+        );
+        s.add(labelled("ns", "a", 1, &[("app", "web"), ("tier", "fe")]))
+            .unwrap();
+        s.update(labelled("ns", "a", 2, &[("app", "web"), ("tier", "be")]))
+            .unwrap();
+        let inner = s.inner.read();
+        let (key, _) = inner.items.get_key_value("ns/a").unwrap();
+        // The map's key, plus one clone per index set holding it: namespace=ns, app=web, tier=be.
+        assert_eq!(Arc::strong_count(key), 4);
+    }
+
+    #[test]
+    fn update_moves_a_key_only_between_the_values_that_changed() {
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([(
+                "label",
+                index_func(|o: &TestObject| Ok(label_values(o).into())),
+            )]),
+        );
+        s.add(labelled("ns", "a", 1, &[("x", "1"), ("y", "1")]))
+            .unwrap();
+        s.add(labelled("ns", "b", 1, &[("x", "1")])).unwrap();
+        s.update(labelled("ns", "a", 2, &[("y", "1"), ("z", "1")]))
+            .unwrap();
+        assert_eq!(s.index_keys("label", "x=1").unwrap(), ["ns/b"]);
+        assert_eq!(s.index_keys("label", "y=1").unwrap(), ["ns/a"]);
+        assert_eq!(s.index_keys("label", "z=1").unwrap(), ["ns/a"]);
+        s.update(labelled("ns", "b", 2, &[])).unwrap();
+        let mut values = s.list_index_func_values("label");
+        values.sort();
+        assert_eq!(
+            values,
+            ["y=1", "z=1"],
+            "a value whose last key left is removed"
+        );
+    }
+
+    #[test]
+    fn repeated_index_values_are_one_entry() {
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([(
+                "twice",
+                index_func(|o: &TestObject| {
+                    Ok([o.name.as_str(), o.name.as_str()].into_iter().collect())
+                }),
+            )]),
+        );
+        s.add(obj("ns", "a", 1)).unwrap();
+        assert_eq!(s.index_keys("twice", "a").unwrap(), ["ns/a"]);
+        assert_eq!(s.by_index("twice", "a").unwrap().len(), 1);
+        assert_eq!(s.index("twice", &obj("x", "a", 0)).unwrap().len(), 1);
+        s.delete(obj("ns", "a", 1)).unwrap();
+        assert!(s.list_index_func_values("twice").is_empty());
+    }
+
+    /// An index function that starts failing on objects it accepted before (it should never, but
+    /// user code can): updates and deletes still clean the old entries up, by a scan.
+    #[test]
+    fn an_index_function_failing_on_a_stored_object_does_not_block_update_or_delete() {
+        let broken = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&broken);
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([(
+                "ns",
+                index_func(move |o: &TestObject| {
+                    if flag.load(Ordering::SeqCst) && o.resource_version == 1 {
+                        Err("no longer accepted".into())
+                    } else {
+                        Ok(IndexValues::one(o.namespace.as_str()))
+                    }
+                }),
+            )]),
+        );
+        s.add(obj("a", "x", 1)).unwrap();
+        s.add(obj("a", "y", 1)).unwrap();
+        broken.store(true, Ordering::SeqCst);
+        s.update(obj("a", "x", 2)).unwrap();
+        assert_eq!(s.index_keys("ns", "a").unwrap(), ["a/x", "a/y"]);
+        s.delete(obj("a", "y", 9)).unwrap();
+        assert_eq!(
+            s.index_keys("ns", "a").unwrap(),
+            ["a/x"],
+            "stale entry removed by a scan"
+        );
+        assert!(s.get_by_key("a/y").is_none());
+    }
+
+    #[test]
+    fn bookmark_records_the_resource_version() {
+        let s = ThreadSafeStore::new(key_func());
+        assert_eq!(s.last_sync_resource_version(), None);
+        s.bookmark("17").unwrap();
+        assert_eq!(s.last_sync_resource_version().as_deref(), Some("17"));
+    }
+
+    /// `replace` indexes outside the lock; an `add_indexers` that lands meanwhile must not be
+    /// lost, and the new index must cover the replaced content.
+    #[test]
+    fn replace_racing_add_indexers_keeps_both() {
+        let store: Arc<OnceLock<Weak<ThreadSafeStore<TestObject>>>> = Arc::new(OnceLock::new());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (handle, counter) = (Arc::clone(&store), Arc::clone(&calls));
+        let s = Arc::new(ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([(
+                "ns",
+                index_func(move |o: &TestObject| {
+                    // The first call happens while `replace` indexes outside the lock.
+                    if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                        let s = handle.get().and_then(Weak::upgrade).unwrap();
+                        s.add_indexers(indexers([(
+                            "name",
+                            index_func(|o: &TestObject| Ok(IndexValues::one(o.name.as_str()))),
+                        )]))
+                        .unwrap();
+                    }
+                    Ok(IndexValues::one(o.namespace.as_str()))
+                }),
+            )]),
+        ));
+        store.set(Arc::downgrade(&s)).unwrap();
+        s.replace(vec![obj("a", "x", 1), obj("b", "y", 1)], "5".into())
+            .unwrap();
+        assert_eq!(s.get_indexers().len(), 2);
+        assert_eq!(s.index_keys("name", "y").unwrap(), ["b/y"]);
+        assert_eq!(s.index_keys("ns", "a").unwrap(), ["a/x"]);
     }
 }

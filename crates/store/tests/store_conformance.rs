@@ -1,0 +1,24 @@
+//! The shared conformance suites, run against `ThreadSafeStore` (directly and behind `Arc` /
+//! `dyn`, which is how the upper layers hold it).
+
+use std::sync::Arc;
+
+use informer_store::conformance::{TestObject, indexer_suite, store_suite};
+use informer_store::{Indexer, ThreadSafeStore};
+
+#[test]
+fn thread_safe_store_passes_the_store_suite() {
+    store_suite(ThreadSafeStore::new);
+}
+
+#[test]
+fn thread_safe_store_passes_the_indexer_suite() {
+    indexer_suite(ThreadSafeStore::with_indexers);
+}
+
+#[test]
+fn shared_dyn_indexer_passes_the_indexer_suite() {
+    indexer_suite(|key_func, indexers| -> Arc<dyn Indexer<TestObject>> {
+        Arc::new(ThreadSafeStore::with_indexers(key_func, indexers))
+    });
+}
