@@ -1,0 +1,328 @@
+//! Errors, the server's `Status`, and how the reflector classifies them.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from a lower layer (an HTTP client, a decoder).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The cause type the API server sets on a 504 when a requested resource version is ahead of it.
+pub const CAUSE_RESOURCE_VERSION_TOO_LARGE: &str = "ResourceVersionTooLarge";
+
+/// The message old API servers use for the same condition.
+const TOO_LARGE_MESSAGE: &str = "Too large resource version";
+
+/// One cause of a [`Status`] (`details.causes[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusCause {
+    /// The machine-readable cause type (`reason` on the wire), e.g. `ResourceVersionTooLarge`.
+    pub reason: String,
+    /// A human-readable description.
+    pub message: String,
+    /// The field the cause refers to, if any.
+    pub field: String,
+}
+
+/// A failure the API server reported: a `metav1.Status`, as an HTTP error body or an `ERROR`
+/// watch event. Only the fields the reflector acts on are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// The HTTP code the status stands for (`code`, else the response's status); 0 when neither
+    /// is known, e.g. an `ERROR` event whose object was not a `Status`.
+    pub code: u16,
+    /// The machine-readable reason, e.g. `Expired`, `TooManyRequests`; may be empty.
+    pub reason: String,
+    /// The human-readable message.
+    pub message: String,
+    /// `details.retryAfterSeconds`, or the response's `Retry-After` header.
+    pub retry_after: Option<Duration>,
+    /// `details.causes`.
+    pub causes: Vec<StatusCause>,
+}
+
+impl Status {
+    /// A status with a code, a reason and a message, and no details.
+    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The same status with `retry_after` set.
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.retry_after = Some(retry_after);
+        self
+    }
+
+    /// The same status with one more cause.
+    pub fn with_cause(mut self, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        self.causes.push(StatusCause {
+            reason: reason.into(),
+            message: message.into(),
+            field: String::new(),
+        });
+        self
+    }
+
+    /// A 410 `Expired` status, as the server sends for a resource version it no longer has.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// A 504 `Timeout` with cause `ResourceVersionTooLarge`.
+    pub fn too_large_resource_version() -> Self {
+        Self::new(504, "Timeout", format!("Timeout: {TOO_LARGE_MESSAGE}"))
+            .with_cause(CAUSE_RESOURCE_VERSION_TOO_LARGE, TOO_LARGE_MESSAGE)
+    }
+
+    /// A 429 `TooManyRequests`, optionally with a Retry-After.
+    pub fn too_many_requests(retry_after: Option<Duration>) -> Self {
+        Self {
+            retry_after,
+            ..Self::new(429, "TooManyRequests", "too many requests")
+        }
+    }
+
+    /// A 500 `InternalError`.
+    pub fn internal_error(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// How the reflector reacts to this status.
+    pub fn kind(&self) -> ErrorKind {
+        if self.reason == "Expired" || self.reason == "Gone" || self.code == 410 {
+            ErrorKind::Expired
+        } else if self.is_too_large_resource_version() {
+            ErrorKind::TooLargeResourceVersion
+        } else if self.code == 429 || self.reason == "TooManyRequests" {
+            ErrorKind::TooManyRequests {
+                retry_after: self.retry_after,
+            }
+        } else if self.reason == "InternalError" || (self.code == 500 && self.reason.is_empty()) {
+            ErrorKind::InternalError
+        } else {
+            ErrorKind::Other
+        }
+    }
+
+    fn is_too_large_resource_version(&self) -> bool {
+        if self
+            .causes
+            .iter()
+            .any(|c| c.reason == CAUSE_RESOURCE_VERSION_TOO_LARGE)
+        {
+            return true;
+        }
+        // Old servers: a Timeout whose cause or message says so.
+        (self.code == 504 || self.reason == "Timeout")
+            && (self.message.contains(TOO_LARGE_MESSAGE)
+                || self.causes.iter().any(|c| c.message == TOO_LARGE_MESSAGE))
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+/// What the reflector must do about an error: the classification of client-go's reflector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 410 `Expired` or `Gone`: the requested resource version is no longer available.
+    Expired,
+    /// The requested resource version is ahead of the server (504 with cause
+    /// `ResourceVersionTooLarge`, or "Too large resource version" from old servers).
+    TooLargeResourceVersion,
+    /// 429: the server asks the client to slow down, possibly saying for how long.
+    TooManyRequests {
+        /// The server's Retry-After, if it gave one.
+        retry_after: Option<Duration>,
+    },
+    /// The connection was refused: the server is down or restarting.
+    ConnectionRefused,
+    /// 500 `InternalError`, or an event the client could not decode.
+    InternalError,
+    /// Anything else.
+    Other,
+}
+
+/// Everything a [`ListerWatcher`](crate::ListerWatcher) or the [`Reflector`](crate::Reflector)
+/// reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with a failure `Status` (an HTTP error or an `ERROR` event).
+    #[error("the server reported {0}")]
+    Api(Status),
+
+    /// The connection to the server was refused.
+    #[error("connection refused")]
+    ConnectionRefused(#[source] BoxError),
+
+    /// The request could not be sent or its response could not be read.
+    #[error("transport error")]
+    Transport(#[source] BoxError),
+
+    /// A response or watch event could not be decoded, or lacked a required field (an object
+    /// without a name or a resourceVersion, a list without a resourceVersion, an event of an
+    /// unknown type).
+    #[error("undecodable response: {message}")]
+    Decode {
+        /// What was wrong.
+        message: String,
+        /// The decoder's error, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    /// A watch closed within a second of its start without delivering any event.
+    #[error(
+        "very short watch: unexpected watch close - watch lasted less than a second and no items received"
+    )]
+    VeryShortWatch,
+
+    /// The store refused a write.
+    #[error("store error")]
+    Store(#[from] informer_store::Error),
+
+    /// The list failed and the reflector will list again after a backoff delay.
+    #[error("failed to list")]
+    List(#[source] Box<Error>),
+
+    /// A streaming list failed and the reflector falls back to a list.
+    #[error("failed to stream the initial list")]
+    StreamingList(#[source] Box<Error>),
+
+    /// Something else.
+    #[error(transparent)]
+    Other(BoxError),
+}
+
+impl Error {
+    /// A [`Decode`](Self::Decode) error with a message and no source.
+    pub fn decode(message: impl Into<String>) -> Self {
+        Self::Decode {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// How the reflector reacts to this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Api(status) => status.kind(),
+            Self::ConnectionRefused(_) => ErrorKind::ConnectionRefused,
+            Self::Decode { .. } => ErrorKind::InternalError,
+            Self::List(inner) | Self::StreamingList(inner) => inner.kind(),
+            Self::Transport(_) | Self::VeryShortWatch | Self::Store(_) | Self::Other(_) => {
+                ErrorKind::Other
+            }
+        }
+    }
+
+    /// The server's status, if this error carries one.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Self::Api(status) => Some(status),
+            Self::List(inner) | Self::StreamingList(inner) => inner.status(),
+            _ => None,
+        }
+    }
+
+    /// 410 Expired or Gone.
+    pub fn is_expired(&self) -> bool {
+        self.kind() == ErrorKind::Expired
+    }
+
+    /// The requested resource version is ahead of the server.
+    pub fn is_too_large_resource_version(&self) -> bool {
+        self.kind() == ErrorKind::TooLargeResourceVersion
+    }
+}
+
+impl From<Status> for Error {
+    fn from(status: Status) -> Self {
+        Self::Api(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_and_gone_are_expired() {
+        assert_eq!(Status::expired("too old").kind(), ErrorKind::Expired);
+        assert_eq!(Status::new(410, "Gone", "").kind(), ErrorKind::Expired);
+        assert_eq!(Status::new(0, "Expired", "").kind(), ErrorKind::Expired);
+        assert_eq!(Status::new(410, "", "").kind(), ErrorKind::Expired);
+    }
+
+    #[test]
+    fn too_large_by_cause_or_by_old_message() {
+        assert_eq!(
+            Status::too_large_resource_version().kind(),
+            ErrorKind::TooLargeResourceVersion
+        );
+        let old = Status::new(
+            504,
+            "Timeout",
+            "Timeout: Too large resource version: 9, current: 5",
+        );
+        assert_eq!(old.kind(), ErrorKind::TooLargeResourceVersion);
+        let cause_message =
+            Status::new(504, "Timeout", "timeout").with_cause("", "Too large resource version");
+        assert_eq!(cause_message.kind(), ErrorKind::TooLargeResourceVersion);
+        // A plain 504 timeout is not.
+        let plain = Status::new(504, "Timeout", "request did not complete");
+        assert_eq!(plain.kind(), ErrorKind::Other);
+    }
+
+    #[test]
+    fn too_many_requests_keeps_its_retry_after() {
+        let s = Status::too_many_requests(Some(Duration::from_secs(3)));
+        assert_eq!(
+            s.kind(),
+            ErrorKind::TooManyRequests {
+                retry_after: Some(Duration::from_secs(3))
+            }
+        );
+        assert_eq!(
+            Status::new(429, "", "plain text").kind(),
+            ErrorKind::TooManyRequests { retry_after: None }
+        );
+    }
+
+    #[test]
+    fn internal_errors_and_decode_errors() {
+        assert_eq!(
+            Status::internal_error("boom").kind(),
+            ErrorKind::InternalError
+        );
+        assert_eq!(Error::decode("bad line").kind(), ErrorKind::InternalError);
+        // 500 ServerTimeout is not an internal error.
+        assert_eq!(
+            Status::new(500, "ServerTimeout", "").kind(),
+            ErrorKind::Other
+        );
+    }
+
+    #[test]
+    fn a_non_status_error_event_is_other() {
+        assert_eq!(Status::default().kind(), ErrorKind::Other);
+        assert_eq!(Status::new(403, "Forbidden", "no").kind(), ErrorKind::Other);
+    }
+
+    #[test]
+    fn wrapped_errors_keep_their_kind() {
+        let e = Error::List(Box::new(Error::Api(Status::expired("x"))));
+        assert!(e.is_expired());
+        assert_eq!(e.status().unwrap().code, 410);
+        let refused = Error::ConnectionRefused("refused".into());
+        assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+    }
+}

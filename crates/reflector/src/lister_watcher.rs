@@ -1,0 +1,316 @@
+//! The contract between a reflector and the API it reads: [`ListerWatcher`] and its plain types.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+
+use crate::error::{Error, Status};
+
+/// The value of `resourceVersionMatch` on a list or streaming-list request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResourceVersionMatch {
+    /// The state at least as new as the given resource version.
+    NotOlderThan,
+    /// The state exactly at the given resource version (may be 410 Expired).
+    Exact,
+}
+
+impl ResourceVersionMatch {
+    /// The query-string spelling: `NotOlderThan` or `Exact`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotOlderThan => "NotOlderThan",
+            Self::Exact => "Exact",
+        }
+    }
+}
+
+/// One list request (one page of it).
+///
+/// Selectors here are the reflector's own; a [`ListerWatcher`] that was built with selectors of
+/// its own must apply both (their conjunction).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListParams {
+    /// A label selector, e.g. `app=web,tier!=db`.
+    pub label_selector: Option<String>,
+    /// A field selector, e.g. `spec.nodeName=node-1`.
+    pub field_selector: Option<String>,
+    /// The page size; `None` asks for everything in one response.
+    pub limit: Option<u32>,
+    /// The continue token of the previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`: `""` (most recent, consistent), `"0"` (any, from cache) or a version.
+    pub resource_version: String,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<ResourceVersionMatch>,
+}
+
+/// One page of a list response.
+#[derive(Debug, Clone)]
+pub struct ListPage<K> {
+    /// The objects on this page.
+    pub items: Vec<Arc<K>>,
+    /// The list's `metadata.resourceVersion`: the version of the snapshot. Every page of one list
+    /// carries the same one. A [`ListerWatcher`] returns an error rather than an empty version.
+    pub resource_version: String,
+    /// The list's `metadata.continue`; `Some` iff more pages follow.
+    pub continue_token: Option<String>,
+}
+
+/// One watch request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchParams {
+    /// A label selector (see [`ListParams::label_selector`]).
+    pub label_selector: Option<String>,
+    /// A field selector (see [`ListParams::field_selector`]).
+    pub field_selector: Option<String>,
+    /// The version to start after: `""` or `"0"` start with synthetic `ADDED` events for the
+    /// current state; any other value delivers only the changes after it.
+    pub resource_version: String,
+    /// `resourceVersionMatch` (used by streaming lists).
+    pub resource_version_match: Option<ResourceVersionMatch>,
+    /// `timeoutSeconds`: the server ends the watch cleanly after this long.
+    pub timeout: Option<Duration>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `sendInitialEvents`: stream the current state first, then an initial-events-end bookmark.
+    pub send_initial_events: bool,
+}
+
+/// One event of a watch stream.
+///
+/// The [`ListerWatcher`] extracts each object's resource version, so the reflector never needs
+/// to look inside `K`.
+pub enum WatchEvent<K> {
+    /// An object was created, started to match the watch, or is part of the initial state.
+    Added {
+        /// The object.
+        object: Arc<K>,
+        /// Its `metadata.resourceVersion`.
+        resource_version: String,
+    },
+    /// An object changed.
+    Modified {
+        /// The new state.
+        object: Arc<K>,
+        /// Its `metadata.resourceVersion`.
+        resource_version: String,
+    },
+    /// An object was deleted or stopped matching the watch.
+    Deleted {
+        /// The last state, stamped with the version of the deletion.
+        object: Arc<K>,
+        /// The version of the deletion.
+        resource_version: String,
+    },
+    /// The server's state reached `resource_version` with nothing more to report before it.
+    Bookmark {
+        /// The bookmark's version, a valid resume point.
+        resource_version: String,
+        /// The bookmark carries the `k8s.io/initial-events-end: "true"` annotation: the initial
+        /// state of a streaming list is complete.
+        initial_events_end: bool,
+    },
+    /// The server reported an error inside the stream (it closes the stream after it).
+    Error(Status),
+}
+
+impl<K> WatchEvent<K> {
+    /// The event's resource version, if it has one (every kind but `Error`).
+    pub fn resource_version(&self) -> Option<&str> {
+        match self {
+            Self::Added {
+                resource_version, ..
+            }
+            | Self::Modified {
+                resource_version, ..
+            }
+            | Self::Deleted {
+                resource_version, ..
+            }
+            | Self::Bookmark {
+                resource_version, ..
+            } => Some(resource_version),
+            Self::Error(_) => None,
+        }
+    }
+
+    /// The event's type as the wire spells it: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`,
+    /// `ERROR`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Added { .. } => "ADDED",
+            Self::Modified { .. } => "MODIFIED",
+            Self::Deleted { .. } => "DELETED",
+            Self::Bookmark { .. } => "BOOKMARK",
+            Self::Error(_) => "ERROR",
+        }
+    }
+}
+
+impl<K> Clone for WatchEvent<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Added {
+                object,
+                resource_version,
+            } => Self::Added {
+                object: object.clone(),
+                resource_version: resource_version.clone(),
+            },
+            Self::Modified {
+                object,
+                resource_version,
+            } => Self::Modified {
+                object: object.clone(),
+                resource_version: resource_version.clone(),
+            },
+            Self::Deleted {
+                object,
+                resource_version,
+            } => Self::Deleted {
+                object: object.clone(),
+                resource_version: resource_version.clone(),
+            },
+            Self::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => Self::Bookmark {
+                resource_version: resource_version.clone(),
+                initial_events_end: *initial_events_end,
+            },
+            Self::Error(status) => Self::Error(status.clone()),
+        }
+    }
+}
+
+impl<K> fmt::Debug for WatchEvent<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => f
+                .debug_struct("Bookmark")
+                .field("resource_version", resource_version)
+                .field("initial_events_end", initial_events_end)
+                .finish(),
+            Self::Error(status) => f.debug_tuple("Error").field(status).finish(),
+            other => f
+                .debug_struct(other.type_name())
+                .field("resource_version", &other.resource_version())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// A watch stream: complete events in server order, or errors.
+///
+/// The stream ends when the server closes the watch. An `Err` item is a failure the
+/// [`ListerWatcher`] saw while reading (a transport error, an undecodable event); the reflector
+/// stops reading after it. A torn last event that the server cut off must not be yielded.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
+
+/// Lists and watches one collection: the reflector's only view of the API server.
+///
+/// Implementations: the kube-client adapter (`informer-kube`) and [`FakeListerWatcher`]
+/// (scriptable, for tests).
+///
+/// # Contract
+///
+/// * [`list`](Self::list) returns one page. It fails with an [`Error`] whose
+///   [`kind`](Error::kind) tells the reflector how to react (410 Expired, too-large resource
+///   version, 429 with its Retry-After, connection refused, ...). A list without a resource
+///   version is an error, never a page with an empty version.
+/// * [`watch`](Self::watch) resolves once the server has accepted the watch (a non-2xx answer
+///   is an `Err` here); the events then arrive on the returned [`WatchStream`]. Each event
+///   carries the resource version of its object; an object without one, or an event that cannot
+///   be decoded, is an `Err` item, never a half-filled event.
+/// * Both futures must be `Send` and must not block the thread.
+///
+/// [`FakeListerWatcher`]: crate::FakeListerWatcher
+pub trait ListerWatcher<K>: Send + Sync {
+    /// Lists one page.
+    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send;
+
+    /// Starts a watch.
+    fn watch(
+        &self,
+        params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send;
+}
+
+impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
+    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        (**self).list(params)
+    }
+
+    fn watch(
+        &self,
+        params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send {
+        (**self).watch(params)
+    }
+}
+
+impl<K> ListPage<K> {
+    /// A last (or only) page: `items` at `resource_version`, no continue token.
+    pub fn new(items: Vec<Arc<K>>, resource_version: impl Into<String>) -> Self {
+        Self {
+            items,
+            resource_version: resource_version.into(),
+            continue_token: None,
+        }
+    }
+
+    /// The same page with a continue token: more pages follow.
+    pub fn with_continue(mut self, token: impl Into<String>) -> Self {
+        self.continue_token = Some(token.into());
+        self
+    }
+}
+
+impl<K> WatchEvent<K> {
+    /// An `ADDED` event.
+    pub fn added(object: Arc<K>, resource_version: impl Into<String>) -> Self {
+        Self::Added {
+            object,
+            resource_version: resource_version.into(),
+        }
+    }
+
+    /// A `MODIFIED` event.
+    pub fn modified(object: Arc<K>, resource_version: impl Into<String>) -> Self {
+        Self::Modified {
+            object,
+            resource_version: resource_version.into(),
+        }
+    }
+
+    /// A `DELETED` event.
+    pub fn deleted(object: Arc<K>, resource_version: impl Into<String>) -> Self {
+        Self::Deleted {
+            object,
+            resource_version: resource_version.into(),
+        }
+    }
+
+    /// A plain `BOOKMARK` event.
+    pub fn bookmark(resource_version: impl Into<String>) -> Self {
+        Self::Bookmark {
+            resource_version: resource_version.into(),
+            initial_events_end: false,
+        }
+    }
+
+    /// The `BOOKMARK` that ends the initial events of a streaming list.
+    pub fn initial_events_end(resource_version: impl Into<String>) -> Self {
+        Self::Bookmark {
+            resource_version: resource_version.into(),
+            initial_events_end: true,
+        }
+    }
+}

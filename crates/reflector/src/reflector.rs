@@ -1,0 +1,793 @@
+//! The [`Reflector`]: list, then watch, forever, keeping a store equal to the server's state.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use informer_store::{KeyFunc, ReflectorStore};
+use parking_lot::RwLock;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::error::{Error, ErrorKind};
+use crate::lister_watcher::{
+    ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
+};
+
+/// The page size of a paginated list when none is configured (client-go's pager default).
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// The shortest server-side watch timeout the reflector asks for by default; each watch asks for
+/// a random timeout in `[min, 2·min)`.
+pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// A watch that ends sooner than this with no event is an error.
+const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// The internal-error retry window is restarted when the last error is older than this.
+const INTERNAL_ERROR_RESET: Duration = Duration::from_secs(60);
+
+/// Decides, each time the resync timer fires, whether to resync now.
+pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Called with every error that ends a list-and-watch cycle (before the backoff delay).
+pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// Lists and watches one collection through a [`ListerWatcher`] and writes every change into a
+/// [`ReflectorStore`] (a store or a queue), forever, until stopped.
+///
+/// The behaviour is client-go's `tools/cache/reflector.go`:
+///
+/// * **List.** The first list asks for resource version `"0"` (any state, cheap, served from the
+///   server's cache), in pages of [`DEFAULT_PAGE_SIZE`] following `continue`. Later lists ask for
+///   the last synced version (not older than it, one unpaginated request). When a list fails with
+///   410 Expired or a too-large version, the reflector at once lists again at `""` (a consistent
+///   read). When a continue token expires, it makes one full list at the original version. The
+///   result goes to [`ReflectorStore::replace`] with the list's resource version.
+/// * **Watch** from the list's version, with bookmarks and a random server timeout in
+///   `[min, 2·min)` (5–10 minutes by default). Each `ADDED` / `MODIFIED` / `DELETED` becomes
+///   `add` / `update` / `delete`; a bookmark becomes [`ReflectorStore::bookmark`]. The resource
+///   version of each event becomes the resume point — except the synthetic `ADDED` events that
+///   open a watch started at `""` or `"0"`, whose versions are not ordered.
+/// * **When a watch ends**: a clean close resumes at once from the last version, with no relist;
+///   a close within a second with no event is an error ([`Error::VeryShortWatch`]); 429 waits
+///   for Retry-After (or a backoff delay) and re-watches; connection refused backs off and
+///   re-watches; 410 Expired relists at the last version; a too-large version relists at `""`;
+///   an internal error re-watches while inside an optional retry window; anything else relists.
+/// * **Backoff** between list-and-watch cycles: see [`BackoffConfig`].
+/// * **Resync**: with a resync period, [`ReflectorStore::resync`] is called on that period while
+///   watching, when the [`ShouldResync`] callback (if any) agrees.
+/// * **Streaming list** (optional, [`with_streaming_list`](Self::with_streaming_list)): the
+///   initial state comes as a watch with `sendInitialEvents=true`, collected aside and handed to
+///   `replace` at the initial-events-end bookmark; the same stream then goes on as the watch.
+///   If the server refuses, the reflector falls back to a list.
+///
+/// It stops promptly when its [`CancellationToken`] is cancelled: every wait and request is
+/// abandoned, and no store write is ever left half-done (each write is one synchronous call).
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_reflector::{FakeListerWatcher, ListPage, Reflector};
+/// use informer_store::{key_func, KnownObjects, ThreadSafeStore};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let fake = Arc::new(FakeListerWatcher::new());
+/// fake.push_list(ListPage::new(vec![Arc::new("a".to_string())], "7"));
+/// let store = Arc::new(ThreadSafeStore::new(key_func(|s: &String| Ok(s.clone()))));
+///
+/// let reflector = Arc::new(Reflector::new(fake.clone(), store.clone()));
+/// let stop = CancellationToken::new();
+/// let task = tokio::spawn({
+///     let (reflector, stop) = (reflector.clone(), stop.clone());
+///     async move { reflector.run(stop).await }
+/// });
+/// fake.wait_for_requests(2).await; // the list, then the watch
+/// assert_eq!(store.list_keys(), ["a"]);
+/// assert_eq!(reflector.last_sync_resource_version(), "7");
+/// stop.cancel();
+/// task.await.unwrap();
+/// # }
+/// ```
+pub struct Reflector<K, L, S> {
+    lister_watcher: L,
+    store: S,
+    name: String,
+    config: Config<K>,
+    last_sync_resource_version: RwLock<String>,
+    _object: PhantomData<fn() -> K>,
+}
+
+struct Config<K> {
+    resync_period: Option<Duration>,
+    should_resync: Option<ShouldResync>,
+    min_watch_timeout: Duration,
+    backoff: BackoffConfig,
+    page_size: Option<u32>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    max_internal_error_retry: Duration,
+    streaming_list_key: Option<KeyFunc<K>>,
+    watch_error_handler: WatchErrorHandler,
+    seed: Option<u64>,
+}
+
+impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reflector")
+            .field("name", &self.name)
+            .field(
+                "last_sync_resource_version",
+                &*self.last_sync_resource_version.read(),
+            )
+            .field("resync_period", &self.config.resync_period)
+            .field("min_watch_timeout", &self.config.min_watch_timeout)
+            .field("backoff", &self.config.backoff)
+            .field("page_size", &self.config.page_size)
+            .field("streaming_list", &self.config.streaming_list_key.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: Send + Sync + 'static,
+    L: ListerWatcher<K>,
+    S: ReflectorStore<K>,
+{
+    /// A reflector that fills `store` from `lister_watcher`, with client-go's defaults: no resync,
+    /// watch timeouts in [5, 10) minutes, pages of 500, the default [`BackoffConfig`], list and
+    /// watch (no streaming list), and a watch error handler that logs through `tracing`.
+    pub fn new(lister_watcher: L, store: S) -> Self {
+        Self {
+            lister_watcher,
+            store,
+            name: std::any::type_name::<K>().to_owned(),
+            config: Config {
+                resync_period: None,
+                should_resync: None,
+                min_watch_timeout: DEFAULT_MIN_WATCH_TIMEOUT,
+                backoff: BackoffConfig::default(),
+                page_size: None,
+                label_selector: None,
+                field_selector: None,
+                max_internal_error_retry: Duration::ZERO,
+                streaming_list_key: None,
+                watch_error_handler: Arc::new(default_watch_error_handler),
+                seed: None,
+            },
+            last_sync_resource_version: RwLock::new(String::new()),
+            _object: PhantomData,
+        }
+    }
+
+    /// Names the reflector in its log lines (default: the object type's name).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Calls [`ReflectorStore::resync`] every `period` while watching; zero disables it.
+    pub fn with_resync_period(mut self, period: Duration) -> Self {
+        self.config.resync_period = (!period.is_zero()).then_some(period);
+        self
+    }
+
+    /// Asks `should_resync` each time the resync timer fires; a resync happens only if it says
+    /// yes.
+    pub fn with_should_resync(
+        mut self,
+        should_resync: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.config.should_resync = Some(Arc::new(should_resync));
+        self
+    }
+
+    /// Each watch asks the server for a random timeout in `[min, 2·min)` (whole seconds, at least
+    /// one). client-go only lets this grow beyond 5 minutes; here any value is accepted, so tests
+    /// and simulators can use short watches.
+    pub fn with_min_watch_timeout(mut self, min: Duration) -> Self {
+        self.config.min_watch_timeout = min;
+        self
+    }
+
+    /// Replaces the backoff between list-and-watch cycles and between retried watches.
+    pub fn with_backoff(mut self, backoff: BackoffConfig) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// Uses pages of `page_size` for every list (client-go's `WatchListPageSize`). Without it,
+    /// lists at `""` or `"0"` use pages of [`DEFAULT_PAGE_SIZE`] and lists at a version are not
+    /// paginated (the server's cache answers them whole).
+    pub fn with_page_size(mut self, page_size: u32) -> Self {
+        self.config.page_size = (page_size != 0).then_some(page_size);
+        self
+    }
+
+    /// Sends this label selector on every list and watch.
+    pub fn with_label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.config.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Sends this field selector on every list and watch.
+    pub fn with_field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.config.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Re-watches (instead of relisting) after internal errors for up to `window` from the first
+    /// of a series (client-go's `MaxInternalErrorRetryDuration`; zero, the default, disables it).
+    pub fn with_max_internal_error_retry(mut self, window: Duration) -> Self {
+        self.config.max_internal_error_retry = window;
+        self
+    }
+
+    /// Gets the initial state as a streaming list (`sendInitialEvents=true`), falling back to a
+    /// list when the server refuses. `key` files the objects of the initial state while it is
+    /// collected; it must be the store's key function.
+    pub fn with_streaming_list(mut self, key: KeyFunc<K>) -> Self {
+        self.config.streaming_list_key = Some(key);
+        self
+    }
+
+    /// Replaces the handler called with every error that ends a list-and-watch cycle.
+    pub fn with_watch_error_handler(
+        mut self,
+        handler: impl Fn(&Error) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.watch_error_handler = Arc::new(handler);
+        self
+    }
+
+    /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.config.seed = Some(seed);
+        self
+    }
+
+    /// The resource version of the last list, or of the last watch event or bookmark applied
+    /// (`""` before the first list). It is not synchronised with the store.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync_resource_version.read().clone()
+    }
+
+    /// The store the reflector writes to.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The name used in log lines.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Lists and watches until `stop` is cancelled, recovering from every error.
+    ///
+    /// Errors that end a cycle go to the watch error handler; then the reflector waits a backoff
+    /// delay and lists again.
+    pub async fn run(&self, stop: CancellationToken) {
+        let mut state = RunState::new(&self.config);
+        tracing::debug!(reflector = %self.name, "starting");
+        loop {
+            let cycle = tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                cycle = self.list_and_watch(&mut state) => cycle,
+            };
+            if let Err(err) = cycle {
+                (self.config.watch_error_handler)(&err);
+            }
+            let delay = state.backoff_delay();
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        tracing::debug!(reflector = %self.name, "stopped");
+    }
+
+    /// One cycle: the initial state (streaming list or list), then watches until one ends in a
+    /// way that needs a relist.
+    async fn list_and_watch(&self, state: &mut RunState) -> Result<(), Error> {
+        let mut stream = None;
+        if let Some(key) = &self.config.streaming_list_key {
+            match self.streaming_list(state, key).await {
+                Ok(s) => stream = Some(s),
+                Err(err) => {
+                    tracing::debug!(reflector = %self.name, error = %err, "streaming list failed, falling back to list");
+                }
+            }
+        }
+        let propagate_from_start = stream.is_some();
+        if stream.is_none() {
+            self.list(state).await?;
+        }
+        self.watch(state, stream.map(|s| (s, propagate_from_start)))
+            .await
+    }
+
+    fn set_last_sync_resource_version(&self, rv: &str) {
+        let mut last = self.last_sync_resource_version.write();
+        if *last != rv {
+            rv.clone_into(&mut last);
+        }
+    }
+
+    fn selectors(&self) -> (Option<String>, Option<String>) {
+        (
+            self.config.label_selector.clone(),
+            self.config.field_selector.clone(),
+        )
+    }
+
+    /// The list: at `"0"` the first time, at the last synced version after that, at `""` once
+    /// that version is known to be unavailable.
+    async fn list(&self, state: &mut RunState) -> Result<(), Error> {
+        let rv = state.relist_resource_version(&self.last_sync_resource_version());
+        let page = match self.paginated_list(state, rv).await {
+            Ok(page) => page,
+            Err(err) if err.is_expired() || err.is_too_large_resource_version() => {
+                tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
+                state.rv_unavailable = true;
+                let rv = state.relist_resource_version(&self.last_sync_resource_version());
+                self.paginated_list(state, rv)
+                    .await
+                    .map_err(|e| Error::List(Box::new(e)))?
+            }
+            Err(err) => return Err(Error::List(Box::new(err))),
+        };
+        state.rv_unavailable = false;
+        if page.resource_version.is_empty() {
+            return Err(Error::List(Box::new(Error::decode(
+                "list response without a resourceVersion",
+            ))));
+        }
+        tracing::debug!(reflector = %self.name, items = page.items.len(), resource_version = %page.resource_version, "listed");
+        self.store
+            .replace(page.items, page.resource_version.clone())?;
+        self.set_last_sync_resource_version(&page.resource_version);
+        Ok(())
+    }
+
+    /// All pages of one list, concatenated (client-go's pager).
+    async fn paginated_list(&self, state: &mut RunState, rv: String) -> Result<ListPage<K>, Error> {
+        let limit = match self.config.page_size {
+            Some(size) => Some(size),
+            None if state.paginated_result || rv.is_empty() || rv == "0" => Some(DEFAULT_PAGE_SIZE),
+            None => None,
+        };
+        let (label_selector, field_selector) = self.selectors();
+        let first = ListParams {
+            label_selector,
+            field_selector,
+            limit,
+            continue_token: None,
+            resource_version: rv,
+            resource_version_match: None,
+        };
+        let mut page = self.lister_watcher.list(&first).await?;
+        if first.resource_version == "0" && page.continue_token.is_some() {
+            // The server's cache is off: "0" lists are paginated, so keep paginating relists too.
+            state.paginated_result = true;
+        }
+        while let Some(token) = page.continue_token.take() {
+            let next = ListParams {
+                continue_token: Some(token),
+                resource_version: String::new(),
+                resource_version_match: None,
+                ..first.clone()
+            };
+            match self.lister_watcher.list(&next).await {
+                Ok(more) => {
+                    page.items.extend(more.items);
+                    page.resource_version = more.resource_version;
+                    page.continue_token = more.continue_token;
+                }
+                Err(err) if err.is_expired() => {
+                    tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
+                    let full = ListParams {
+                        limit: None,
+                        continue_token: None,
+                        ..first.clone()
+                    };
+                    return self.lister_watcher.list(&full).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(page)
+    }
+
+    /// The initial state as a streaming list. On success returns the open stream, positioned
+    /// just after the initial-events-end bookmark.
+    async fn streaming_list(
+        &self,
+        state: &mut RunState,
+        key: &KeyFunc<K>,
+    ) -> Result<WatchStream<K>, Error> {
+        loop {
+            let rv = if state.rv_unavailable {
+                String::new()
+            } else {
+                self.last_sync_resource_version()
+            };
+            let (label_selector, field_selector) = self.selectors();
+            let params = WatchParams {
+                label_selector,
+                field_selector,
+                resource_version: rv,
+                resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
+                timeout: Some(state.watch_timeout()),
+                allow_bookmarks: true,
+                send_initial_events: true,
+            };
+            let failure = match self.lister_watcher.watch(&params).await {
+                Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
+                    Ok(Some((items, rv))) => {
+                        state.rv_unavailable = false;
+                        tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
+                        self.store.replace(items, rv.clone())?;
+                        self.set_last_sync_resource_version(&rv);
+                        return Ok(stream);
+                    }
+                    Ok(None) => {
+                        // The stream ended before the end bookmark: start again, after a delay so
+                        // that a server which closes at once cannot make us spin.
+                        tracing::debug!(reflector = %self.name, "streaming list ended before its end bookmark, retrying");
+                        let delay = state.backoff_delay();
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    Err(err) => err,
+                },
+                Err(err) => err,
+            };
+            match failure.kind() {
+                ErrorKind::TooManyRequests { retry_after } => {
+                    let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
+                    tokio::time::sleep(delay).await;
+                }
+                ErrorKind::ConnectionRefused => {
+                    let delay = state.backoff_delay();
+                    tokio::time::sleep(delay).await;
+                }
+                ErrorKind::Expired | ErrorKind::TooLargeResourceVersion => {
+                    state.rv_unavailable = true;
+                }
+                _ => return Err(Error::StreamingList(Box::new(failure))),
+            }
+        }
+    }
+
+    /// Reads the initial events of a streaming list into a temporary set; `None` if the stream
+    /// ended before the end bookmark.
+    async fn collect_initial_events(
+        &self,
+        stream: &mut WatchStream<K>,
+        key: &KeyFunc<K>,
+    ) -> Result<Option<(Vec<Arc<K>>, String)>, Error> {
+        let mut initial: HashMap<String, Arc<K>> = HashMap::new();
+        while let Some(event) = stream.next().await {
+            match event? {
+                WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
+                    match key(&object) {
+                        Ok(k) => {
+                            initial.insert(k, object);
+                        }
+                        Err(err) => {
+                            tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
+                        }
+                    }
+                }
+                WatchEvent::Deleted { object, .. } => {
+                    if let Ok(k) = key(&object) {
+                        initial.remove(&k);
+                    }
+                }
+                WatchEvent::Bookmark {
+                    resource_version,
+                    initial_events_end: true,
+                } => {
+                    return Ok(Some((initial.into_values().collect(), resource_version)));
+                }
+                WatchEvent::Bookmark { .. } => {}
+                WatchEvent::Error(status) => return Err(Error::Api(status)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Watches until a watch ends in a way that needs a relist (`Ok`) or fails (`Err`).
+    ///
+    /// `stream` is an already-open stream (from a streaming list) and whether its events'
+    /// versions may be used from the start.
+    async fn watch(
+        &self,
+        state: &mut RunState,
+        mut stream: Option<(WatchStream<K>, bool)>,
+    ) -> Result<(), Error> {
+        loop {
+            let (stream, propagate_from_start) = match stream.take() {
+                Some(open) => open,
+                None => {
+                    let rv = self.last_sync_resource_version();
+                    let propagate = !(rv.is_empty() || rv == "0");
+                    let (label_selector, field_selector) = self.selectors();
+                    let params = WatchParams {
+                        label_selector,
+                        field_selector,
+                        resource_version: rv,
+                        resource_version_match: None,
+                        timeout: Some(state.watch_timeout()),
+                        allow_bookmarks: true,
+                        send_initial_events: false,
+                    };
+                    match self.lister_watcher.watch(&params).await {
+                        Ok(s) => (s, propagate),
+                        Err(err) => match err.kind() {
+                            ErrorKind::TooManyRequests { retry_after } => {
+                                let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
+                                tracing::debug!(reflector = %self.name, ?delay, "watch refused with 429, retrying");
+                                tokio::time::sleep(delay).await;
+                                continue;
+                            }
+                            ErrorKind::ConnectionRefused => {
+                                let delay = state.backoff_delay();
+                                tracing::debug!(reflector = %self.name, ?delay, "watch connection refused, retrying");
+                                tokio::time::sleep(delay).await;
+                                continue;
+                            }
+                            ErrorKind::TooLargeResourceVersion => {
+                                state.rv_unavailable = true;
+                                return Err(err);
+                            }
+                            _ => return Err(err),
+                        },
+                    }
+                }
+            };
+
+            let started = Instant::now();
+            let mut events = 0_u64;
+            let end = self
+                .handle_watch(stream, propagate_from_start, &mut events)
+                .await;
+            let end = match end {
+                // A transport failure mid-stream loses nothing that was applied: resume like a
+                // clean close.
+                Err(Error::Transport(err)) => {
+                    tracing::debug!(reflector = %self.name, error = %err, "watch stream broke, resuming");
+                    Ok(())
+                }
+                other => other,
+            };
+            match end {
+                Ok(()) if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
+                    return Err(Error::VeryShortWatch);
+                }
+                Ok(()) => {
+                    tracing::trace!(reflector = %self.name, events, "watch closed, resuming");
+                }
+                Err(err) => match err.kind() {
+                    ErrorKind::TooManyRequests { retry_after } => {
+                        let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
+                        tracing::debug!(reflector = %self.name, ?delay, "watch ended with 429, retrying");
+                        tokio::time::sleep(delay).await;
+                    }
+                    ErrorKind::InternalError if state.internal_error_should_retry() => {
+                        tracing::debug!(reflector = %self.name, error = %err, "watch ended with an internal error, retrying");
+                    }
+                    ErrorKind::TooLargeResourceVersion => {
+                        state.rv_unavailable = true;
+                        return Err(err);
+                    }
+                    _ => return Err(err),
+                },
+            }
+        }
+    }
+
+    /// Applies the events of one watch stream until it ends, resyncing on the timer meanwhile.
+    async fn handle_watch(
+        &self,
+        mut stream: WatchStream<K>,
+        propagate_from_start: bool,
+        events: &mut u64,
+    ) -> Result<(), Error> {
+        let mut past_initial = false;
+        let mut resync = self
+            .config
+            .resync_period
+            .map(|period| Box::pin(tokio::time::sleep(period)));
+        loop {
+            let event = match &mut resync {
+                Some(timer) => tokio::select! {
+                    event = stream.next() => event,
+                    () = timer.as_mut() => {
+                        if self.config.should_resync.as_ref().is_none_or(|f| f()) {
+                            tracing::trace!(reflector = %self.name, "resync");
+                            self.store.resync()?;
+                        }
+                        if let Some(period) = self.config.resync_period {
+                            timer.as_mut().reset(Instant::now() + period);
+                        }
+                        continue;
+                    }
+                },
+                None => stream.next().await,
+            };
+            let Some(event) = event else {
+                return Ok(());
+            };
+            let event = event?;
+            let written = match &event {
+                WatchEvent::Added { object, .. } => self.store.add(object.clone()),
+                WatchEvent::Modified { object, .. } => {
+                    past_initial = true;
+                    self.store.update(object.clone())
+                }
+                WatchEvent::Deleted { object, .. } => {
+                    past_initial = true;
+                    self.store.delete(object.clone())
+                }
+                WatchEvent::Bookmark {
+                    resource_version, ..
+                } => {
+                    past_initial = true;
+                    self.store.bookmark(resource_version)
+                }
+                WatchEvent::Error(status) => return Err(Error::Api(status.clone())),
+            };
+            if let Err(err) = written {
+                tracing::warn!(reflector = %self.name, event = event.type_name(), error = %err, "store refused a watch event");
+            }
+            if (propagate_from_start || past_initial)
+                && let Some(rv) = event.resource_version().filter(|rv| !rv.is_empty())
+            {
+                self.set_last_sync_resource_version(rv);
+            }
+            *events += 1;
+        }
+    }
+}
+
+/// The mutable state of one [`Reflector::run`].
+struct RunState {
+    rv_unavailable: bool,
+    paginated_result: bool,
+    backoff: Backoff,
+    rng: fastrand::Rng,
+    min_watch_timeout: Duration,
+    internal_errors: InternalErrorWindow,
+}
+
+impl RunState {
+    fn new<K>(config: &Config<K>) -> Self {
+        Self {
+            rv_unavailable: false,
+            paginated_result: false,
+            backoff: Backoff::new(config.backoff),
+            rng: config
+                .seed
+                .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
+            min_watch_timeout: config.min_watch_timeout,
+            internal_errors: InternalErrorWindow {
+                max: config.max_internal_error_retry,
+                first: None,
+                last: None,
+            },
+        }
+    }
+
+    fn relist_resource_version(&self, last: &str) -> String {
+        if self.rv_unavailable {
+            String::new()
+        } else if last.is_empty() {
+            "0".to_owned()
+        } else {
+            last.to_owned()
+        }
+    }
+
+    fn backoff_delay(&mut self) -> Duration {
+        let random = self.rng.f64();
+        self.backoff.step(Instant::now(), random)
+    }
+
+    /// A random timeout in `[min, 2·min)`, in whole seconds, at least one.
+    fn watch_timeout(&mut self) -> Duration {
+        let min = self.min_watch_timeout.as_secs_f64();
+        let secs = min + self.rng.f64() * min;
+        Duration::from_secs((secs as u64).max(1))
+    }
+
+    fn internal_error_should_retry(&mut self) -> bool {
+        self.internal_errors.should_retry(Instant::now())
+    }
+}
+
+/// client-go's `retryWithDeadline` for internal errors: retry while the first error of the
+/// current series is no older than `max`; a series ends after a minute without errors.
+#[derive(Debug)]
+struct InternalErrorWindow {
+    max: Duration,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl InternalErrorWindow {
+    fn should_retry(&mut self, now: Instant) -> bool {
+        if self.max.is_zero() {
+            return false;
+        }
+        let first = match (self.first, self.last) {
+            (Some(first), Some(last))
+                if now.saturating_duration_since(last) < INTERNAL_ERROR_RESET =>
+            {
+                first
+            }
+            _ => now,
+        };
+        self.first = Some(first);
+        self.last = Some(now);
+        if now.saturating_duration_since(first) <= self.max {
+            true
+        } else {
+            self.first = None;
+            self.last = None;
+            false
+        }
+    }
+}
+
+/// The default watch error handler: logs through `tracing`, quietly for the expected cases.
+pub fn default_watch_error_handler(err: &Error) {
+    match err.kind() {
+        ErrorKind::Expired => {
+            tracing::debug!(error = %err, "watch closed: resource version expired")
+        }
+        _ => match err {
+            Error::VeryShortWatch => tracing::warn!(error = %err, "watch ended with an error"),
+            Error::List(inner) => tracing::warn!(error = %err, cause = %inner, "failed to list"),
+            other => tracing::warn!(error = %other, "failed to watch"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_error_window_retries_only_within_its_duration() {
+        let t0 = Instant::now();
+        let mut w = InternalErrorWindow {
+            max: Duration::from_secs(30),
+            first: None,
+            last: None,
+        };
+        assert!(w.should_retry(t0));
+        assert!(w.should_retry(t0 + Duration::from_secs(20)));
+        assert!(w.should_retry(t0 + Duration::from_secs(30)));
+        assert!(!w.should_retry(t0 + Duration::from_secs(31)));
+        // A new series starts after that.
+        assert!(w.should_retry(t0 + Duration::from_secs(32)));
+        // A quiet minute also starts a new series.
+        assert!(w.should_retry(t0 + Duration::from_secs(100)));
+        let mut off = InternalErrorWindow {
+            max: Duration::ZERO,
+            first: None,
+            last: None,
+        };
+        assert!(!off.should_retry(t0));
+    }
+}

@@ -1,0 +1,254 @@
+//! The list half of the reflector: resource versions, pagination, and list-side recovery.
+
+mod common;
+
+use common::*;
+use informer_reflector::{Error, ListPage, Request, Status, WatchStep};
+
+fn list_params(r: &Request) -> &informer_reflector::ListParams {
+    match r {
+        Request::List { params, .. } => params,
+        other => panic!("expected a list, got {other:?}"),
+    }
+}
+
+fn watch_params(r: &Request) -> &informer_reflector::WatchParams {
+    match r {
+        Request::Watch { params, .. } => params,
+        other => panic!("expected a watch, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_list_is_at_0_in_pages_of_500_then_watches_from_the_list_version() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1), obj("b", 1)], "10"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(2).await;
+    let list = list_params(&requests[0]);
+    assert_eq!(list.resource_version, "0");
+    assert_eq!(list.limit, Some(500));
+    assert_eq!(list.continue_token, None);
+    assert_eq!(list.resource_version_match, None);
+
+    let watch = watch_params(&requests[1]);
+    assert_eq!(watch.resource_version, "10");
+    assert!(watch.allow_bookmarks);
+    assert!(!watch.send_initial_events);
+    let timeout = watch.timeout.unwrap().as_secs();
+    assert!((300..600).contains(&timeout), "timeout {timeout}");
+
+    assert_eq!(
+        h.store.ops(),
+        [Op::Replace(vec!["a".into(), "b".into()], "10".into())]
+    );
+    assert_eq!(h.store.content(), [("a".into(), 1), ("b".into(), 1)]);
+    assert_eq!(h.last_rv(), "10");
+    // The list and the watch happen at once, with no delay.
+    assert_eq!(requests[1].at(), requests[0].at());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pages_are_followed_with_continue_and_without_a_resource_version() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "20").with_continue("t1"));
+    fake.push_list(ListPage::new(vec![], "20").with_continue("t2"));
+    fake.push_list(ListPage::new(vec![obj("c", 1)], "20"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(2)).start();
+
+    let requests = h.requests(4).await;
+    let pages: Vec<_> = requests[..3].iter().map(list_params).collect();
+    assert_eq!(pages[0].resource_version, "0");
+    assert_eq!(pages[0].continue_token, None);
+    for (page, token) in pages[1..].iter().zip(["t1", "t2"]) {
+        assert_eq!(page.continue_token.as_deref(), Some(token));
+        assert_eq!(
+            page.resource_version, "",
+            "continuation pages carry no resource version"
+        );
+        assert_eq!(page.resource_version_match, None);
+        assert_eq!(page.limit, Some(2));
+    }
+    assert_eq!(watch_params(&requests[3]).resource_version, "20");
+    assert_eq!(
+        h.store.ops(),
+        [Op::Replace(vec!["a".into(), "c".into()], "20".into())]
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_continue_token_leads_to_one_full_list_at_the_original_version() {
+    let fake = Fake::new();
+    // First cycle: list at "0" paginated, then a watch that fails with 410 → relist at "20".
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "20"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("too old"),
+    ))]);
+    // The relist is paginated (page size set) and its token expires on page 2.
+    fake.push_list(ListPage::new(vec![obj("a", 2)], "30").with_continue("t1"));
+    fake.push_list_error(Error::Api(Status::expired("continue too old")));
+    fake.push_list(ListPage::new(vec![obj("a", 2), obj("b", 1)], "31"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(1)).start();
+
+    let requests = h.requests(6).await;
+    assert_eq!(
+        shapes(&requests),
+        r#"list@0 watch@20 list@20 list@"" list@20 watch@31"#
+    );
+    let full = list_params(&requests[4]);
+    assert_eq!(full.limit, None, "the fallback is one unpaginated list");
+    assert_eq!(full.continue_token, None);
+    assert_eq!(
+        list_params(&requests[3]).continue_token.as_deref(),
+        Some("t1")
+    );
+    assert_eq!(h.store.content(), [("a".into(), 2), ("b".into(), 1)]);
+    assert_eq!(h.last_rv(), "31");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_410_relists_at_once_with_a_consistent_read() {
+    let fake = Fake::new();
+    fake.push_list_error(Error::Api(Status::expired("gone")));
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "40"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(3).await;
+    assert_eq!(shapes(&requests), r#"list@0 list@"" watch@40"#);
+    assert_eq!(
+        requests[1].at(),
+        requests[0].at(),
+        "no backoff before the consistent relist"
+    );
+    assert_eq!(list_params(&requests[1]).limit, Some(500));
+    assert!(h.errors.lock().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_too_large_resource_version_on_list_relists_at_once_with_a_consistent_read() {
+    let fake = Fake::new();
+    // The first cycle syncs at 50; the watch then fails with an unknown error → relist at 50.
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "50"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::new(403, "Forbidden", "no"),
+    ))]);
+    // The server was restored from an old snapshot: 50 is in its future.
+    fake.push_list_error(Error::Api(Status::too_large_resource_version()));
+    fake.push_list(ListPage::new(vec![obj("b", 1)], "12"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(5).await;
+    assert_eq!(
+        shapes(&requests),
+        r#"list@0 watch@50 list@50 list@"" watch@12"#
+    );
+    assert_eq!(requests[3].at(), requests[2].at());
+    assert_eq!(
+        list_params(&requests[2]).limit,
+        None,
+        "a list at a version is not paginated"
+    );
+    assert_eq!(h.store.content(), [("b".into(), 1)]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_consistent_relist_fails_too_the_cycle_fails_and_backs_off() {
+    let fake = Fake::new();
+    fake.push_list_error(Error::Api(Status::expired("gone")));
+    fake.push_list_error(Error::Api(Status::new(503, "ServiceUnavailable", "down")));
+    fake.push_list(ListPage::new(vec![], "5"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+
+    let requests = h.requests(4).await;
+    // The version stays unavailable until a list succeeds.
+    assert_eq!(shapes(&requests), r#"list@0 list@"" list@"" watch@5"#);
+    assert_eq!(gap(requests[1].at(), requests[2].at()), 0.8);
+    assert_eq!(h.errors.lock().as_slice(), ["Other 503"]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_without_a_resource_version_is_an_error_and_changes_nothing() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("x", 1)], ""));
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "3"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+
+    let requests = h.requests(3).await;
+    assert_eq!(shape(&requests[1]), "list@0");
+    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "3".into())]);
+    assert_eq!(h.errors.lock().len(), 1);
+    assert_eq!(gap(requests[0].at(), requests[1].at()), 0.8);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paginated_answer_to_a_list_at_0_keeps_relists_paginated() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "9").with_continue("t"));
+    fake.push_list(ListPage::new(vec![obj("b", 1)], "9"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("old"),
+    ))]);
+    fake.push_list(ListPage::new(vec![obj("b", 1)], "15"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(5).await;
+    let relist = list_params(&requests[3]);
+    assert_eq!(relist.resource_version, "9");
+    assert_eq!(
+        relist.limit,
+        Some(500),
+        "the server has no watch cache: keep paginating"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn selectors_go_on_every_list_and_watch() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| {
+        r.with_label_selector("app=web")
+            .with_field_selector("spec.nodeName=n1")
+    })
+    .start();
+    let requests = h.requests(2).await;
+    let list = list_params(&requests[0]);
+    let watch = watch_params(&requests[1]);
+    assert_eq!(list.label_selector.as_deref(), Some("app=web"));
+    assert_eq!(list.field_selector.as_deref(), Some("spec.nodeName=n1"));
+    assert_eq!(watch.label_selector.as_deref(), Some("app=web"));
+    assert_eq!(watch.field_selector.as_deref(), Some("spec.nodeName=n1"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_refuses_the_replace_fails_the_cycle() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("", 1)], "4"));
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "5"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+    let requests = h.requests(3).await;
+    // The key function refused the empty name: nothing was stored, the version was not taken.
+    assert_eq!(shape(&requests[1]), "list@0");
+    assert_eq!(h.store.content(), [("a".into(), 1)]);
+    assert_eq!(h.errors.lock().len(), 1);
+    h.stop().await;
+}

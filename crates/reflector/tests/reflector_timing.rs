@@ -1,0 +1,273 @@
+//! Everything time-based, on tokio's paused clock: backoff, its reset, watch timeouts, resync,
+//! and stopping.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::*;
+use informer_reflector::{BackoffConfig, Error, ListPage, Request, Status, WatchStep};
+
+fn failing_lists(fake: &Fake, n: usize) {
+    for _ in 0..n {
+        fake.push_list_error(Error::Api(Status::new(503, "ServiceUnavailable", "down")));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_doubles_from_800ms_with_jitter_up_to_the_30s_cap() {
+    let fake = Fake::new();
+    failing_lists(&fake, 10);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(10).await;
+    let gaps: Vec<f64> = requests
+        .windows(2)
+        .map(|w| gap(w[0].at(), w[1].at()))
+        .collect();
+    let nominal = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0];
+    for (g, d) in gaps.iter().zip(nominal) {
+        assert!(*g >= d && *g < 2.0 * d, "gap {g} not in [{d}, {})", 2.0 * d);
+    }
+    // Jitter is applied: not every gap is the nominal value.
+    assert!(gaps.iter().zip(nominal).any(|(g, d)| (g - d).abs() > 1e-6));
+    // While the server keeps failing, the request rate stays bounded: 10 requests take well over
+    // two minutes.
+    assert!(gap(requests[0].at(), requests[9].at()) > 140.0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_gives_the_same_timeline() {
+    let timeline = || async {
+        let fake = Fake::new();
+        failing_lists(&fake, 6);
+        let h = Harness::new(fake, |r| r.with_seed(42)).start();
+        let requests = h.requests(6).await;
+        let times: Vec<f64> = requests.iter().map(|r| gap(h.started, r.at())).collect();
+        h.stop().await;
+        times
+    };
+    assert_eq!(timeline().await, timeline().await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_resets_after_two_healthy_minutes() {
+    let fake = Fake::new();
+    failing_lists(&fake, 4); // delays 0.8, 1.6, 3.2, 6.4 after them
+    fake.push_list(ListPage::new(vec![], "10"));
+    // A healthy watch for 5 minutes, then the server says the version is gone.
+    fake.push_watch(vec![
+        WatchStep::Wait(Duration::from_secs(300)),
+        event(informer_reflector::WatchEvent::Error(Status::expired(
+            "old",
+        ))),
+    ]);
+    failing_lists(&fake, 1);
+    fake.push_list(ListPage::new(vec![], "20"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+
+    let requests = h.requests(9).await;
+    let gaps: Vec<f64> = requests
+        .windows(2)
+        .map(|w| gap(w[0].at(), w[1].at()))
+        .collect();
+    assert_eq!(gaps[..4], [0.8, 1.6, 3.2, 6.4]);
+    assert_eq!(gaps[4], 0.0, "list then watch");
+    // After the healthy watch the sequence starts again at 0.8 s, then goes on doubling.
+    assert_eq!(gaps[5], 300.0 + 0.8);
+    assert_eq!(gaps[6], 1.6);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_does_not_reset_while_the_server_keeps_failing() {
+    let fake = Fake::new();
+    failing_lists(&fake, 12);
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+    let requests = h.requests(12).await;
+    let last = gap(requests[10].at(), requests[11].at());
+    assert_eq!(last, 30.0, "stays at the cap after minutes of failures");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_configurable() {
+    let fake = Fake::new();
+    failing_lists(&fake, 4);
+    let backoff = BackoffConfig {
+        initial: Duration::from_millis(10),
+        factor: 3.0,
+        cap: Duration::from_millis(50),
+        jitter: 0.0,
+        reset_after: Duration::from_secs(1),
+    };
+    let h = Harness::new(fake, |r| r.with_backoff(backoff)).start();
+    let requests = h.requests(4).await;
+    let gaps: Vec<f64> = requests
+        .windows(2)
+        .map(|w| gap(w[0].at(), w[1].at()))
+        .collect();
+    for (g, want) in gaps.iter().zip([0.01, 0.03, 0.05]) {
+        assert!((g - want).abs() < 1e-9, "{gaps:?}");
+    }
+    h.stop().await;
+}
+
+fn watch_timeouts(requests: &[Request]) -> Vec<u64> {
+    requests
+        .iter()
+        .filter_map(|r| match r {
+            Request::Watch { params, .. } => Some(params.timeout.unwrap().as_secs()),
+            Request::List { .. } => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_watch_asks_for_a_random_timeout_between_min_and_twice_min() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    for _ in 0..20 {
+        fake.push_watch(vec![WatchStep::Wait(Duration::from_secs(2))]);
+    }
+    let h = Harness::new(fake, |r| r).start();
+    let timeouts = watch_timeouts(&h.requests(21).await);
+    assert!(
+        timeouts.iter().all(|t| (300..600).contains(t)),
+        "{timeouts:?}"
+    );
+    let distinct: std::collections::BTreeSet<_> = timeouts.iter().collect();
+    assert!(distinct.len() > 5, "random, not fixed: {timeouts:?}");
+    h.stop().await;
+
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    for _ in 0..10 {
+        fake.push_watch(vec![WatchStep::Wait(Duration::from_secs(2))]);
+    }
+    let h = Harness::new(fake, |r| r.with_min_watch_timeout(Duration::from_secs(10))).start();
+    let timeouts = watch_timeouts(&h.requests(11).await);
+    assert!(
+        timeouts.iter().all(|t| (10..20).contains(t)),
+        "{timeouts:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_fires_on_its_period_while_watching() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_resync_period(Duration::from_secs(30))).start();
+    h.requests(2).await;
+    tokio::time::sleep(Duration::from_secs(95)).await;
+    let resyncs: Vec<f64> = h
+        .store
+        .op_times(|op| *op == Op::Resync)
+        .iter()
+        .map(|t| gap(h.started, *t))
+        .collect();
+    assert_eq!(resyncs, [30.0, 60.0, 90.0]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn should_resync_can_veto_a_resync() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let allow = Arc::new(AtomicBool::new(false));
+    let gate = allow.clone();
+    let h = Harness::new(fake, |r| {
+        r.with_resync_period(Duration::from_secs(10))
+            .with_should_resync(move || gate.load(Ordering::SeqCst))
+    })
+    .start();
+    h.requests(2).await;
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert!(h.store.op_times(|op| *op == Op::Resync).is_empty());
+    allow.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let resyncs = h.store.op_times(|op| *op == Op::Resync);
+    assert_eq!(resyncs.len(), 1);
+    assert_eq!(gap(h.started, resyncs[0]), 30.0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_resync_ends_the_watch_and_relists_after_backoff() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    fake.push_watch(vec![added("a", 1, "2"), WatchStep::Hang]);
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "2"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| {
+        r.with_resync_period(Duration::from_secs(10))
+            .with_backoff(exact_backoff())
+    })
+    .start();
+    *h.store.fail_resync.lock() = true;
+    let requests = h.requests(3).await;
+    assert_eq!(shape(&requests[2]), "list@2");
+    assert_eq!(gap(requests[1].at(), requests[2].at()), 10.8);
+    assert_eq!(h.errors.lock().len(), 1);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_resync_without_a_period() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_resync_period(Duration::ZERO)).start();
+    h.requests(2).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(h.store.op_times(|op| *op == Op::Resync).is_empty());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stops_promptly_while_backing_off() {
+    let fake = Fake::new();
+    failing_lists(&fake, 12);
+    let h = Harness::new(fake, |r| r).start();
+    // After eight failures the reflector waits at least 25.6 s.
+    h.requests(8).await;
+    let before = tokio::time::Instant::now();
+    let reflector = h.reflector.clone();
+    h.stop().await;
+    assert_eq!(
+        tokio::time::Instant::now(),
+        before,
+        "no virtual time passed while stopping"
+    );
+    assert!(Arc::strong_count(&reflector) == 1, "the run task is gone");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stops_promptly_while_watching_or_listing() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+    h.requests(2).await;
+    h.stop().await;
+
+    // A list that never answers.
+    let h = Harness::new(Fake::new(), |r| r).start();
+    h.requests(1).await;
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_before_start_returns_at_once() {
+    let h = Harness::new(Fake::new(), |r| r);
+    h.stop.cancel();
+    h.reflector.run(h.stop.clone()).await;
+    assert!(h.fake.requests().is_empty());
+}
