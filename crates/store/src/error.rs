@@ -38,6 +38,11 @@ pub enum Error {
     #[error("indexer conflict: {0:?}")]
     IndexerConflict(Vec<String>),
 
+    /// A transform function (applied by a queue to objects as they enter) failed; nothing was
+    /// queued.
+    #[error("transform failed: {0}")]
+    Transform(#[source] BoxError),
+
     /// A write was made to a queue or store that has been closed.
     #[error("store is closed")]
     Closed,

@@ -1,0 +1,405 @@
+//! [`DeltaFIFO`]: a queue of keys, each with the changes not yet processed for it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use informer_store::{Error, KeyFunc, KnownObjects, ReflectorStore, Result};
+
+use crate::delta::{Delta, DeltaType, Deltas};
+use crate::queue::{Queue, QueueClosed, TransformFunc};
+use crate::sync::{Condvar, Mutex};
+use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
+
+/// How a [`DeltaFIFO`] is built, beyond its key function.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_fifo::{transform_func, DeltaFIFOOptions};
+/// use informer_store::{key_func, ThreadSafeStore};
+///
+/// let cache = Arc::new(ThreadSafeStore::new(key_func(|s: &String| Ok(s.clone()))));
+/// let options = DeltaFIFOOptions::default()
+///     .known_objects(cache)
+///     .transform(transform_func(|s: Arc<String>| Ok(Arc::new(s.trim().to_owned()))));
+/// assert!(options.emit_delta_type_replaced);
+/// ```
+#[non_exhaustive]
+pub struct DeltaFIFOOptions<K> {
+    /// The cache the consumer applies popped changes to. With it, `replace` also emits a
+    /// tombstone for every cached key the new list lacks, `delete` of a cached key is queued, and
+    /// `resync` re-delivers the cache. Without it, `resync` does nothing.
+    pub known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    /// Whether `replace` emits [`DeltaType::Replaced`] (the default) or [`DeltaType::Sync`].
+    ///
+    /// client-go defaults to `Sync` only to keep its deprecated constructor's behaviour; every
+    /// informer it builds sets this option. `Replaced` lets a consumer tell a relist (which may
+    /// carry new objects) from a resync (which never does), so it is the default here.
+    pub emit_delta_type_replaced: bool,
+    /// Applied to every object as it enters (see [`TransformFunc`]).
+    pub transform: Option<TransformFunc<K>>,
+}
+
+impl<K> Default for DeltaFIFOOptions<K> {
+    fn default() -> Self {
+        Self {
+            known_objects: None,
+            emit_delta_type_replaced: true,
+            transform: None,
+        }
+    }
+}
+
+impl<K> DeltaFIFOOptions<K> {
+    /// Sets [`known_objects`](Self::known_objects).
+    pub fn known_objects(mut self, known_objects: Arc<dyn KnownObjects<K>>) -> Self {
+        self.known_objects = Some(known_objects);
+        self
+    }
+
+    /// Sets [`emit_delta_type_replaced`](Self::emit_delta_type_replaced).
+    pub fn emit_delta_type_replaced(mut self, emit: bool) -> Self {
+        self.emit_delta_type_replaced = emit;
+        self
+    }
+
+    /// Sets [`transform`](Self::transform).
+    pub fn transform(mut self, transform: TransformFunc<K>) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+}
+
+impl<K> fmt::Debug for DeltaFIFOOptions<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeltaFIFOOptions")
+            .field("known_objects", &self.known_objects.is_some())
+            .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// client-go's `DeltaFIFO`: a FIFO of keys, and per key the changes ([`Deltas`]) not yet popped.
+///
+/// * A key enters the queue once and keeps its place however many changes pile up for it
+///   (no line-jumping); `pop` hands over all of them at once.
+/// * Only the two newest deltas of a key are ever deduplicated, and only when both are
+///   [`Deleted`](DeltaType::Deleted): the more informative one is kept (the older, unless it is a
+///   tombstone).
+/// * `delete` of a key that is neither queued nor in the known objects is ignored: the deletion
+///   was already reported (by a relist) or never mattered.
+/// * `replace(list)` queues [`Replaced`](DeltaType::Replaced) (or [`Sync`](DeltaType::Sync), by
+///   option) for every listed object in list order; then a Deleted tombstone for every queued key
+///   the list lacks, carrying the newest queued object (in queue order); then a Deleted tombstone
+///   for every known key the list lacks that has nothing queued, carrying the cache's object.
+/// * `resync` queues [`Sync`](DeltaType::Sync) with the cache's object for every known key with
+///   nothing queued (a queued change is newer than the cache).
+/// * [`has_synced`](Queue::has_synced) becomes true once everything the first `replace` queued
+///   (deletions included) has been popped, or at once if a write comes before any `replace`.
+/// * Keys and transforms are computed before anything changes: a failing write (key or transform
+///   error) leaves the queue exactly as it was, `replace` included.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_fifo::{DeltaFIFO, DeltaType, Queue, QueueExt};
+/// use informer_store::{key_func, ReflectorStore};
+///
+/// let fifo = DeltaFIFO::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
+/// fifo.add(Arc::new(("a", 1))).unwrap();
+/// fifo.add(Arc::new(("b", 1))).unwrap();
+/// fifo.update(Arc::new(("a", 2))).unwrap(); // "a" keeps its place at the front
+///
+/// let types = fifo.pop_with(|deltas, _| deltas.iter().map(|d| d.delta_type()).collect::<Vec<_>>());
+/// assert_eq!(types.unwrap(), [DeltaType::Added, DeltaType::Updated]);
+/// let newest = fifo.pop_with(|deltas, _| deltas.newest().object().cloned());
+/// assert_eq!(newest.unwrap().unwrap().0, "b");
+/// assert!(fifo.is_empty());
+/// ```
+pub struct DeltaFIFO<K> {
+    key_func: KeyFunc<K>,
+    known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    emit_delta_type_replaced: bool,
+    transform: Option<TransformFunc<K>>,
+    state: Mutex<State<K>>,
+    ready: Condvar,
+}
+
+struct State<K> {
+    /// Every key in `queue` and nothing else, each with at least one delta.
+    items: Map<Arc<str>, Deltas<K>>,
+    /// Keys in arrival order, without duplicates.
+    queue: VecDeque<Arc<str>>,
+    /// A write or a replace has happened.
+    populated: bool,
+    /// What the first replace queued and is not popped yet.
+    initial_population_count: usize,
+    closed: bool,
+}
+
+impl<K> State<K> {
+    fn has_synced(&self) -> bool {
+        self.populated && self.initial_population_count == 0
+    }
+
+    /// Appends `delta` to the deltas of `key`, queueing the key if it is new.
+    fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
+        if let Some(deltas) = self.items.get_mut(key) {
+            deltas.push(delta);
+            deltas.dedup_newest();
+        } else {
+            let key: Arc<str> = Arc::from(key);
+            self.queue.push_back(Arc::clone(&key));
+            self.items.insert(key, Deltas::new(delta));
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static> DeltaFIFO<K> {
+    /// A queue with the default options: no known objects, `replace` emits Replaced, no
+    /// transform.
+    pub fn new(key_func: KeyFunc<K>) -> Self {
+        Self::with_options(key_func, DeltaFIFOOptions::default())
+    }
+
+    /// A queue with the given options.
+    pub fn with_options(key_func: KeyFunc<K>, options: DeltaFIFOOptions<K>) -> Self {
+        Self {
+            key_func,
+            known_objects: options.known_objects,
+            emit_delta_type_replaced: options.emit_delta_type_replaced,
+            transform: options.transform,
+            state: Mutex::new(State {
+                items: Map::default(),
+                queue: VecDeque::new(),
+                populated: false,
+                initial_population_count: 0,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// The key function.
+    pub fn key_func(&self) -> &KeyFunc<K> {
+        &self.key_func
+    }
+
+    /// The transform, if any (a reflector may apply it to objects it keeps aside).
+    pub fn transform(&self) -> Option<&TransformFunc<K>> {
+        self.transform.as_ref()
+    }
+
+    /// The number of keys queued.
+    pub fn len(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().queue.is_empty()
+    }
+
+    /// The queued keys, in the order `pop` will deliver them.
+    pub fn queued_keys(&self) -> Vec<String> {
+        let state = self.state.lock();
+        state.queue.iter().map(|k| k.to_string()).collect()
+    }
+
+    fn apply_transform(&self, obj: Arc<K>) -> Result<Arc<K>> {
+        match &self.transform {
+            Some(transform) => transform(obj).map_err(Error::Transform),
+            None => Ok(obj),
+        }
+    }
+
+    /// Add and Update: key and transform outside the lock, then queue.
+    fn queue_live(&self, kind: DeltaType, obj: Arc<K>) -> Result<()> {
+        let key = (self.key_func)(&obj)?;
+        let obj = self.apply_transform(obj)?;
+        let mut state = self.state.lock();
+        state.populated = true;
+        state.queue_delta(&key, Delta::new(kind, obj));
+        drop(state);
+        self.ready.notify_one();
+        Ok(())
+    }
+}
+
+impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
+    fn add(&self, obj: Arc<K>) -> Result<()> {
+        self.queue_live(DeltaType::Added, obj)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<()> {
+        self.queue_live(DeltaType::Updated, obj)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<()> {
+        let key = (self.key_func)(&obj)?;
+        let mut state = self.state.lock();
+        let known = || {
+            self.known_objects
+                .as_ref()
+                .is_some_and(|known| known.get_by_key(&key).is_some())
+        };
+        if !state.items.contains_key(key.as_str()) && !known() {
+            // Already reported (by a relist), or never seen: nothing to tell the consumer.
+            state.populated = true;
+            return Ok(());
+        }
+        // Transformed under the lock, after the check, so an ignored delete never runs it.
+        let obj = self.apply_transform(obj)?;
+        state.populated = true;
+        state.queue_delta(&key, Delta::Deleted(DeletedObject::Object(obj)));
+        drop(state);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
+        // Every key and transform first: an error aborts before anything is queued.
+        let mut listed = Vec::with_capacity(list.len());
+        for obj in list {
+            let key = (self.key_func)(&obj)?;
+            listed.push((key, self.apply_transform(obj)?));
+        }
+        let kind = if self.emit_delta_type_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+
+        let mut state = self.state.lock();
+        let new_keys: HashSet<&str, RandomState> =
+            listed.iter().map(|(key, _)| key.as_str()).collect();
+        let unique_listed = new_keys.len();
+        // Queued keys the list lacks, with the newest object queued for them, in queue order.
+        let queued_deletions: Vec<(Arc<str>, Option<Arc<K>>)> = state
+            .queue
+            .iter()
+            .filter(|key| !new_keys.contains(&***key))
+            .map(|key| (Arc::clone(key), state.items[key].newest().object().cloned()))
+            .collect();
+        // Known keys the list lacks and nothing is queued for, with the cache's object.
+        let known_deletions: Vec<(String, Option<Arc<K>>)> = match &self.known_objects {
+            None => Vec::new(),
+            Some(known) => known
+                .list_keys()
+                .into_iter()
+                .filter(|key| !new_keys.contains(key.as_str()) && !state.items.contains_key(&**key))
+                .map(|key| {
+                    let obj = known.get_by_key(&key);
+                    (key, obj)
+                })
+                .collect(),
+        };
+        drop(new_keys);
+
+        for (key, obj) in listed {
+            state.queue_delta(&key, Delta::new(kind, obj));
+        }
+        let deletions = queued_deletions.len() + known_deletions.len();
+        for (key, obj) in queued_deletions {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.to_string(),
+                obj,
+            };
+            state.queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+        }
+        for (key, obj) in known_deletions {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            state.queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+        }
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count = unique_listed + deletions;
+        }
+        drop(state);
+        self.ready.notify_all();
+        Ok(())
+    }
+
+    fn resync(&self) -> Result<()> {
+        let Some(known) = &self.known_objects else {
+            return Ok(());
+        };
+        let mut state = self.state.lock();
+        let mut queued = false;
+        for key in known.list_keys() {
+            // A queued change is newer than the cache: re-delivering the cache would go back in
+            // time.
+            if state.items.contains_key(key.as_str()) {
+                continue;
+            }
+            if let Some(obj) = known.get_by_key(&key) {
+                state.queue_delta(&key, Delta::Sync(obj));
+                queued = true;
+            }
+        }
+        drop(state);
+        if queued {
+            self.ready.notify_all();
+        }
+        Ok(())
+    }
+}
+
+impl<K: Send + Sync + 'static> Queue<K> for DeltaFIFO<K> {
+    fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(key) = state.queue.pop_front() {
+                let is_in_initial_list = !state.has_synced();
+                if state.initial_population_count > 0 {
+                    state.initial_population_count -= 1;
+                }
+                // Every queued key has deltas; `continue` only guards the invariant.
+                let Some(deltas) = state.items.remove(&key) else {
+                    continue;
+                };
+                // Under the lock, on purpose: see the `Queue` docs. A panic here unwinds through
+                // the guard, which unlocks; the state is already consistent.
+                process(deltas, is_in_initial_list);
+                return Ok(());
+            }
+            if state.closed {
+                return Err(QueueClosed);
+            }
+            state = self.ready.wait(state);
+        }
+    }
+
+    fn has_synced(&self) -> bool {
+        self.state.lock().has_synced()
+    }
+
+    fn close(&self) {
+        self.state.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+}
+
+impl<K> fmt::Debug for DeltaFIFO<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("DeltaFIFO")
+            .field("len", &state.queue.len())
+            .field("populated", &state.populated)
+            .field("initial_population_count", &state.initial_population_count)
+            .field("closed", &state.closed)
+            .field("known_objects", &self.known_objects.is_some())
+            .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
+            .finish()
+    }
+}

@@ -1,0 +1,454 @@
+//! A reference model of [`DeltaFIFO`] and a harness that checks the real queue against it
+//! (feature `model`).
+//!
+//! The model is deliberately plain: the queue is a `Vec<(key, Vec<Delta>)>` searched linearly and
+//! the known objects a `BTreeMap`, each rule written out as the client-go documentation states it.
+//! [`run`] drives the model and a real [`DeltaFIFO`] with the same operations, each fed by its own
+//! cache that its pops are applied to (as a controller would), and panics at the first
+//! difference: a write's result, a popped [`Deltas`] and its initial-list flag, the queued keys,
+//! or `has_synced`.
+//!
+//! The property test, the fuzz target (`fuzz/`) and the replay of the fuzz corpus all use this one
+//! module, so they check the same thing; [`decode`] turns arbitrary bytes into a run.
+//!
+//! ```
+//! use informer_fifo::model::{decode, run};
+//! let (config, ops) = decode(&[0b111, 0, 1, 3, 2, 0, 5, 4, 7, 2, 1]);
+//! run(config, &ops);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use informer_store::{Error, KeyError, KnownObjects, ReflectorStore, key_func};
+
+use crate::delta::{Delta, DeltaType, Deltas};
+use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
+use crate::queue::{Queue, QueueClosed, transform_func};
+use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
+
+/// The object the model queues: keyed by `name` (an empty name is a key error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obj {
+    /// The key; empty makes the key function fail.
+    pub name: String,
+    /// Distinguishes states of one key.
+    pub version: u64,
+    /// Makes the transform (when configured) fail.
+    pub poison: bool,
+}
+
+/// What the transform adds to `version`: a transformed object is recognisable.
+pub const TRANSFORMED: u64 = 1_000_000;
+
+/// How the queue under test is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Config {
+    /// Give the queue a cache to read back.
+    pub known_objects: bool,
+    /// `replace` emits Replaced (else Sync).
+    pub emit_replaced: bool,
+    /// Install a transform that adds [`TRANSFORMED`] and fails on poisoned objects.
+    pub transform: bool,
+}
+
+/// One operation on the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `add`.
+    Add(Obj),
+    /// `update`.
+    Update(Obj),
+    /// `delete`.
+    Delete(Obj),
+    /// `replace` with this list.
+    Replace(Vec<Obj>),
+    /// `resync`.
+    Resync,
+    /// `pop`, if the model holds anything (a pop on an empty queue would block).
+    Pop,
+}
+
+/// Why a write failed, as far as the comparison cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// A key function error.
+    Key,
+    /// A transform error.
+    Transform,
+    /// Anything else (never expected).
+    Other,
+}
+
+fn failure(result: Result<(), Error>) -> Result<(), Failure> {
+    result.map_err(|e| match e {
+        Error::Key(_) => Failure::Key,
+        Error::Transform(_) => Failure::Transform,
+        _ => Failure::Other,
+    })
+}
+
+/// The reference model.
+#[derive(Debug, Default)]
+pub struct Model {
+    config: Config,
+    queue: Vec<(String, Vec<Delta<Obj>>)>,
+    known: BTreeMap<String, Arc<Obj>>,
+    populated: bool,
+    initial: usize,
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    fn key(obj: &Obj) -> Result<String, Failure> {
+        if obj.name.is_empty() {
+            Err(Failure::Key)
+        } else {
+            Ok(obj.name.clone())
+        }
+    }
+
+    fn transform(&self, obj: &Obj) -> Result<Arc<Obj>, Failure> {
+        if !self.config.transform {
+            return Ok(Arc::new(obj.clone()));
+        }
+        if obj.poison {
+            return Err(Failure::Transform);
+        }
+        let mut obj = obj.clone();
+        obj.version += TRANSFORMED;
+        Ok(Arc::new(obj))
+    }
+
+    fn queued(&self, key: &str) -> bool {
+        self.queue.iter().any(|(k, _)| k == key)
+    }
+
+    fn push(&mut self, key: &str, delta: Delta<Obj>) {
+        match self.queue.iter_mut().find(|(k, _)| k == key) {
+            None => self.queue.push((key.to_owned(), vec![delta])),
+            Some((_, deltas)) => {
+                deltas.push(delta);
+                let n = deltas.len();
+                if let [.., Delta::Deleted(older), Delta::Deleted(_)] = deltas.as_slice() {
+                    if older.is_tombstone() {
+                        deltas.remove(n - 2);
+                    } else {
+                        deltas.remove(n - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `add` (`kind` Added) or `update` (`kind` Updated).
+    pub fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
+        let key = Self::key(obj)?;
+        let obj = self.transform(obj)?;
+        self.populated = true;
+        self.push(&key, Delta::new(kind, obj));
+        Ok(())
+    }
+
+    /// `delete`.
+    pub fn delete(&mut self, obj: &Obj) -> Result<(), Failure> {
+        let key = Self::key(obj)?;
+        let known = self.config.known_objects && self.known.contains_key(&key);
+        if !self.queued(&key) && !known {
+            self.populated = true;
+            return Ok(());
+        }
+        let obj = self.transform(obj)?;
+        self.populated = true;
+        self.push(&key, Delta::Deleted(DeletedObject::Object(obj)));
+        Ok(())
+    }
+
+    /// `replace`.
+    pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
+        let mut listed = Vec::new();
+        for obj in list {
+            let key = Self::key(obj)?;
+            listed.push((key, self.transform(obj)?));
+        }
+        let new_keys: BTreeSet<String> = listed.iter().map(|(k, _)| k.clone()).collect();
+        let mut deletions = Vec::new();
+        for (key, deltas) in &self.queue {
+            if !new_keys.contains(key) {
+                let newest = deltas.last().and_then(|d| d.object()).cloned();
+                deletions.push((key.clone(), newest));
+            }
+        }
+        if self.config.known_objects {
+            for (key, obj) in &self.known {
+                if !new_keys.contains(key) && !self.queued(key) {
+                    deletions.push((key.clone(), Some(Arc::clone(obj))));
+                }
+            }
+        }
+        let kind = if self.config.emit_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+        for (key, obj) in listed {
+            self.push(&key, Delta::new(kind, obj));
+        }
+        let count = new_keys.len() + deletions.len();
+        for (key, obj) in deletions {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            self.push(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial = count;
+        }
+        Ok(())
+    }
+
+    /// `resync`.
+    pub fn resync(&mut self) {
+        if !self.config.known_objects {
+            return;
+        }
+        let known: Vec<_> = self
+            .known
+            .iter()
+            .map(|(k, o)| (k.clone(), Arc::clone(o)))
+            .collect();
+        for (key, obj) in known {
+            if !self.queued(&key) {
+                self.push(&key, Delta::Sync(obj));
+            }
+        }
+    }
+
+    /// `pop`: the front key's deltas and the initial-list flag, applied to the model's cache.
+    pub fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        let initial = !self.has_synced();
+        let (key, deltas) = self.queue.remove(0);
+        if self.initial > 0 {
+            self.initial -= 1;
+        }
+        for delta in &deltas {
+            apply(&mut self.known, &key, delta);
+        }
+        Some((deltas, initial))
+    }
+
+    /// `has_synced`.
+    pub fn has_synced(&self) -> bool {
+        self.populated && self.initial == 0
+    }
+
+    /// The queued keys, front first.
+    pub fn queued_keys(&self) -> Vec<String> {
+        self.queue.iter().map(|(k, _)| k.clone()).collect()
+    }
+}
+
+/// What a controller does with a popped delta: write it to the cache, or remove the key.
+fn apply(cache: &mut BTreeMap<String, Arc<Obj>>, key: &str, delta: &Delta<Obj>) {
+    match delta {
+        Delta::Deleted(_) => {
+            cache.remove(key);
+        }
+        Delta::Added(o) | Delta::Updated(o) | Delta::Replaced(o) | Delta::Sync(o) => {
+            cache.insert(key.to_owned(), Arc::clone(o));
+        }
+    }
+}
+
+/// The real queue's cache: a map its pops are applied to, read back as `KnownObjects`.
+#[derive(Debug, Default)]
+struct Cache(Mutex<BTreeMap<String, Arc<Obj>>>);
+
+impl Cache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Obj>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl KnownObjects<Obj> for Cache {
+    fn list_keys(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.lock().get(key).cloned()
+    }
+}
+
+fn real_queue(config: Config, cache: &Arc<Cache>) -> DeltaFIFO<Obj> {
+    let mut options = DeltaFIFOOptions::default().emit_delta_type_replaced(config.emit_replaced);
+    if config.known_objects {
+        options = options.known_objects(Arc::clone(cache) as Arc<dyn KnownObjects<Obj>>);
+    }
+    if config.transform {
+        options = options.transform(transform_func(|o: Arc<Obj>| {
+            if o.poison {
+                return Err("poisoned".into());
+            }
+            let mut o = (*o).clone();
+            o.version += TRANSFORMED;
+            Ok(Arc::new(o))
+        }));
+    }
+    let key = key_func(|o: &Obj| {
+        if o.name.is_empty() {
+            Err(KeyError::MissingName)
+        } else {
+            Ok(o.name.clone())
+        }
+    });
+    DeltaFIFO::with_options(key, options)
+}
+
+fn pop_real(fifo: &DeltaFIFO<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bool), QueueClosed> {
+    let mut out = None;
+    fifo.pop(&mut |deltas: Deltas<Obj>, initial| {
+        let key = match deltas.newest() {
+            Delta::Deleted(DeletedObject::Tombstone(t)) => t.key.clone(),
+            d => d.object().map(|o| o.name.clone()).unwrap_or_default(),
+        };
+        let mut cache = cache.lock();
+        for delta in deltas.iter() {
+            apply(&mut cache, &key, delta);
+        }
+        out = Some((deltas.into_vec(), initial));
+    })?;
+    Ok(out.expect("pop returned Ok, so process ran"))
+}
+
+/// Runs `ops` on the model and on a real [`DeltaFIFO`]; panics at the first difference.
+///
+/// After the last operation both are closed and drained, and must agree to the end.
+pub fn run(config: Config, ops: &[Op]) {
+    let mut model = Model::new(config);
+    let cache = Arc::new(Cache::default());
+    let fifo = real_queue(config, &cache);
+    for (step, op) in ops.iter().enumerate() {
+        match op {
+            Op::Add(o) => assert_eq!(
+                failure(fifo.add(Arc::new(o.clone()))),
+                model.write(DeltaType::Added, o),
+                "step {step}: {op:?}"
+            ),
+            Op::Update(o) => assert_eq!(
+                failure(fifo.update(Arc::new(o.clone()))),
+                model.write(DeltaType::Updated, o),
+                "step {step}: {op:?}"
+            ),
+            Op::Delete(o) => assert_eq!(
+                failure(fifo.delete(Arc::new(o.clone()))),
+                model.delete(o),
+                "step {step}: {op:?}"
+            ),
+            Op::Replace(list) => assert_eq!(
+                failure(fifo.replace(list.iter().cloned().map(Arc::new).collect(), String::new())),
+                model.replace(list),
+                "step {step}: {op:?}"
+            ),
+            Op::Resync => {
+                fifo.resync().expect("resync never fails");
+                model.resync();
+            }
+            Op::Pop => match model.pop() {
+                None => assert!(fifo.is_empty(), "step {step}: the model is empty"),
+                Some(expected) => {
+                    assert_eq!(pop_real(&fifo, &cache), Ok(expected), "step {step}: pop")
+                }
+            },
+        }
+        assert_eq!(
+            fifo.queued_keys(),
+            model.queued_keys(),
+            "step {step}: {op:?}: queued keys"
+        );
+        assert_eq!(
+            fifo.has_synced(),
+            model.has_synced(),
+            "step {step}: {op:?}: has_synced"
+        );
+    }
+    fifo.close();
+    while let Some(expected) = model.pop() {
+        assert_eq!(pop_real(&fifo, &cache), Ok(expected), "drain after close");
+    }
+    assert_eq!(
+        pop_real(&fifo, &cache),
+        Err(QueueClosed),
+        "closed and drained"
+    );
+    assert_eq!(*cache.lock(), model.known, "both caches end the same");
+}
+
+const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
+
+/// Decodes arbitrary bytes into a configuration and a sequence of operations.
+///
+/// The first byte is the configuration (bit 0: known objects, bit 1: emit Replaced, bit 2:
+/// transform). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
+/// three kinds of pop), followed by one byte per object (`% 6` picks the key, one of five names or
+/// the empty, failing one; `>= 240` poisons it for the transform); a replace first reads its list
+/// length (`% 6`). Versions count up from 1 in object order. Missing bytes end the run.
+pub fn decode(data: &[u8]) -> (Config, Vec<Op>) {
+    let mut bytes = data.iter().copied();
+    let Some(first) = bytes.next() else {
+        return (Config::default(), Vec::new());
+    };
+    let config = Config {
+        known_objects: first & 1 != 0,
+        emit_replaced: first & 2 != 0,
+        transform: first & 4 != 0,
+    };
+    let mut version = 0;
+    let mut object = |byte: u8| {
+        version += 1;
+        Obj {
+            name: NAMES[usize::from(byte) % NAMES.len()].to_owned(),
+            version,
+            poison: byte >= 240,
+        }
+    };
+    let mut ops = Vec::new();
+    while let Some(code) = bytes.next() {
+        let op = match code % 8 {
+            0..=2 => {
+                let Some(byte) = bytes.next() else { break };
+                let o = object(byte);
+                match code % 8 {
+                    0 => Op::Add(o),
+                    1 => Op::Update(o),
+                    _ => Op::Delete(o),
+                }
+            }
+            3 => {
+                let Some(len) = bytes.next() else { break };
+                let list: Vec<Obj> = bytes
+                    .by_ref()
+                    .take(usize::from(len) % 6)
+                    .map(&mut object)
+                    .collect();
+                Op::Replace(list)
+            }
+            4 => Op::Resync,
+            _ => Op::Pop,
+        };
+        ops.push(op);
+    }
+    (config, ops)
+}

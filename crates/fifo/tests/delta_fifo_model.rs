@@ -1,0 +1,59 @@
+//! DeltaFIFO against its reference model over random operation sequences.
+
+use informer_fifo::model::{Config, Obj, Op, decode, run};
+use proptest::prelude::*;
+
+fn object() -> impl Strategy<Value = Obj> {
+    // Few keys so that operations collide; an empty name is a key error; poison is rare.
+    (
+        prop_oneof![8 => 0usize..5, 1 => Just(5usize)],
+        0u64..100,
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(|(i, version, poison)| Obj {
+            name: ["a", "b", "c", "d", "e", ""][i].to_owned(),
+            version,
+            poison,
+        })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => object().prop_map(Op::Add),
+        3 => object().prop_map(Op::Update),
+        2 => object().prop_map(Op::Delete),
+        1 => prop::collection::vec(object(), 0..6).prop_map(Op::Replace),
+        1 => Just(Op::Resync),
+        4 => Just(Op::Pop),
+    ]
+}
+
+fn config() -> impl Strategy<Value = Config> {
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(known_objects, emit_replaced, transform)| Config {
+            known_objects,
+            emit_replaced,
+            transform,
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn delta_fifo_pops_exactly_what_the_model_pops(
+        config in config(),
+        ops in prop::collection::vec(op(), 0..64),
+    ) {
+        run(config, &ops);
+    }
+
+    #[test]
+    fn any_bytes_decode_into_a_run_that_matches_the_model(
+        bytes in prop::collection::vec(any::<u8>(), 0..256),
+    ) {
+        let (config, ops) = decode(&bytes);
+        run(config, &ops);
+    }
+}

@@ -1,0 +1,368 @@
+//! DeltaFIFO's own rules: coalescing per key, delete dedup, relist tombstones, resync, sync.
+
+use std::sync::Arc;
+
+use informer_fifo::conformance::{TestObject, drain, key_func, obj, render};
+use informer_fifo::{
+    DeletedObject, Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Queue, QueueExt, transform_func,
+};
+use informer_store::{Error, KnownObjects, ReflectorStore, Store, ThreadSafeStore};
+
+fn fifo() -> DeltaFIFO<TestObject> {
+    DeltaFIFO::new(key_func())
+}
+
+fn cache(objects: &[Arc<TestObject>]) -> Arc<ThreadSafeStore<TestObject>> {
+    let cache = Arc::new(ThreadSafeStore::new(key_func()));
+    for o in objects {
+        cache.add(Arc::clone(o)).unwrap();
+    }
+    cache
+}
+
+fn fifo_over(cache: &Arc<ThreadSafeStore<TestObject>>) -> DeltaFIFO<TestObject> {
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    DeltaFIFO::with_options(key_func(), DeltaFIFOOptions::default().known_objects(known))
+}
+
+#[test]
+fn a_key_keeps_its_place_however_many_deltas_pile_up() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.update(obj("ns", "a", 3)).unwrap();
+    f.update(obj("ns", "b", 4)).unwrap();
+    f.update(obj("ns", "a", 5)).unwrap();
+    assert_eq!(f.queued_keys(), ["ns/a", "ns/b"]);
+    assert_eq!(f.len(), 2);
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Added@1 Updated@3 Updated@5",
+            "ns/b: Added@2 Updated@4"
+        ]
+    );
+}
+
+#[test]
+fn a_popped_key_requeues_at_the_back() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.pop_with(|_, _| ()).unwrap();
+    f.update(obj("ns", "a", 3)).unwrap();
+    assert_eq!(drain(&f), ["ns/b: Added@2", "ns/a: Updated@3"]);
+}
+
+#[test]
+fn repeated_adds_and_syncs_are_not_deduplicated() {
+    let cache = cache(&[obj("ns", "a", 1)]);
+    let f = fifo_over(&cache);
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.resync().unwrap();
+    f.pop_with(|_, _| ()).unwrap(); // ns/b
+    f.pop_with(|_, _| ()).unwrap(); // ns/a
+    f.resync().unwrap();
+    f.resync().unwrap();
+    assert_eq!(drain(&f), ["ns/a: Sync@1"]);
+    let f = fifo();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    assert_eq!(drain(&f), ["ns/b: Added@2 Added@2"]);
+}
+
+#[test]
+fn two_watch_deletes_collapse_into_the_older() {
+    let cache = cache(&[obj("ns", "a", 1)]);
+    let f = fifo_over(&cache);
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.delete(obj("ns", "a", 3)).unwrap();
+    assert_eq!(drain(&f), ["ns/a: Deleted@2"]);
+}
+
+#[test]
+fn a_relist_tombstone_after_a_watch_delete_is_absorbed() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.replace(Vec::new(), "3".into()).unwrap();
+    assert_eq!(
+        drain(&f),
+        ["ns/a: Added@1 Deleted@2"],
+        "the watch's delete carries the final state: the tombstone adds nothing"
+    );
+}
+
+#[test]
+fn a_watch_delete_after_a_relist_tombstone_replaces_it() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.replace(Vec::new(), "2".into()).unwrap();
+    f.delete(obj("ns", "a", 3)).unwrap();
+    assert_eq!(drain(&f), ["ns/a: Added@1 Deleted@3"]);
+}
+
+#[test]
+fn only_the_two_newest_deletes_are_compared() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.add(obj("ns", "a", 3)).unwrap();
+    f.delete(obj("ns", "a", 4)).unwrap();
+    assert_eq!(drain(&f), ["ns/a: Added@1 Deleted@2 Added@3 Deleted@4"]);
+}
+
+#[test]
+fn delete_of_a_key_neither_queued_nor_known_is_ignored() {
+    let f = fifo();
+    f.delete(obj("ns", "a", 1)).unwrap();
+    assert!(
+        f.is_empty(),
+        "without known objects, an unqueued key is ignored"
+    );
+    assert!(
+        f.has_synced(),
+        "an ignored delete still counts as a first write"
+    );
+
+    let cache = cache(&[obj("ns", "known", 1)]);
+    let f = fifo_over(&cache);
+    f.delete(obj("ns", "unknown", 1)).unwrap();
+    assert!(f.is_empty(), "a key the cache lacks is ignored too");
+    f.delete(obj("ns", "known", 2)).unwrap();
+    f.add(obj("ns", "queued", 3)).unwrap();
+    f.delete(obj("ns", "queued", 4)).unwrap();
+    assert_eq!(
+        drain(&f),
+        ["ns/known: Deleted@2", "ns/queued: Added@3 Deleted@4"],
+        "a known or queued key's delete is queued"
+    );
+}
+
+#[test]
+fn replace_emits_replaced_for_every_listed_object_in_list_order() {
+    let f = fifo();
+    f.replace(
+        vec![
+            obj("ns", "c", 1),
+            obj("ns", "a", 2),
+            obj("ns", "b", 3),
+            obj("ns", "a", 4),
+        ],
+        "4".into(),
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "initial ns/c: Replaced@1",
+            "initial ns/a: Replaced@2 Replaced@4",
+            "initial ns/b: Replaced@3"
+        ],
+        "a duplicate key in the list queues both objects under one entry"
+    );
+}
+
+#[test]
+fn replace_emits_sync_when_replaced_is_turned_off() {
+    let f = DeltaFIFO::with_options(
+        key_func(),
+        DeltaFIFOOptions::default().emit_delta_type_replaced(false),
+    );
+    f.replace(vec![obj("ns", "a", 1)], "1".into()).unwrap();
+    assert_eq!(drain(&f), ["initial ns/a: Sync@1"]);
+}
+
+#[test]
+fn replace_counts_duplicate_keys_once_towards_sync() {
+    let f = fifo();
+    f.replace(vec![obj("ns", "a", 1), obj("ns", "a", 2)], "2".into())
+        .unwrap();
+    assert!(!f.has_synced());
+    f.pop_with(|_, initial| assert!(initial)).unwrap();
+    assert!(f.has_synced(), "one key, one pop");
+}
+
+#[test]
+fn replace_tombstones_queued_keys_the_list_lacks_with_the_newest_queued_object() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.update(obj("ns", "a", 2)).unwrap();
+    f.add(obj("ns", "b", 3)).unwrap();
+    f.replace(vec![obj("ns", "b", 4)], "4".into()).unwrap();
+    f.replace(vec![obj("ns", "b", 5)], "5".into()).unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Added@1 Updated@2 Deleted~@2",
+            "ns/b: Added@3 Replaced@4 Replaced@5",
+        ],
+        "the second relist's tombstone (newer) replaces the first; it carries the object of \
+         the first tombstone"
+    );
+}
+
+#[test]
+fn replace_tombstones_known_keys_the_list_lacks_with_the_cached_object() {
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 2), obj("ns", "c", 3)]);
+    let f = fifo_over(&cache);
+    f.update(obj("ns", "c", 4)).unwrap();
+    f.replace(vec![obj("ns", "b", 5)], "5".into()).unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/c: Updated@4 Deleted~@4",
+            "ns/b: Replaced@5",
+            "ns/a: Deleted~@1"
+        ],
+        "a queued key's tombstone carries the queued object, not the cache's; deletions of \
+         known keys come after the listed objects"
+    );
+}
+
+#[test]
+fn replace_tombstone_carries_no_object_when_the_cache_lost_it() {
+    // A cache whose key list names a key it no longer holds.
+    struct Forgetful;
+    impl KnownObjects<TestObject> for Forgetful {
+        fn list_keys(&self) -> Vec<String> {
+            vec!["ns/ghost".into()]
+        }
+        fn get_by_key(&self, _: &str) -> Option<Arc<TestObject>> {
+            None
+        }
+    }
+    let f = DeltaFIFO::with_options(
+        key_func(),
+        DeltaFIFOOptions::default().known_objects(Arc::new(Forgetful)),
+    );
+    f.replace(Vec::new(), "1".into()).unwrap();
+    let popped = f.pop_with(|deltas, _| deltas.into_vec()).unwrap();
+    match popped.as_slice() {
+        [Delta::Deleted(DeletedObject::Tombstone(t))] => {
+            assert_eq!(t.key, "ns/ghost");
+            assert!(t.obj.is_none());
+        }
+        other => panic!("expected one tombstone, got {other:?}"),
+    }
+    f.resync().unwrap();
+    assert!(f.is_empty(), "resync skips a key the cache cannot produce");
+}
+
+#[test]
+fn first_replace_counts_its_deletions_towards_sync() {
+    let cache = cache(&[obj("ns", "gone", 1)]);
+    let f = fifo_over(&cache);
+    f.resync().unwrap();
+    assert!(!f.has_synced(), "a resync is not a first write");
+    f.replace(vec![obj("ns", "a", 2)], "2".into()).unwrap();
+    let mut popped = Vec::new();
+    while !f.has_synced() {
+        f.pop_with(|d, i| popped.push(render(&d, i))).unwrap();
+    }
+    assert_eq!(
+        popped,
+        [
+            "initial ns/gone: Sync@1 Deleted~@1",
+            "initial ns/a: Replaced@2"
+        ]
+    );
+    assert!(f.is_empty());
+}
+
+#[test]
+fn resync_skips_keys_with_queued_deltas_and_does_not_transform() {
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 2)]);
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    let f = DeltaFIFO::with_options(
+        key_func(),
+        DeltaFIFOOptions::default()
+            .known_objects(known)
+            .transform(transform_func(|_| Err("transform must not run".into()))),
+    );
+    f.resync().unwrap();
+    f.resync().unwrap();
+    let mut popped = drain(&f);
+    popped.sort();
+    assert_eq!(
+        popped,
+        ["initial ns/a: Sync@1", "initial ns/b: Sync@2"],
+        "the second resync adds nothing: both keys are queued; a pop before any write is in \
+         the initial list"
+    );
+}
+
+#[test]
+fn delete_is_transformed_only_when_queued() {
+    let f = DeltaFIFO::with_options(
+        key_func(),
+        DeltaFIFOOptions::default().transform(transform_func(|_| Err("no".into()))),
+    );
+    f.delete(obj("ns", "a", 1))
+        .expect("an ignored delete never runs the transform");
+}
+
+#[test]
+fn a_failing_transform_on_replace_changes_nothing() {
+    let cache = cache(&[obj("ns", "cached", 1)]);
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    let f = DeltaFIFO::with_options(
+        key_func(),
+        DeltaFIFOOptions::default()
+            .known_objects(known)
+            .transform(transform_func(|o: Arc<TestObject>| {
+                if o.name == "bad" {
+                    Err("bad".into())
+                } else {
+                    Ok(o)
+                }
+            })),
+    );
+    let err = f
+        .replace(vec![obj("ns", "a", 1), obj("ns", "bad", 2)], "2".into())
+        .unwrap_err();
+    assert!(matches!(err, Error::Transform(_)), "{err:?}");
+    assert!(f.is_empty());
+    assert!(!f.has_synced());
+}
+
+#[test]
+fn the_queue_reports_the_cache_delete_by_key_can_apply() {
+    // A consumer applies a tombstone by key; the cache ends with exactly the listed objects.
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 2)]);
+    let f = fifo_over(&cache);
+    f.replace(vec![obj("ns", "b", 3), obj("ns", "c", 4)], "4".into())
+        .unwrap();
+    f.close();
+    while f
+        .pop(&mut |deltas, _| match deltas.newest() {
+            Delta::Deleted(DeletedObject::Tombstone(t)) => {
+                cache.delete_by_key(&t.key).unwrap();
+            }
+            Delta::Deleted(DeletedObject::Object(o)) => cache.delete(o.clone()).unwrap(),
+            d => cache.update(d.object().unwrap().clone()).unwrap(),
+        })
+        .is_ok()
+    {}
+    let mut keys = cache.list_keys();
+    keys.sort();
+    assert_eq!(keys, ["ns/b", "ns/c"]);
+    assert_eq!(cache.get_by_key("ns/b").unwrap().resource_version, 3);
+}
+
+#[test]
+fn delta_type_of_every_variant() {
+    let o = obj("ns", "a", 1);
+    for kind in [
+        DeltaType::Added,
+        DeltaType::Updated,
+        DeltaType::Deleted,
+        DeltaType::Replaced,
+        DeltaType::Sync,
+    ] {
+        let d = Delta::new(kind, o.clone());
+        assert_eq!(d.delta_type(), kind);
+        assert_eq!(d.object(), Some(&o));
+    }
+}

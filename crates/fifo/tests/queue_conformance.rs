@@ -1,0 +1,13 @@
+//! Every queue passes the shared `Queue` conformance suite.
+
+use informer_fifo::{DeltaFIFO, DeltaFIFOOptions, conformance};
+
+#[test]
+fn delta_fifo_passes_the_queue_suite() {
+    conformance::queue_suite(|parts| {
+        let mut options = DeltaFIFOOptions::default();
+        options.known_objects = parts.known_objects;
+        options.transform = parts.transform;
+        DeltaFIFO::with_options(parts.key_func, options)
+    });
+}
