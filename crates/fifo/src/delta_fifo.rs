@@ -5,11 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use informer_store::{Error, KeyFunc, KnownObjects, ReflectorStore, Result};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Result};
 
 use crate::delta::{Delta, DeltaType, Deltas};
-use crate::queue::{Queue, QueueClosed, TransformFunc};
-use crate::sync::{Condvar, Mutex};
+use crate::intake::Intake;
+use crate::queue::TransformFunc;
+use crate::shared::{Pending, Shared};
 use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 /// How a [`DeltaFIFO`] is built, beyond its key function.
@@ -120,31 +121,20 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 /// assert!(fifo.is_empty());
 /// ```
 pub struct DeltaFIFO<K> {
-    key_func: KeyFunc<K>,
-    known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    intake: Intake<K>,
     emit_delta_type_replaced: bool,
-    transform: Option<TransformFunc<K>>,
-    state: Mutex<State<K>>,
-    ready: Condvar,
+    shared: Shared<Keyed<K>>,
 }
 
-struct State<K> {
+/// The pending changes: per key, and the keys in order.
+struct Keyed<K> {
     /// Every key in `queue` and nothing else, each with at least one delta.
     items: Map<Arc<str>, Deltas<K>>,
     /// Keys in arrival order, without duplicates.
     queue: VecDeque<Arc<str>>,
-    /// A write or a replace has happened.
-    populated: bool,
-    /// What the first replace queued and is not popped yet.
-    initial_population_count: usize,
-    closed: bool,
 }
 
-impl<K> State<K> {
-    fn has_synced(&self) -> bool {
-        self.populated && self.initial_population_count == 0
-    }
-
+impl<K> Keyed<K> {
     /// Appends `delta` to the deltas of `key`, queueing the key if it is new.
     fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
         if let Some(deltas) = self.items.get_mut(key) {
@@ -158,6 +148,22 @@ impl<K> State<K> {
     }
 }
 
+impl<K> Pending<K> for Keyed<K> {
+    fn take_front(&mut self) -> Option<Deltas<K>> {
+        // Every queued key has deltas: the loop only guards that invariant.
+        while let Some(key) = self.queue.pop_front() {
+            if let Some(deltas) = self.items.remove(&key) {
+                return Some(deltas);
+            }
+        }
+        None
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
+
 impl<K: Send + Sync + 'static> DeltaFIFO<K> {
     /// A queue with the default options: no known objects, `replace` emits Replaced, no
     /// transform.
@@ -168,63 +174,53 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
     /// A queue with the given options.
     pub fn with_options(key_func: KeyFunc<K>, options: DeltaFIFOOptions<K>) -> Self {
         Self {
-            key_func,
-            known_objects: options.known_objects,
+            intake: Intake {
+                key_func,
+                known_objects: options.known_objects,
+                transform: options.transform,
+            },
             emit_delta_type_replaced: options.emit_delta_type_replaced,
-            transform: options.transform,
-            state: Mutex::new(State {
+            shared: Shared::new(Keyed {
                 items: Map::default(),
                 queue: VecDeque::new(),
-                populated: false,
-                initial_population_count: 0,
-                closed: false,
             }),
-            ready: Condvar::new(),
         }
     }
 
     /// The key function.
     pub fn key_func(&self) -> &KeyFunc<K> {
-        &self.key_func
+        &self.intake.key_func
     }
 
     /// The transform, if any (a reflector may apply it to objects it keeps aside).
     pub fn transform(&self) -> Option<&TransformFunc<K>> {
-        self.transform.as_ref()
+        self.intake.transform.as_ref()
     }
 
     /// The number of keys queued.
     pub fn len(&self) -> usize {
-        self.state.lock().queue.len()
+        self.shared.lock().pending.queue.len()
     }
 
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.state.lock().queue.is_empty()
+        self.shared.lock().pending.queue.is_empty()
     }
 
     /// The queued keys, in the order `pop` will deliver them.
     pub fn queued_keys(&self) -> Vec<String> {
-        let state = self.state.lock();
-        state.queue.iter().map(|k| k.to_string()).collect()
-    }
-
-    fn apply_transform(&self, obj: Arc<K>) -> Result<Arc<K>> {
-        match &self.transform {
-            Some(transform) => transform(obj).map_err(Error::Transform),
-            None => Ok(obj),
-        }
+        let state = self.shared.lock();
+        state.pending.queue.iter().map(|k| k.to_string()).collect()
     }
 
     /// Add and Update: key and transform outside the lock, then queue.
     fn queue_live(&self, kind: DeltaType, obj: Arc<K>) -> Result<()> {
-        let key = (self.key_func)(&obj)?;
-        let obj = self.apply_transform(obj)?;
-        let mut state = self.state.lock();
+        let (key, obj) = self.intake.admit(obj)?;
+        let mut state = self.shared.lock();
         state.populated = true;
-        state.queue_delta(&key, Delta::new(kind, obj));
+        state.pending.queue_delta(&key, Delta::new(kind, obj));
         drop(state);
-        self.ready.notify_one();
+        self.shared.notify_one();
         Ok(())
     }
 }
@@ -239,58 +235,59 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
-        let key = (self.key_func)(&obj)?;
-        let mut state = self.state.lock();
-        let known = || {
-            self.known_objects
-                .as_ref()
-                .is_some_and(|known| known.get_by_key(&key).is_some())
-        };
-        if !state.items.contains_key(key.as_str()) && !known() {
+        let key = self.intake.key(&obj)?;
+        let mut state = self.shared.lock();
+        if !state.pending.items.contains_key(key.as_str()) && self.intake.known(&key).is_none() {
             // Already reported (by a relist), or never seen: nothing to tell the consumer.
             state.populated = true;
             return Ok(());
         }
         // Transformed under the lock, after the check, so an ignored delete never runs it.
-        let obj = self.apply_transform(obj)?;
+        let obj = self.intake.transform(obj)?;
         state.populated = true;
-        state.queue_delta(&key, Delta::Deleted(DeletedObject::Object(obj)));
+        state
+            .pending
+            .queue_delta(&key, Delta::Deleted(DeletedObject::Object(obj)));
         drop(state);
-        self.ready.notify_one();
+        self.shared.notify_one();
         Ok(())
     }
 
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
         // Every key and transform first: an error aborts before anything is queued.
-        let mut listed = Vec::with_capacity(list.len());
-        for obj in list {
-            let key = (self.key_func)(&obj)?;
-            listed.push((key, self.apply_transform(obj)?));
-        }
+        let listed = self.intake.admit_all(list)?;
         let kind = if self.emit_delta_type_replaced {
             DeltaType::Replaced
         } else {
             DeltaType::Sync
         };
 
-        let mut state = self.state.lock();
+        let mut state = self.shared.lock();
         let new_keys: HashSet<&str, RandomState> =
             listed.iter().map(|(key, _)| key.as_str()).collect();
         let unique_listed = new_keys.len();
         // Queued keys the list lacks, with the newest object queued for them, in queue order.
         let queued_deletions: Vec<(Arc<str>, Option<Arc<K>>)> = state
+            .pending
             .queue
             .iter()
             .filter(|key| !new_keys.contains(&***key))
-            .map(|key| (Arc::clone(key), state.items[key].newest().object().cloned()))
+            .map(|key| {
+                (
+                    Arc::clone(key),
+                    state.pending.items[key].newest().object().cloned(),
+                )
+            })
             .collect();
         // Known keys the list lacks and nothing is queued for, with the cache's object.
-        let known_deletions: Vec<(String, Option<Arc<K>>)> = match &self.known_objects {
+        let known_deletions: Vec<(String, Option<Arc<K>>)> = match &self.intake.known_objects {
             None => Vec::new(),
             Some(known) => known
                 .list_keys()
                 .into_iter()
-                .filter(|key| !new_keys.contains(key.as_str()) && !state.items.contains_key(&**key))
+                .filter(|key| {
+                    !new_keys.contains(key.as_str()) && !state.pending.items.contains_key(&**key)
+                })
                 .map(|key| {
                     let obj = known.get_by_key(&key);
                     (key, obj)
@@ -300,7 +297,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
         drop(new_keys);
 
         for (key, obj) in listed {
-            state.queue_delta(&key, Delta::new(kind, obj));
+            state.pending.queue_delta(&key, Delta::new(kind, obj));
         }
         let deletions = queued_deletions.len() + known_deletions.len();
         for (key, obj) in queued_deletions {
@@ -308,97 +305,57 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
                 key: key.to_string(),
                 obj,
             };
-            state.queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+            state
+                .pending
+                .queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
         }
         for (key, obj) in known_deletions {
             let tombstone = DeletedFinalStateUnknown {
                 key: key.clone(),
                 obj,
             };
-            state.queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+            state
+                .pending
+                .queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
         }
-        if !state.populated {
-            state.populated = true;
-            state.initial_population_count = unique_listed + deletions;
-        }
+        state.replaced(unique_listed + deletions);
         drop(state);
-        self.ready.notify_all();
+        self.shared.notify_all();
         Ok(())
     }
 
     fn resync(&self) -> Result<()> {
-        let Some(known) = &self.known_objects else {
+        let Some(known) = &self.intake.known_objects else {
             return Ok(());
         };
-        let mut state = self.state.lock();
+        let mut state = self.shared.lock();
         let mut queued = false;
         for key in known.list_keys() {
             // A queued change is newer than the cache: re-delivering the cache would go back in
             // time.
-            if state.items.contains_key(key.as_str()) {
+            if state.pending.items.contains_key(key.as_str()) {
                 continue;
             }
             if let Some(obj) = known.get_by_key(&key) {
-                state.queue_delta(&key, Delta::Sync(obj));
+                state.pending.queue_delta(&key, Delta::Sync(obj));
                 queued = true;
             }
         }
         drop(state);
         if queued {
-            self.ready.notify_all();
+            self.shared.notify_all();
         }
         Ok(())
     }
 }
 
-impl<K: Send + Sync + 'static> Queue<K> for DeltaFIFO<K> {
-    fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed> {
-        let mut state = self.state.lock();
-        loop {
-            if let Some(key) = state.queue.pop_front() {
-                let is_in_initial_list = !state.has_synced();
-                if state.initial_population_count > 0 {
-                    state.initial_population_count -= 1;
-                }
-                // Every queued key has deltas; `continue` only guards the invariant.
-                let Some(deltas) = state.items.remove(&key) else {
-                    continue;
-                };
-                // Under the lock, on purpose: see the `Queue` docs. A panic here unwinds through
-                // the guard, which unlocks; the state is already consistent.
-                process(deltas, is_in_initial_list);
-                return Ok(());
-            }
-            if state.closed {
-                return Err(QueueClosed);
-            }
-            state = self.ready.wait(state);
-        }
-    }
-
-    fn has_synced(&self) -> bool {
-        self.state.lock().has_synced()
-    }
-
-    fn close(&self) {
-        self.state.lock().closed = true;
-        self.ready.notify_all();
-    }
-
-    fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-}
+crate::shared::queue_via_shared!(DeltaFIFO);
 
 impl<K> fmt::Debug for DeltaFIFO<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state.lock();
-        f.debug_struct("DeltaFIFO")
-            .field("len", &state.queue.len())
-            .field("populated", &state.populated)
-            .field("initial_population_count", &state.initial_population_count)
-            .field("closed", &state.closed)
-            .field("known_objects", &self.known_objects.is_some())
+        self.shared
+            .debug_fields(&mut f.debug_struct("DeltaFIFO"))
+            .field("intake", &self.intake)
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .finish()
     }

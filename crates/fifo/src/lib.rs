@@ -18,6 +18,8 @@
 //!   [`close`](Queue::close).
 //! * [`DeltaFIFO`]: client-go's DeltaFIFO. One queue entry per key, holding every change not yet
 //!   popped ([`Deltas`]): the consumer sees each object's history in one go, in key arrival order.
+//! * [`InOrderFIFO`]: every change kept and delivered in arrival order (client-go's RealFIFO
+//!   idea), for consumers that must see every intermediate state.
 //! * [`Delta`], [`DeltaType`], [`Deltas`]; a relist-discovered deletion carries a
 //!   [`DeletedFinalStateUnknown`] tombstone inside a [`DeletedObject`].
 //!
@@ -69,7 +71,10 @@
 
 mod delta;
 mod delta_fifo;
+mod in_order;
+mod intake;
 mod queue;
+mod shared;
 mod sync;
 mod tombstone;
 
@@ -80,6 +85,7 @@ pub mod model;
 
 pub use crate::delta::{Delta, DeltaType, Deltas, EmptyDeltas};
 pub use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
+pub use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
 pub use crate::queue::{Queue, QueueClosed, QueueExt, TransformFunc, transform_func};
 pub use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
@@ -89,6 +95,7 @@ mod send_sync {
 
     const fn assert_send_sync<T: Send + Sync>() {}
     const _: () = assert_send_sync::<DeltaFIFO<String>>();
+    const _: () = assert_send_sync::<InOrderFIFO<String>>();
     const _: () = assert_send_sync::<std::sync::Arc<dyn Queue<String>>>();
     const _: () = assert_send_sync::<Deltas<String>>();
     const _: () = assert_send_sync::<QueueClosed>();

@@ -1,6 +1,6 @@
 //! Every queue passes the shared `Queue` conformance suite.
 
-use informer_fifo::{DeltaFIFO, DeltaFIFOOptions, conformance};
+use informer_fifo::{DeltaFIFO, DeltaFIFOOptions, InOrderFIFO, InOrderFIFOOptions, conformance};
 
 #[test]
 fn delta_fifo_passes_the_queue_suite() {
@@ -9,5 +9,15 @@ fn delta_fifo_passes_the_queue_suite() {
         options.known_objects = parts.known_objects;
         options.transform = parts.transform;
         DeltaFIFO::with_options(parts.key_func, options)
+    });
+}
+
+#[test]
+fn in_order_fifo_passes_the_queue_suite() {
+    conformance::queue_suite(|parts| {
+        let mut options = InOrderFIFOOptions::default();
+        options.known_objects = parts.known_objects;
+        options.transform = parts.transform;
+        InOrderFIFO::with_options(parts.key_func, options)
     });
 }

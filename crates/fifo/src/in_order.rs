@@ -1,0 +1,259 @@
+//! [`InOrderFIFO`]: every change kept and delivered in arrival order.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Result};
+
+use crate::delta::{Delta, DeltaType, Deltas};
+use crate::intake::Intake;
+use crate::queue::TransformFunc;
+use crate::shared::{Pending, Shared};
+use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
+
+/// How an [`InOrderFIFO`] is built, beyond its key function.
+#[non_exhaustive]
+pub struct InOrderFIFOOptions<K> {
+    /// The cache the consumer applies popped changes to: `replace` emits a tombstone for every
+    /// cached key the new list lacks (and nothing queued names), and `resync` re-delivers it.
+    /// Without it, `resync` does nothing.
+    pub known_objects: Option<Arc<dyn KnownObjects<K>>>,
+    /// Applied to every object as it enters (see [`TransformFunc`]).
+    pub transform: Option<TransformFunc<K>>,
+}
+
+impl<K> Default for InOrderFIFOOptions<K> {
+    fn default() -> Self {
+        Self {
+            known_objects: None,
+            transform: None,
+        }
+    }
+}
+
+impl<K> InOrderFIFOOptions<K> {
+    /// Sets [`known_objects`](Self::known_objects).
+    pub fn known_objects(mut self, known_objects: Arc<dyn KnownObjects<K>>) -> Self {
+        self.known_objects = Some(known_objects);
+        self
+    }
+
+    /// Sets [`transform`](Self::transform).
+    pub fn transform(mut self, transform: TransformFunc<K>) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+}
+
+impl<K> fmt::Debug for InOrderFIFOOptions<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InOrderFIFOOptions")
+            .field("known_objects", &self.known_objects.is_some())
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+/// A queue that keeps every change, in arrival order, with no coalescing (the idea of client-go's
+/// `RealFIFO`, in its non-atomic flavour, which reads the cache back as [`KnownObjects`]).
+///
+/// * Every write is one event; `pop` delivers one event at a time (a [`Deltas`] of length one),
+///   in the order the writes were made. Nothing is merged or deduplicated.
+/// * `delete` is always queued, even for a key the queue has never seen.
+/// * `replace(list)` queues the deletions first, then a [`Replaced`](DeltaType::Replaced) event
+///   for every listed object in list order. The deletions: for each queued key the list lacks,
+///   in order of first appearance, a tombstone carrying its last queued object, unless its last
+///   event is already a deletion; then for each known key the list lacks that nothing queued
+///   names, a tombstone with the cache's object.
+/// * `resync` queues [`Sync`](DeltaType::Sync) for each known key that nothing queued names.
+/// * The first `replace` counts the whole queue as the initial list: `has_synced` turns true once
+///   everything queued up to and including it has been popped. (client-go decrements that count
+///   after `process` returns, this queue before calling it: nobody can tell, as `has_synced`
+///   needs the lock `process` runs under, and a panicking item still counts as popped.)
+///
+/// Use it when a consumer must see every intermediate state (audit, event forwarding); use
+/// [`DeltaFIFO`](crate::DeltaFIFO) to let a slow consumer skip ahead per key.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_fifo::{InOrderFIFO, QueueExt};
+/// use informer_store::{key_func, ReflectorStore};
+///
+/// let fifo = InOrderFIFO::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
+/// fifo.add(Arc::new(("a", 1))).unwrap();
+/// fifo.add(Arc::new(("b", 1))).unwrap();
+/// fifo.update(Arc::new(("a", 2))).unwrap();
+/// let mut order = Vec::new();
+/// while !fifo.is_empty() {
+///     fifo.pop_with(|d, _| order.push(*d.newest().object().unwrap().as_ref())).unwrap();
+/// }
+/// assert_eq!(order, [("a", 1), ("b", 1), ("a", 2)]);
+/// ```
+pub struct InOrderFIFO<K> {
+    intake: Intake<K>,
+    shared: Shared<Log<K>>,
+}
+
+/// Every event not yet popped, oldest first, with its key.
+struct Log<K>(VecDeque<(String, Delta<K>)>);
+
+impl<K> Pending<K> for Log<K> {
+    fn take_front(&mut self) -> Option<Deltas<K>> {
+        self.0.pop_front().map(|(_, delta)| Deltas::new(delta))
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl<K: Send + Sync + 'static> InOrderFIFO<K> {
+    /// A queue with no known objects and no transform.
+    pub fn new(key_func: KeyFunc<K>) -> Self {
+        Self::with_options(key_func, InOrderFIFOOptions::default())
+    }
+
+    /// A queue with the given options.
+    pub fn with_options(key_func: KeyFunc<K>, options: InOrderFIFOOptions<K>) -> Self {
+        Self {
+            intake: Intake {
+                key_func,
+                known_objects: options.known_objects,
+                transform: options.transform,
+            },
+            shared: Shared::new(Log(VecDeque::new())),
+        }
+    }
+
+    /// The number of events queued.
+    pub fn len(&self) -> usize {
+        self.shared.lock().pending.0.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.shared.lock().pending.0.is_empty()
+    }
+
+    /// The key of every queued event, in the order `pop` will deliver them.
+    pub fn queued_keys(&self) -> Vec<String> {
+        let state = self.shared.lock();
+        state.pending.0.iter().map(|(key, _)| key.clone()).collect()
+    }
+
+    fn push(&self, kind: DeltaType, obj: Arc<K>) -> Result<()> {
+        let (key, obj) = self.intake.admit(obj)?;
+        let mut state = self.shared.lock();
+        state.populated = true;
+        state.pending.0.push_back((key, Delta::new(kind, obj)));
+        drop(state);
+        self.shared.notify_one();
+        Ok(())
+    }
+}
+
+fn tombstone<K>(key: &str, obj: Option<Arc<K>>) -> Delta<K> {
+    Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
+        key: key.to_owned(),
+        obj,
+    }))
+}
+
+impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
+    fn add(&self, obj: Arc<K>) -> Result<()> {
+        self.push(DeltaType::Added, obj)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<()> {
+        self.push(DeltaType::Updated, obj)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<()> {
+        self.push(DeltaType::Deleted, obj)
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
+        let listed = self.intake.admit_all(list)?;
+        let new_keys: HashSet<&str, RandomState> =
+            listed.iter().map(|(key, _)| key.as_str()).collect();
+
+        let mut state = self.shared.lock();
+        // The last event of each queued key, keys in order of first appearance.
+        let mut last: HashMap<&str, usize, RandomState> = HashMap::default();
+        let mut order = Vec::new();
+        for (i, (key, _)) in state.pending.0.iter().enumerate() {
+            if last.insert(key.as_str(), i).is_none() {
+                order.push(key.as_str());
+            }
+        }
+        let mut deletions = Vec::new();
+        for key in order.iter().filter(|key| !new_keys.contains(*key)) {
+            let delta = &state.pending.0[last[key]].1;
+            if delta.delta_type() != DeltaType::Deleted {
+                deletions.push(((*key).to_owned(), tombstone(key, delta.object().cloned())));
+            }
+        }
+        if let Some(known) = &self.intake.known_objects {
+            for key in known.list_keys() {
+                if !new_keys.contains(key.as_str()) && !last.contains_key(key.as_str()) {
+                    let obj = known.get_by_key(&key);
+                    let delta = tombstone(&key, obj);
+                    deletions.push((key, delta));
+                }
+            }
+        }
+        drop(last);
+        drop(order);
+        drop(new_keys);
+
+        state.pending.0.extend(deletions);
+        for (key, obj) in listed {
+            state.pending.0.push_back((key, Delta::Replaced(obj)));
+        }
+        let queued = state.pending.0.len();
+        state.replaced(queued);
+        drop(state);
+        self.shared.notify_all();
+        Ok(())
+    }
+
+    fn resync(&self) -> Result<()> {
+        let Some(known) = &self.intake.known_objects else {
+            return Ok(());
+        };
+        let mut state = self.shared.lock();
+        let queued: HashSet<&str, RandomState> = state
+            .pending
+            .0
+            .iter()
+            .map(|(key, _)| key.as_str())
+            .collect();
+        let syncs: Vec<_> = known
+            .list_keys()
+            .into_iter()
+            .filter(|key| !queued.contains(key.as_str()))
+            .filter_map(|key| known.get_by_key(&key).map(|obj| (key, Delta::Sync(obj))))
+            .collect();
+        drop(queued);
+        let any = !syncs.is_empty();
+        state.pending.0.extend(syncs);
+        drop(state);
+        if any {
+            self.shared.notify_all();
+        }
+        Ok(())
+    }
+}
+
+crate::shared::queue_via_shared!(InOrderFIFO);
+
+impl<K> fmt::Debug for InOrderFIFO<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared
+            .debug_fields(&mut f.debug_struct("InOrderFIFO"))
+            .field("intake", &self.intake)
+            .finish()
+    }
+}

@@ -1,0 +1,156 @@
+//! InOrderFIFO's own rules: one event per write, in order; deletions first on relist.
+
+use std::sync::Arc;
+
+use informer_fifo::conformance::{TestObject, drain, key_func, obj};
+use informer_fifo::{InOrderFIFO, InOrderFIFOOptions};
+use informer_store::{KnownObjects, ReflectorStore, ThreadSafeStore};
+
+fn fifo() -> InOrderFIFO<TestObject> {
+    InOrderFIFO::new(key_func())
+}
+
+fn fifo_over(objects: &[Arc<TestObject>]) -> InOrderFIFO<TestObject> {
+    let cache = Arc::new(ThreadSafeStore::new(key_func()));
+    for o in objects {
+        cache.add(Arc::clone(o)).unwrap();
+    }
+    let known: Arc<dyn KnownObjects<TestObject>> = cache;
+    InOrderFIFO::with_options(
+        key_func(),
+        InOrderFIFOOptions::default().known_objects(known),
+    )
+}
+
+#[test]
+fn every_write_is_one_event_delivered_in_arrival_order() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.update(obj("ns", "a", 3)).unwrap();
+    f.update(obj("ns", "a", 3)).unwrap();
+    assert_eq!(f.len(), 4);
+    assert_eq!(f.queued_keys(), ["ns/a", "ns/b", "ns/a", "ns/a"]);
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Added@1",
+            "ns/b: Added@2",
+            "ns/a: Updated@3",
+            "ns/a: Updated@3"
+        ]
+    );
+}
+
+#[test]
+fn deletes_are_always_queued_and_never_deduplicated() {
+    let f = fifo();
+    f.delete(obj("ns", "never-seen", 1)).unwrap();
+    f.delete(obj("ns", "never-seen", 2)).unwrap();
+    assert_eq!(
+        drain(&f),
+        ["ns/never-seen: Deleted@1", "ns/never-seen: Deleted@2"]
+    );
+}
+
+#[test]
+fn replace_queues_deletions_first_then_replaced_in_list_order() {
+    let f = fifo_over(&[obj("ns", "cached", 1), obj("ns", "kept", 2)]);
+    f.add(obj("ns", "a", 3)).unwrap();
+    f.update(obj("ns", "a", 4)).unwrap();
+    f.add(obj("ns", "b", 5)).unwrap();
+    f.replace(
+        vec![obj("ns", "x", 6), obj("ns", "kept", 7), obj("ns", "x", 8)],
+        "8".into(),
+    )
+    .unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Added@3",
+            "ns/a: Updated@4",
+            "ns/b: Added@5",
+            // queued keys in order of first appearance, each with its last queued object
+            "ns/a: Deleted~@4",
+            "ns/b: Deleted~@5",
+            // then known keys nothing queued names
+            "ns/cached: Deleted~@1",
+            // then the list, in order, duplicates included
+            "ns/x: Replaced@6",
+            "ns/kept: Replaced@7",
+            "ns/x: Replaced@8",
+        ]
+    );
+}
+
+#[test]
+fn replace_skips_a_queued_key_whose_last_event_is_a_deletion() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.add(obj("ns", "b", 3)).unwrap();
+    f.delete(obj("ns", "b", 4)).unwrap();
+    f.add(obj("ns", "b", 5)).unwrap();
+    f.replace(Vec::new(), "5".into()).unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Added@1",
+            "ns/a: Deleted@2",
+            "ns/b: Added@3",
+            "ns/b: Deleted@4",
+            "ns/b: Added@5",
+            "ns/b: Deleted~@5",
+        ]
+    );
+}
+
+#[test]
+fn replace_does_not_tombstone_a_known_key_that_is_queued() {
+    let f = fifo_over(&[obj("ns", "a", 1)]);
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.replace(Vec::new(), "2".into()).unwrap();
+    assert_eq!(drain(&f), ["ns/a: Deleted@2"]);
+}
+
+#[test]
+fn first_replace_counts_the_whole_queue_as_the_initial_list() {
+    let f = fifo_over(&[obj("ns", "a", 1)]);
+    f.resync().unwrap();
+    assert_eq!(
+        f.len(),
+        1,
+        "a resync before any write queues, but is not a write"
+    );
+    f.replace(vec![obj("ns", "b", 2), obj("ns", "b", 3)], "3".into())
+        .unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "initial ns/a: Sync@1",
+            "initial ns/a: Deleted~@1",
+            "initial ns/b: Replaced@2",
+            "initial ns/b: Replaced@3",
+        ],
+        "the events queued before the first replace and duplicate keys all count"
+    );
+}
+
+#[test]
+fn resync_skips_keys_named_anywhere_in_the_queue() {
+    let f = fifo_over(&[obj("ns", "a", 1), obj("ns", "b", 2), obj("ns", "c", 3)]);
+    f.update(obj("ns", "a", 4)).unwrap();
+    f.delete(obj("ns", "b", 5)).unwrap();
+    f.add(obj("ns", "z", 6)).unwrap();
+    f.resync().unwrap();
+    f.resync().unwrap();
+    assert_eq!(
+        drain(&f),
+        [
+            "ns/a: Updated@4",
+            "ns/b: Deleted@5",
+            "ns/z: Added@6",
+            "ns/c: Sync@3"
+        ]
+    );
+}
