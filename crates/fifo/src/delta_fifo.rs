@@ -99,7 +99,7 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 ///   for every known key the list lacks that has nothing queued, carrying the cache's object.
 /// * `resync` queues [`Sync`](DeltaType::Sync) with the cache's object for every known key with
 ///   nothing queued (a queued change is newer than the cache).
-/// * [`has_synced`](Queue::has_synced) becomes true once everything the first `replace` queued
+/// * [`has_synced`](crate::Queue::has_synced) becomes true once everything the first `replace` queued
 ///   (deletions included) has been popped, or at once if a write comes before any `replace`.
 /// * Keys and transforms are computed before anything changes: a failing write (key or transform
 ///   error) leaves the queue exactly as it was, `replace` included.
