@@ -1,0 +1,68 @@
+//! The kube-client adapter of the informers stack: the only layer crate that knows kube.
+//!
+//! In the pipeline
+//!
+//! ```text
+//! API server ──HTTP── kube::Api<K> ──▶ KubeListerWatcher<K> (this crate) ──▶ Reflector ──▶ queue / store
+//! ```
+//!
+//! * [`KubeListerWatcher`] implements the reflector's `ListerWatcher` over kube-client's
+//!   [`Api`](kube::Api): all namespaces or one, with label and field selectors. It maps
+//!   kube-client's errors and watch events onto the reflector's types, so the reflector, not
+//!   kube, decides every retry and relist.
+//! * [`MetadataListerWatcher`] does the same through the metadata-only API
+//!   ([`PartialObjectMeta`](kube::core::PartialObjectMeta)), for memory-lean caches.
+//! * [`key_func`] and [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
+//!   `MetaNamespaceIndexFunc` for any k8s-openapi (or custom) resource.
+//!
+//! # Example
+//!
+//! A pod cache with the namespace index, kept in step with the cluster:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use informer_kube::{key_func, namespace_index_func, KubeListerWatcher};
+//! use informer_reflector::Reflector;
+//! use informer_store::{indexers, Indexer, ThreadSafeStore, NAMESPACE_INDEX};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::{Api, Client};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::try_default().await?;
+//! let store = Arc::new(ThreadSafeStore::with_indexers(
+//!     key_func::<Pod>(),
+//!     indexers([(NAMESPACE_INDEX, namespace_index_func::<Pod>())]),
+//! ));
+//! let reflector = Arc::new(Reflector::new(KubeListerWatcher::new(Api::<Pod>::all(client)), store.clone()));
+//! let stop = CancellationToken::new();
+//! tokio::spawn({
+//!     let (reflector, stop) = (reflector.clone(), stop.clone());
+//!     async move { reflector.run(stop).await }
+//! });
+//! // ... later
+//! let in_default = store.by_index(NAMESPACE_INDEX, "default")?;
+//! println!("{} pods in default", in_default.len());
+//! stop.cancel();
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod key;
+mod lister_watcher;
+
+pub use crate::error::{error_from_kube, status_from_kube};
+pub use crate::key::{key_func, namespace_index_func};
+pub use crate::lister_watcher::{
+    INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
+};
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+
+    const fn assert_send_sync<T: Send + Sync>() {}
+    const _: () = assert_send_sync::<KubeListerWatcher<Pod>>();
+    const _: () = assert_send_sync::<MetadataListerWatcher<Pod>>();
+}

@@ -1,0 +1,320 @@
+//! [`KubeListerWatcher`] and [`MetadataListerWatcher`]: the reflector's [`ListerWatcher`] over
+//! kube-client's [`Api`].
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use informer_reflector::{
+    Error, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
+    WatchStream,
+};
+use kube::api::{Api, ObjectList, VersionMatch};
+use kube::core::PartialObjectMeta;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::error::{error_from_kube, status_from_kube};
+
+/// The annotation that marks the bookmark ending a streaming list's initial events.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// Lists and watches a resource through kube-client's [`Api`]: all namespaces
+/// ([`Api::all`]), one namespace ([`Api::namespaced`]), optionally narrowed by selectors.
+///
+/// It uses kube-client's plain `list` and `watch` calls and leaves every retry and relist to the
+/// reflector. What it maps:
+///
+/// * a non-2xx answer (410 Expired, 429, 504 too-large, ...) → an [`Error::Api`] with the
+///   server's status; connection refused → [`Error::ConnectionRefused`]; other transport
+///   failures → [`Error::Transport`];
+/// * watch events → [`WatchEvent`]s carrying `metadata.resourceVersion`; an `ERROR` event →
+///   [`WatchEvent::Error`] (so a 410 reaches the reflector both as an HTTP error and as an event);
+///   a bookmark → [`WatchEvent::Bookmark`] with its initial-events-end flag;
+/// * an object without a `resourceVersion`, a list without one, a line that is not JSON, or an
+///   event of an unknown type → [`Error::Decode`]. A last line torn by the server's close is
+///   dropped by kube-client and the stream simply ends.
+///
+/// kube-client leaves `resourceVersion=0` out of a list request that has a `limit` (the server's
+/// cache would ignore the limit anyway). So that a list at `"0"` keeps its "any version, from the
+/// cache" meaning, this adapter sends such a list without a limit.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use informer_kube::{key_func, KubeListerWatcher};
+/// use informer_reflector::Reflector;
+/// use informer_store::ThreadSafeStore;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube::{Api, Client};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::try_default().await?;
+/// let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default"))
+///     .labels("app=web");
+/// let store = Arc::new(ThreadSafeStore::new(key_func::<Pod>()));
+/// let reflector = Reflector::new(pods, store.clone());
+/// reflector.run(tokio_util::sync::CancellationToken::new()).await;
+/// # Ok(()) }
+/// ```
+pub struct KubeListerWatcher<K> {
+    api: Api<K>,
+    selectors: Selectors,
+}
+
+/// The same as [`KubeListerWatcher`], but through the metadata-only API: objects come as
+/// [`PartialObjectMeta<K>`] (name, namespace, labels, annotations, owner references, ...), which
+/// keeps a cache small when the rest of the object is not needed.
+pub struct MetadataListerWatcher<K> {
+    api: Api<K>,
+    selectors: Selectors,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Selectors {
+    labels: Option<String>,
+    fields: Option<String>,
+}
+
+impl Selectors {
+    /// The conjunction of our selector and the request's.
+    fn join(own: &Option<String>, requested: &Option<String>) -> Option<String> {
+        match (own.as_deref(), requested.as_deref()) {
+            (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => Some(format!("{a},{b}")),
+            (Some(a), _) if !a.is_empty() => Some(a.to_owned()),
+            (_, Some(b)) if !b.is_empty() => Some(b.to_owned()),
+            _ => None,
+        }
+    }
+
+    fn list_params(&self, params: &ListParams) -> kube::api::ListParams {
+        let rv = params.resource_version.as_str();
+        let continuing = params.continue_token.is_some();
+        let at_version = !rv.is_empty() && !continuing;
+        kube::api::ListParams {
+            label_selector: Self::join(&self.labels, &params.label_selector),
+            field_selector: Self::join(&self.fields, &params.field_selector),
+            continue_token: params.continue_token.clone(),
+            // See the type's docs: kube-client drops RV "0" when a limit is set.
+            limit: if rv == "0" && !continuing {
+                None
+            } else {
+                params.limit
+            },
+            resource_version: at_version.then(|| rv.to_owned()),
+            version_match: params
+                .resource_version_match
+                .filter(|_| at_version)
+                .map(|m| match m {
+                    ResourceVersionMatch::NotOlderThan => VersionMatch::NotOlderThan,
+                    ResourceVersionMatch::Exact => VersionMatch::Exact,
+                }),
+            ..kube::api::ListParams::default()
+        }
+    }
+
+    fn watch_params(&self, params: &WatchParams) -> kube::api::WatchParams {
+        kube::api::WatchParams {
+            label_selector: Self::join(&self.labels, &params.label_selector),
+            field_selector: Self::join(&self.fields, &params.field_selector),
+            timeout: params
+                .timeout
+                .map(|t| u32::try_from(t.as_secs().max(1)).unwrap_or(u32::MAX)),
+            bookmarks: params.allow_bookmarks || params.send_initial_events,
+            // kube-client adds resourceVersionMatch=NotOlderThan along with sendInitialEvents.
+            send_initial_events: params.send_initial_events,
+        }
+    }
+}
+
+macro_rules! common_methods {
+    ($ty:ident) => {
+        impl<K: Resource> $ty<K> {
+            /// A lister-watcher over `api`: its scope (all namespaces or one) is the api's.
+            pub fn new(api: Api<K>) -> Self {
+                Self {
+                    api,
+                    selectors: Selectors::default(),
+                }
+            }
+
+            /// Narrows every list and watch to objects matching this label selector.
+            #[must_use]
+            pub fn labels(mut self, selector: impl Into<String>) -> Self {
+                self.selectors.labels = Some(selector.into());
+                self
+            }
+
+            /// Narrows every list and watch to objects matching this field selector.
+            #[must_use]
+            pub fn fields(mut self, selector: impl Into<String>) -> Self {
+                self.selectors.fields = Some(selector.into());
+                self
+            }
+
+            /// The namespace this lister-watcher is scoped to, if any.
+            pub fn namespace(&self) -> Option<&str> {
+                self.api.namespace()
+            }
+        }
+
+        impl<K: Resource> fmt::Debug for $ty<K> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("url", &self.api.resource_url())
+                    .field("label_selector", &self.selectors.labels)
+                    .field("field_selector", &self.selectors.fields)
+                    .finish()
+            }
+        }
+    };
+}
+
+common_methods!(KubeListerWatcher);
+common_methods!(MetadataListerWatcher);
+
+impl<K> ListerWatcher<K> for KubeListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
+    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        let lp = self.selectors.list_params(params);
+        let api = self.api.clone();
+        async move { page_from_list(api.list(&lp).await.map_err(error_from_kube)?) }
+    }
+
+    fn watch(
+        &self,
+        params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send {
+        let wp = self.selectors.watch_params(params);
+        let rv = params.resource_version.clone();
+        let api = self.api.clone();
+        async move {
+            let events = api.watch(&wp, &rv).await.map_err(error_from_kube)?;
+            Ok(watch_stream(events))
+        }
+    }
+}
+
+impl<K> ListerWatcher<PartialObjectMeta<K>> for MetadataListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    fn list(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
+        let lp = self.selectors.list_params(params);
+        let api = self.api.clone();
+        async move { page_from_list(api.list_metadata(&lp).await.map_err(error_from_kube)?) }
+    }
+
+    fn watch(
+        &self,
+        params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<PartialObjectMeta<K>>, Error>> + Send {
+        let wp = self.selectors.watch_params(params);
+        let rv = params.resource_version.clone();
+        let api = self.api.clone();
+        async move {
+            let events = api
+                .watch_metadata(&wp, &rv)
+                .await
+                .map_err(error_from_kube)?;
+            Ok(watch_stream(events))
+        }
+    }
+}
+
+/// kube-client's watch stream as the reflector's.
+fn watch_stream<O, S>(events: S) -> WatchStream<O>
+where
+    O: Resource + Send + Sync + 'static,
+    S: futures::Stream<Item = kube::Result<kube::api::WatchEvent<O>>> + Send + 'static,
+{
+    events
+        .map_err(stream_error_from_kube)
+        .and_then(|e| futures::future::ready(event_from_kube(e)))
+        .boxed()
+}
+
+/// A failure inside a watch stream. kube-client reports a line that is not a watch event but
+/// parses as a `Status` as an API error; a line of an unknown event type parses as an empty one.
+fn stream_error_from_kube(err: kube::Error) -> Error {
+    match err {
+        kube::Error::Api(status)
+            if status.code == 0 && status.reason.is_empty() && status.message.is_empty() =>
+        {
+            Error::decode("watch line is not a watch event (unknown event type?)")
+        }
+        other => error_from_kube(other),
+    }
+}
+
+/// A list response as a page; a list without a resource version is an error.
+fn page_from_list<O: Clone>(list: ObjectList<O>) -> Result<ListPage<O>, Error> {
+    let resource_version = list
+        .metadata
+        .resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
+    Ok(ListPage {
+        items: list.items.into_iter().map(Arc::new).collect(),
+        resource_version,
+        continue_token: list.metadata.continue_.filter(|c| !c.is_empty()),
+    })
+}
+
+/// A kube-client watch event as the reflector's.
+fn event_from_kube<O: Resource>(event: kube::api::WatchEvent<O>) -> Result<WatchEvent<O>, Error> {
+    use kube::api::WatchEvent as Kube;
+    Ok(match event {
+        Kube::Added(o) => {
+            let resource_version = object_resource_version(&o)?;
+            WatchEvent::Added {
+                object: Arc::new(o),
+                resource_version,
+            }
+        }
+        Kube::Modified(o) => {
+            let resource_version = object_resource_version(&o)?;
+            WatchEvent::Modified {
+                object: Arc::new(o),
+                resource_version,
+            }
+        }
+        Kube::Deleted(o) => {
+            let resource_version = object_resource_version(&o)?;
+            WatchEvent::Deleted {
+                object: Arc::new(o),
+                resource_version,
+            }
+        }
+        Kube::Bookmark(b) => {
+            if b.metadata.resource_version.is_empty() {
+                return Err(Error::decode("bookmark without metadata.resourceVersion"));
+            }
+            WatchEvent::Bookmark {
+                initial_events_end: b
+                    .metadata
+                    .annotations
+                    .get(INITIAL_EVENTS_END_ANNOTATION)
+                    .is_some_and(|v| v == "true"),
+                resource_version: b.metadata.resource_version,
+            }
+        }
+        Kube::Error(status) => WatchEvent::Error(status_from_kube(&status)),
+    })
+}
+
+fn object_resource_version<O: Resource>(o: &O) -> Result<String, Error> {
+    match o.resource_version() {
+        Some(rv) if !rv.is_empty() => Ok(rv),
+        _ => Err(Error::decode(format!(
+            "watch event object {:?} without metadata.resourceVersion",
+            o.meta().name.as_deref().unwrap_or("")
+        ))),
+    }
+}
