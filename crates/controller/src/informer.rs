@@ -1,0 +1,455 @@
+//! [`SharedIndexInformer`]: a cache of one resource, kept by a reflector, shared by many handlers.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use informer_fifo::{DeletedObject, DeltaFIFO, DeltaFIFOOptions, Queue, TransformFunc};
+use informer_reflector::{ListerWatcher, Reflector, WatchErrorHandler};
+use informer_store::{Indexer, Indexers, KeyFunc, Lister, Store, ThreadSafeStore};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Controller, process_deltas};
+use crate::handler::ResourceEventHandler;
+use crate::processor::{HandlerRegistration, Notification, PanicPolicy, Processor, UpstreamSynced};
+
+/// Reads an object's `metadata.resourceVersion`; used to tell a resync (same version) from a
+/// real update.
+pub type ResourceVersionFunc<K> = Arc<dyn for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync>;
+
+/// Builds the queue an informer runs on, from the informer's key function, its cache (the
+/// queue's known objects) and the transform. See [`QueueKind::Custom`].
+pub type QueueFactory<K> = Arc<
+    dyn Fn(KeyFunc<K>, Arc<dyn Indexer<K>>, Option<TransformFunc<K>>) -> Arc<dyn Queue<K>>
+        + Send
+        + Sync,
+>;
+
+/// Adjusts the reflector before it runs (backoff, page size, selectors, streaming list...).
+pub type ReflectorConfig<K, L> = Box<
+    dyn FnOnce(Reflector<K, L, Arc<dyn Queue<K>>>) -> Reflector<K, L, Arc<dyn Queue<K>>> + Send,
+>;
+
+/// The minimum resync period of a handler (client-go's `minimumResyncPeriod`).
+pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Which queue sits between the reflector and the cache.
+#[non_exhaustive]
+pub enum QueueKind<K> {
+    /// client-go's DeltaFIFO: per-key coalescing, relist deletions as tombstones (the default).
+    DeltaFifo,
+    /// Any other queue.
+    Custom(QueueFactory<K>),
+}
+
+impl<K> fmt::Debug for QueueKind<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::DeltaFifo => "DeltaFifo",
+            Self::Custom(_) => "Custom",
+        })
+    }
+}
+
+/// Errors from an informer's configuration calls.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InformerError {
+    /// The informer has stopped: it takes no new handler or index.
+    #[error("informer has stopped already")]
+    Stopped,
+    /// The setting can only be changed before the informer starts.
+    #[error("informer has already started")]
+    AlreadyStarted,
+    /// The cache refused the change (e.g. an index name conflict).
+    #[error(transparent)]
+    Store(#[from] informer_store::Error),
+    /// A worker thread could not be started.
+    #[error("could not start a thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+struct Settings<K, L> {
+    lister_watcher: Option<L>,
+    default_resync: Duration,
+    resync_check_period: Duration,
+    transform: Option<TransformFunc<K>>,
+    watch_error_handler: Option<WatchErrorHandler>,
+    queue_kind: QueueKind<K>,
+    reflector_config: Option<ReflectorConfig<K, L>>,
+}
+
+/// One resource's cache, kept current by a reflector through a queue, and shared by any number
+/// of handlers (client-go's `SharedIndexInformer`).
+///
+/// Build it with [`new`](Self::new), register handlers and indexes, then
+/// [`run`](Self::run) it on a tokio runtime until a stop token is cancelled. Read the cache
+/// through [`lister`](Self::lister) or [`indexer`](Self::indexer); wait for the first full list
+/// with [`wait_for_sync`](Self::wait_for_sync).
+///
+/// Each handler has its own unbounded buffer and worker thread: the pop loop never waits for a
+/// handler, and a slow handler delays nobody else.
+pub struct SharedIndexInformer<K, L> {
+    key_func: KeyFunc<K>,
+    resource_version: ResourceVersionFunc<K>,
+    indexer: Arc<ThreadSafeStore<K>>,
+    processor: Arc<Processor<K>>,
+    settings: Mutex<Settings<K, L>>,
+    /// Held while deltas are applied and distributed, and while a late handler takes its
+    /// snapshot: nothing is missed or repeated between the two.
+    block_deltas: Arc<Mutex<()>>,
+    /// The queue, once running; shared with every handler registration for its `has_synced`.
+    queue: Arc<Mutex<Option<Arc<dyn Queue<K>>>>>,
+    last_sync_resource_version: Mutex<Option<Arc<dyn Fn() -> String + Send + Sync>>>,
+    started: AtomicBool,
+    stopped: AtomicBool,
+}
+
+impl<K, L> fmt::Debug for SharedIndexInformer<K, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("indexer", &self.indexer)
+            .field("processor", &self.processor)
+            .field("started", &self.started.load(Ordering::Relaxed))
+            .field("stopped", &self.stopped.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Turns the controller's changes into notifications for the processor.
+struct Distributor<K> {
+    processor: Arc<Processor<K>>,
+    resource_version: ResourceVersionFunc<K>,
+}
+
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.processor.distribute(
+            Notification::Add(Arc::clone(obj), is_in_initial_list),
+            false,
+        );
+    }
+
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        // Same version on both sides: a resync, or a relist of an unchanged object.
+        let is_sync = match ((self.resource_version)(old), (self.resource_version)(new)) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        };
+        self.processor.distribute(
+            Notification::Update(Arc::clone(old), Arc::clone(new)),
+            is_sync,
+        );
+    }
+
+    fn on_delete(&self, obj: DeletedObject<K>) {
+        self.processor.distribute(Notification::Delete(obj), false);
+    }
+}
+
+impl<K, L> SharedIndexInformer<K, L>
+where
+    K: Send + Sync + 'static,
+    L: ListerWatcher<K> + 'static,
+{
+    /// An informer over `lister_watcher`, with a cache keyed by `key_func`, the given
+    /// `indexers`, and `resync_period` as every handler's default (`Duration::ZERO`: none).
+    ///
+    /// `resource_version` reads an object's resource version (a resync is an update whose two
+    /// sides have the same one).
+    pub fn new(
+        lister_watcher: L,
+        key_func: KeyFunc<K>,
+        resource_version: ResourceVersionFunc<K>,
+        resync_period: Duration,
+        indexers: Indexers<K>,
+    ) -> Self {
+        Self {
+            indexer: Arc::new(ThreadSafeStore::with_indexers(
+                Arc::clone(&key_func),
+                indexers,
+            )),
+            key_func,
+            resource_version,
+            processor: Arc::new(Processor::new(PanicPolicy::default())),
+            settings: Mutex::new(Settings {
+                lister_watcher: Some(lister_watcher),
+                default_resync: resync_period,
+                resync_check_period: resync_period,
+                transform: None,
+                watch_error_handler: None,
+                queue_kind: QueueKind::DeltaFifo,
+                reflector_config: None,
+            }),
+            block_deltas: Arc::new(Mutex::new(())),
+            queue: Arc::new(Mutex::new(None)),
+            last_sync_resource_version: Mutex::new(None),
+            started: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// The same informer with another panic policy for its handlers (before any handler).
+    pub fn with_panic_policy(mut self, policy: PanicPolicy) -> Self {
+        self.processor = Arc::new(Processor::new(policy));
+        self
+    }
+
+    /// The same informer on another queue.
+    pub fn with_queue(self, kind: QueueKind<K>) -> Self {
+        self.settings.lock().queue_kind = kind;
+        self
+    }
+
+    /// The same informer with its reflector adjusted by `f` before it runs.
+    pub fn with_reflector_config(
+        self,
+        f: impl FnOnce(Reflector<K, L, Arc<dyn Queue<K>>>) -> Reflector<K, L, Arc<dyn Queue<K>>>
+        + Send
+        + 'static,
+    ) -> Self {
+        self.settings.lock().reflector_config = Some(Box::new(f));
+        self
+    }
+
+    fn upstream_synced(&self) -> UpstreamSynced {
+        let queue = Arc::clone(&self.queue);
+        Arc::new(move || queue.lock().as_ref().is_some_and(|q| q.has_synced()))
+    }
+
+    /// Registers `handler` with the informer's default resync period.
+    ///
+    /// If the informer is running, the handler first receives an add (with
+    /// `is_in_initial_list = true`) for every cached object, then every later change: nothing is
+    /// missed or repeated between that snapshot and the live stream.
+    pub fn add_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K> + 'static,
+    ) -> Result<HandlerRegistration, InformerError> {
+        let period = self.settings.lock().default_resync;
+        self.add_event_handler_with_resync(handler, period)
+    }
+
+    /// Registers `handler` with its own resync period, under client-go's rules: a period below
+    /// [`MINIMUM_RESYNC_PERIOD`] is raised to it; one below the informer's check period lowers
+    /// the check period if the informer has not started, and is raised to it if it has.
+    pub fn add_event_handler_with_resync(
+        &self,
+        handler: impl ResourceEventHandler<K> + 'static,
+        resync_period: Duration,
+    ) -> Result<HandlerRegistration, InformerError> {
+        let mut settings = self.settings.lock();
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
+        let mut period = resync_period;
+        if !period.is_zero() {
+            if period < MINIMUM_RESYNC_PERIOD {
+                tracing::warn!(
+                    ?period,
+                    "resync period too small, raised to {MINIMUM_RESYNC_PERIOD:?}"
+                );
+                period = MINIMUM_RESYNC_PERIOD;
+            }
+            if period < settings.resync_check_period {
+                if self.started.load(Ordering::Acquire) {
+                    tracing::warn!(
+                        ?period,
+                        check = ?settings.resync_check_period,
+                        "informer already started: resync period raised to its check period"
+                    );
+                    period = settings.resync_check_period;
+                } else {
+                    settings.resync_check_period = period;
+                    self.processor.set_check_period(period);
+                }
+            }
+        }
+        let check = settings.resync_check_period;
+        // Hold the processing lock while the snapshot is queued, so no change slips between.
+        let _block = self.block_deltas.lock();
+        let snapshot = if self.started.load(Ordering::Acquire) {
+            self.indexer.list()
+        } else {
+            Vec::new()
+        };
+        Ok(self.processor.add_listener(
+            Box::new(handler),
+            period,
+            check,
+            self.upstream_synced(),
+            snapshot,
+        )?)
+    }
+
+    /// Unregisters a handler. Idempotent; an unknown registration is ignored.
+    ///
+    /// The handler stops receiving new notifications at once; what is already buffered for it
+    /// is still delivered (client-go drops it), and then its worker thread ends — see
+    /// [`HandlerRegistration::is_stopped`]. Nothing is lost silently.
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration) {
+        let _block = self.block_deltas.lock();
+        // The worker finishes on its own once drained; it is detached, not joined.
+        drop(self.processor.remove_listener(registration.id()));
+    }
+
+    /// Whether the informer's queue has delivered the whole first list to the cache and to the
+    /// handlers' buffers.
+    pub fn has_synced(&self) -> bool {
+        (self.upstream_synced())()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced). Wrap it in `tokio::time::timeout` to bound
+    /// the wait.
+    pub async fn wait_for_sync(&self) {
+        let mut delay = Duration::from_millis(1);
+        while !self.has_synced() {
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    /// The resource version the reflector last synced to; `""` before the informer runs.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync_resource_version
+            .lock()
+            .as_ref()
+            .map_or_else(String::new, |f| f())
+    }
+
+    /// Sets the transform applied to objects as they enter the queue. Before start only.
+    pub fn set_transform(&self, transform: TransformFunc<K>) -> Result<(), InformerError> {
+        let mut settings = self.settings.lock();
+        if self.started.load(Ordering::Acquire) {
+            return Err(InformerError::AlreadyStarted);
+        }
+        settings.transform = Some(transform);
+        Ok(())
+    }
+
+    /// Sets the callback told about every list and watch failure. Before start only.
+    pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
+        let mut settings = self.settings.lock();
+        if self.started.load(Ordering::Acquire) {
+            return Err(InformerError::AlreadyStarted);
+        }
+        settings.watch_error_handler = Some(handler);
+        Ok(())
+    }
+
+    /// Adds indexes to the cache, before or after start; existing objects are indexed at once.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
+        Ok(self.indexer.add_indexers(indexers)?)
+    }
+
+    /// The cache, as an indexer. Treat the objects as read-only.
+    pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
+        Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>
+    }
+
+    /// The cache, as a store.
+    pub fn store(&self) -> Arc<dyn Store<K>> {
+        Arc::clone(&self.indexer) as Arc<dyn Store<K>>
+    }
+
+    /// A read-only handle on the cache.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.indexer())
+    }
+
+    /// Whether [`run`](Self::run) has been called.
+    pub fn has_started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
+    /// Whether the informer has stopped (it never restarts).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Runs the informer until `stop` is cancelled, then shuts everything down: the watch ends,
+    /// the queue is closed and drained, every handler worker is stopped (what is still
+    /// buffered for a handler is dropped, as in client-go) and every thread is joined before
+    /// this returns. A second call returns at once.
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
+        let (lister_watcher, queue, reflector_config, check, error_handler) = {
+            let mut settings = self.settings.lock();
+            if self.started.swap(true, Ordering::AcqRel) {
+                tracing::warn!("the informer has already been started; it runs only once");
+                return Ok(());
+            }
+            let Some(lister_watcher) = settings.lister_watcher.take() else {
+                return Ok(());
+            };
+            let known = self.indexer();
+            let transform = settings.transform.clone();
+            let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
+                QueueKind::DeltaFifo => {
+                    let mut options = DeltaFIFOOptions::default()
+                        .known_objects(known)
+                        .emit_delta_type_replaced(true);
+                    if let Some(t) = transform {
+                        options = options.transform(t);
+                    }
+                    Arc::new(DeltaFIFO::with_options(Arc::clone(&self.key_func), options))
+                }
+                QueueKind::Custom(make) => make(Arc::clone(&self.key_func), known, transform),
+            };
+            (
+                lister_watcher,
+                queue,
+                settings.reflector_config.take(),
+                settings.resync_check_period,
+                settings.watch_error_handler.clone(),
+            )
+        };
+        *self.queue.lock() = Some(Arc::clone(&queue));
+
+        let processor = Arc::clone(&self.processor);
+        let mut reflector = Reflector::new(lister_watcher, Arc::clone(&queue))
+            .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()));
+        if !check.is_zero() {
+            reflector = reflector.with_resync_period(check);
+        }
+        if let Some(handler) = error_handler {
+            reflector = reflector.with_watch_error_handler(move |e| handler(e));
+        }
+        if let Some(config) = reflector_config {
+            reflector = config(reflector);
+        }
+        let controller = Controller::new(Arc::clone(&queue), reflector);
+        let reflector = Arc::clone(controller.reflector());
+        *self.last_sync_resource_version.lock() =
+            Some(Arc::new(move || reflector.last_sync_resource_version()));
+
+        let distributor = Distributor {
+            processor: Arc::clone(&self.processor),
+            resource_version: Arc::clone(&self.resource_version),
+        };
+        let (indexer, block_deltas) = (Arc::clone(&self.indexer), Arc::clone(&self.block_deltas));
+        let result = controller
+            .run(stop, move |deltas, is_in_initial_list| {
+                let _block = block_deltas.lock();
+                if let Err(e) = process_deltas(&distributor, &*indexer, deltas, is_in_initial_list)
+                {
+                    tracing::error!(error = %e, "could not apply a change to the cache; dropped");
+                }
+            })
+            .await;
+
+        self.stopped.store(true, Ordering::Release);
+        let workers = {
+            let _settings = self.settings.lock();
+            self.processor.stop()
+        };
+        for worker in workers {
+            worker.join().await;
+        }
+        Ok(result?)
+    }
+}

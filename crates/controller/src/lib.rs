@@ -1,0 +1,86 @@
+//! The layer users touch: event handlers, the processor that feeds them, the controller, and
+//! [`SharedIndexInformer`].
+//!
+//! ```text
+//! ListerWatcher ─▶ Reflector ─▶ Queue ─pop─▶ process_deltas ─▶ Indexer (cache)
+//!                                                  └─▶ Processor ─▶ handler 1..N (own thread each)
+//! ```
+//!
+//! A [`SharedIndexInformer`] lists and watches one resource through any
+//! [`ListerWatcher`](informer_reflector::ListerWatcher), keeps an indexed cache of it, and
+//! delivers every change to every registered [`ResourceEventHandler`] — after the cache has been
+//! updated, in order, each handler on its own worker thread with its own unbounded buffer.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use informer_controller::{ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use informer_reflector::{FakeListerWatcher, ListPage};
+//! use informer_store::{index_func, indexers, key_func, IndexValues, Indexers};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! // Objects are (name, colour) pairs here; with Kubernetes types, informer-kube supplies the
+//! // key and resource-version functions.
+//! type Obj = (String, String);
+//! let source = Arc::new(FakeListerWatcher::<Obj>::new());
+//! source.push_list(ListPage::new(vec![Arc::new(("apple".into(), "red".into()))], "1"));
+//!
+//! let informer = Arc::new(SharedIndexInformer::new(
+//!     source.clone(),
+//!     key_func(|o: &Obj| Ok(o.0.clone())),
+//!     Arc::new(|_o: &Obj| None), // no resource versions: every update is a real one
+//!     Duration::ZERO,
+//!     indexers([("colour", index_func(|o: &Obj| Ok(IndexValues::one(o.1.as_str()))))]),
+//! ));
+//! let registration = informer
+//!     .add_event_handler(ResourceEventHandlerFuncs::new().on_add(|obj: &Arc<Obj>, initial| {
+//!         println!("added {} (initial list: {initial})", obj.0);
+//!     }))
+//!     .unwrap();
+//!
+//! let stop = CancellationToken::new();
+//! let running = tokio::spawn({
+//!     let (informer, stop) = (informer.clone(), stop.clone());
+//!     async move { informer.run(stop).await }
+//! });
+//! informer.wait_for_sync().await;
+//! assert_eq!(informer.indexer().by_index("colour", "red").unwrap().len(), 1);
+//! while !registration.has_synced() {
+//!     tokio::task::yield_now().await;
+//! }
+//! stop.cancel();
+//! running.await.unwrap().unwrap();
+//! # }
+//! ```
+
+mod controller;
+mod handler;
+mod informer;
+mod processor;
+mod thread;
+
+pub use crate::controller::{Controller, process_deltas};
+pub use crate::handler::{
+    FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerExt,
+    ResourceEventHandlerFuncs,
+};
+pub use crate::informer::{
+    InformerError, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind, ReflectorConfig,
+    ResourceVersionFunc, SharedIndexInformer,
+};
+pub use crate::processor::{HandlerRegistration, PanicPolicy};
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+    use informer_reflector::FakeListerWatcher;
+
+    const fn assert_send_sync<T: Send + Sync>() {}
+    const _: () = assert_send_sync::<SharedIndexInformer<String, FakeListerWatcher<String>>>();
+    const _: () = assert_send_sync::<HandlerRegistration>();
+    const _: () = assert_send_sync::<ResourceEventHandlerFuncs<String>>();
+    const _: () = assert_send_sync::<InformerError>();
+}

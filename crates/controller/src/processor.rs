@@ -1,0 +1,392 @@
+//! The processor: one buffered listener per handler, each with its own worker thread.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use informer_fifo::DeletedObject;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::handler::ResourceEventHandler;
+use crate::thread::Joinable;
+
+/// What a listener's worker does when its handler panics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PanicPolicy {
+    /// Report the panic through `tracing` and go on with the next notification (the default).
+    /// An initial add that panicked still counts as handled for the handler's `has_synced`.
+    #[default]
+    Continue,
+    /// Report the panic and stop this handler: it receives nothing more (its registration says
+    /// [`is_stopped`](crate::HandlerRegistration::is_stopped)); other handlers go on.
+    StopHandler,
+    /// Report the panic and abort the process, as client-go does by default.
+    Abort,
+}
+
+/// One change, as queued for a handler.
+pub(crate) enum Notification<K> {
+    Add(Arc<K>, bool),
+    Update(Arc<K>, Arc<K>),
+    Delete(DeletedObject<K>),
+}
+
+impl<K> Clone for Notification<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Add(o, initial) => Self::Add(Arc::clone(o), *initial),
+            Self::Update(old, new) => Self::Update(Arc::clone(old), Arc::clone(new)),
+            Self::Delete(d) => Self::Delete(d.clone()),
+        }
+    }
+}
+
+/// State a listener shares with its registration handle.
+pub(crate) struct ListenerState {
+    /// Initial adds queued for this handler and not yet handled.
+    pending_initial: AtomicUsize,
+    /// Latched once the handler has synced.
+    synced: AtomicBool,
+    /// The worker has stopped (removed, stopped by policy, or informer stopped).
+    stopped: AtomicBool,
+    /// Stop without delivering what is buffered (the informer is shutting down).
+    discard: AtomicBool,
+    /// Notifications handled so far.
+    delivered: AtomicUsize,
+    /// Notifications buffered and not yet handled.
+    queued: AtomicUsize,
+    /// Handler panics caught so far.
+    panics: AtomicUsize,
+}
+
+impl ListenerState {
+    fn new() -> Self {
+        Self {
+            pending_initial: AtomicUsize::new(0),
+            synced: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            discard: AtomicBool::new(false),
+            delivered: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            panics: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Whether the informer feeding a handler has synced.
+pub(crate) type UpstreamSynced = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// What [`add_event_handler`](crate::SharedIndexInformer::add_event_handler) returns: the
+/// handler's identity and its own sync state.
+#[derive(Clone)]
+pub struct HandlerRegistration {
+    id: u64,
+    state: Arc<ListenerState>,
+    upstream: UpstreamSynced,
+}
+
+impl fmt::Debug for HandlerRegistration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerRegistration")
+            .field("id", &self.id)
+            .field("has_synced", &self.has_synced())
+            .field("backlog", &self.backlog())
+            .finish()
+    }
+}
+
+impl HandlerRegistration {
+    /// Whether this handler has seen the whole initial state: the informer has synced and the
+    /// handler has handled every initial add queued for it (for a handler added late, its
+    /// snapshot). Once true, stays true.
+    pub fn has_synced(&self) -> bool {
+        if self.state.synced.load(Ordering::Acquire) {
+            return true;
+        }
+        let synced = (self.upstream)() && self.state.pending_initial.load(Ordering::Acquire) == 0;
+        if synced {
+            self.state.synced.store(true, Ordering::Release);
+        }
+        synced
+    }
+
+    /// Notifications buffered for this handler and not yet handled.
+    pub fn backlog(&self) -> usize {
+        self.state.queued.load(Ordering::Acquire)
+    }
+
+    /// Notifications this handler has handled (panicked ones included).
+    pub fn delivered(&self) -> usize {
+        self.state.delivered.load(Ordering::Acquire)
+    }
+
+    /// Panics caught in this handler.
+    pub fn panics(&self) -> usize {
+        self.state.panics.load(Ordering::Acquire)
+    }
+
+    /// Whether this handler's worker has stopped: removed and drained, stopped after a panic
+    /// under [`PanicPolicy::StopHandler`], or the informer has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.state.stopped.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+struct Listener<K> {
+    id: u64,
+    tx: Sender<Notification<K>>,
+    state: Arc<ListenerState>,
+    /// The period asked for; `Duration::ZERO` = no resync.
+    requested_resync: Duration,
+    /// The period in force (see [`determine_resync_period`]).
+    resync_period: Duration,
+    next_resync: Instant,
+    /// Whether resync (same-version) updates go to this listener now.
+    syncing: bool,
+    worker: Option<Joinable>,
+}
+
+impl<K> Listener<K> {
+    fn send(&self, n: Notification<K>) {
+        if self.state.stopped.load(Ordering::Acquire) {
+            return; // stopped by its panic policy: nobody will read it
+        }
+        if let Notification::Add(_, true) = n {
+            self.state.pending_initial.fetch_add(1, Ordering::AcqRel);
+        }
+        self.state.queued.fetch_add(1, Ordering::AcqRel);
+        let _ = self.tx.send(n);
+    }
+}
+
+/// client-go's rule: no resync asked or none supported → none; less than the check period → the
+/// check period.
+pub(crate) fn determine_resync_period(requested: Duration, check: Duration) -> Duration {
+    if requested.is_zero() || check.is_zero() {
+        Duration::ZERO
+    } else {
+        requested.max(check)
+    }
+}
+
+/// Fans notifications out to every listener.
+pub(crate) struct Processor<K> {
+    inner: Mutex<Inner<K>>,
+    policy: PanicPolicy,
+}
+
+struct Inner<K> {
+    listeners: Vec<Listener<K>>,
+    next_id: u64,
+}
+
+impl<K> fmt::Debug for Processor<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Processor")
+            .field("listeners", &self.inner.lock().listeners.len())
+            .finish()
+    }
+}
+
+impl<K: Send + Sync + 'static> Processor<K> {
+    pub(crate) fn new(policy: PanicPolicy) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                listeners: Vec::new(),
+                next_id: 0,
+            }),
+            policy,
+        }
+    }
+
+    /// Registers `handler` and starts its worker. `initial` objects are queued to it first, as
+    /// initial adds, before any later notification can be (the caller holds the processing
+    /// lock).
+    pub(crate) fn add_listener(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K>>,
+        requested_resync: Duration,
+        check_period: Duration,
+        upstream: UpstreamSynced,
+        initial: Vec<Arc<K>>,
+    ) -> std::io::Result<HandlerRegistration> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let state = Arc::new(ListenerState::new());
+        state
+            .pending_initial
+            .store(initial.len(), Ordering::Release);
+        state.queued.store(initial.len(), Ordering::Release);
+        for obj in initial {
+            // The receiver is alive (owned below), so this cannot fail.
+            let _ = tx.send(Notification::Add(obj, true));
+        }
+        let mut inner = self.inner.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let worker_state = Arc::clone(&state);
+        let policy = self.policy;
+        let worker = Joinable::spawn(format!("informer-handler-{id}"), move || {
+            run_listener(id, handler, rx, worker_state, policy)
+        })?;
+        let resync_period = determine_resync_period(requested_resync, check_period);
+        inner.listeners.push(Listener {
+            id,
+            tx,
+            state: Arc::clone(&state),
+            requested_resync,
+            resync_period,
+            next_resync: Instant::now() + resync_period,
+            syncing: true,
+            worker: Some(worker),
+        });
+        Ok(HandlerRegistration {
+            id,
+            state,
+            upstream,
+        })
+    }
+
+    /// Unregisters listener `id`: it handles what is already buffered, then its worker exits.
+    /// Returns the worker to join, or `None` if `id` is unknown (already removed).
+    pub(crate) fn remove_listener(&self, id: u64) -> Option<Joinable> {
+        let mut inner = self.inner.lock();
+        let at = inner.listeners.iter().position(|l| l.id == id)?;
+        let mut listener = inner.listeners.remove(at);
+        // Dropping the sender (with the listener) ends the worker once the buffer is drained.
+        listener.worker.take()
+    }
+
+    /// Sends `n` to every listener, or, for a resync (`is_sync`), to those whose resync is due.
+    pub(crate) fn distribute(&self, n: Notification<K>, is_sync: bool) {
+        let inner = self.inner.lock();
+        let wanted = |l: &&Listener<K>| !is_sync || l.syncing;
+        let Some(last) = inner.listeners.iter().rposition(|l| wanted(&l)) else {
+            return;
+        };
+        for l in inner.listeners[..last].iter().filter(wanted) {
+            l.send(n.clone());
+        }
+        inner.listeners[last].send(n);
+    }
+
+    /// Decides which listeners take the next resync (client-go's `shouldResync`): those whose
+    /// period has elapsed, which then start a new period. True if any does.
+    pub(crate) fn should_resync(&self, now: Instant) -> bool {
+        let mut inner = self.inner.lock();
+        let mut any = false;
+        for l in &mut inner.listeners {
+            l.syncing = !l.resync_period.is_zero() && now >= l.next_resync;
+            if l.syncing {
+                any = true;
+                l.next_resync = now + l.resync_period;
+            }
+        }
+        any
+    }
+
+    /// Recomputes every listener's period after the check period changed (before start).
+    pub(crate) fn set_check_period(&self, check: Duration) {
+        let now = Instant::now();
+        let mut inner = self.inner.lock();
+        for l in &mut inner.listeners {
+            l.resync_period = determine_resync_period(l.requested_resync, check);
+            l.next_resync = now + l.resync_period;
+        }
+    }
+
+    /// Stops every listener without delivering what is buffered; returns their workers.
+    pub(crate) fn stop(&self) -> Vec<Joinable> {
+        let mut inner = self.inner.lock();
+        inner
+            .listeners
+            .drain(..)
+            .filter_map(|mut l| {
+                l.state.discard.store(true, Ordering::Release);
+                l.worker.take()
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn resync_periods(&self) -> Vec<Duration> {
+        self.inner
+            .lock()
+            .listeners
+            .iter()
+            .map(|l| l.resync_period)
+            .collect()
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
+}
+
+fn run_listener<K>(
+    id: u64,
+    handler: Box<dyn ResourceEventHandler<K>>,
+    rx: Receiver<Notification<K>>,
+    state: Arc<ListenerState>,
+    policy: PanicPolicy,
+) {
+    while let Ok(n) = rx.recv() {
+        state.queued.fetch_sub(1, Ordering::AcqRel);
+        if state.discard.load(Ordering::Acquire) {
+            break;
+        }
+        let initial = matches!(n, Notification::Add(_, true));
+        let outcome = catch_unwind(AssertUnwindSafe(|| match n {
+            Notification::Add(obj, is_in_initial_list) => handler.on_add(&obj, is_in_initial_list),
+            Notification::Update(old, new) => handler.on_update(&old, &new),
+            Notification::Delete(obj) => handler.on_delete(obj),
+        }));
+        if initial {
+            state.pending_initial.fetch_sub(1, Ordering::AcqRel);
+        }
+        state.delivered.fetch_add(1, Ordering::AcqRel);
+        if let Err(panic) = outcome {
+            state.panics.fetch_add(1, Ordering::AcqRel);
+            let message = panic_message(&*panic);
+            match policy {
+                PanicPolicy::Continue => {
+                    tracing::error!(
+                        handler = id,
+                        panic = message,
+                        "event handler panicked; going on"
+                    );
+                }
+                PanicPolicy::StopHandler => {
+                    tracing::error!(
+                        handler = id,
+                        panic = message,
+                        "event handler panicked; stopping it"
+                    );
+                    break;
+                }
+                PanicPolicy::Abort => {
+                    tracing::error!(
+                        handler = id,
+                        panic = message,
+                        "event handler panicked; aborting"
+                    );
+                    std::process::abort();
+                }
+            }
+        }
+    }
+    state.stopped.store(true, Ordering::Release);
+}

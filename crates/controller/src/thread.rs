@@ -1,0 +1,32 @@
+//! Threads that async code can join without blocking its runtime.
+
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+/// A thread that can be joined from async code without blocking the runtime.
+pub(crate) struct Joinable {
+    handle: JoinHandle<()>,
+    done: oneshot::Receiver<()>,
+}
+
+impl Joinable {
+    /// Spawns `f` on a named thread.
+    pub(crate) fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> std::io::Result<Self> {
+        let (tx, done) = oneshot::channel();
+        let handle = std::thread::Builder::new().name(name).spawn(move || {
+            f();
+            let _ = tx.send(());
+        })?;
+        Ok(Self { handle, done })
+    }
+
+    /// Waits for the thread to finish, then joins it.
+    pub(crate) async fn join(self) {
+        // The sender is dropped even if `f` panics, so this always returns.
+        let _ = self.done.await;
+        if let Err(panic) = self.handle.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}

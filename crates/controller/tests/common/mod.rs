@@ -1,0 +1,294 @@
+//! Test support: a small object type, a channel-driven `ListerWatcher`, a recording handler.
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different part
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use informer_controller::{ResourceEventHandler, SharedIndexInformer};
+use informer_fifo::DeletedObject;
+use informer_reflector::{
+    BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Status, WatchEvent, WatchParams,
+    WatchStream,
+};
+use informer_store::{IndexValues, KeyError, index_func, indexers, key_func, meta_namespace_key};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The object every test caches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obj {
+    pub ns: String,
+    pub name: String,
+    pub rv: u64,
+    pub node: String,
+}
+
+pub fn obj(ns: &str, name: &str, rv: u64) -> Arc<Obj> {
+    on_node(ns, name, rv, "node-0")
+}
+
+pub fn on_node(ns: &str, name: &str, rv: u64, node: &str) -> Arc<Obj> {
+    Arc::new(Obj {
+        ns: ns.into(),
+        name: name.into(),
+        rv,
+        node: node.into(),
+    })
+}
+
+pub fn key(o: &Obj) -> String {
+    format!("{}/{}", o.ns, o.name)
+}
+
+pub type Informer = SharedIndexInformer<Obj, Arc<ChannelSource>>;
+
+/// An informer over `source` with the `namespace` and `node` indexes, and a fast backoff.
+pub fn informer(source: &Arc<ChannelSource>, resync: Duration) -> Informer {
+    SharedIndexInformer::new(
+        Arc::clone(source),
+        key_func(|o: &Obj| {
+            if o.name.is_empty() {
+                return Err(KeyError::MissingName);
+            }
+            meta_namespace_key(Some(&o.ns), &o.name)
+        }),
+        Arc::new(|o: &Obj| Some(rv_str(o))),
+        resync,
+        indexers([
+            (
+                "namespace",
+                index_func(|o: &Obj| Ok(IndexValues::one(o.ns.as_str()))),
+            ),
+            (
+                "node",
+                index_func(|o: &Obj| Ok(IndexValues::one(o.node.as_str()))),
+            ),
+        ]),
+    )
+    .with_reflector_config(|r| {
+        r.with_backoff(BackoffConfig {
+            initial: Duration::from_millis(5),
+            cap: Duration::from_millis(20),
+            jitter: 0.0,
+            ..BackoffConfig::default()
+        })
+        .with_seed(7)
+    })
+}
+
+/// Resource versions as strings, leaked once per distinct value (tests use few).
+fn rv_str(o: &Obj) -> &str {
+    use std::sync::OnceLock;
+    static NAMES: OnceLock<Mutex<BTreeMap<u64, &'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(BTreeMap::new()));
+    let mut names = names.lock();
+    names
+        .entry(o.rv)
+        .or_insert_with(|| Box::leak(o.rv.to_string().into_boxed_str()))
+}
+
+type EventTx = mpsc::UnboundedSender<Result<WatchEvent<Obj>, Error>>;
+
+/// A `ListerWatcher` driven by the test: lists come from a queue of pages; each watch request
+/// takes the next stream opened with [`ChannelSource::open_watch`]. With nothing queued, a
+/// request waits.
+#[derive(Default)]
+pub struct ChannelSource {
+    lists: Mutex<VecDeque<ListPage<Obj>>>,
+    watches: Mutex<VecDeque<mpsc::UnboundedReceiver<Result<WatchEvent<Obj>, Error>>>>,
+    lists_served: Mutex<usize>,
+    changed: tokio::sync::Notify,
+}
+
+impl ChannelSource {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn push_list(&self, items: Vec<Arc<Obj>>, rv: u64) {
+        self.lists
+            .lock()
+            .push_back(ListPage::new(items, rv.to_string()));
+        self.changed.notify_waiters();
+    }
+
+    /// Queues a watch stream and returns its sending end.
+    pub fn open_watch(&self) -> Watch {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.watches.lock().push_back(rx);
+        self.changed.notify_waiters();
+        Watch(tx)
+    }
+
+    pub fn lists_served(&self) -> usize {
+        *self.lists_served.lock()
+    }
+}
+
+/// The sending end of one watch stream; dropping it ends the stream cleanly.
+pub struct Watch(EventTx);
+
+impl Watch {
+    pub fn added(&self, o: &Arc<Obj>) {
+        let _ = self
+            .0
+            .send(Ok(WatchEvent::added(Arc::clone(o), o.rv.to_string())));
+    }
+    pub fn modified(&self, o: &Arc<Obj>) {
+        let _ = self
+            .0
+            .send(Ok(WatchEvent::modified(Arc::clone(o), o.rv.to_string())));
+    }
+    pub fn deleted(&self, o: &Arc<Obj>) {
+        let _ = self
+            .0
+            .send(Ok(WatchEvent::deleted(Arc::clone(o), o.rv.to_string())));
+    }
+    /// An ERROR 410 Expired event: the reflector relists.
+    pub fn expire(&self) {
+        let _ = self.0.send(Ok(WatchEvent::Error(Status::expired(
+            "too old resource version",
+        ))));
+    }
+}
+
+impl ListerWatcher<Obj> for ChannelSource {
+    fn list(
+        &self,
+        _params: &ListParams,
+    ) -> impl Future<Output = Result<ListPage<Obj>, Error>> + Send {
+        async move {
+            loop {
+                let notified = self.changed.notified();
+                if let Some(page) = self.lists.lock().pop_front() {
+                    *self.lists_served.lock() += 1;
+                    return Ok(page);
+                }
+                notified.await;
+            }
+        }
+    }
+
+    fn watch(
+        &self,
+        _params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<Obj>, Error>> + Send {
+        async move {
+            loop {
+                let notified = self.changed.notified();
+                if let Some(rx) = self.watches.lock().pop_front() {
+                    let stream = futures::stream::unfold(rx, |mut rx| async move {
+                        rx.recv().await.map(|item| (item, rx))
+                    });
+                    return Ok(stream.boxed());
+                }
+                notified.await;
+            }
+        }
+    }
+}
+
+/// One notification, as a handler saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Add(String, u64, bool),
+    Update(String, u64, u64),
+    Delete(String, bool),
+}
+
+/// Records every notification in order.
+#[derive(Default)]
+pub struct Recorder {
+    pub seen: Mutex<Vec<Seen>>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.lock().len()
+    }
+
+    /// The cache contents the notifications imply: key → resource version.
+    pub fn replay(&self) -> BTreeMap<String, u64> {
+        let mut state = BTreeMap::new();
+        for s in self.seen.lock().iter() {
+            match s {
+                Seen::Add(k, rv, _) | Seen::Update(k, _, rv) => {
+                    state.insert(k.clone(), *rv);
+                }
+                Seen::Delete(k, _) => {
+                    state.remove(k);
+                }
+            }
+        }
+        state
+    }
+}
+
+impl ResourceEventHandler<Obj> for Recorder {
+    fn on_add(&self, obj: &Arc<Obj>, is_in_initial_list: bool) {
+        self.seen
+            .lock()
+            .push(Seen::Add(key(obj), obj.rv, is_in_initial_list));
+    }
+    fn on_update(&self, old: &Arc<Obj>, new: &Arc<Obj>) {
+        self.seen
+            .lock()
+            .push(Seen::Update(key(new), old.rv, new.rv));
+    }
+    fn on_delete(&self, obj: DeletedObject<Obj>) {
+        let k = match obj.tombstone() {
+            Some(t) => t.key.clone(),
+            None => key(obj.object().expect("a watch deletion carries its object")),
+        };
+        self.seen.lock().push(Seen::Delete(k, obj.is_tombstone()));
+    }
+}
+
+/// Waits (real time) until `cond` holds; panics with `what` after 10 seconds.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Runs `informer` on a task; returns the stop token and the task.
+pub fn start(
+    informer: &Arc<Informer>,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>,
+) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, stop) = (Arc::clone(informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    (stop, task)
+}
+
+/// The cache's contents: key → resource version.
+pub fn cache(informer: &Informer) -> BTreeMap<String, u64> {
+    informer
+        .store()
+        .list()
+        .iter()
+        .map(|o| (key(o), o.rv))
+        .collect()
+}

@@ -1,0 +1,474 @@
+//! The informer end to end over an in-memory source: what handlers see, and when.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use informer_controller::{
+    InformerError, PanicPolicy, ResourceEventHandler, ResourceEventHandlerExt,
+    ResourceEventHandlerFuncs,
+};
+use informer_fifo::transform_func;
+use informer_store::Indexers;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_list_arrives_as_initial_adds_then_watch_events_follow() {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![obj("a", "x", 1), obj("a", "y", 2), obj("b", "z", 3)],
+        3,
+    );
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let rec = Recorder::new();
+    let reg = informer.add_event_handler(rec.clone()).unwrap();
+    assert!(
+        !reg.has_synced() && !informer.has_synced(),
+        "nothing synced before run"
+    );
+    let (stop, task) = start(&informer);
+
+    tokio::time::timeout(Duration::from_secs(10), informer.wait_for_sync())
+        .await
+        .unwrap();
+    eventually("handler synced", || reg.has_synced()).await;
+    let mut initial = rec.seen();
+    initial.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(
+        initial,
+        [
+            Seen::Add("a/x".into(), 1, true),
+            Seen::Add("a/y".into(), 2, true),
+            Seen::Add("b/z".into(), 3, true)
+        ]
+    );
+    assert_eq!(informer.last_sync_resource_version(), "3");
+
+    watch.added(&obj("b", "new", 4));
+    watch.modified(&obj("a", "x", 5));
+    watch.deleted(&obj("a", "y", 6));
+    eventually("three watch events", || rec.len() == 6).await;
+    assert_eq!(
+        rec.seen()[3..],
+        [
+            Seen::Add("b/new".into(), 4, false),
+            Seen::Update("a/x".into(), 1, 5),
+            Seen::Delete("a/y".into(), false)
+        ]
+    );
+    assert_eq!(cache(&informer), rec.replay());
+    eventually("resource version advanced", || {
+        informer.last_sync_resource_version() == "6"
+    })
+    .await;
+
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    assert!(informer.is_stopped());
+    assert!(reg.is_stopped());
+}
+
+/// The handler runs after the cache has the change: it can read it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_is_updated_before_handlers_hear_of_a_change() {
+    let source = ChannelSource::new();
+    // No key is deleted and then re-added, so "the cache has seen this change" reads: an added
+    // or updated object is cached at this version or newer; a deleted one is not cached.
+    source.push_list(vec![obj("a", "x", 1), obj("a", "z", 1)], 1);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let checks = Arc::new(AtomicUsize::new(0));
+    let lister = informer.lister();
+    let (l1, l2, l3, c) = (lister.clone(), lister.clone(), lister, checks.clone());
+    let (c2, c3) = (c.clone(), c.clone());
+    informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new()
+                .on_add(move |o: &Arc<Obj>, _| {
+                    assert!(l1.get(&key(o)).is_some_and(|cached| cached.rv >= o.rv));
+                    c.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_update(move |_, new| {
+                    assert!(l2.get(&key(new)).is_some_and(|cached| cached.rv >= new.rv));
+                    c2.fetch_add(1, Ordering::SeqCst);
+                })
+                .on_delete(move |d| {
+                    assert!(l3.get(&key(d.object().unwrap())).is_none());
+                    c3.fetch_add(1, Ordering::SeqCst);
+                }),
+        )
+        .unwrap();
+    let reg = informer.add_event_handler(Recorder::new()).unwrap();
+    let (stop, task) = start(&informer);
+    // The initial adds (z's included) are handled before z is deleted.
+    eventually("initial adds checked", || {
+        checks.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    eventually("synced", || reg.has_synced()).await;
+    watch.modified(&obj("a", "x", 2));
+    watch.added(&obj("a", "y", 3));
+    watch.deleted(&obj("a", "z", 4));
+    watch.modified(&obj("a", "y", 5));
+    eventually("six notifications checked", || {
+        checks.load(Ordering::SeqCst) == 6
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion() {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "keep", 1), obj("a", "gone", 2)], 2);
+    let first = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+    eventually("initial adds", || rec.len() == 2).await;
+
+    // The watch expires; meanwhile `gone` was deleted and `keep` did not change.
+    source.push_list(vec![obj("a", "keep", 1), obj("a", "fresh", 5)], 6);
+    let _second = source.open_watch();
+    first.expire();
+    eventually("relist handled", || rec.len() == 5).await;
+    let mut after = rec.seen()[2..].to_vec();
+    after.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(
+        after,
+        [
+            Seen::Add("a/fresh".into(), 5, false),
+            Seen::Delete("a/gone".into(), true),
+            // Same version: a resync-style update, delivered because the handler has never been
+            // told otherwise (every handler takes resyncs until a resync check says not).
+            Seen::Update("a/keep".into(), 1, 1),
+        ]
+    );
+    assert_eq!(source.lists_served(), 2);
+    assert_eq!(cache(&informer), rec.replay());
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed() {
+    let source = ChannelSource::new();
+    source.push_list(
+        (0..50).map(|i| obj("a", &format!("o{i}"), i + 1)).collect(),
+        50,
+    );
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let early = Recorder::new();
+    informer.add_event_handler(early.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+
+    // Events keep flowing while the late handler joins.
+    let producer = tokio::spawn(async move {
+        for rv in 51..=250u64 {
+            watch.modified(&obj("a", &format!("o{}", rv % 50), rv));
+            if rv % 20 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        watch
+    });
+    let late = Recorder::new();
+    let reg = informer.add_event_handler(late.clone()).unwrap();
+    let _watch = producer.await.unwrap();
+    eventually("early saw everything", || early.len() == 250).await;
+    eventually("late caught up", || late.replay() == early.replay()).await;
+    assert!(reg.has_synced());
+    let seen = late.seen();
+    let snapshot = seen
+        .iter()
+        .take_while(|s| matches!(s, Seen::Add(_, _, true)))
+        .count();
+    assert_eq!(snapshot, 50, "one initial add per cached object, first");
+    assert!(
+        seen[snapshot..]
+            .iter()
+            .all(|s| matches!(s, Seen::Update(..))),
+        "then live updates"
+    );
+    // No update repeated or skipped: each key's versions strictly increase from its snapshot.
+    let mut last = late.replay();
+    last.clear();
+    for s in &seen {
+        let (k, rv) = match s {
+            Seen::Add(k, rv, _) => (k, *rv),
+            Seen::Update(k, old, rv) => {
+                assert_eq!(
+                    last.get(k),
+                    Some(old),
+                    "update's old side is the previous state"
+                );
+                (k, *rv)
+            }
+            Seen::Delete(..) => unreachable!(),
+        };
+        last.insert(k.clone(), rv);
+    }
+    assert_eq!(last, cache(&informer));
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handler_delays_nobody_else() {
+    let source = ChannelSource::new();
+    source.push_list(vec![], 1);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
+    let slow_seen = Arc::new(AtomicUsize::new(0));
+    let counter = slow_seen.clone();
+    let slow = informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().on_add(move |_: &Arc<Obj>, _| {
+                // Blocks until the test lets it go.
+                let _ = release_rx.recv();
+                counter.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    let fast = Recorder::new();
+    informer.add_event_handler(fast.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    for i in 0..100 {
+        watch.added(&obj("a", &format!("o{i}"), i + 2));
+    }
+    eventually("the fast handler saw all 100", || fast.len() == 100).await;
+    assert_eq!(
+        slow_seen.load(Ordering::SeqCst),
+        0,
+        "the slow one is still on its first"
+    );
+    eventually("the slow handler's backlog", || slow.backlog() == 99).await;
+    drop(release_tx); // every recv now returns at once
+    eventually("the slow handler caught up", || {
+        slow_seen.load(Ordering::SeqCst) == 100
+    })
+    .await;
+    assert_eq!(slow.backlog(), 0);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_handler_gets_what_was_buffered_and_nothing_after() {
+    let source = ChannelSource::new();
+    source.push_list(vec![], 1);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let reg = informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().on_add(move |_: &Arc<Obj>, _| {
+                let _ = release_rx.recv();
+                counter.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    let witness = Recorder::new();
+    informer.add_event_handler(witness.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    for i in 0..10 {
+        watch.added(&obj("a", &format!("o{i}"), i + 2));
+    }
+    eventually("all ten distributed", || witness.len() == 10).await;
+    informer.remove_event_handler(&reg);
+    informer.remove_event_handler(&reg); // idempotent
+    for i in 10..20 {
+        watch.added(&obj("a", &format!("o{i}"), i + 2));
+    }
+    eventually("the witness saw the later ten", || witness.len() == 20).await;
+    for _ in 0..20 {
+        release_tx.send(()).unwrap();
+    }
+    eventually("the removed handler drained and stopped", || {
+        reg.is_stopped()
+    })
+    .await;
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        10,
+        "buffered before removal: delivered; after: not"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_goes_on_with_the_next_notification() {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "boom", 1), obj("a", "ok", 2)], 2);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let rec = Recorder::new();
+    let inner = rec.clone();
+    let reg = informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().on_add(move |o: &Arc<Obj>, initial| {
+                if o.name == "boom" {
+                    panic!("handler bug");
+                }
+                inner.on_add(o, initial);
+            }),
+        )
+        .unwrap();
+    let (stop, task) = start(&informer);
+    eventually("synced despite the panic", || reg.has_synced()).await;
+    watch.added(&obj("a", "later", 3));
+    eventually("the later add handled", || rec.len() == 2).await;
+    assert_eq!(reg.panics(), 1);
+    assert!(!reg.is_stopped());
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_handler_policy_stops_only_the_panicking_handler() {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "boom", 1)], 1);
+    let watch = source.open_watch();
+    let informer =
+        Arc::new(informer(&source, Duration::ZERO).with_panic_policy(PanicPolicy::StopHandler));
+    let panicky = informer
+        .add_event_handler(ResourceEventHandlerFuncs::new().on_add(|_: &Arc<Obj>, _| panic!("bug")))
+        .unwrap();
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    eventually("the panicking handler stopped", || panicky.is_stopped()).await;
+    watch.added(&obj("a", "later", 2));
+    eventually("the other handler goes on", || rec.len() == 2).await;
+    assert_eq!(panicky.delivered(), 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_handler_sees_objects_enter_and_leave_its_set() {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![on_node("a", "x", 1, "n1"), on_node("a", "y", 2, "n2")],
+        2,
+    );
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let rec = Recorder::new();
+    informer
+        .add_event_handler(rec.clone().filtered(|o: &Obj| o.node == "n1"))
+        .unwrap();
+    let (stop, task) = start(&informer);
+    eventually("initial", || rec.len() == 1).await;
+    watch.modified(&on_node("a", "y", 3, "n1")); // enters
+    watch.modified(&on_node("a", "x", 4, "n2")); // leaves
+    watch.modified(&on_node("a", "x", 5, "n3")); // stays out
+    watch.modified(&on_node("a", "y", 6, "n1")); // stays in
+    eventually("four notifications", || rec.len() == 4).await;
+    // The queue batches changes per key, so only each key's own order is fixed.
+    let seen = rec.seen();
+    let of = |k: &str| -> Vec<Seen> {
+        seen[1..]
+            .iter()
+            .filter(|s| format!("{s:?}").contains(k))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        of("a/y"),
+        [
+            Seen::Add("a/y".into(), 3, false),
+            Seen::Update("a/y".into(), 3, 6)
+        ]
+    );
+    assert_eq!(of("a/x"), [Seen::Delete("a/x".into(), false)]);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transform_indexes_and_lister_see_the_transformed_objects() {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![on_node("a", "x", 1, "n1"), on_node("b", "y", 2, "n1")],
+        2,
+    );
+    let _watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    informer
+        .set_transform(transform_func(|o: Arc<Obj>| {
+            Ok(Arc::new(Obj {
+                node: o.node.to_uppercase(),
+                ..(*o).clone()
+            }))
+        }))
+        .unwrap();
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+    assert!(matches!(
+        informer.set_transform(transform_func(Ok)),
+        Err(InformerError::AlreadyStarted)
+    ));
+    let indexer = informer.indexer();
+    assert_eq!(indexer.index_keys("node", "N1").unwrap(), ["a/x", "b/y"]);
+    assert!(indexer.by_index("node", "n1").unwrap().is_empty());
+    assert_eq!(informer.lister().list_namespace("b", |_| true).len(), 1);
+    // Indexes added after start cover what is cached.
+    informer
+        .add_indexers(informer_store::indexers([(
+            "name",
+            informer_store::index_func(|o: &Obj| {
+                Ok(informer_store::IndexValues::one(o.name.as_str()))
+            }),
+        )]))
+        .unwrap();
+    assert_eq!(indexer.index_keys("name", "y").unwrap(), ["b/y"]);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    assert!(matches!(
+        informer.add_indexers(Indexers::new()),
+        Err(InformerError::Stopped)
+    ));
+    assert!(matches!(
+        informer.add_event_handler(Recorder::new()),
+        Err(InformerError::Stopped)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_twice_is_a_no_op_and_stop_joins_everything() {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1)], 1);
+    let _watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let regs: Vec<_> = (0..3)
+        .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
+        .collect();
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+    // A second run returns at once.
+    tokio::time::timeout(Duration::from_secs(5), informer.run(stop.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!informer.is_stopped());
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    assert!(informer.is_stopped() && informer.has_started());
+    assert!(
+        regs.iter().all(|r| r.is_stopped()),
+        "every handler worker has exited"
+    );
+}
