@@ -73,7 +73,7 @@ type DeleteFn<K> = Box<dyn Fn(DeletedObject<K>) + Send + Sync>;
 /// let adds = Arc::new(AtomicUsize::new(0));
 /// let counter = adds.clone();
 /// let handler = ResourceEventHandlerFuncs::new()
-///     .on_add(move |_obj: &Arc<String>, _initial| { counter.fetch_add(1, Ordering::Relaxed); });
+///     .with_add(move |_obj: &Arc<String>, _initial| { counter.fetch_add(1, Ordering::Relaxed); });
 /// handler.on_add(&Arc::new("x".to_string()), true);
 /// handler.on_update(&Arc::new("x".to_string()), &Arc::new("y".to_string())); // not set: no-op
 /// assert_eq!(adds.load(Ordering::Relaxed), 1);
@@ -111,19 +111,19 @@ impl<K> ResourceEventHandlerFuncs<K> {
     }
 
     /// Sets the add closure.
-    pub fn on_add(mut self, f: impl Fn(&Arc<K>, bool) + Send + Sync + 'static) -> Self {
+    pub fn with_add(mut self, f: impl Fn(&Arc<K>, bool) + Send + Sync + 'static) -> Self {
         self.add = Some(Box::new(f));
         self
     }
 
     /// Sets the update closure.
-    pub fn on_update(mut self, f: impl Fn(&Arc<K>, &Arc<K>) + Send + Sync + 'static) -> Self {
+    pub fn with_update(mut self, f: impl Fn(&Arc<K>, &Arc<K>) + Send + Sync + 'static) -> Self {
         self.update = Some(Box::new(f));
         self
     }
 
     /// Sets the delete closure.
-    pub fn on_delete(mut self, f: impl Fn(DeletedObject<K>) + Send + Sync + 'static) -> Self {
+    pub fn with_delete(mut self, f: impl Fn(DeletedObject<K>) + Send + Sync + 'static) -> Self {
         self.delete = Some(Box::new(f));
         self
     }

@@ -453,3 +453,93 @@ where
         Ok(result?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use informer_reflector::FakeListerWatcher;
+    use informer_store::key_func;
+
+    use super::*;
+    use crate::handler::ResourceEventHandlerFuncs;
+
+    fn informer(resync: Duration) -> SharedIndexInformer<String, FakeListerWatcher<String>> {
+        SharedIndexInformer::new(
+            FakeListerWatcher::new(),
+            key_func(|s: &String| Ok(s.clone())),
+            Arc::new(|_: &String| None),
+            resync,
+            Indexers::new(),
+        )
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn handler_resync_periods_follow_the_check_period_rules() {
+        let i = informer(secs(10));
+        i.add_event_handler(ResourceEventHandlerFuncs::new())
+            .unwrap(); // the default: 10 s
+        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(30))
+            .unwrap();
+        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), Duration::ZERO)
+            .unwrap();
+        assert_eq!(
+            i.processor.resync_periods(),
+            [secs(10), secs(30), Duration::ZERO]
+        );
+        // Smaller than the check period before start: the check period comes down to it, and
+        // every handler's period is recomputed against the new check period.
+        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(4))
+            .unwrap();
+        assert_eq!(i.settings.lock().resync_check_period, secs(4));
+        assert_eq!(
+            i.processor.resync_periods(),
+            [secs(10), secs(30), Duration::ZERO, secs(4)]
+        );
+        // Below the minimum: raised to one second (and the check period follows).
+        i.add_event_handler_with_resync(
+            ResourceEventHandlerFuncs::new(),
+            Duration::from_millis(10),
+        )
+        .unwrap();
+        assert_eq!(i.processor.resync_periods()[4], MINIMUM_RESYNC_PERIOD);
+        assert_eq!(i.settings.lock().resync_check_period, MINIMUM_RESYNC_PERIOD);
+    }
+
+    #[test]
+    fn after_start_a_smaller_period_is_raised_to_the_check_period() {
+        let i = informer(secs(10));
+        i.started.store(true, Ordering::Release);
+        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(3))
+            .unwrap();
+        assert_eq!(i.processor.resync_periods(), [secs(10)]);
+        assert_eq!(i.settings.lock().resync_check_period, secs(10));
+    }
+
+    /// As in client-go: with no default resync the check period is zero, which nothing lowers,
+    /// so no handler resyncs.
+    #[test]
+    fn an_informer_without_resync_gives_no_handler_a_resync() {
+        let i = informer(Duration::ZERO);
+        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(5))
+            .unwrap();
+        assert_eq!(i.processor.resync_periods(), [Duration::ZERO]);
+        assert_eq!(i.settings.lock().resync_check_period, Duration::ZERO);
+    }
+
+    #[test]
+    fn setters_refuse_after_start() {
+        let i = informer(Duration::ZERO);
+        i.started.store(true, Ordering::Release);
+        assert!(matches!(
+            i.set_transform(informer_fifo::transform_func(Ok)),
+            Err(InformerError::AlreadyStarted)
+        ));
+        assert!(matches!(
+            i.set_watch_error_handler(Arc::new(|_| {})),
+            Err(InformerError::AlreadyStarted)
+        ));
+    }
+}

@@ -36,7 +36,7 @@
 //!     indexers([("colour", index_func(|o: &Obj| Ok(IndexValues::one(o.1.as_str()))))]),
 //! ));
 //! let registration = informer
-//!     .add_event_handler(ResourceEventHandlerFuncs::new().on_add(|obj: &Arc<Obj>, initial| {
+//!     .add_event_handler(ResourceEventHandlerFuncs::new().with_add(|obj: &Arc<Obj>, initial| {
 //!         println!("added {} (initial list: {initial})", obj.0);
 //!     }))
 //!     .unwrap();

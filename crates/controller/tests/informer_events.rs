@@ -87,15 +87,15 @@ async fn the_cache_is_updated_before_handlers_hear_of_a_change() {
     informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new()
-                .on_add(move |o: &Arc<Obj>, _| {
+                .with_add(move |o: &Arc<Obj>, _| {
                     assert!(l1.get(&key(o)).is_some_and(|cached| cached.rv >= o.rv));
                     c.fetch_add(1, Ordering::SeqCst);
                 })
-                .on_update(move |_, new| {
+                .with_update(move |_, new| {
                     assert!(l2.get(&key(new)).is_some_and(|cached| cached.rv >= new.rv));
                     c2.fetch_add(1, Ordering::SeqCst);
                 })
-                .on_delete(move |d| {
+                .with_delete(move |d| {
                     assert!(l3.get(&key(d.object().unwrap())).is_none());
                     c3.fetch_add(1, Ordering::SeqCst);
                 }),
@@ -232,7 +232,7 @@ async fn a_slow_handler_delays_nobody_else() {
     let counter = slow_seen.clone();
     let slow = informer
         .add_event_handler(
-            ResourceEventHandlerFuncs::new().on_add(move |_: &Arc<Obj>, _| {
+            ResourceEventHandlerFuncs::new().with_add(move |_: &Arc<Obj>, _| {
                 // Blocks until the test lets it go.
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
@@ -273,7 +273,7 @@ async fn a_removed_handler_gets_what_was_buffered_and_nothing_after() {
     let counter = seen.clone();
     let reg = informer
         .add_event_handler(
-            ResourceEventHandlerFuncs::new().on_add(move |_: &Arc<Obj>, _| {
+            ResourceEventHandlerFuncs::new().with_add(move |_: &Arc<Obj>, _| {
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
             }),
@@ -317,14 +317,14 @@ async fn a_panicking_handler_goes_on_with_the_next_notification() {
     let rec = Recorder::new();
     let inner = rec.clone();
     let reg = informer
-        .add_event_handler(
-            ResourceEventHandlerFuncs::new().on_add(move |o: &Arc<Obj>, initial| {
+        .add_event_handler(ResourceEventHandlerFuncs::new().with_add(
+            move |o: &Arc<Obj>, initial| {
                 if o.name == "boom" {
                     panic!("handler bug");
                 }
                 inner.on_add(o, initial);
-            }),
-        )
+            },
+        ))
         .unwrap();
     let (stop, task) = start(&informer);
     eventually("synced despite the panic", || reg.has_synced()).await;
@@ -344,7 +344,9 @@ async fn stop_handler_policy_stops_only_the_panicking_handler() {
     let informer =
         Arc::new(informer(&source, Duration::ZERO).with_panic_policy(PanicPolicy::StopHandler));
     let panicky = informer
-        .add_event_handler(ResourceEventHandlerFuncs::new().on_add(|_: &Arc<Obj>, _| panic!("bug")))
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().with_add(|_: &Arc<Obj>, _| panic!("bug")),
+        )
         .unwrap();
     let rec = Recorder::new();
     informer.add_event_handler(rec.clone()).unwrap();

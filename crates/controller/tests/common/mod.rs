@@ -2,7 +2,6 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different part
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,6 +91,7 @@ fn rv_str(o: &Obj) -> &str {
 }
 
 type EventTx = mpsc::UnboundedSender<Result<WatchEvent<Obj>, Error>>;
+type EventRx = mpsc::UnboundedReceiver<Result<WatchEvent<Obj>, Error>>;
 
 /// A `ListerWatcher` driven by the test: lists come from a queue of pages; each watch request
 /// takes the next stream opened with [`ChannelSource::open_watch`]. With nothing queued, a
@@ -99,7 +99,7 @@ type EventTx = mpsc::UnboundedSender<Result<WatchEvent<Obj>, Error>>;
 #[derive(Default)]
 pub struct ChannelSource {
     lists: Mutex<VecDeque<ListPage<Obj>>>,
-    watches: Mutex<VecDeque<mpsc::UnboundedReceiver<Result<WatchEvent<Obj>, Error>>>>,
+    watches: Mutex<VecDeque<EventRx>>,
     lists_served: Mutex<usize>,
     changed: tokio::sync::Notify,
 }
@@ -157,37 +157,27 @@ impl Watch {
 }
 
 impl ListerWatcher<Obj> for ChannelSource {
-    fn list(
-        &self,
-        _params: &ListParams,
-    ) -> impl Future<Output = Result<ListPage<Obj>, Error>> + Send {
-        async move {
-            loop {
-                let notified = self.changed.notified();
-                if let Some(page) = self.lists.lock().pop_front() {
-                    *self.lists_served.lock() += 1;
-                    return Ok(page);
-                }
-                notified.await;
+    async fn list(&self, _params: &ListParams) -> Result<ListPage<Obj>, Error> {
+        loop {
+            let notified = self.changed.notified();
+            if let Some(page) = self.lists.lock().pop_front() {
+                *self.lists_served.lock() += 1;
+                return Ok(page);
             }
+            notified.await;
         }
     }
 
-    fn watch(
-        &self,
-        _params: &WatchParams,
-    ) -> impl Future<Output = Result<WatchStream<Obj>, Error>> + Send {
-        async move {
-            loop {
-                let notified = self.changed.notified();
-                if let Some(rx) = self.watches.lock().pop_front() {
-                    let stream = futures::stream::unfold(rx, |mut rx| async move {
-                        rx.recv().await.map(|item| (item, rx))
-                    });
-                    return Ok(stream.boxed());
-                }
-                notified.await;
+    async fn watch(&self, _params: &WatchParams) -> Result<WatchStream<Obj>, Error> {
+        loop {
+            let notified = self.changed.notified();
+            if let Some(rx) = self.watches.lock().pop_front() {
+                let stream = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|item| (item, rx))
+                });
+                return Ok(stream.boxed());
             }
+            notified.await;
         }
     }
 }
