@@ -7,6 +7,8 @@
     reason = "each test file uses a subset of the fixtures"
 )]
 
+pub mod model_server;
+
 use std::sync::Arc;
 use std::time::Duration;
 
