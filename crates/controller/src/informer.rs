@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use informer_fifo::{DeletedObject, DeltaFIFO, DeltaFIFOOptions, Queue, TransformFunc};
+use informer_fifo::{
+    DeletedObject, DeltaFIFO, DeltaFIFOOptions, InOrderFIFO, InOrderFIFOOptions, Queue,
+    TransformFunc,
+};
 use informer_reflector::{ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{Indexer, Indexers, KeyFunc, Lister, Store, ThreadSafeStore};
 use parking_lot::Mutex;
@@ -40,6 +43,8 @@ pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 pub enum QueueKind<K> {
     /// client-go's DeltaFIFO: per-key coalescing, relist deletions as tombstones (the default).
     DeltaFifo,
+    /// The in-order FIFO: every event delivered in arrival order, nothing coalesced.
+    InOrder,
     /// Any other queue.
     Custom(QueueFactory<K>),
 }
@@ -48,6 +53,7 @@ impl<K> fmt::Debug for QueueKind<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::DeltaFifo => "DeltaFifo",
+            Self::InOrder => "InOrder",
             Self::Custom(_) => "Custom",
         })
     }
@@ -397,6 +403,16 @@ where
                         options = options.transform(t);
                     }
                     Arc::new(DeltaFIFO::with_options(Arc::clone(&self.key_func), options))
+                }
+                QueueKind::InOrder => {
+                    let mut options = InOrderFIFOOptions::default().known_objects(known);
+                    if let Some(t) = transform {
+                        options = options.transform(t);
+                    }
+                    Arc::new(InOrderFIFO::with_options(
+                        Arc::clone(&self.key_func),
+                        options,
+                    ))
                 }
                 QueueKind::Custom(make) => make(Arc::clone(&self.key_func), known, transform),
             };

@@ -2,6 +2,20 @@
 
 mod common;
 
+on_both_queues!(
+    initial_list_arrives_as_initial_adds_then_watch_events_follow,
+    the_cache_is_updated_before_handlers_hear_of_a_change,
+    a_relist_turns_a_vanished_object_into_a_tombstone_deletion,
+    a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed,
+    a_slow_handler_delays_nobody_else,
+    a_removed_handler_gets_what_was_buffered_and_nothing_after,
+    a_panicking_handler_goes_on_with_the_next_notification,
+    stop_handler_policy_stops_only_the_panicking_handler,
+    filtered_handler_sees_objects_enter_and_leave_its_set,
+    transform_indexes_and_lister_see_the_transformed_objects,
+    run_twice_is_a_no_op_and_stop_joins_everything,
+);
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,15 +28,14 @@ use informer_controller::{
 use informer_fifo::transform_func;
 use informer_store::Indexers;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn initial_list_arrives_as_initial_adds_then_watch_events_follow() {
+async fn initial_list_arrives_as_initial_adds_then_watch_events_follow(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(
         vec![obj("a", "x", 1), obj("a", "y", 2), obj("b", "z", 3)],
         3,
     );
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
     let reg = informer.add_event_handler(rec.clone()).unwrap();
     assert!(
@@ -72,14 +85,13 @@ async fn initial_list_arrives_as_initial_adds_then_watch_events_follow() {
 }
 
 /// The handler runs after the cache has the change: it can read it back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cache_is_updated_before_handlers_hear_of_a_change() {
+async fn the_cache_is_updated_before_handlers_hear_of_a_change(kind: Kind) {
     let source = ChannelSource::new();
     // No key is deleted and then re-added, so "the cache has seen this change" reads: an added
     // or updated object is cached at this version or newer; a deleted one is not cached.
     source.push_list(vec![obj("a", "x", 1), obj("a", "z", 1)], 1);
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let checks = Arc::new(AtomicUsize::new(0));
     let lister = informer.lister();
     let (l1, l2, l3, c) = (lister.clone(), lister.clone(), lister, checks.clone());
@@ -121,12 +133,11 @@ async fn the_cache_is_updated_before_handlers_hear_of_a_change() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion() {
+async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "keep", 1), obj("a", "gone", 2)], 2);
     let first = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
     informer.add_event_handler(rec.clone()).unwrap();
     let (stop, task) = start(&informer);
@@ -156,15 +167,14 @@ async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed() {
+async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(
         (0..50).map(|i| obj("a", &format!("o{i}"), i + 1)).collect(),
         50,
     );
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let early = Recorder::new();
     informer.add_event_handler(early.clone()).unwrap();
     let (stop, task) = start(&informer);
@@ -221,12 +231,11 @@ async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed(
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_handler_delays_nobody_else() {
+async fn a_slow_handler_delays_nobody_else(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![], 1);
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
     let slow_seen = Arc::new(AtomicUsize::new(0));
     let counter = slow_seen.clone();
@@ -262,12 +271,11 @@ async fn a_slow_handler_delays_nobody_else() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_removed_handler_gets_what_was_buffered_and_nothing_after() {
+async fn a_removed_handler_gets_what_was_buffered_and_nothing_after(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![], 1);
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let (release_tx, release_rx) = crossbeam_channel::unbounded::<()>();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
@@ -308,12 +316,11 @@ async fn a_removed_handler_gets_what_was_buffered_and_nothing_after() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_handler_goes_on_with_the_next_notification() {
+async fn a_panicking_handler_goes_on_with_the_next_notification(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "boom", 1), obj("a", "ok", 2)], 2);
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
     let inner = rec.clone();
     let reg = informer
@@ -336,13 +343,13 @@ async fn a_panicking_handler_goes_on_with_the_next_notification() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stop_handler_policy_stops_only_the_panicking_handler() {
+async fn stop_handler_policy_stops_only_the_panicking_handler(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "boom", 1)], 1);
     let watch = source.open_watch();
-    let informer =
-        Arc::new(informer(&source, Duration::ZERO).with_panic_policy(PanicPolicy::StopHandler));
+    let informer = Arc::new(
+        informer(&source, Duration::ZERO, kind).with_panic_policy(PanicPolicy::StopHandler),
+    );
     let panicky = informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new().with_add(|_: &Arc<Obj>, _| panic!("bug")),
@@ -359,15 +366,14 @@ async fn stop_handler_policy_stops_only_the_panicking_handler() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filtered_handler_sees_objects_enter_and_leave_its_set() {
+async fn filtered_handler_sees_objects_enter_and_leave_its_set(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(
         vec![on_node("a", "x", 1, "n1"), on_node("a", "y", 2, "n2")],
         2,
     );
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
     informer
         .add_event_handler(rec.clone().filtered(|o: &Obj| o.node == "n1"))
@@ -400,15 +406,14 @@ async fn filtered_handler_sees_objects_enter_and_leave_its_set() {
     task.await.unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transform_indexes_and_lister_see_the_transformed_objects() {
+async fn transform_indexes_and_lister_see_the_transformed_objects(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(
         vec![on_node("a", "x", 1, "n1"), on_node("b", "y", 2, "n1")],
         2,
     );
     let _watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     informer
         .set_transform(transform_func(|o: Arc<Obj>| {
             Ok(Arc::new(Obj {
@@ -449,12 +454,11 @@ async fn transform_indexes_and_lister_see_the_transformed_objects() {
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_twice_is_a_no_op_and_stop_joins_everything() {
+async fn run_twice_is_a_no_op_and_stop_joins_everything(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let _watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO));
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let regs: Vec<_> = (0..3)
         .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
         .collect();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_controller::{ResourceEventHandler, SharedIndexInformer};
+use informer_controller::{QueueKind, ResourceEventHandler, SharedIndexInformer};
 use informer_fifo::DeletedObject;
 use informer_reflector::{
     BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Status, WatchEvent, WatchParams,
@@ -45,8 +45,37 @@ pub fn key(o: &Obj) -> String {
 
 pub type Informer = SharedIndexInformer<Obj, Arc<ChannelSource>>;
 
-/// An informer over `source` with the `namespace` and `node` indexes, and a fast backoff.
-pub fn informer(source: &Arc<ChannelSource>, resync: Duration) -> Informer {
+/// The queues the informer suite runs on.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    DeltaFifo,
+    InOrder,
+}
+
+/// Runs an async test body once per queue kind.
+#[macro_export]
+macro_rules! on_both_queues {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn delta_fifo() {
+                super::$name($crate::common::Kind::DeltaFifo).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn in_order_fifo() {
+                super::$name($crate::common::Kind::InOrder).await
+            }
+        }
+    )*};
+}
+
+/// An informer over `source` on queue `kind`, with the `namespace` and `node` indexes, and a
+/// fast backoff.
+pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> Informer {
+    let kind = match kind {
+        Kind::DeltaFifo => QueueKind::DeltaFifo,
+        Kind::InOrder => QueueKind::InOrder,
+    };
     SharedIndexInformer::new(
         Arc::clone(source),
         key_func(|o: &Obj| {
@@ -68,6 +97,7 @@ pub fn informer(source: &Arc<ChannelSource>, resync: Duration) -> Informer {
             ),
         ]),
     )
+    .with_queue(kind)
     .with_reflector_config(|r| {
         r.with_backoff(BackoffConfig {
             initial: Duration::from_millis(5),
@@ -281,4 +311,18 @@ pub fn cache(informer: &Informer) -> BTreeMap<String, u64> {
         .iter()
         .map(|o| (key(o), o.rv))
         .collect()
+}
+
+/// Like [`eventually`], for tests on tokio's paused clock: it waits in real time without
+/// letting virtual time run on (it yields instead of sleeping on tokio's clock).
+pub async fn eventually_paused(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+        tokio::task::yield_now().await;
+    }
 }

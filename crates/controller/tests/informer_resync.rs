@@ -1,0 +1,83 @@
+//! Resyncs on tokio's paused clock: same-version updates go only to handlers whose own period
+//! is due.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+async fn resyncs_reach_only_handlers_whose_period_is_due(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
+    let _watch = source.open_watch();
+    let informer = std::sync::Arc::new(informer(&source, Duration::from_secs(10), kind));
+    let every_10s = Recorder::new();
+    let every_30s = Recorder::new();
+    let never = Recorder::new();
+    informer.add_event_handler(every_10s.clone()).unwrap();
+    let reg_30 = informer
+        .add_event_handler_with_resync(every_30s.clone(), Duration::from_secs(30))
+        .unwrap();
+    let reg_never = informer
+        .add_event_handler_with_resync(never.clone(), Duration::ZERO)
+        .unwrap();
+    let (stop, task) = start(&informer);
+    eventually_paused("synced", || informer.has_synced()).await;
+    for r in [&every_10s, &every_30s, &never] {
+        eventually_paused("initial adds", || r.len() == 2).await;
+    }
+    let resyncs = |r: &Recorder| {
+        r.seen()
+            .iter()
+            .filter(|s| matches!(s, Seen::Update(_, old, new) if old == new))
+            .count()
+    };
+
+    for (step, want_10, want_30) in [(1, 2, 0), (2, 4, 0), (3, 6, 2)] {
+        tokio::time::advance(Duration::from_secs(10)).await;
+        eventually_paused(&format!("resync {step} for the 10 s handler"), || {
+            resyncs(&every_10s) == want_10
+        })
+        .await;
+        // Every handler's share of a resync is queued in the same dispatch, before the 10 s
+        // handler can see its own: the counts below are final, not a race.
+        assert_eq!(
+            reg_30.delivered() + reg_30.backlog(),
+            2 + want_30,
+            "step {step}"
+        );
+        assert_eq!(
+            reg_never.delivered() + reg_never.backlog(),
+            2,
+            "step {step}"
+        );
+        eventually_paused(&format!("resync {step} for the 30 s handler"), || {
+            resyncs(&every_30s) == want_30
+        })
+        .await;
+    }
+    assert_eq!(
+        resyncs(&never),
+        0,
+        "a handler without a period never resyncs"
+    );
+    assert_eq!(never.len(), 2);
+    assert_eq!(
+        every_10s.replay(),
+        cache(&informer),
+        "resyncs change nothing"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn resyncs_on_delta_fifo() {
+    resyncs_reach_only_handlers_whose_period_is_due(Kind::DeltaFifo).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resyncs_on_in_order_fifo() {
+    resyncs_reach_only_handlers_whose_period_is_due(Kind::InOrder).await;
+}
