@@ -1,0 +1,97 @@
+//! `informer-apiserver`: the simulator as a standalone process, for kubectl and demos.
+//!
+//! Prints its URL, writes a kubeconfig, optionally seeds pods and churns them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use informer_apiserver::{ApiServer, Config};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use serde_json::json;
+
+/// A Kubernetes-compatible list/watch API server with fault injection.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Port to listen on (127.0.0.1); 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Pods to create at start, in namespace `default` (spread over 10 nodes).
+    #[arg(long, default_value_t = 0)]
+    seed_pods: usize,
+    /// Pod updates per second (label and status changes on the seeded pods).
+    #[arg(long, default_value_t = 0.0)]
+    churn: f64,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "informer-apiserver.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Changes kept in the history (older resource versions get 410).
+    #[arg(long, default_value_t = 10_000)]
+    history: usize,
+}
+
+fn seed_pod(i: usize) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("pod-{i:06}"),
+            "namespace": "default",
+            "labels": {"app": format!("app-{}", i % 20), "tier": if i.is_multiple_of(2) { "web" } else { "db" }},
+        },
+        "spec": {
+            "nodeName": format!("node-{}", i % 10),
+            "containers": [{"name": "main", "image": "registry.example/app:1.0"}],
+        },
+        "status": {"phase": "Running"},
+    }))
+    .expect("a valid pod")
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let args = Args::parse();
+    let config = Config {
+        port: args.port,
+        history_size: args.history,
+        ..Config::default()
+    }
+    .with_core_types();
+    let server = ApiServer::start(config).await?;
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("default".into());
+    server.create(&ns)?;
+    for i in 0..args.seed_pods {
+        server.create(&seed_pod(i))?;
+    }
+    std::fs::write(&args.kubeconfig, server.kubeconfig())?;
+    println!("{}", server.url());
+    println!(
+        "kubeconfig written to {} (try: kubectl --kubeconfig {} get pods)",
+        args.kubeconfig.display(),
+        args.kubeconfig.display()
+    );
+
+    if args.churn > 0.0 && args.seed_pods > 0 {
+        let period = Duration::from_secs_f64(1.0 / args.churn);
+        let mut tick = tokio::time::interval(period);
+        let mut n: usize = 0;
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = tick.tick() => {
+                    let name = format!("pod-{:06}", n % args.seed_pods);
+                    let patch = json!({"metadata": {"labels": {"generation": (n / args.seed_pods).to_string()}}});
+                    server.patch::<Pod>(Some("default"), &name, &patch)?;
+                    n += 1;
+                }
+            }
+        }
+    } else {
+        tokio::signal::ctrl_c().await?;
+    }
+    server.shutdown().await;
+    Ok(())
+}

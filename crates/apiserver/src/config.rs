@@ -1,0 +1,142 @@
+//! Server configuration.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use k8s_openapi::{ListableResource, Resource};
+
+use crate::resource::{ResourceInfo, Scope};
+
+/// The shape of the object inside a `BOOKMARK` event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BookmarkShape {
+    /// `{"kind":..,"apiVersion":..,"metadata":{"resourceVersion":..}}` (plus annotations).
+    #[default]
+    Minimal,
+    /// Also `metadata.creationTimestamp: null` and, for pods, `spec: {"containers": null}` and
+    /// `status: {}` — what Go's encoder writes for an empty object on older servers, and what
+    /// has broken strongly-typed clients.
+    NullFilled,
+}
+
+/// How to start a watch from a resource version older than the history floor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExpiredWatch {
+    /// `200 OK`, then one `ERROR` event (410 `Expired`), then the end of the body — what
+    /// kube-apiserver's watch cache does.
+    #[default]
+    ErrorEvent,
+    /// The same, with `reason: "Gone"` (servers up to 1.17).
+    ErrorEventGone,
+    /// A plain `HTTP 410` response with the Status body (aggregated servers, proxies).
+    Http410,
+}
+
+/// Configuration of an [`ApiServer`](crate::ApiServer).
+///
+/// The defaults are kube-apiserver's where it has one (bookmarks every minute and 2 s before a
+/// watch's deadline, a 3 s wait for a too-new resource version, watch timeouts of 30–60 min);
+/// tests shorten them.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to bind; loopback by default.
+    pub bind: IpAddr,
+    /// Port to bind; `0` picks a free one.
+    pub port: u16,
+    /// Resource types served from the start (more can be registered later).
+    pub resources: Vec<ResourceInfo>,
+    /// How many changes the history keeps (all resource types together). Older revisions
+    /// become `410 Expired` as the history rolls over.
+    pub history_size: usize,
+    /// Per-resource buffer of changes not yet written to a watcher. A watcher that falls this
+    /// far behind is closed (cleanly, without an ERROR event), as kube-apiserver closes slow
+    /// watchers.
+    pub watch_buffer: usize,
+    /// Period of bookmarks on watches that allow them.
+    pub bookmark_interval: Duration,
+    /// How long before its deadline a watch gets its last bookmark.
+    pub bookmark_before_deadline: Duration,
+    /// How long a request for a resource version ahead of the server waits before failing with
+    /// `504 Timeout` / `ResourceVersionTooLarge`.
+    pub too_large_wait: Duration,
+    /// kube-apiserver's `--min-request-timeout`: a watch without `timeoutSeconds` lasts a random
+    /// time in `[min, 2*min)`.
+    pub min_request_timeout: Duration,
+    /// The revision of the empty store (the first write gets the next one). Must be at least 1,
+    /// so that no list ever reports the magic `"0"`.
+    pub initial_resource_version: u64,
+    /// Revisions taken per write: values above 1 make the sequence sparse, as a shared etcd's is.
+    pub resource_version_step: u64,
+    /// Put `kind` and `apiVersion` on list items of built-in types (kube-apiserver does not).
+    pub list_items_typed: bool,
+    /// The shape of bookmark objects.
+    pub bookmark_shape: BookmarkShape,
+    /// How a watch from a too-old resource version fails.
+    pub expired_watch: ExpiredWatch,
+    /// Reject creating an object in a namespace that does not exist (`404`), as kube-apiserver's
+    /// `NamespaceLifecycle` admission does. Off by default so tests need not create namespaces.
+    pub require_namespace: bool,
+    /// `gitVersion` reported by `/version`.
+    pub git_version: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            resources: Vec::new(),
+            history_size: 10_000,
+            watch_buffer: 4096,
+            bookmark_interval: Duration::from_secs(60),
+            bookmark_before_deadline: Duration::from_secs(2),
+            too_large_wait: Duration::from_secs(3),
+            min_request_timeout: Duration::from_secs(1800),
+            initial_resource_version: 1,
+            resource_version_step: 1,
+            list_items_typed: false,
+            bookmark_shape: BookmarkShape::Minimal,
+            expired_watch: ExpiredWatch::ErrorEvent,
+            require_namespace: false,
+            git_version: "v1.36.0".to_owned(),
+        }
+    }
+}
+
+impl Config {
+    /// Adds a k8s-openapi resource type.
+    pub fn register<K>(mut self) -> Self
+    where
+        K: Resource + ListableResource,
+        K::Scope: Scope,
+    {
+        self.resources.push(ResourceInfo::of::<K>());
+        self
+    }
+
+    /// Adds a resource described by hand (e.g. [`ResourceInfo::custom`]).
+    pub fn register_info(mut self, info: ResourceInfo) -> Self {
+        self.resources.push(info);
+        self
+    }
+
+    /// Adds Pod, ConfigMap, Namespace and Node.
+    pub fn with_core_types(self) -> Self {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+        self.register::<Pod>()
+            .register::<ConfigMap>()
+            .register::<Namespace>()
+            .register::<Node>()
+    }
+
+    /// Short intervals for tests: bookmarks every `interval`, a 1 s too-large wait.
+    pub fn for_tests(interval: Duration) -> Self {
+        Config {
+            bookmark_interval: interval,
+            bookmark_before_deadline: interval.min(Duration::from_secs(2)),
+            too_large_wait: Duration::from_secs(1),
+            ..Config::default()
+        }
+        .with_core_types()
+    }
+}

@@ -1,0 +1,299 @@
+//! Fault injection: the ways a real API server misbehaves, on command.
+//!
+//! Every method takes effect at once: watch faults hit every watch open at the time of the
+//! call; request faults hit the next matching requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::ExpiredWatch;
+use crate::server::Shared;
+use crate::status::StatusError;
+
+/// The kind of request a [`Failure`] applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `GET` of a collection without `watch`.
+    List,
+    /// `GET` of a collection with `watch`.
+    Watch,
+    /// `GET` of one object.
+    Get,
+    /// `POST`.
+    Create,
+    /// `PUT`.
+    Update,
+    /// `PATCH`.
+    Patch,
+    /// `DELETE`.
+    Delete,
+    /// Any resource request (discovery is never failed).
+    Any,
+}
+
+impl Verb {
+    fn covers(self, verb: Verb) -> bool {
+        self == Verb::Any || self == verb
+    }
+}
+
+/// A canned failure response.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// A JSON `Status` body with its code; `Retry-After` is set from
+    /// `details.retryAfterSeconds`, as kube-apiserver does.
+    Status(StatusError),
+    /// A plain-text body (what priority-and-fairness and the shutdown filter send).
+    PlainText {
+        /// HTTP status code.
+        code: u16,
+        /// Body text.
+        body: String,
+        /// `Retry-After` header, in seconds.
+        retry_after: Option<u32>,
+        /// Add `Connection: close`.
+        close: bool,
+    },
+}
+
+impl Failure {
+    /// `429` in JSON with `retryAfterSeconds` and `Retry-After` (the watch cache not ready).
+    pub fn too_many_requests(retry_after: u32) -> Self {
+        Failure::Status(StatusError::too_many_requests(
+            "storage is (re)initializing",
+            retry_after,
+        ))
+    }
+
+    /// Plain-text `429` from priority and fairness.
+    pub fn throttled(retry_after: u32) -> Self {
+        Failure::PlainText {
+            code: 429,
+            body: "Too many requests, please try again later.\n".into(),
+            retry_after: Some(retry_after),
+            close: false,
+        }
+    }
+
+    /// Plain-text `429` of a server shutting down, with `Connection: close`.
+    pub fn shutting_down() -> Self {
+        Failure::PlainText {
+            code: 429,
+            body: "The apiserver is shutting down, please try again later.\n".into(),
+            retry_after: Some(5),
+            close: true,
+        }
+    }
+
+    /// `500 InternalError` with the given cause.
+    pub fn internal(cause: &str) -> Self {
+        Failure::Status(StatusError::internal(cause))
+    }
+
+    /// `503 ServiceUnavailable`.
+    pub fn unavailable() -> Self {
+        Failure::Status(StatusError::custom(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ))
+    }
+}
+
+/// A slowed-down watch stream: each write is cut into pieces of `chunk_bytes`, with `delay`
+/// before each piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowStream {
+    /// Bytes per write (at least 1).
+    pub chunk_bytes: usize,
+    /// Pause before each write.
+    pub delay: Duration,
+}
+
+/// A message to every open watch.
+#[derive(Clone, Debug)]
+pub(crate) enum Control {
+    /// Abort the connection (no chunked terminator).
+    Drop,
+    /// End the body cleanly.
+    Close,
+    /// Send `{"type":"ERROR","object":<object>}` and end cleanly.
+    Error(Arc<Value>),
+    /// Write half an event, then end cleanly.
+    Torn,
+    /// Write a line that is not JSON, then keep going.
+    Garbage,
+    /// Send the last delivered event again.
+    Duplicate,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    pub(crate) latency: Duration,
+    pub(crate) slow_stream: Option<SlowStream>,
+    pub(crate) bookmarks_off: bool,
+    pub(crate) expired_watch: Option<ExpiredWatch>,
+    pub(crate) unavailable: Option<u32>,
+    failures: Vec<(Verb, usize, Failure)>,
+}
+
+impl FaultState {
+    /// Takes the failure for the next request of `verb`, if one is queued.
+    pub(crate) fn take_failure(&mut self, verb: Verb) -> Option<Failure> {
+        let i = self
+            .failures
+            .iter()
+            .position(|(v, n, _)| v.covers(verb) && *n > 0)?;
+        let entry = &mut self.failures[i];
+        entry.1 -= 1;
+        let failure = entry.2.clone();
+        if entry.1 == 0 {
+            self.failures.remove(i);
+        }
+        Some(failure)
+    }
+}
+
+/// The fault controls of a running server (from [`ApiServer::faults`](crate::ApiServer::faults)).
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("state", &*self.shared.faults.lock())
+            .finish()
+    }
+}
+
+impl Faults {
+    fn broadcast(&self, control: Control) {
+        // No receivers: no open watch, nothing to do.
+        let _ = self.shared.control.send(control);
+    }
+
+    /// Aborts every open watch connection mid-stream (no chunked terminator), like a load
+    /// balancer reset or a crashed server.
+    pub fn drop_watches(&self) {
+        self.broadcast(Control::Drop);
+    }
+
+    /// Ends every open watch cleanly, like a server-side timeout.
+    pub fn close_watches(&self) {
+        self.broadcast(Control::Close);
+    }
+
+    /// Sends an `ERROR` event carrying `status` on every open watch, then ends it.
+    pub fn inject_watch_error(&self, status: StatusError) {
+        self.broadcast(Control::Error(Arc::new(status.to_json())));
+    }
+
+    /// Sends an `ERROR` event whose object is arbitrary JSON (e.g. `{}`, not a Status).
+    pub fn inject_watch_error_object(&self, object: Value) {
+        self.broadcast(Control::Error(Arc::new(object)));
+    }
+
+    /// Writes half of an event (`{"type":"MODIFIED","object":{"kind":"Po`) on every open
+    /// watch, then ends the body cleanly.
+    pub fn torn_event(&self) {
+        self.broadcast(Control::Torn);
+    }
+
+    /// Writes a line that is not JSON on every open watch; the stream goes on.
+    pub fn garbage_line(&self) {
+        self.broadcast(Control::Garbage);
+    }
+
+    /// Sends the last event each open watch delivered once more (a duplicate).
+    pub fn duplicate_last_event(&self) {
+        self.broadcast(Control::Duplicate);
+    }
+
+    /// Fails the next `times` requests of `verb` with `failure`.
+    pub fn fail_next(&self, verb: Verb, times: usize, failure: Failure) {
+        if times > 0 {
+            self.shared
+                .faults
+                .lock()
+                .failures
+                .push((verb, times, failure));
+        }
+    }
+
+    /// Forgets every queued failure.
+    pub fn clear_failures(&self) {
+        self.shared.faults.lock().failures.clear();
+    }
+
+    /// Delays every resource request by `latency` before it is served.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.faults.lock().latency = latency;
+    }
+
+    /// Slows every watch stream (also those already open), or restores full speed with `None`.
+    pub fn set_slow_stream(&self, slow: Option<SlowStream>) {
+        self.shared.faults.lock().slow_stream = slow.map(|s| SlowStream {
+            chunk_bytes: s.chunk_bytes.max(1),
+            ..s
+        });
+    }
+
+    /// Turns periodic and pre-deadline bookmarks on or off. The initial-events-end bookmark of
+    /// a streaming list is part of the protocol and is always sent.
+    pub fn set_bookmarks(&self, enabled: bool) {
+        self.shared.faults.lock().bookmarks_off = !enabled;
+    }
+
+    /// Changes how a watch from a too-old resource version fails.
+    pub fn set_expired_watch(&self, mode: ExpiredWatch) {
+        self.shared.faults.lock().expired_watch = Some(mode);
+    }
+
+    /// Makes every list and watch fail with `429 TooManyRequests` ("storage is
+    /// (re)initializing") and `Retry-After: retry_after`, or serves normally again with `None`.
+    pub fn set_unavailable(&self, retry_after: Option<u32>) {
+        self.shared.faults.lock().unavailable = retry_after;
+    }
+
+    /// Compacts the history up to `revision` (clamped to the head): older lists, continue
+    /// tokens and watch starts get `410 Expired`. Returns the new floor.
+    pub fn compact(&self, revision: u64) -> u64 {
+        self.shared.storage.write().compact(revision)
+    }
+
+    /// Compacts everything: only the current revision remains valid.
+    pub fn compact_all(&self) -> u64 {
+        let mut storage = self.shared.storage.write();
+        let head = storage.head;
+        storage.compact(head)
+    }
+
+    /// A restart: every watch is aborted and the history is lost, so every older resource
+    /// version is expired. Objects and the revision counter survive (they live in etcd).
+    pub fn restart(&self) {
+        self.shared.storage.write().reset_history();
+        self.broadcast(Control::Drop);
+    }
+
+    /// A watch-cache re-initialisation: every watch ends cleanly and the history is lost.
+    pub fn reinitialize_cache(&self) {
+        self.shared.storage.write().reset_history();
+        self.broadcast(Control::Close);
+    }
+
+    /// An etcd restore done right: the revision jumps forward by `delta`, everything before it
+    /// is compacted, and every watch ends cleanly.
+    pub fn bump_revision(&self, delta: u64) {
+        let head = {
+            let mut storage = self.shared.storage.write();
+            storage.bump_revision(delta);
+            storage.head
+        };
+        self.shared.head.send_replace(head);
+        self.broadcast(Control::Close);
+    }
+}

@@ -1,0 +1,82 @@
+//! An in-process, Kubernetes-compatible API server for tests and demos, with fault injection.
+//!
+//! [`ApiServer`] listens on a loopback port and speaks the real list/watch protocol over
+//! HTTP/1.1 and JSON, so kube-client, kubectl or any other client talks to it as to a v1.36
+//! cluster:
+//!
+//! * **list** with `resourceVersion` unset / `"0"` / `N` and `resourceVersionMatch`
+//!   (`NotOlderThan`, `Exact`), `limit`/`continue` pagination with kube-apiserver's continue
+//!   tokens, `remainingItemCount`, label and field selectors;
+//! * **watch** with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`,
+//!   `sendInitialEvents` (streaming lists ending in the `k8s.io/initial-events-end` bookmark),
+//!   selector transitions;
+//! * **writes** over HTTP (POST, PUT, merge PATCH, DELETE) and from Rust
+//!   ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
+//!   [`delete`](ApiServer::delete)...);
+//! * one revision counter for every type (like etcd's), a bounded history, compaction, and
+//!   `Status` errors with the codes, reasons and messages kube-apiserver sends;
+//! * [`Faults`]: dropped and torn watches, injected ERROR events, failing and slow requests,
+//!   compaction, restarts, and more (see `docs/apiserver.md`).
+//!
+//! In the informers stack it stands in for the cluster: the reflector lists and watches it
+//! through kube-client.
+//!
+//! # Example
+//!
+//! ```
+//! use informer_apiserver::{ApiServer, Config};
+//! use k8s_openapi::api::core::v1::Pod;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), informer_apiserver::Error> {
+//! let server = ApiServer::start(Config::default().with_core_types()).await?;
+//! assert!(server.url().starts_with("http://127.0.0.1:"));
+//!
+//! // Churn objects from Rust, without HTTP.
+//! let mut pod = Pod::default();
+//! pod.metadata.name = Some("web-0".into());
+//! pod.metadata.namespace = Some("demo".into());
+//! let created = server.create(&pod)?;
+//! let rv = created.metadata.resource_version.clone().unwrap();
+//! assert_eq!(rv, server.resource_version().to_string());
+//!
+//! // A stale resourceVersion on update is a 409 Conflict, as on a real server.
+//! server.patch::<Pod>(Some("demo"), "web-0", &serde_json::json!({"metadata": {"labels": {"app": "web"}}}))?;
+//! let err = server.update(&created).unwrap_err();
+//! assert!(matches!(err, informer_apiserver::Error::Status(ref s) if s.code() == 409));
+//!
+//! // Compaction makes the old revision unusable: lists at it and watches from it get 410.
+//! server.faults().compact_all();
+//! assert_eq!(server.history_floor(), server.resource_version());
+//!
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With kube-client, point a `kube::Config` at [`ApiServer::url`] (see the crate's tests), or
+//! write [`ApiServer::kubeconfig`] to a file for kubectl.
+
+mod config;
+mod discovery;
+mod faults;
+mod kubeconfig;
+mod list;
+mod objects;
+mod query;
+mod resource;
+mod selector;
+mod server;
+mod status;
+mod storage;
+mod watch;
+
+pub use config::{BookmarkShape, Config, ExpiredWatch};
+pub use faults::{Failure, Faults, SlowStream, Verb};
+pub use resource::{ResourceInfo, Scope};
+pub use selector::{FieldSelector, LabelSelector};
+pub use server::{ApiServer, Error};
+pub use status::{FieldError, FieldErrorKind, StatusError};
+
+/// The annotation on the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch::INITIAL_EVENTS_END;

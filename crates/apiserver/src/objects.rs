@@ -1,0 +1,431 @@
+//! Writes and reads of single objects, shared by the HTTP handlers and the Rust handle:
+//! create, replace (with resourceVersion preconditions), JSON merge patch, delete, get.
+
+use std::sync::Arc;
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use crate::server::Shared;
+use crate::status::{FieldError, StatusError};
+use crate::storage::{ChangeType, StoredObject};
+
+/// Where an object lives: its resource and namespace.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target<'a> {
+    pub(crate) resource: usize,
+    pub(crate) namespace: Option<&'a str>,
+}
+
+fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    // Whole seconds, `Z` suffix: how metav1.Time serialises.
+    jiff::Timestamp::from_second(now.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| now.to_string())
+}
+
+fn new_uid() -> String {
+    let mut bytes: [u8; 16] = rand::rng().random();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+    (e.g. 'example.com', regex used for validation is \
+    '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+fn is_dns1123_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+fn meta(value: &Value) -> Option<&Map<String, Value>> {
+    value.get("metadata").and_then(Value::as_object)
+}
+
+fn meta_str<'v>(value: &'v Value, field: &str) -> Option<&'v str> {
+    meta(value)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
+    let obj = value.as_object_mut().expect("checked to be an object");
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("just made an object")
+}
+
+/// RFC 7386 JSON merge patch. Hand-written: it is ten lines, and no maintained crate is in the
+/// dependency tree for it.
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("just made an object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// Whether an object's `generation` is tracked: types with a `spec`.
+fn has_spec(value: &Value) -> bool {
+    value.get("spec").is_some()
+}
+
+impl Shared {
+    /// Checks `kind`/`apiVersion` if given, strips them (the resource supplies them), and
+    /// requires a JSON object.
+    fn normalize_body(&self, resource: usize, mut body: Value) -> Result<Value, StatusError> {
+        let storage = self.storage.read();
+        let info = &storage.resource(resource).info;
+        let Some(obj) = body.as_object_mut() else {
+            return Err(StatusError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: expected a JSON object",
+                info.kind
+            )));
+        };
+        if let Some(kind) = obj
+            .remove("kind")
+            .and_then(|k| k.as_str().map(str::to_owned))
+            && !kind.is_empty()
+            && kind != info.kind
+        {
+            return Err(StatusError::bad_request(format!(
+                "{kind} in version \"{}\" cannot be handled as a {}: the kind of the object does not match the kind of the resource",
+                info.version, info.kind
+            )));
+        }
+        if let Some(api_version) = obj
+            .remove("apiVersion")
+            .and_then(|k| k.as_str().map(str::to_owned))
+            && !api_version.is_empty()
+            && api_version != info.api_version()
+        {
+            return Err(StatusError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                info.api_version()
+            )));
+        }
+        Ok(body)
+    }
+
+    fn check_namespace(
+        &self,
+        target: Target<'_>,
+        body: &mut Value,
+    ) -> Result<Option<String>, StatusError> {
+        let storage = self.storage.read();
+        let info = storage.resource(target.resource).info.clone();
+        if !info.namespaced {
+            meta_mut(body).remove("namespace");
+            return Ok(None);
+        }
+        let in_body = meta_str(body, "namespace").map(str::to_owned);
+        let ns = match (target.namespace, in_body) {
+            (Some(path), Some(body_ns)) if path != body_ns => {
+                return Err(StatusError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(path), _) => path.to_owned(),
+            (None, Some(body_ns)) => body_ns,
+            (None, None) => "default".to_owned(),
+        };
+        meta_mut(body).insert("namespace".into(), Value::String(ns.clone()));
+        Ok(Some(ns))
+    }
+
+    pub(crate) fn create(
+        &self,
+        target: Target<'_>,
+        body: Value,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        let mut body = self.normalize_body(target.resource, body)?;
+        let namespace = self.check_namespace(target, &mut body)?;
+        let mut storage = self.storage.write();
+        let info = storage.resource(target.resource).info.clone();
+        let name = match (meta_str(&body, "name"), meta_str(&body, "generateName")) {
+            (Some(n), _) => n.to_owned(),
+            (None, Some(prefix)) => format!("{prefix}{}", random_suffix()),
+            (None, None) => {
+                return Err(StatusError::invalid_object(
+                    &info,
+                    "",
+                    vec![FieldError::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )],
+                ));
+            }
+        };
+        if !is_dns1123_subdomain(&name) {
+            return Err(StatusError::invalid_object(
+                &info,
+                &name,
+                vec![FieldError::invalid(
+                    "metadata.name",
+                    &name,
+                    DNS1123_SUBDOMAIN_ERROR,
+                )],
+            ));
+        }
+        if self.config.require_namespace
+            && let Some(ns) = namespace.as_deref()
+            && let Some(ns_resource) = storage.lookup("", "v1", "namespaces")
+            && storage.get(ns_resource, ns).is_none()
+        {
+            let ns_info = storage.resource(ns_resource).info.clone();
+            return Err(StatusError::not_found(&ns_info, ns));
+        }
+        let key = info.key(namespace.as_deref(), &name);
+        if storage.get(target.resource, &key).is_some() {
+            return Err(StatusError::already_exists(&info, &name));
+        }
+        let with_spec = has_spec(&body);
+        let meta = meta_mut(&mut body);
+        meta.insert("name".into(), Value::String(name));
+        meta.insert("uid".into(), Value::String(new_uid()));
+        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+        meta.remove("deletionTimestamp");
+        if with_spec {
+            meta.insert("generation".into(), Value::from(1));
+        } else {
+            meta.remove("generation");
+        }
+        let change = storage.commit(target.resource, key, ChangeType::Added, body, None);
+        self.head.send_replace(storage.head);
+        Ok(change.object.clone())
+    }
+
+    pub(crate) fn get(
+        &self,
+        target: Target<'_>,
+        name: &str,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        let storage = self.storage.read();
+        let info = &storage.resource(target.resource).info;
+        let key = info.key(target.namespace, name);
+        storage
+            .get(target.resource, &key)
+            .cloned()
+            .ok_or_else(|| StatusError::not_found(info, name))
+    }
+
+    /// Replaces an object. A non-empty `metadata.resourceVersion` in `body` is a precondition.
+    pub(crate) fn update(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        body: Value,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        let mut body = self.normalize_body(target.resource, body)?;
+        let namespace = self.check_namespace(target, &mut body)?;
+        match meta_str(&body, "name") {
+            Some(n) if n != name => {
+                return Err(StatusError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        let mut storage = self.storage.write();
+        let info = storage.resource(target.resource).info.clone();
+        let key = info.key(namespace.as_deref(), name);
+        let Some(old) = storage.get(target.resource, &key).cloned() else {
+            return Err(StatusError::not_found(&info, name));
+        };
+        if let Some(rv) = meta_str(&body, "resourceVersion")
+            && Some(rv) != meta_str(&old.value, "resourceVersion")
+        {
+            return Err(StatusError::stale_update(&info, name));
+        }
+        let old_meta = meta(&old.value).cloned().unwrap_or_default();
+        let spec_changed = body.get("spec") != old.value.get("spec");
+        let with_spec = has_spec(&body);
+        let meta = meta_mut(&mut body);
+        meta.insert("name".into(), Value::String(name.to_owned()));
+        for field in ["uid", "creationTimestamp"] {
+            match old_meta.get(field) {
+                Some(v) => meta.insert(field.into(), v.clone()),
+                None => meta.remove(field),
+            };
+        }
+        let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+        match (with_spec, old_generation) {
+            (true, Some(g)) => {
+                meta.insert(
+                    "generation".into(),
+                    Value::from(if spec_changed { g + 1 } else { g }),
+                );
+            }
+            (true, None) => {
+                meta.insert("generation".into(), Value::from(1));
+            }
+            (false, _) => {
+                meta.remove("generation");
+            }
+        }
+        meta.insert(
+            "resourceVersion".into(),
+            old_meta
+                .get("resourceVersion")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        if body == old.value {
+            // A no-op update does not take a new revision, as in kube-apiserver.
+            return Ok(old);
+        }
+        let change = storage.commit(target.resource, key, ChangeType::Modified, body, Some(old));
+        self.head.send_replace(storage.head);
+        Ok(change.object.clone())
+    }
+
+    /// Applies a JSON merge patch. A `metadata.resourceVersion` in the patch is a precondition.
+    pub(crate) fn patch(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        if !patch.is_object() {
+            return Err(StatusError::bad_request(
+                "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
+            ));
+        }
+        let old = self.get(target, name)?;
+        let mut merged = old.value.clone();
+        merge_patch(&mut merged, patch);
+        if meta_str(patch, "resourceVersion").is_none() {
+            // No precondition in the patch: the patch applies to the current object.
+            meta_mut(&mut merged).remove("resourceVersion");
+        }
+        match self.update(target, name, merged) {
+            // Lost a race with another writer between get and update: retry once more from
+            // the new state, as the server's GuaranteedUpdate loop does.
+            Err(e) if e.reason() == "Conflict" && meta_str(patch, "resourceVersion").is_none() => {
+                self.patch(target, name, patch)
+            }
+            other => other,
+        }
+    }
+
+    /// Deletes an object, returning its last state stamped with the delete's revision.
+    pub(crate) fn delete(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        precondition_rv: Option<&str>,
+        precondition_uid: Option<&str>,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        let mut storage = self.storage.write();
+        let info = storage.resource(target.resource).info.clone();
+        let key = info.key(target.namespace, name);
+        let Some(old) = storage.get(target.resource, &key).cloned() else {
+            return Err(StatusError::not_found(&info, name));
+        };
+        if let Some(uid) = precondition_uid
+            && Some(uid) != meta_str(&old.value, "uid")
+        {
+            return Err(StatusError::conflict(
+                &info,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old.value, "uid").unwrap_or("")
+                ),
+            ));
+        }
+        if let Some(rv) = precondition_rv
+            && Some(rv) != meta_str(&old.value, "resourceVersion")
+        {
+            return Err(StatusError::conflict(
+                &info,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(&old.value, "resourceVersion").unwrap_or("")
+                ),
+            ));
+        }
+        let change = storage.commit(
+            target.resource,
+            key,
+            ChangeType::Deleted,
+            old.value.clone(),
+            Some(old),
+        );
+        self.head.send_replace(storage.head);
+        Ok(change.object.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut doc = json!({"a": "b", "c": {"d": "e", "f": "g"}});
+        merge_patch(&mut doc, &json!({"a": "z", "c": {"f": null}}));
+        assert_eq!(doc, json!({"a": "z", "c": {"d": "e"}}));
+        let mut doc = json!({"a": [1, 2]});
+        merge_patch(&mut doc, &json!({"a": [3], "b": {"x": 1}}));
+        assert_eq!(doc, json!({"a": [3], "b": {"x": 1}}));
+    }
+
+    #[test]
+    fn uids_are_version_4_uuids_and_names_are_checked() {
+        let uid = new_uid();
+        assert_eq!(uid.len(), 36);
+        assert_eq!(&uid[14..15], "4");
+        assert!(is_dns1123_subdomain("web-0.example"));
+        assert!(!is_dns1123_subdomain("Web"));
+        assert!(!is_dns1123_subdomain("-a"));
+        assert!(!is_dns1123_subdomain(""));
+        assert!(now_rfc3339().ends_with('Z'));
+    }
+}

@@ -1,0 +1,774 @@
+//! The server: shared state, the Rust handle, and HTTP routing.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use k8s_openapi::{ListableResource, Resource};
+use parking_lot::{Mutex, RwLock};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::faults::{Control, Failure, FaultState, Faults, Verb};
+use crate::objects::Target;
+use crate::query::ListOptions;
+use crate::resource::{ResourceInfo, Scope};
+use crate::status::StatusError;
+use crate::storage::{Storage, StoredObject};
+
+/// Errors of the Rust handle.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server refused the operation; the status is what an HTTP client would get.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+    /// The resource type was never registered.
+    #[error("resource {0} is not registered")]
+    NotRegistered(String),
+    /// An object did not convert to or from JSON.
+    #[error("object (de)serialisation failed: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Binding the listening socket failed.
+    #[error("could not bind the API server: {0}")]
+    Bind(#[from] std::io::Error),
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) storage: RwLock<Storage>,
+    /// The head revision, for waiters (`resourceVersion` ahead of the server).
+    pub(crate) head: watch::Sender<u64>,
+    pub(crate) control: broadcast::Sender<Control>,
+    pub(crate) faults: Mutex<FaultState>,
+    pub(crate) open_watches: AtomicUsize,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// A running Kubernetes-compatible API server on a loopback port.
+///
+/// Cheap to share by reference; [`ApiServer::shutdown`] stops it (dropping it stops it too).
+pub struct ApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer")
+            .field("addr", &self.addr)
+            .field("resource_version", &self.resource_version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+/// The resource type `K` as registered: its index, or an error.
+fn typed_target<K: Resource>(shared: &Shared) -> Result<usize, Error> {
+    shared
+        .storage
+        .read()
+        .lookup(K::GROUP, K::VERSION, K::URL_PATH_SEGMENT)
+        .ok_or_else(|| Error::NotRegistered(format!("{}/{}", K::API_VERSION, K::URL_PATH_SEGMENT)))
+}
+
+impl ApiServer {
+    /// Binds the configured address and starts serving.
+    pub async fn start(config: Config) -> Result<ApiServer, Error> {
+        let listener = tokio::net::TcpListener::bind((config.bind, config.port)).await?;
+        let addr = listener.local_addr()?;
+        let mut storage = Storage::new(
+            config.initial_resource_version.max(1),
+            config.history_size,
+            config.watch_buffer,
+        );
+        storage.set_rv_step(config.resource_version_step);
+        for info in &config.resources {
+            storage.register(info.clone());
+        }
+        let (head, _) = watch::channel(storage.head);
+        let (control, _) = broadcast::channel(64);
+        let shared = Arc::new(Shared {
+            config,
+            storage: RwLock::new(storage),
+            head,
+            control,
+            faults: Mutex::new(FaultState::default()),
+            open_watches: AtomicUsize::new(0),
+            shutdown: CancellationToken::new(),
+        });
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
+        let shutdown = shared.shutdown.clone();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await });
+            if let Err(err) = serve.await {
+                tracing::warn!(%err, "API server stopped with an error");
+            }
+        });
+        Ok(ApiServer {
+            shared,
+            addr,
+            task: Some(task),
+        })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig (YAML) pointing at this server, for kubectl and kube-client.
+    pub fn kubeconfig(&self) -> String {
+        crate::kubeconfig::render(&self.url())
+    }
+
+    /// Registers a k8s-openapi resource type (idempotent).
+    pub fn register<K>(&self) -> &Self
+    where
+        K: Resource + ListableResource,
+        K::Scope: Scope,
+    {
+        self.register_info(ResourceInfo::of::<K>())
+    }
+
+    /// Registers a resource described by hand, e.g. a custom resource (idempotent).
+    pub fn register_info(&self, info: ResourceInfo) -> &Self {
+        self.shared.storage.write().register(info);
+        self
+    }
+
+    /// The head revision: the resourceVersion of the latest change.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.storage.read().head
+    }
+
+    /// The oldest revision still served (lists at and watches from older ones get 410).
+    pub fn history_floor(&self) -> u64 {
+        self.shared.storage.read().floor
+    }
+
+    /// How many changes the history holds now.
+    pub fn history_len(&self) -> usize {
+        self.shared.storage.read().history_len()
+    }
+
+    /// How many watch streams are open right now.
+    pub fn open_watches(&self) -> usize {
+        self.shared.open_watches.load(Ordering::SeqCst)
+    }
+
+    /// The fault controls.
+    pub fn faults(&self) -> Faults {
+        Faults {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Stops serving: open watches end cleanly, then the listener closes.
+    pub async fn shutdown(mut self) {
+        self.shared.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            // Connections still open after a grace period are cut.
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("API server did not stop within 5 s");
+            }
+        }
+    }
+
+    fn index(&self, info: &ResourceInfo) -> Result<usize, Error> {
+        self.shared
+            .storage
+            .read()
+            .lookup(&info.group, &info.version, &info.plural)
+            .ok_or_else(|| Error::NotRegistered(info.group_resource()))
+    }
+
+    fn typed<K: DeserializeOwned + Resource>(&self, object: &StoredObject) -> Result<K, Error> {
+        let mut value = object.value.clone();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("kind".into(), K::KIND.into());
+            obj.insert("apiVersion".into(), K::API_VERSION.into());
+        }
+        Ok(serde_json::from_value(value)?)
+    }
+
+    fn with_type(&self, r: usize, object: &StoredObject) -> Value {
+        let storage = self.shared.storage.read();
+        let info = &storage.resource(r).info;
+        let mut value = object.value.clone();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("kind".into(), info.kind.clone().into());
+            obj.insert("apiVersion".into(), info.api_version().into());
+        }
+        value
+    }
+
+    /// Creates an object (namespace from the object, `default` if unset). Returns it as stored.
+    pub fn create<K>(&self, object: &K) -> Result<K, Error>
+    where
+        K: Resource + Serialize + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let value = serde_json::to_value(object)?;
+        let stored = self.shared.create(
+            Target {
+                resource: r,
+                namespace: None,
+            },
+            value,
+        )?;
+        self.typed(&stored)
+    }
+
+    /// Replaces an object. A `metadata.resourceVersion` on it is a precondition (409 Conflict
+    /// when stale); without one the update is unconditional.
+    pub fn update<K>(&self, object: &K) -> Result<K, Error>
+    where
+        K: Resource + Serialize + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let value = serde_json::to_value(object)?;
+        let namespace = value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let stored = self.shared.update(
+            Target {
+                resource: r,
+                namespace: namespace.as_deref(),
+            },
+            &name,
+            value,
+        )?;
+        self.typed(&stored)
+    }
+
+    /// Applies a JSON merge patch to an object.
+    pub fn patch<K>(&self, namespace: Option<&str>, name: &str, patch: &Value) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let stored = self.shared.patch(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            patch,
+        )?;
+        self.typed(&stored)
+    }
+
+    /// Deletes an object; returns its last state (stamped with the delete's revision).
+    pub fn delete<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let stored = self.shared.delete(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            None,
+            None,
+        )?;
+        self.typed(&stored)
+    }
+
+    /// Reads one object.
+    pub fn get<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let stored = self.shared.get(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+        )?;
+        self.typed(&stored)
+    }
+
+    /// Lists the current objects of a type (in one namespace, or all), with the list's
+    /// resource version.
+    pub fn list<K>(&self, namespace: Option<&str>) -> Result<(Vec<K>, u64), Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let storage = self.shared.storage.read();
+        let head = storage.head;
+        let mut out = Vec::new();
+        let mut failed = None;
+        storage.visit_at(
+            r,
+            head,
+            namespace,
+            None,
+            &mut |_, obj| match self.typed(obj) {
+                Ok(k) => {
+                    out.push(k);
+                    true
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((out, head)),
+        }
+    }
+
+    /// Creates an object of any registered resource from JSON.
+    pub fn create_value(&self, resource: &ResourceInfo, object: Value) -> Result<Value, Error> {
+        let r = self.index(resource)?;
+        let stored = self.shared.create(
+            Target {
+                resource: r,
+                namespace: None,
+            },
+            object,
+        )?;
+        Ok(self.with_type(r, &stored))
+    }
+
+    /// Replaces an object of any registered resource from JSON.
+    pub fn update_value(&self, resource: &ResourceInfo, object: Value) -> Result<Value, Error> {
+        let r = self.index(resource)?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let stored = self.shared.update(
+            Target {
+                resource: r,
+                namespace: namespace.as_deref(),
+            },
+            &name,
+            object,
+        )?;
+        Ok(self.with_type(r, &stored))
+    }
+
+    /// Merge-patches an object of any registered resource.
+    pub fn patch_value(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, Error> {
+        let r = self.index(resource)?;
+        let stored = self.shared.patch(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            patch,
+        )?;
+        Ok(self.with_type(r, &stored))
+    }
+
+    /// Deletes an object of any registered resource.
+    pub fn delete_value(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, Error> {
+        let r = self.index(resource)?;
+        let stored = self.shared.delete(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            None,
+            None,
+        )?;
+        Ok(self.with_type(r, &stored))
+    }
+
+    /// Reads an object of any registered resource.
+    pub fn get_value(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, Error> {
+        let r = self.index(resource)?;
+        let stored = self.shared.get(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+        )?;
+        Ok(self.with_type(r, &stored))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn value_response(code: StatusCode, value: &Value) -> Response {
+    json_response(code, value.to_string())
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = value_response(code, &self.to_json());
+        if let Some(seconds) = self.retry_after_seconds() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+fn failure_response(failure: Failure) -> Response {
+    match failure {
+        Failure::Status(status) => status.into_response(),
+        Failure::PlainText {
+            code,
+            body,
+            retry_after,
+            close,
+        } => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() =
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            if let Some(seconds) = retry_after {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            if close {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }
+}
+
+/// A resource request, once the path is understood.
+struct ResourceRoute {
+    resource: usize,
+    namespace: Option<String>,
+    name: Option<String>,
+    watch_path: bool,
+}
+
+enum Route {
+    Resource(ResourceRoute),
+    Discovery(Response),
+    NotFound,
+}
+
+fn route(shared: &Shared, path: &str) -> Route {
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let storage = shared.storage.read();
+    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
+        ["version"] => return Route::Discovery(crate::discovery::version(&shared.config)),
+        ["healthz" | "livez" | "readyz"] => {
+            return Route::Discovery(
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                    .body(Body::from("ok"))
+                    .unwrap_or_default(),
+            );
+        }
+        ["api"] => return Route::Discovery(crate::discovery::core_versions(&storage)),
+        ["apis"] => return Route::Discovery(crate::discovery::group_list(&storage)),
+        ["apis", group] => {
+            return crate::discovery::group(&storage, group)
+                .map_or(Route::NotFound, Route::Discovery);
+        }
+        ["api", version] => {
+            return crate::discovery::resource_list(&storage, "", version)
+                .map_or(Route::NotFound, Route::Discovery);
+        }
+        ["apis", group, version] => {
+            return crate::discovery::resource_list(&storage, group, version)
+                .map_or(Route::NotFound, Route::Discovery);
+        }
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Route::NotFound,
+    };
+    let (watch_path, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    let lookup = |plural: &str| storage.lookup(group, version, plural);
+    let (resource, namespace, name) = match rest {
+        ["namespaces", ns, plural] => match lookup(plural) {
+            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), None),
+            _ => return Route::NotFound,
+        },
+        ["namespaces", ns, plural, name] => match lookup(plural) {
+            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), Some(*name)),
+            _ => return Route::NotFound,
+        },
+        [plural] => match lookup(plural) {
+            Some(r) => (r, None, None),
+            None => return Route::NotFound,
+        },
+        [plural, name] => match lookup(plural) {
+            Some(r) if !storage.resource(r).info.namespaced => (r, None, Some(*name)),
+            _ => return Route::NotFound,
+        },
+        _ => return Route::NotFound,
+    };
+    Route::Resource(ResourceRoute {
+        resource,
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        watch_path,
+    })
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().unwrap_or("").to_owned();
+    let route = match route(&shared, &path) {
+        Route::Discovery(response) => return response,
+        Route::NotFound => return StatusError::unknown_path().into_response(),
+        Route::Resource(route) => route,
+    };
+    let mut opts = match ListOptions::parse(&query) {
+        Ok(opts) => opts,
+        Err(status) => return status.into_response(),
+    };
+    opts.watch |= route.watch_path;
+    let verb = match (&parts.method, route.name.is_some(), opts.watch) {
+        (&Method::GET, false, true) | (&Method::GET, true, true) => Verb::Watch,
+        (&Method::GET, false, false) => Verb::List,
+        (&Method::GET, true, false) => Verb::Get,
+        (&Method::POST, false, _) => Verb::Create,
+        (&Method::PUT, true, _) => Verb::Update,
+        (&Method::PATCH, true, _) => Verb::Patch,
+        (&Method::DELETE, true, _) => Verb::Delete,
+        (method, _, _) => {
+            let storage = shared.storage.read();
+            let info = storage.resource(route.resource).info.clone();
+            return StatusError::method_not_allowed(&info, method.as_str()).into_response();
+        }
+    };
+    let (latency, failure, unavailable) = {
+        let mut faults = shared.faults.lock();
+        (
+            faults.latency,
+            faults.take_failure(verb),
+            faults.unavailable,
+        )
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(failure) = failure {
+        return failure_response(failure);
+    }
+    if let (Some(retry_after), Verb::List | Verb::Watch) = (unavailable, verb) {
+        return failure_response(Failure::too_many_requests(retry_after));
+    }
+    let body = match axum::body::to_bytes(body, 64 * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => return StatusError::bad_request(e.to_string()).into_response(),
+    };
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    match serve(&shared, route, verb, opts, &content_type, body).await {
+        Ok(response) => response,
+        Err(status) => status.into_response(),
+    }
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
+    serde_json::from_slice(body).map_err(|e| {
+        StatusError::bad_request(format!(
+            "the object provided is unrecognized: couldn't get version/kind; json parse error: {e}"
+        ))
+    })
+}
+
+async fn serve(
+    shared: &Arc<Shared>,
+    route: ResourceRoute,
+    verb: Verb,
+    mut opts: ListOptions,
+    content_type: &str,
+    body: Bytes,
+) -> Result<Response, StatusError> {
+    let target = Target {
+        resource: route.resource,
+        namespace: route.namespace.as_deref(),
+    };
+    let name = route.name.as_deref().unwrap_or_default();
+    let object = |stored: &StoredObject, code: StatusCode| -> Response {
+        let storage = shared.storage.read();
+        let mut out = Vec::with_capacity(stored.body.len() + 64);
+        storage
+            .resource(route.resource)
+            .write_typed(&mut out, stored);
+        json_response(code, out)
+    };
+    match verb {
+        Verb::List => {
+            opts.validate()?;
+            let body = shared
+                .list(route.resource, route.namespace.as_deref(), &opts)
+                .await?;
+            Ok(json_response(StatusCode::OK, body))
+        }
+        Verb::Watch => {
+            if let Some(name) = route.name.as_deref() {
+                // A named watch is a watch of the collection restricted to that name.
+                let selector = format!("metadata.name={name}");
+                match FieldName::of(&opts.field_selector) {
+                    Some(other) if other != name => {
+                        return Err(StatusError::bad_request(format!(
+                            "fieldSelector metadata.name={other} conflicts with the name in the path ({name})"
+                        )));
+                    }
+                    _ => {}
+                }
+                opts.field_selector = if opts.field_selector.is_empty() {
+                    selector
+                } else {
+                    format!("{},{selector}", opts.field_selector)
+                };
+            }
+            opts.validate()?;
+            shared.watch(route.resource, route.namespace.as_deref(), &opts)
+        }
+        Verb::Get => Ok(object(&*shared.get(target, name)?, StatusCode::OK)),
+        Verb::Create => {
+            if route.namespace.is_none()
+                && shared
+                    .storage
+                    .read()
+                    .resource(route.resource)
+                    .info
+                    .namespaced
+            {
+                return Err(StatusError::unknown_path());
+            }
+            let stored = shared.create(target, parse_body(&body)?)?;
+            Ok(object(&stored, StatusCode::CREATED))
+        }
+        Verb::Update => {
+            let stored = shared.update(target, name, parse_body(&body)?)?;
+            Ok(object(&stored, StatusCode::OK))
+        }
+        Verb::Patch => {
+            let media = content_type.split(';').next().unwrap_or("").trim();
+            if media != "application/merge-patch+json"
+                && media != "application/strategic-merge-patch+json"
+            {
+                return Err(StatusError::unsupported_media_type(media));
+            }
+            let stored = shared.patch(target, name, &parse_body(&body)?)?;
+            Ok(object(&stored, StatusCode::OK))
+        }
+        Verb::Delete => {
+            let options: Value = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body(&body)?
+            };
+            let rv = options
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str);
+            let uid = options
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str);
+            let stored = shared.delete(target, name, rv, uid)?;
+            Ok(object(&stored, StatusCode::OK))
+        }
+        Verb::Any => Err(StatusError::unknown_path()),
+    }
+}
+
+/// The `metadata.name` a field selector pins, if any.
+struct FieldName;
+
+impl FieldName {
+    fn of(selector: &str) -> Option<&str> {
+        selector.split(',').find_map(|term| {
+            let term = term.trim();
+            term.strip_prefix("metadata.name==")
+                .or_else(|| term.strip_prefix("metadata.name="))
+        })
+    }
+}

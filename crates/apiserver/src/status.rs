@@ -1,0 +1,449 @@
+//! `metav1.Status` errors, built the way kube-apiserver builds them.
+//!
+//! Each constructor mirrors one of apimachinery's `k8s.io/apimachinery/pkg/api/errors`
+//! constructors (or a storage-layer error built on them), so that the code, `reason`, `message`
+//! and `details` a client sees are the ones a real v1.36 server sends for the same request.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ListMeta, Status, StatusCause, StatusDetails,
+};
+
+use crate::resource::ResourceInfo;
+
+/// A failed request: the `Status` object the server sends, and its HTTP code.
+///
+/// The same value is returned by the Rust handle's write methods and sent over HTTP, so a test
+/// can assert on either side.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusError {
+    status: Box<Status>,
+}
+
+impl StatusError {
+    fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        StatusError {
+            status: Box::new(Status {
+                code: Some(i32::from(code)),
+                message: Some(message.into()),
+                metadata: ListMeta::default(),
+                reason: Some(reason.to_owned()),
+                status: Some("Failure".to_owned()),
+                details: None,
+            }),
+        }
+    }
+
+    fn with_details(mut self, details: StatusDetails) -> Self {
+        self.status.details = Some(details);
+        self
+    }
+
+    /// The HTTP status code (`Status.code`).
+    pub fn code(&self) -> u16 {
+        self.status
+            .code
+            .and_then(|c| u16::try_from(c).ok())
+            .unwrap_or(500)
+    }
+
+    /// The machine-readable reason (`Status.reason`), e.g. `"Expired"`.
+    pub fn reason(&self) -> &str {
+        self.status.reason.as_deref().unwrap_or("")
+    }
+
+    /// The human-readable message (`Status.message`).
+    pub fn message(&self) -> &str {
+        self.status.message.as_deref().unwrap_or("")
+    }
+
+    /// `details.retryAfterSeconds`, when set and positive.
+    pub fn retry_after_seconds(&self) -> Option<u32> {
+        self.status
+            .details
+            .as_ref()
+            .and_then(|d| d.retry_after_seconds)
+            .and_then(|s| u32::try_from(s).ok())
+            .filter(|s| *s > 0)
+    }
+
+    /// The `Status` object itself.
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// The `Status` as JSON, exactly as it goes on the wire (`kind` and `apiVersion` included).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(&*self.status).unwrap_or_default();
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("kind".into(), "Status".into());
+            obj.insert("apiVersion".into(), "v1".into());
+        }
+        value
+    }
+
+    /// A status with any code, reason and message (for fault injection).
+    pub fn custom(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message)
+    }
+
+    /// Sets `details.retryAfterSeconds` (which also makes the HTTP response carry `Retry-After`).
+    pub fn with_retry_after(mut self, seconds: u32) -> Self {
+        let details = self
+            .status
+            .details
+            .get_or_insert_with(StatusDetails::default);
+        details.retry_after_seconds = Some(i32::try_from(seconds).unwrap_or(i32::MAX));
+        self
+    }
+
+    /// 404 `NotFound` for an object: `pods "web-0" not found`.
+    pub fn not_found(resource: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", resource.group_resource()),
+        )
+        .with_details(resource.details(name))
+    }
+
+    /// 404 `NotFound` for a path the server does not serve.
+    pub fn unknown_path() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(StatusDetails::default())
+    }
+
+    /// 409 `AlreadyExists`: `pods "web-0" already exists`.
+    pub fn already_exists(resource: &ResourceInfo, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", resource.group_resource()),
+        )
+        .with_details(resource.details(name))
+    }
+
+    /// 409 `Conflict`: `Operation cannot be fulfilled on pods "web-0": <why>`.
+    pub fn conflict(resource: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                resource.group_resource()
+            ),
+        )
+        .with_details(resource.details(name))
+    }
+
+    /// The conflict an update with a stale `metadata.resourceVersion` gets.
+    pub fn stale_update(resource: &ResourceInfo, name: &str) -> Self {
+        Self::conflict(
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 400 `BadRequest` with the given message.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 410 `Expired` with the given message.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 410 `Gone` (the reason servers before 1.18 used for too-old resource versions).
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Gone", message)
+    }
+
+    /// 410 `Expired` for an `Exact` list below the compaction floor.
+    pub fn list_too_old() -> Self {
+        Self::expired("The resourceVersion for the provided list is too old.")
+    }
+
+    /// 410 `Expired` for a watch below the history floor, as the watch cache words it.
+    pub fn watch_too_old(requested: u64, floor: u64) -> Self {
+        Self::expired(format!("too old resource version: {requested} ({floor})"))
+    }
+
+    /// 410 `Expired` for a continue token whose snapshot was compacted. With `inconsistent`,
+    /// the status carries the token that resumes from the current state.
+    pub fn continue_expired(inconsistent: Option<String>) -> Self {
+        match inconsistent {
+            Some(token) => {
+                let mut err = Self::expired(
+                    "The provided continue parameter is too old to display a consistent list \
+                     result. You can start a new list without the continue parameter, or use \
+                     the continue token in this response to retrieve the remainder of the \
+                     results. Continuing with the provided token results in an inconsistent \
+                     list - objects that were created, modified, or deleted between the time \
+                     the first chunk was returned and now may show up in the list.",
+                );
+                err.status.metadata = ListMeta {
+                    continue_: Some(token),
+                    ..ListMeta::default()
+                };
+                err
+            }
+            None => Self::expired(
+                "The provided continue parameter is too old to display a consistent list \
+                 result. You can start a new list without the continue parameter.",
+            ),
+        }
+    }
+
+    /// 504 `Timeout` with cause `ResourceVersionTooLarge` and `retryAfterSeconds: 1`: the
+    /// requested resource version is ahead of the server.
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details(StatusDetails {
+            causes: Some(vec![StatusCause {
+                reason: Some("ResourceVersionTooLarge".into()),
+                message: Some("Too large resource version".into()),
+                field: None,
+            }]),
+            retry_after_seconds: Some(1),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 429 `TooManyRequests` with `retryAfterSeconds`.
+    pub fn too_many_requests(message: impl Into<String>, retry_after: u32) -> Self {
+        Self::new(429, "TooManyRequests", message)
+            .with_details(StatusDetails::default())
+            .with_retry_after(retry_after)
+    }
+
+    /// 500 `InternalError`: `Internal error occurred: <err>`.
+    pub fn internal(err: &str) -> Self {
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {err}"),
+        )
+        .with_details(StatusDetails {
+            causes: Some(vec![StatusCause {
+                message: Some(err.to_owned()),
+                ..StatusCause::default()
+            }]),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 405 `MethodNotAllowed`.
+    pub fn method_not_allowed(resource: &ResourceInfo, action: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{action} is not supported on resources of kind \"{}\"",
+                resource.group_resource()
+            ),
+        )
+        .with_details(StatusDetails {
+            group: Some(resource.group.clone()).filter(|g| !g.is_empty()),
+            kind: Some(resource.plural.clone()),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// 415 `UnsupportedMediaType` for a patch type the server does not apply.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
+    }
+
+    /// 422 `Invalid` for an object (`Pod "web-0" is invalid: ...`).
+    pub fn invalid_object(resource: &ResourceInfo, name: &str, errors: Vec<FieldError>) -> Self {
+        let qualified = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        Self::invalid(&qualified, &resource.group, &resource.kind, name, errors)
+    }
+
+    /// 422 `Invalid` for list/watch options (`ListOptions.meta.k8s.io "" is invalid: ...`).
+    pub fn invalid_list_options(errors: Vec<FieldError>) -> Self {
+        Self::invalid(
+            "ListOptions.meta.k8s.io",
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            errors,
+        )
+    }
+
+    fn invalid(
+        qualified_kind: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+        errors: Vec<FieldError>,
+    ) -> Self {
+        let aggregate = match errors.as_slice() {
+            [one] => one.to_string(),
+            many => format!(
+                "[{}]",
+                many.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        let causes = errors
+            .iter()
+            .map(|e| StatusCause {
+                reason: Some(e.kind.cause_type().to_owned()),
+                message: Some(e.body()),
+                field: Some(e.field.clone()),
+            })
+            .collect();
+        Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {aggregate}"),
+        )
+        .with_details(StatusDetails {
+            group: Some(group.to_owned()).filter(|g| !g.is_empty()),
+            kind: Some(kind.to_owned()),
+            name: Some(name.to_owned()).filter(|n| !n.is_empty()),
+            causes: Some(causes),
+            ..StatusDetails::default()
+        })
+    }
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code(), self.reason(), self.message())
+    }
+}
+
+impl std::error::Error for StatusError {}
+
+/// One validation failure, as apimachinery's `field.Error` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field path, e.g. `resourceVersionMatch`.
+    pub field: String,
+    /// What is wrong.
+    pub kind: FieldErrorKind,
+}
+
+/// The kinds of [`FieldError`] the server produces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    /// `Forbidden: <detail>`.
+    Forbidden(String),
+    /// `Required value: <detail>`.
+    Required(String),
+    /// `Unsupported value: "<value>": supported values: "a", "b"`.
+    NotSupported {
+        /// The rejected value.
+        value: String,
+        /// The accepted values.
+        supported: Vec<String>,
+    },
+    /// `Invalid value: "<value>": <detail>`.
+    Invalid {
+        /// The rejected value.
+        value: String,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl FieldErrorKind {
+    fn cause_type(&self) -> &'static str {
+        match self {
+            FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
+            FieldErrorKind::Required(_) => "FieldValueRequired",
+            FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
+        }
+    }
+}
+
+impl FieldError {
+    /// A `Forbidden` error on `field`.
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        FieldError {
+            field: field.to_owned(),
+            kind: FieldErrorKind::Forbidden(detail.to_owned()),
+        }
+    }
+
+    /// A `Required value` error on `field`.
+    pub fn required(field: &str, detail: &str) -> Self {
+        FieldError {
+            field: field.to_owned(),
+            kind: FieldErrorKind::Required(detail.to_owned()),
+        }
+    }
+
+    /// An `Unsupported value` error on `field`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        FieldError {
+            field: field.to_owned(),
+            kind: FieldErrorKind::NotSupported {
+                value: value.to_owned(),
+                supported: supported.iter().map(|s| (*s).to_owned()).collect(),
+            },
+        }
+    }
+
+    /// An `Invalid value` error on `field`.
+    pub fn invalid(field: &str, value: &str, detail: &str) -> Self {
+        FieldError {
+            field: field.to_owned(),
+            kind: FieldErrorKind::Invalid {
+                value: value.to_owned(),
+                detail: detail.to_owned(),
+            },
+        }
+    }
+
+    /// The message without the field path (`field.Error.ErrorBody`).
+    fn body(&self) -> String {
+        match &self.kind {
+            FieldErrorKind::Forbidden(d) => format!("Forbidden: {d}"),
+            FieldErrorKind::Required(d) => format!("Required value: {d}"),
+            FieldErrorKind::NotSupported { value, supported } => format!(
+                "Unsupported value: \"{value}\": supported values: {}",
+                supported
+                    .iter()
+                    .map(|s| format!("\"{s}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            FieldErrorKind::Invalid { value, detail } => {
+                format!("Invalid value: \"{value}\": {detail}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}

@@ -1,0 +1,570 @@
+//! `GET <collection>?watch=1`: newline-delimited JSON events over a chunked response.
+//!
+//! Each watch runs as one task that writes into a small channel read by the response body.
+//! When the client goes away the body is dropped, the channel closes, and the task ends at
+//! once (it waits on `closed()`), releasing its subscription: a disconnect costs nothing.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use rand::Rng;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use crate::config::{BookmarkShape, ExpiredWatch};
+use crate::faults::Control;
+use crate::query::{ListOptions, RequestedRv};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::server::Shared;
+use crate::status::StatusError;
+use crate::storage::{Change, ChangeType, StoredObject, write_typed};
+
+/// Bytes gathered before a write is handed to the connection.
+const FLUSH_BYTES: usize = 64 * 1024;
+/// The annotation that marks the end of a streaming list's initial events.
+pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+type Chunk = Result<Bytes, io::Error>;
+
+/// Where the stream starts.
+enum Start {
+    /// Synthetic ADDED events for the current state, then changes after it.
+    Initial { wait_for: Option<u64> },
+    /// Changes after the given revision.
+    After(u64),
+    /// Changes after the current head.
+    Now,
+}
+
+struct Filter {
+    namespace_prefix: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, key: &str, object: &StoredObject) -> bool {
+        self.namespace_prefix
+            .as_deref()
+            .is_none_or(|p| key.starts_with(p))
+            && self.labels.matches(&object.value)
+            && self.fields.matches(&object.value)
+    }
+}
+
+/// Decrements the open-watch count when the task ends, however it ends.
+struct OpenWatch(Arc<Shared>);
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+struct WatchTask {
+    shared: Arc<Shared>,
+    resource: usize,
+    typed_prefix: Bytes,
+    kind: String,
+    api_version: String,
+    is_pod: bool,
+    filter: Filter,
+    bookmarks: bool,
+    send_end_marker: bool,
+    start: Start,
+    deadline: Instant,
+    out: mpsc::Sender<Chunk>,
+    changes: broadcast::Receiver<Arc<Change>>,
+    control: broadcast::Receiver<Control>,
+    /// Live changes at or below this revision are not sent.
+    skip_through: u64,
+    /// The revision of the last change processed (sent or filtered out).
+    seen_rv: u64,
+    buffer: Vec<u8>,
+    last_event: Option<Bytes>,
+    _open: OpenWatch,
+}
+
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Shared {
+    /// Starts a watch, or fails before the `200` (bad selectors, bad resource version, an
+    /// expired start in [`ExpiredWatch::Http410`] mode).
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        r: usize,
+        namespace: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Response, StatusError> {
+        let requested = opts.requested_rv()?;
+        let storage = self.storage.read();
+        let state = storage.resource(r);
+        let info = state.info.clone();
+        let labels =
+            LabelSelector::parse(&opts.label_selector).map_err(StatusError::bad_request)?;
+        let fields =
+            FieldSelector::parse(&opts.field_selector, &info).map_err(StatusError::bad_request)?;
+        // v1.34+ defaulting: a watch from "" or "0" without the streaming-list parameters is a
+        // streaming list.
+        let send_initial = match opts.send_initial_events {
+            Some(v) => v,
+            None => {
+                opts.resource_version_match.is_empty()
+                    && matches!(requested, RequestedRv::Unset | RequestedRv::Zero)
+            }
+        };
+        let start = match (send_initial, requested) {
+            (true, RequestedRv::At(n)) if n > storage.head => Start::Initial { wait_for: Some(n) },
+            (true, _) => Start::Initial { wait_for: None },
+            (false, RequestedRv::At(n)) => Start::After(n),
+            (false, _) => Start::Now,
+        };
+        let expired_mode = self
+            .faults
+            .lock()
+            .expired_watch
+            .unwrap_or(self.config.expired_watch);
+        let (tx, rx) = mpsc::channel::<Chunk>(16);
+        let mut early_error: Option<StatusError> = None;
+        if let Start::After(n) = start
+            && n < storage.floor
+        {
+            let status = StatusError::watch_too_old(n, storage.floor);
+            match expired_mode {
+                ExpiredWatch::Http410 => return Err(status),
+                ExpiredWatch::ErrorEventGone => {
+                    early_error = Some(StatusError::gone(status.message().to_owned()));
+                }
+                ExpiredWatch::ErrorEvent => early_error = Some(status),
+            }
+        }
+
+        let timeout = match opts.timeout_seconds {
+            Some(s) if s > 0 => Duration::from_secs(s as u64),
+            _ => {
+                let min = self.config.min_request_timeout;
+                let factor: f64 = rand::rng().random_range(1.0..2.0);
+                min.mul_f64(factor)
+            }
+        };
+        self.open_watches.fetch_add(1, Ordering::SeqCst);
+        let guard = OpenWatch(self.clone());
+        let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|chunk| (chunk, rx))
+        }));
+        let response = Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(body)
+            .map_err(|e| StatusError::internal(&e.to_string()))?;
+
+        if let Some(status) = early_error {
+            drop(guard);
+            let line = event_line("ERROR", &status.to_json());
+            tokio::spawn(async move {
+                let _ = tx.send(Ok(line)).await;
+            });
+            return Ok(response);
+        }
+
+        // Subscribe and take the starting point under the same lock as commits: no change can
+        // fall between the snapshot (or history replay) and the live stream.
+        let changes = state.tx.subscribe();
+        let control = self.control.subscribe();
+        let filter = Filter {
+            namespace_prefix: namespace
+                .filter(|_| info.namespaced)
+                .map(|ns| format!("{ns}/")),
+            labels,
+            fields,
+        };
+        let mut initial: Vec<Arc<StoredObject>> = Vec::new();
+        let mut replay: Vec<Arc<Change>> = Vec::new();
+        let skip_through = match start {
+            Start::Initial { wait_for: None } => {
+                let head = storage.head;
+                storage.visit_at(r, head, namespace, None, &mut |key, obj| {
+                    if filter.matches(key, obj) {
+                        initial.push(obj.clone());
+                    }
+                    true
+                });
+                head
+            }
+            Start::Initial { wait_for: Some(_) } => 0,
+            Start::After(n) => {
+                replay = storage.changes_since(r, n);
+                n
+            }
+            Start::Now => storage.head,
+        };
+        let task = WatchTask {
+            shared: self.clone(),
+            resource: r,
+            typed_prefix: state.typed_prefix.clone(),
+            kind: info.kind.clone(),
+            api_version: info.api_version(),
+            is_pod: info.group.is_empty() && info.plural == "pods",
+            filter,
+            bookmarks: opts.allow_watch_bookmarks,
+            send_end_marker: send_initial && opts.allow_watch_bookmarks,
+            start,
+            deadline: Instant::now() + timeout,
+            out: tx,
+            changes,
+            control,
+            skip_through,
+            seen_rv: skip_through,
+            buffer: Vec::with_capacity(FLUSH_BYTES),
+            last_event: None,
+            _open: guard,
+        };
+        drop(storage);
+        tokio::spawn(task.run(initial, replay));
+        Ok(response)
+    }
+}
+
+/// `{"type":<ty>,"object":<object>}\n`.
+fn event_line(ty: &str, object: &Value) -> Bytes {
+    let mut line = format!("{{\"type\":\"{ty}\",\"object\":").into_bytes();
+    line.extend_from_slice(object.to_string().as_bytes());
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
+impl WatchTask {
+    async fn run(mut self, initial: Vec<Arc<StoredObject>>, replay: Vec<Arc<Change>>) {
+        if self.start_stream(initial, replay).await.is_ok() {
+            self.live().await;
+        }
+    }
+
+    async fn start_stream(
+        &mut self,
+        initial: Vec<Arc<StoredObject>>,
+        replay: Vec<Arc<Change>>,
+    ) -> Result<(), ()> {
+        match self.start {
+            Start::Initial { wait_for: Some(n) } => {
+                // A streaming list not older than a revision the server has not reached yet:
+                // wait, then either serve it or fail with 504 TooLarge as an ERROR event.
+                if let Err(status) = self.shared.wait_for_revision(n).await {
+                    let _ = self
+                        .out
+                        .send(Ok(event_line("ERROR", &status.to_json())))
+                        .await;
+                    return Err(());
+                }
+                let (head, objects) = {
+                    let storage = self.shared.storage.read();
+                    let head = storage.head;
+                    let mut objects = Vec::new();
+                    storage.visit_at(self.resource, head, None, None, &mut |key, obj| {
+                        if self.filter.matches(key, obj) {
+                            objects.push(obj.clone());
+                        }
+                        true
+                    });
+                    // Resubscribe under the lock so that the live stream starts right after
+                    // `head`.
+                    self.changes = storage.resources[self.resource].tx.subscribe();
+                    (head, objects)
+                };
+                self.skip_through = head;
+                self.seen_rv = head;
+                self.send_initial(objects).await
+            }
+            Start::Initial { wait_for: None } => self.send_initial(initial).await,
+            Start::After(_) => {
+                for change in replay {
+                    self.process(&change);
+                    if self.buffer.len() >= FLUSH_BYTES {
+                        self.flush().await?;
+                    }
+                }
+                self.flush().await
+            }
+            Start::Now => Ok(()),
+        }
+    }
+
+    async fn send_initial(&mut self, objects: Vec<Arc<StoredObject>>) -> Result<(), ()> {
+        for object in objects {
+            self.push_event("ADDED", &object.body);
+            if self.buffer.len() >= FLUSH_BYTES {
+                self.flush().await?;
+            }
+        }
+        if self.send_end_marker {
+            let rv = self.skip_through;
+            self.push_bookmark(rv, true);
+        }
+        self.flush().await
+    }
+
+    fn push_event(&mut self, ty: &str, body: &[u8]) {
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(b"{\"type\":\"");
+        self.buffer.extend_from_slice(ty.as_bytes());
+        self.buffer.extend_from_slice(b"\",\"object\":");
+        write_typed(&mut self.buffer, &self.typed_prefix, body);
+        self.buffer.extend_from_slice(b"}\n");
+        self.last_event = Some(Bytes::copy_from_slice(&self.buffer[start..]));
+    }
+
+    fn push_bookmark(&mut self, rv: u64, end_marker: bool) {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let null_filled = self.shared.config.bookmark_shape == BookmarkShape::NullFilled;
+        if null_filled {
+            metadata.insert("creationTimestamp".into(), Value::Null);
+        }
+        if end_marker {
+            metadata.insert(
+                "annotations".into(),
+                serde_json::json!({ INITIAL_EVENTS_END: "true" }),
+            );
+        }
+        let mut object = serde_json::Map::new();
+        object.insert("kind".into(), Value::String(self.kind.clone()));
+        object.insert("apiVersion".into(), Value::String(self.api_version.clone()));
+        object.insert("metadata".into(), Value::Object(metadata));
+        if null_filled && self.is_pod {
+            object.insert("spec".into(), serde_json::json!({"containers": null}));
+            object.insert("status".into(), serde_json::json!({}));
+        }
+        let line = event_line("BOOKMARK", &Value::Object(object));
+        self.buffer.extend_from_slice(&line);
+    }
+
+    /// Turns one committed change into the event this watcher sees, if any: selector
+    /// transitions become ADDED (starts matching) or DELETED (stops matching, carrying the
+    /// previous state stamped with the change's revision).
+    fn process(&mut self, change: &Change) {
+        self.seen_rv = self.seen_rv.max(change.rv);
+        if change.rv <= self.skip_through {
+            return;
+        }
+        let now =
+            change.ty != ChangeType::Deleted && self.filter.matches(&change.key, &change.object);
+        let before = change
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.filter.matches(&change.key, p));
+        match change.ty {
+            ChangeType::Added if now => self.push_event("ADDED", &change.object.body),
+            ChangeType::Modified if now && before => {
+                self.push_event("MODIFIED", &change.object.body);
+            }
+            ChangeType::Modified if now => self.push_event("ADDED", &change.object.body),
+            ChangeType::Modified if before => {
+                if let Some(previous) = &change.previous {
+                    let mut value = previous.value.clone();
+                    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert(
+                            "resourceVersion".into(),
+                            Value::String(change.rv.to_string()),
+                        );
+                    }
+                    let stamped = StoredObject::new(value);
+                    self.push_event("DELETED", &stamped.body);
+                }
+            }
+            ChangeType::Deleted if self.filter.matches(&change.key, &change.object) => {
+                self.push_event("DELETED", &change.object.body);
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes the buffer, sliced and delayed if the stream is slowed.
+    async fn flush(&mut self) -> Result<(), ()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let data = Bytes::from(std::mem::replace(
+            &mut self.buffer,
+            Vec::with_capacity(FLUSH_BYTES),
+        ));
+        self.write(data).await
+    }
+
+    async fn write(&mut self, data: Bytes) -> Result<(), ()> {
+        let slow = self.shared.faults.lock().slow_stream;
+        match slow {
+            None => self.out.send(Ok(data)).await.map_err(|_| ()),
+            Some(slow) => {
+                let mut rest = data;
+                while !rest.is_empty() {
+                    tokio::time::sleep(slow.delay).await;
+                    let piece = rest.split_to(slow.chunk_bytes.min(rest.len()));
+                    self.out.send(Ok(piece)).await.map_err(|_| ())?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn bookmarks_on(&self) -> bool {
+        self.bookmarks && !self.shared.faults.lock().bookmarks_off
+    }
+
+    /// A bookmark at the highest revision this watcher is known to be complete up to: every
+    /// change up to the head has been handed to our channel (commits send under the lock), so
+    /// after draining it the head is safe.
+    async fn bookmark(&mut self) -> Flow {
+        let head = self.shared.storage.read().head;
+        if let Flow::Stop = self.drain() {
+            return Flow::Stop;
+        }
+        let rv = head.max(self.seen_rv);
+        if rv >= self.skip_through && self.bookmarks_on() {
+            self.push_bookmark(rv, false);
+        }
+        match self.flush().await {
+            Ok(()) => Flow::Continue,
+            Err(()) => Flow::Stop,
+        }
+    }
+
+    /// Processes every change already queued for this watcher.
+    fn drain(&mut self) -> Flow {
+        loop {
+            match self.changes.try_recv() {
+                Ok(change) => self.process(&change),
+                Err(broadcast::error::TryRecvError::Empty) => return Flow::Continue,
+                // Fell too far behind: end the stream, as kube-apiserver ends slow watchers.
+                Err(broadcast::error::TryRecvError::Lagged(_))
+                | Err(broadcast::error::TryRecvError::Closed) => return Flow::Stop,
+            }
+        }
+    }
+
+    async fn handle_control(&mut self, control: Control) -> Flow {
+        match control {
+            Control::Drop => {
+                let _ = self.flush().await;
+                let _ = self
+                    .out
+                    .send(Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "watch dropped by fault injection",
+                    )))
+                    .await;
+                Flow::Stop
+            }
+            Control::Close => {
+                let _ = self.flush().await;
+                Flow::Stop
+            }
+            Control::Error(object) => {
+                let _ = self.flush().await;
+                let _ = self.write(event_line("ERROR", &object)).await;
+                Flow::Stop
+            }
+            Control::Torn => {
+                let _ = self.flush().await;
+                let _ = self
+                    .write(Bytes::from_static(
+                        b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Po",
+                    ))
+                    .await;
+                Flow::Stop
+            }
+            Control::Garbage => match self.write(Bytes::from_static(b"this is not json\n")).await {
+                Ok(()) => Flow::Continue,
+                Err(()) => Flow::Stop,
+            },
+            Control::Duplicate => {
+                let Some(last) = self.last_event.clone() else {
+                    return Flow::Continue;
+                };
+                match self.write(last).await {
+                    Ok(()) => Flow::Continue,
+                    Err(()) => Flow::Stop,
+                }
+            }
+        }
+    }
+
+    async fn live(mut self) {
+        let interval = self.shared.config.bookmark_interval;
+        let mut next_bookmark = Instant::now() + interval;
+        let before = self.shared.config.bookmark_before_deadline;
+        let mut final_bookmark = self
+            .deadline
+            .checked_sub(before)
+            .filter(|t| *t > Instant::now());
+        let shutdown = self.shared.shutdown.clone();
+        loop {
+            let bookmark_at = match final_bookmark {
+                Some(t) if t < next_bookmark => t,
+                _ => next_bookmark,
+            };
+            let flow = tokio::select! {
+                biased;
+                () = self.out.closed() => Flow::Stop,
+                () = shutdown.cancelled() => Flow::Stop,
+                control = self.control.recv() => match control {
+                    Ok(control) => self.handle_control(control).await,
+                    Err(broadcast::error::RecvError::Lagged(_)) => Flow::Continue,
+                    Err(broadcast::error::RecvError::Closed) => Flow::Stop,
+                },
+                () = tokio::time::sleep_until(self.deadline) => {
+                    let _ = self.flush().await;
+                    Flow::Stop
+                }
+                change = self.changes.recv() => match change {
+                    Ok(change) => {
+                        self.process(&change);
+                        // Gather what else is queued into one write.
+                        let mut flow = Flow::Continue;
+                        while self.buffer.len() < FLUSH_BYTES {
+                            match self.changes.try_recv() {
+                                Ok(change) => self.process(&change),
+                                Err(broadcast::error::TryRecvError::Empty) => break,
+                                Err(_) => {
+                                    flow = Flow::Stop;
+                                    break;
+                                }
+                            }
+                        }
+                        match (flow, self.flush().await) {
+                            (Flow::Continue, Ok(())) => Flow::Continue,
+                            _ => Flow::Stop,
+                        }
+                    }
+                    Err(_) => {
+                        let _ = self.flush().await;
+                        Flow::Stop
+                    }
+                },
+                () = tokio::time::sleep_until(bookmark_at) => {
+                    if final_bookmark == Some(bookmark_at) {
+                        final_bookmark = None;
+                    } else {
+                        next_bookmark += interval;
+                    }
+                    if self.bookmarks {
+                        self.bookmark().await
+                    } else {
+                        Flow::Continue
+                    }
+                }
+            };
+            if let Flow::Stop = flow {
+                return;
+            }
+        }
+    }
+}

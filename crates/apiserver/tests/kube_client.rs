@@ -1,0 +1,588 @@
+//! The simulator as kube-client sees it: lists, pagination, selectors, watches, bookmarks,
+//! streaming lists, 410s after compaction, and watch faults.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use informer_apiserver::{ApiServer, Config, Failure, StatusError, Verb};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::{Api, ListParams, PostParams, VersionMatch, WatchEvent, WatchParams};
+use serde_json::json;
+
+/// Generous bound for anything that should happen "at once".
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn start() -> (ApiServer, kube::Client) {
+    start_with(Config::for_tests(Duration::from_millis(100))).await
+}
+
+async fn start_with(config: Config) -> (ApiServer, kube::Client) {
+    let server = ApiServer::start(config).await.expect("server starts");
+    let mut config = kube::Config::new(server.url().parse().expect("a valid URL"));
+    // kube-client retries 429/503/504 by itself (15 times, honouring Retry-After); these tests
+    // look at the responses themselves.
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("a client");
+    (server, client)
+}
+
+fn pod(ns: &str, name: &str, labels: serde_json::Value, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .unwrap()
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
+/// The next watch event, within [`WAIT`].
+async fn next<S, K>(stream: &mut S) -> WatchEvent<K>
+where
+    S: Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
+{
+    tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("an event in time")
+        .expect("the stream is open")
+        .expect("a decodable event")
+}
+
+/// The next non-bookmark event.
+async fn next_object<S, K>(stream: &mut S) -> WatchEvent<K>
+where
+    S: Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
+{
+    loop {
+        match next(stream).await {
+            WatchEvent::Bookmark(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+fn name_of(event: &WatchEvent<Pod>) -> (&'static str, String) {
+    match event {
+        WatchEvent::Added(p) => ("ADDED", p.metadata.name.clone().unwrap()),
+        WatchEvent::Modified(p) => ("MODIFIED", p.metadata.name.clone().unwrap()),
+        WatchEvent::Deleted(p) => ("DELETED", p.metadata.name.clone().unwrap()),
+        WatchEvent::Bookmark(b) => ("BOOKMARK", b.metadata.resource_version.clone()),
+        WatchEvent::Error(e) => ("ERROR", e.reason.clone()),
+    }
+}
+
+#[tokio::test]
+async fn paginated_list_is_one_consistent_snapshot() {
+    let (server, client) = start().await;
+    for i in 0..25 {
+        server
+            .create(&pod("demo", &format!("p{i:02}"), json!({}), "n1"))
+            .unwrap();
+    }
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let first = api.list(&ListParams::default().limit(10)).await.unwrap();
+    let snapshot_rv = first.metadata.resource_version.clone().unwrap();
+    assert_eq!(first.items.len(), 10);
+    assert_eq!(first.metadata.remaining_item_count, Some(15));
+    // Changes after page 1 are invisible to the rest of the chain.
+    server.delete::<Pod>(Some("demo"), "p15").unwrap();
+    server.create(&pod("demo", "p99", json!({}), "n1")).unwrap();
+    let mut all = first.items.clone();
+    let mut token = first.metadata.continue_.clone();
+    let mut pages = 1;
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = api
+            .list(&ListParams::default().limit(10).continue_token(&t))
+            .await
+            .unwrap();
+        assert_eq!(
+            page.metadata.resource_version.as_deref(),
+            Some(snapshot_rv.as_str())
+        );
+        all.extend(page.items);
+        token = page.metadata.continue_;
+        pages += 1;
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(names(&all), expected);
+    // A fresh list sees the changes, at a newer resource version.
+    let fresh = api.list(&ListParams::default()).await.unwrap();
+    assert!(names(&fresh.items).contains(&"p99".to_owned()));
+    assert!(!names(&fresh.items).contains(&"p15".to_owned()));
+    assert_eq!(
+        fresh.metadata.resource_version,
+        Some(server.resource_version().to_string())
+    );
+}
+
+#[tokio::test]
+async fn selectors_filter_lists_and_bad_ones_are_400() {
+    let (server, client) = start().await;
+    server
+        .create(&pod(
+            "a",
+            "web-1",
+            json!({"app": "web", "tier": "fe"}),
+            "n1",
+        ))
+        .unwrap();
+    server
+        .create(&pod("a", "web-2", json!({"app": "web"}), "n2"))
+        .unwrap();
+    server
+        .create(&pod("b", "db-1", json!({"app": "db"}), "n1"))
+        .unwrap();
+    let api: Api<Pod> = Api::all(client.clone());
+    let list = |lp: ListParams| {
+        let api = api.clone();
+        async move { names(&api.list(&lp).await.unwrap().items) }
+    };
+    assert_eq!(
+        list(ListParams::default().labels("app=web")).await,
+        ["web-1", "web-2"]
+    );
+    assert_eq!(
+        list(ListParams::default().labels("app in (db),!tier")).await,
+        ["db-1"]
+    );
+    assert_eq!(list(ListParams::default().labels("tier")).await, ["web-1"]);
+    // All-namespaces lists are in namespace/name order.
+    assert_eq!(
+        list(ListParams::default().fields("spec.nodeName=n1")).await,
+        ["web-1", "db-1"]
+    );
+    assert_eq!(
+        list(ListParams::default().fields("metadata.namespace=a,spec.nodeName!=n1")).await,
+        ["web-2"]
+    );
+    for bad in [
+        ListParams::default().labels("app in web"),
+        ListParams::default().fields("spec.image=x"),
+    ] {
+        match api.list(&bad).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    }
+    // A namespace that does not exist lists empty, not 404.
+    let nowhere: Api<Pod> = Api::namespaced(client, "nowhere");
+    assert!(
+        nowhere
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn list_resource_version_semantics() {
+    let (server, client) = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("one".into());
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let rv1: u64 = created.metadata.resource_version.unwrap().parse().unwrap();
+    cm.metadata.name = Some("two".into());
+    api.create(&PostParams::default(), &cm).await.unwrap();
+
+    // Exact at rv1: the state then.
+    let exact = api
+        .list(
+            &ListParams::default()
+                .at(&rv1.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert_eq!(exact.items.len(), 1);
+    assert_eq!(exact.metadata.resource_version, Some(rv1.to_string()));
+    // NotOlderThan rv1: the current state.
+    let newer = api
+        .list(
+            &ListParams::default()
+                .at(&rv1.to_string())
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+        .unwrap();
+    assert_eq!(newer.items.len(), 2);
+    // RV=0: any state (kube-client drops it when a limit is set; see the wire tests).
+    let any = api.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(any.items.len(), 2);
+
+    // Compacted: 410 Expired with the etcd message.
+    server.faults().compact_all();
+    match api
+        .list(
+            &ListParams::default()
+                .at(&rv1.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            assert_eq!(
+                s.message,
+                "The resourceVersion for the provided list is too old."
+            );
+        }
+        other => panic!("expected 410, got {other:?}"),
+    }
+    // Ahead of the server: 504 with the ResourceVersionTooLarge cause, after the wait.
+    let ahead = (server.resource_version() + 100).to_string();
+    match api
+        .list(
+            &ListParams::default()
+                .at(&ahead)
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
+            let cause = &s.details.unwrap().causes[0];
+            assert_eq!(cause.reason, "ResourceVersionTooLarge");
+        }
+        other => panic!("expected 504, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn continue_token_expires_with_compaction() {
+    let (server, client) = start().await;
+    for i in 0..6 {
+        server
+            .create(&pod("demo", &format!("p{i}"), json!({}), "n1"))
+            .unwrap();
+    }
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let token = first.metadata.continue_.unwrap();
+    server
+        .create(&pod("demo", "q-late", json!({}), "n1"))
+        .unwrap();
+    server.faults().compact_all();
+    match api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            // The inconsistent continuation resumes from the current state.
+            let inconsistent = s.metadata.and_then(|m| m.continue_).expect("a token");
+            let rest = api
+                .list(&ListParams::default().continue_token(&inconsistent))
+                .await
+                .unwrap();
+            assert_eq!(names(&rest.items), ["p2", "p3", "p4", "p5", "q-late"]);
+        }
+        other => panic!("expected 410, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_delivers_changes_in_order_with_selector_transitions() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    server
+        .create(&pod("demo", "before", json!({"app": "web"}), "n1"))
+        .unwrap();
+    let rv = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=web"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    server
+        .create(&pod("demo", "a", json!({"app": "web"}), "n1"))
+        .unwrap();
+    server
+        .create(&pod("demo", "b", json!({"app": "db"}), "n1"))
+        .unwrap();
+    server
+        .patch::<Pod>(
+            Some("demo"),
+            "a",
+            &json!({"metadata": {"annotations": {"x": "1"}}}),
+        )
+        .unwrap();
+    // b starts matching, a stops matching.
+    server
+        .patch::<Pod>(
+            Some("demo"),
+            "b",
+            &json!({"metadata": {"labels": {"app": "web"}}}),
+        )
+        .unwrap();
+    let stop = server
+        .patch::<Pod>(
+            Some("demo"),
+            "a",
+            &json!({"metadata": {"labels": {"app": "db"}}}),
+        )
+        .unwrap();
+    server.delete::<Pod>(Some("demo"), "b").unwrap();
+    let mut seen = Vec::new();
+    let mut last_deleted_rv = None;
+    for _ in 0..5 {
+        let event = next_object(&mut stream).await;
+        if let WatchEvent::Deleted(p) = &event
+            && p.metadata.name.as_deref() == Some("a")
+        {
+            last_deleted_rv = p.metadata.resource_version.clone();
+            // The DELETED of a selector transition carries the previous state.
+            assert_eq!(p.labels().get("app").map(String::as_str), Some("web"));
+        }
+        seen.push(name_of(&event));
+    }
+    use kube::ResourceExt;
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", "a".into()),
+            ("MODIFIED", "a".into()),
+            ("ADDED", "b".into()),
+            ("DELETED", "a".into()),
+            ("DELETED", "b".into()),
+        ]
+    );
+    assert_eq!(last_deleted_rv, stop.metadata.resource_version);
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_version_gets_410_as_an_error_event() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    server.create(&pod("demo", "a", json!({}), "n1")).unwrap();
+    let old = server.resource_version().to_string();
+    server.create(&pod("demo", "b", json!({}), "n1")).unwrap();
+    server.faults().compact_all();
+    let mut stream = api
+        .watch(&WatchParams::default(), &old)
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut stream).await {
+        WatchEvent::Error(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+            assert_eq!(
+                status.message,
+                format!(
+                    "too old resource version: {old} ({})",
+                    server.history_floor()
+                )
+            );
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    let end = tokio::time::timeout(WAIT, stream.next()).await.unwrap();
+    assert!(end.is_none(), "the stream ends after the ERROR event");
+
+    // After a restart every earlier version is gone too.
+    let current = server.resource_version().to_string();
+    server.create(&pod("demo", "c", json!({}), "n1")).unwrap();
+    server.faults().restart();
+    let mut stream = api
+        .watch(&WatchParams::default(), &current)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(next(&mut stream).await, WatchEvent::Error(s) if s.code == 410));
+}
+
+#[tokio::test]
+async fn bookmarks_advance_a_selective_watch_past_unrelated_changes() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let rv = server.resource_version().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=quiet"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    for i in 0..5 {
+        server
+            .create(&pod(
+                "demo",
+                &format!("busy-{i}"),
+                json!({"app": "busy"}),
+                "n1",
+            ))
+            .unwrap();
+    }
+    let head = server.resource_version();
+    // Bookmarks come every 100 ms; one of them must reach the head.
+    loop {
+        match next(&mut stream).await {
+            WatchEvent::Bookmark(b) => {
+                let at: u64 = b.metadata.resource_version.parse().unwrap();
+                assert!(at <= server.resource_version());
+                if at >= head {
+                    break;
+                }
+            }
+            other => panic!("only bookmarks expected, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn streaming_list_ends_initial_events_with_the_annotated_bookmark() {
+    let (server, client) = start().await;
+    for name in ["x", "y"] {
+        server.create(&pod("demo", name, json!({}), "n1")).unwrap();
+    }
+    let snapshot = server.resource_version().to_string();
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let mut stream = api
+        .watch(&WatchParams::streaming_lists(), "")
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(name_of(&next(&mut stream).await), ("ADDED", "x".into()));
+    assert_eq!(name_of(&next(&mut stream).await), ("ADDED", "y".into()));
+    match next(&mut stream).await {
+        WatchEvent::Bookmark(b) => {
+            assert_eq!(b.metadata.resource_version, snapshot);
+            assert_eq!(
+                b.metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end")
+                    .map(String::as_str),
+                Some("true")
+            );
+        }
+        other => panic!("expected the end bookmark, got {other:?}"),
+    }
+    server.create(&pod("demo", "z", json!({}), "n1")).unwrap();
+    assert_eq!(
+        name_of(&next_object(&mut stream).await),
+        ("ADDED", "z".into())
+    );
+}
+
+#[tokio::test]
+async fn watch_faults_end_streams_the_way_they_should() {
+    let (server, client) = start().await;
+    let api: Api<Node> = Api::all(client);
+    let rv = server.resource_version().to_string();
+    let wp = WatchParams::default().disable_bookmarks();
+
+    // A clean close ends the stream without an error.
+    let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    server.faults().close_watches();
+    assert!(
+        tokio::time::timeout(WAIT, stream.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // An abrupt drop ends the stream too: kube-client folds an unexpected EOF into the end of
+    // the stream (the wire tests check that no chunked terminator was sent).
+    let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    server.faults().drop_watches();
+    let got = tokio::time::timeout(WAIT, stream.try_next()).await.unwrap();
+    assert!(
+        matches!(got, Ok(None) | Err(_)),
+        "expected the end, got {got:?}"
+    );
+
+    // An injected ERROR event arrives as kube's WatchEvent::Error.
+    let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    server
+        .faults()
+        .inject_watch_error(StatusError::too_many_requests("slow down", 3));
+    match next(&mut stream).await {
+        WatchEvent::Error(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (429, "TooManyRequests"));
+            assert_eq!(s.details.unwrap().retry_after_seconds, 3);
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    wait_for(|| server.open_watches() == 0).await;
+
+    // A failing next request, then normal service.
+    server
+        .faults()
+        .fail_next(Verb::List, 1, Failure::internal("boom"));
+    match api.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (500, "InternalError")),
+        other => panic!("expected a 500, got {other:?}"),
+    }
+    assert!(api.list(&ListParams::default()).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_disconnected_watcher_is_released() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let rv = server.resource_version().to_string();
+    let stream = api
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    drop(stream);
+    // No event and no bookmark is due: the server notices the closed connection by itself.
+    wait_for(|| server.open_watches() == 0).await;
+}
+
+#[tokio::test]
+async fn watch_timeout_ends_the_stream_after_a_final_bookmark() {
+    let (server, client) = start_with(Config {
+        bookmark_interval: Duration::from_secs(3600),
+        bookmark_before_deadline: Duration::from_millis(500),
+        ..Config::default().with_core_types()
+    })
+    .await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    let rv = server.resource_version().to_string();
+    server.create(&pod("demo", "a", json!({}), "n1")).unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(name_of(&next(&mut stream).await), ("ADDED", "a".into()));
+    match next(&mut stream).await {
+        WatchEvent::Bookmark(b) => {
+            assert_eq!(
+                b.metadata.resource_version,
+                server.resource_version().to_string()
+            );
+        }
+        other => panic!("expected the pre-deadline bookmark, got {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(WAIT, stream.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn wait_for(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached in time"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
