@@ -33,15 +33,9 @@ where
     for delta in deltas {
         match delta {
             Delta::Sync(obj) | Delta::Replaced(obj) | Delta::Added(obj) | Delta::Updated(obj) => {
-                match store.get(&obj)? {
-                    Some(old) => {
-                        store.update(Arc::clone(&obj))?;
-                        handler.on_update(&old, &obj);
-                    }
-                    None => {
-                        store.add(Arc::clone(&obj))?;
-                        handler.on_add(&obj, is_in_initial_list);
-                    }
+                match store.upsert(Arc::clone(&obj))? {
+                    Some(old) => handler.on_update(&old, &obj),
+                    None => handler.on_add(&obj, is_in_initial_list),
                 }
             }
             Delta::Deleted(deleted) => {

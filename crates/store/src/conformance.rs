@@ -134,6 +134,22 @@ where
         "get of a missing object"
     );
 
+    // upsert returns what it replaced.
+    assert!(
+        s.upsert(obj("ns", "c", 4)).unwrap().is_none(),
+        "upsert of a new key"
+    );
+    assert_eq!(
+        s.upsert(obj("ns", "c", 5))
+            .unwrap()
+            .unwrap()
+            .resource_version,
+        4
+    );
+    assert_eq!(s.get_by_key("ns/c").unwrap().resource_version, 5);
+    assert!(matches!(s.upsert(obj("ns", "", 1)), Err(Error::Key(_))));
+    s.delete_by_key("ns/c").unwrap();
+
     // delete, and delete of a missing key.
     s.delete(obj("ns", "a", 9)).unwrap();
     assert!(s.get_by_key("ns/a").is_none(), "delete removes the key");

@@ -64,6 +64,15 @@ pub trait Store<K>: ReflectorStore<K> + KnownObjects<K> {
     /// The stored object with the same key as `obj`; fails only if the key cannot be computed.
     fn get(&self, obj: &K) -> Result<Option<Arc<K>>>;
 
+    /// Adds or replaces `obj` and returns the object it replaced, if any: `get` and `update` in
+    /// one step (the default does exactly that; a store can do it with one key computation and
+    /// one lock).
+    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        let old = self.get(&obj)?;
+        self.update(obj)?;
+        Ok(old)
+    }
+
     /// Removes the object filed under `key` and returns it; a missing key is a no-op.
     ///
     /// This is how a tombstone (which carries a key, not necessarily an object) is applied.
@@ -134,6 +143,7 @@ macro_rules! forward_through {
         impl<K, T: Store<K> + ?Sized> Store<K> for $ptr {
             fn list(&self) -> Vec<Arc<K>> { (**self).list() }
             fn get(&self, obj: &K) -> Result<Option<Arc<K>>> { (**self).get(obj) }
+            fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> { (**self).upsert(obj) }
             fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
                 (**self).delete_by_key(key)
             }

@@ -232,7 +232,7 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
         Ok((self.key_func)(obj)?)
     }
 
-    fn upsert(&self, obj: Arc<K>) -> Result<()> {
+    fn put(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(&obj)?;
         self.inner.write().upsert(key, obj)
     }
@@ -327,7 +327,8 @@ impl<K> Inner<K> {
             .ok_or_else(|| Error::UnknownIndex(name.to_owned()))
     }
 
-    fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<()> {
+    /// Stores `obj` under `key`; returns the object it replaced.
+    fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let Inner { items, indexes, .. } = self;
         let existing = items.find(&key);
         if !indexes.is_empty() {
@@ -361,12 +362,12 @@ impl<K> Inner<K> {
             .and_then(|id| items.slots.get_mut(id as usize))
             .and_then(Option::as_mut)
         {
-            Some(slot) => slot.obj = obj,
+            Some(slot) => Ok(Some(std::mem::replace(&mut slot.obj, obj))),
             None => {
                 items.insert_new(key.into_boxed_str(), obj);
+                Ok(None)
             }
         }
-        Ok(())
     }
 
     fn delete(&mut self, key: &str) -> Option<Arc<K>> {
@@ -387,11 +388,11 @@ impl<K> Inner<K> {
 
 impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
     fn add(&self, obj: Arc<K>) -> Result<()> {
-        self.upsert(obj)
+        self.put(obj).map(drop)
     }
 
     fn update(&self, obj: Arc<K>) -> Result<()> {
-        self.upsert(obj)
+        self.put(obj).map(drop)
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
@@ -476,6 +477,10 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
     fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(obj)?;
         Ok(self.get_by_key(&key))
+    }
+
+    fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        self.put(obj)
     }
 
     fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
