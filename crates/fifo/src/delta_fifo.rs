@@ -1,14 +1,15 @@
 //! [`DeltaFIFO`]: a queue of keys, each with the changes not yet processed for it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Result};
 
-use crate::delta::{Delta, DeltaType, Deltas};
+use crate::delta::{Delta, DeltaType};
 use crate::intake::Intake;
+use crate::keyed::{Keyed, SlotId};
 use crate::queue::TransformFunc;
 use crate::shared::{Pending, Shared};
 use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
@@ -82,8 +83,6 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
     }
 }
 
-type Map<K, V> = HashMap<K, V, RandomState>;
-
 /// client-go's `DeltaFIFO`: a FIFO of keys, and per key the changes ([`Deltas`]) not yet popped.
 ///
 /// * A key enters the queue once and keeps its place however many changes pile up for it
@@ -126,44 +125,6 @@ pub struct DeltaFIFO<K> {
     shared: Shared<Keyed<K>>,
 }
 
-/// The pending changes: per key, and the keys in order.
-struct Keyed<K> {
-    /// Every key in `queue` and nothing else, each with at least one delta.
-    items: Map<Arc<str>, Deltas<K>>,
-    /// Keys in arrival order, without duplicates.
-    queue: VecDeque<Arc<str>>,
-}
-
-impl<K> Keyed<K> {
-    /// Appends `delta` to the deltas of `key`, queueing the key if it is new.
-    fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
-        if let Some(deltas) = self.items.get_mut(key) {
-            deltas.push(delta);
-            deltas.dedup_newest();
-        } else {
-            let key: Arc<str> = Arc::from(key);
-            self.queue.push_back(Arc::clone(&key));
-            self.items.insert(key, Deltas::new(delta));
-        }
-    }
-}
-
-impl<K> Pending<K> for Keyed<K> {
-    fn take_front(&mut self) -> Option<Deltas<K>> {
-        // Every queued key has deltas: the loop only guards that invariant.
-        while let Some(key) = self.queue.pop_front() {
-            if let Some(deltas) = self.items.remove(&key) {
-                return Some(deltas);
-            }
-        }
-        None
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-}
-
 impl<K: Send + Sync + 'static> DeltaFIFO<K> {
     /// A queue with the default options: no known objects, `replace` emits Replaced, no
     /// transform.
@@ -180,10 +141,7 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
                 transform: options.transform,
             },
             emit_delta_type_replaced: options.emit_delta_type_replaced,
-            shared: Shared::new(Keyed {
-                items: Map::default(),
-                queue: VecDeque::new(),
-            }),
+            shared: Shared::new(Keyed::new()),
         }
     }
 
@@ -199,18 +157,22 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
 
     /// The number of keys queued.
     pub fn len(&self) -> usize {
-        self.shared.lock().pending.queue.len()
+        self.shared.lock().pending.len()
     }
 
     /// Whether nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.shared.lock().pending.queue.is_empty()
+        self.shared.lock().pending.is_empty()
     }
 
     /// The queued keys, in the order `pop` will deliver them.
     pub fn queued_keys(&self) -> Vec<String> {
         let state = self.shared.lock();
-        state.pending.queue.iter().map(|k| k.to_string()).collect()
+        state
+            .pending
+            .queued()
+            .map(|(_, key, _)| key.to_owned())
+            .collect()
     }
 
     /// Add and Update: key and transform outside the lock, then queue.
@@ -218,7 +180,7 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
         let (key, obj) = self.intake.admit(obj)?;
         let mut state = self.shared.lock();
         state.populated = true;
-        state.pending.queue_delta(&key, Delta::new(kind, obj));
+        state.pending.queue_delta(key, Delta::new(kind, obj));
         drop(state);
         self.shared.notify_one();
         Ok(())
@@ -237,7 +199,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
     fn delete(&self, obj: Arc<K>) -> Result<()> {
         let key = self.intake.key(&obj)?;
         let mut state = self.shared.lock();
-        if !state.pending.items.contains_key(key.as_str()) && self.intake.known(&key).is_none() {
+        if !state.pending.contains(&key) && self.intake.known(&key).is_none() {
             // Already reported (by a relist), or never seen: nothing to tell the consumer.
             state.populated = true;
             return Ok(());
@@ -247,7 +209,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
         state.populated = true;
         state
             .pending
-            .queue_delta(&key, Delta::Deleted(DeletedObject::Object(obj)));
+            .queue_delta(key, Delta::Deleted(DeletedObject::Object(obj)));
         drop(state);
         self.shared.notify_one();
         Ok(())
@@ -267,56 +229,37 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
             listed.iter().map(|(key, _)| key.as_str()).collect();
         let unique_listed = new_keys.len();
         // Queued keys the list lacks, with the newest object queued for them, in queue order.
-        let queued_deletions: Vec<(Arc<str>, Option<Arc<K>>)> = state
+        let queued_deletions: Vec<(SlotId, Delta<K>)> = state
             .pending
-            .queue
-            .iter()
-            .filter(|key| !new_keys.contains(&***key))
-            .map(|key| {
-                (
-                    Arc::clone(key),
-                    state.pending.items[key].newest().object().cloned(),
-                )
-            })
+            .queued()
+            .filter(|(_, key, _)| !new_keys.contains(key))
+            .map(|(slot, key, deltas)| (slot, tombstone(key, deltas.newest().object().cloned())))
             .collect();
         // Known keys the list lacks and nothing is queued for, with the cache's object.
-        let known_deletions: Vec<(String, Option<Arc<K>>)> = match &self.intake.known_objects {
+        let known_deletions: Vec<(String, Delta<K>)> = match &self.intake.known_objects {
             None => Vec::new(),
             Some(known) => known
                 .list_keys()
                 .into_iter()
-                .filter(|key| {
-                    !new_keys.contains(key.as_str()) && !state.pending.items.contains_key(&**key)
-                })
+                .filter(|key| !new_keys.contains(key.as_str()) && !state.pending.contains(key))
                 .map(|key| {
-                    let obj = known.get_by_key(&key);
-                    (key, obj)
+                    let delta = tombstone(&key, known.get_by_key(&key));
+                    (key, delta)
                 })
                 .collect(),
         };
         drop(new_keys);
 
         for (key, obj) in listed {
-            state.pending.queue_delta(&key, Delta::new(kind, obj));
+            state.pending.queue_delta(key, Delta::new(kind, obj));
         }
         let deletions = queued_deletions.len() + known_deletions.len();
-        for (key, obj) in queued_deletions {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.to_string(),
-                obj,
-            };
-            state
-                .pending
-                .queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+        // Listing cannot reuse the slot of a queued key: the slot numbers are still valid.
+        for (slot, delta) in queued_deletions {
+            state.pending.push_to(slot, delta);
         }
-        for (key, obj) in known_deletions {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            state
-                .pending
-                .queue_delta(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+        for (key, delta) in known_deletions {
+            state.pending.queue_delta(key, delta);
         }
         state.replaced(unique_listed + deletions);
         drop(state);
@@ -333,11 +276,11 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
         for key in known.list_keys() {
             // A queued change is newer than the cache: re-delivering the cache would go back in
             // time.
-            if state.pending.items.contains_key(key.as_str()) {
+            if state.pending.contains(&key) {
                 continue;
             }
             if let Some(obj) = known.get_by_key(&key) {
-                state.pending.queue_delta(&key, Delta::Sync(obj));
+                state.pending.queue_delta(key, Delta::Sync(obj));
                 queued = true;
             }
         }
@@ -350,6 +293,13 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
 }
 
 crate::shared::queue_via_shared!(DeltaFIFO);
+
+fn tombstone<K>(key: &str, obj: Option<Arc<K>>) -> Delta<K> {
+    Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
+        key: key.to_owned(),
+        obj,
+    }))
+}
 
 impl<K> fmt::Debug for DeltaFIFO<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

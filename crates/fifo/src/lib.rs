@@ -73,6 +73,7 @@ mod delta;
 mod delta_fifo;
 mod in_order;
 mod intake;
+mod keyed;
 mod queue;
 mod shared;
 mod sync;
