@@ -83,7 +83,7 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
     }
 }
 
-/// client-go's `DeltaFIFO`: a FIFO of keys, and per key the changes ([`Deltas`]) not yet popped.
+/// client-go's `DeltaFIFO`: a FIFO of keys, and per key the changes ([`Deltas`](crate::Deltas)) not yet popped.
 ///
 /// * A key enters the queue once and keeps its place however many changes pile up for it
 ///   (no line-jumping); `pop` hands over all of them at once.
