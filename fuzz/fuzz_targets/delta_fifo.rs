@@ -1,5 +1,6 @@
 //! Decodes bytes into a queue configuration and a sequence of operations, runs them on a real
-//! `DeltaFIFO` and on the reference model, and panics at the first difference.
+//! queue (the `DeltaFIFO`, or the `InOrderFIFO` when bit 3 of the first byte is set) and on its
+//! reference model, and panics at the first difference.
 #![no_main]
 
 use informer_fifo::model::{decode, run};

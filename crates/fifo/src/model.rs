@@ -1,9 +1,10 @@
-//! A reference model of [`DeltaFIFO`] and a harness that checks the real queue against it
-//! (feature `model`).
+//! Reference models of [`DeltaFIFO`] and [`InOrderFIFO`] and a harness that checks the real
+//! queues against them (feature `model`).
 //!
-//! The model is deliberately plain: the queue is a `Vec<(key, Vec<Delta>)>` searched linearly and
-//! the known objects a `BTreeMap`, each rule written out as the client-go documentation states it.
-//! [`run`] drives the model and a real [`DeltaFIFO`] with the same operations, each fed by its own
+//! The models are deliberately plain: the DeltaFIFO is a `Vec<(key, Vec<Delta>)>` searched
+//! linearly, the in-order FIFO a `Vec<(key, Delta)>`, the known objects a `BTreeMap`; each rule is
+//! written out as client-go's documentation states it. [`run`] drives a model and the real queue
+//! with the same operations, each fed by its own
 //! cache that its pops are applied to (as a controller would), and panics at the first
 //! difference: a write's result, a popped [`Deltas`] and its initial-list flag, the queued keys,
 //! or `has_synced`.
@@ -20,10 +21,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use informer_store::{Error, KeyError, KnownObjects, ReflectorStore, key_func};
+use informer_store::{Error, KeyError, KnownObjects, key_func};
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
+use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
 use crate::queue::{Queue, QueueClosed, transform_func};
 use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
@@ -50,6 +52,9 @@ pub struct Config {
     pub emit_replaced: bool,
     /// Install a transform that adds [`TRANSFORMED`] and fails on poisoned objects.
     pub transform: bool,
+    /// Check [`InOrderFIFO`] against [`InOrderModel`] instead of [`DeltaFIFO`] against
+    /// [`Model`].
+    pub in_order: bool,
 }
 
 /// One operation on the queue.
@@ -88,7 +93,20 @@ fn failure(result: Result<(), Error>) -> Result<(), Failure> {
     })
 }
 
-/// The reference model.
+/// The transform of the model runs: adds [`TRANSFORMED`], fails on poisoned objects.
+fn transform(config: Config, obj: &Obj) -> Result<Arc<Obj>, Failure> {
+    if !config.transform {
+        return Ok(Arc::new(obj.clone()));
+    }
+    if obj.poison {
+        return Err(Failure::Transform);
+    }
+    let mut obj = obj.clone();
+    obj.version += TRANSFORMED;
+    Ok(Arc::new(obj))
+}
+
+/// The reference model of [`DeltaFIFO`]: a `Vec` of `(key, deltas)` plus the known objects.
 #[derive(Debug, Default)]
 pub struct Model {
     config: Config,
@@ -116,15 +134,7 @@ impl Model {
     }
 
     fn transform(&self, obj: &Obj) -> Result<Arc<Obj>, Failure> {
-        if !self.config.transform {
-            return Ok(Arc::new(obj.clone()));
-        }
-        if obj.poison {
-            return Err(Failure::Transform);
-        }
-        let mut obj = obj.clone();
-        obj.version += TRANSFORMED;
-        Ok(Arc::new(obj))
+        transform(self.config, obj)
     }
 
     fn queued(&self, key: &str) -> bool {
@@ -260,6 +270,181 @@ impl Model {
     }
 }
 
+/// The reference model of [`InOrderFIFO`]: a `Vec` of `(key, delta)` events.
+#[derive(Debug, Default)]
+pub struct InOrderModel {
+    config: Config,
+    events: Vec<(String, Delta<Obj>)>,
+    known: BTreeMap<String, Arc<Obj>>,
+    populated: bool,
+    initial: usize,
+}
+
+impl InOrderModel {
+    /// An empty model.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            ..Self::default()
+        }
+    }
+
+    fn admit(&self, obj: &Obj) -> Result<(String, Arc<Obj>), Failure> {
+        let key = Model::key(obj)?;
+        Ok((key, transform(self.config, obj)?))
+    }
+
+    /// `add`, `update` or `delete`: always one event.
+    pub fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
+        let (key, obj) = self.admit(obj)?;
+        self.populated = true;
+        self.events.push((key, Delta::new(kind, obj)));
+        Ok(())
+    }
+
+    /// `replace`: deletions first, then Replaced in list order.
+    pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
+        let mut listed = Vec::new();
+        for obj in list {
+            listed.push(self.admit(obj)?);
+        }
+        let listed_keys: BTreeSet<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+        let mut first_seen: Vec<&str> = Vec::new();
+        for (key, _) in &self.events {
+            if !first_seen.contains(&key.as_str()) {
+                first_seen.push(key);
+            }
+        }
+        let mut deletions = Vec::new();
+        for key in &first_seen {
+            if listed_keys.contains(key) {
+                continue;
+            }
+            let last = self
+                .events
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, d)| d);
+            if let Some(last) = last.filter(|d| d.delta_type() != DeltaType::Deleted) {
+                deletions.push(tombstone(key, last.object().cloned()));
+            }
+        }
+        if self.config.known_objects {
+            for (key, obj) in &self.known {
+                if !listed_keys.contains(key.as_str()) && !first_seen.contains(&key.as_str()) {
+                    deletions.push(tombstone(key, Some(Arc::clone(obj))));
+                }
+            }
+        }
+        drop(listed_keys);
+        self.events.extend(deletions);
+        for (key, obj) in listed {
+            self.events.push((key, Delta::Replaced(obj)));
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial = self.events.len();
+        }
+        Ok(())
+    }
+
+    /// `resync`.
+    pub fn resync(&mut self) {
+        if !self.config.known_objects {
+            return;
+        }
+        for (key, obj) in &self.known {
+            if !self.events.iter().any(|(k, _)| k == key) {
+                self.events
+                    .push((key.clone(), Delta::Sync(Arc::clone(obj))));
+            }
+        }
+    }
+
+    /// `pop`: the oldest event and the initial-list flag, applied to the model's cache.
+    pub fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+        if self.events.is_empty() {
+            return None;
+        }
+        let initial = !self.has_synced();
+        let (key, delta) = self.events.remove(0);
+        if self.initial > 0 {
+            self.initial -= 1;
+        }
+        apply(&mut self.known, &key, &delta);
+        Some((vec![delta], initial))
+    }
+
+    /// `has_synced`.
+    pub fn has_synced(&self) -> bool {
+        self.populated && self.initial == 0
+    }
+
+    /// The key of every queued event, oldest first.
+    pub fn queued_keys(&self) -> Vec<String> {
+        self.events.iter().map(|(k, _)| k.clone()).collect()
+    }
+}
+
+fn tombstone(key: &str, obj: Option<Arc<Obj>>) -> (String, Delta<Obj>) {
+    let tombstone = DeletedFinalStateUnknown {
+        key: key.to_owned(),
+        obj,
+    };
+    (
+        key.to_owned(),
+        Delta::Deleted(DeletedObject::Tombstone(tombstone)),
+    )
+}
+
+/// The two models behind one interface, for [`run`].
+trait Reference {
+    fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure>;
+    fn delete(&mut self, obj: &Obj) -> Result<(), Failure>;
+    fn replace(&mut self, list: &[Obj]) -> Result<(), Failure>;
+    fn resync(&mut self);
+    fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)>;
+    fn has_synced(&self) -> bool;
+    fn queued_keys(&self) -> Vec<String>;
+    fn known(&self) -> &BTreeMap<String, Arc<Obj>>;
+}
+
+macro_rules! reference {
+    ($model:ty, |$m:ident, $obj:ident| $delete:expr) => {
+        impl Reference for $model {
+            fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
+                <$model>::write(self, kind, obj)
+            }
+            fn delete(&mut self, $obj: &Obj) -> Result<(), Failure> {
+                let $m = self;
+                $delete
+            }
+            fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
+                <$model>::replace(self, list)
+            }
+            fn resync(&mut self) {
+                <$model>::resync(self)
+            }
+            fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+                <$model>::pop(self)
+            }
+            fn has_synced(&self) -> bool {
+                <$model>::has_synced(self)
+            }
+            fn queued_keys(&self) -> Vec<String> {
+                <$model>::queued_keys(self)
+            }
+            fn known(&self) -> &BTreeMap<String, Arc<Obj>> {
+                &self.known
+            }
+        }
+    };
+}
+
+reference!(Model, |m, obj| Model::delete(m, obj));
+reference!(InOrderModel, |m, obj| m.write(DeltaType::Deleted, obj));
+
 /// What a controller does with a popped delta: write it to the cache, or remove the key.
 fn apply(cache: &mut BTreeMap<String, Arc<Obj>>, key: &str, delta: &Delta<Obj>) {
     match delta {
@@ -292,32 +477,72 @@ impl KnownObjects<Obj> for Cache {
     }
 }
 
-fn real_queue(config: Config, cache: &Arc<Cache>) -> DeltaFIFO<Obj> {
-    let mut options = DeltaFIFOOptions::default().emit_delta_type_replaced(config.emit_replaced);
-    if config.known_objects {
-        options = options.known_objects(Arc::clone(cache) as Arc<dyn KnownObjects<Obj>>);
-    }
-    if config.transform {
-        options = options.transform(transform_func(|o: Arc<Obj>| {
-            if o.poison {
-                return Err("poisoned".into());
-            }
-            let mut o = (*o).clone();
-            o.version += TRANSFORMED;
-            Ok(Arc::new(o))
-        }));
-    }
-    let key = key_func(|o: &Obj| {
-        if o.name.is_empty() {
-            Err(KeyError::MissingName)
-        } else {
-            Ok(o.name.clone())
-        }
-    });
-    DeltaFIFO::with_options(key, options)
+/// The queue under test.
+enum Real {
+    Delta(DeltaFIFO<Obj>),
+    InOrder(InOrderFIFO<Obj>),
 }
 
-fn pop_real(fifo: &DeltaFIFO<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bool), QueueClosed> {
+impl Real {
+    fn new(config: Config, cache: &Arc<Cache>) -> Self {
+        let known = config
+            .known_objects
+            .then(|| Arc::clone(cache) as Arc<dyn KnownObjects<Obj>>);
+        let transform = config.transform.then(|| {
+            transform_func(|o: Arc<Obj>| {
+                if o.poison {
+                    return Err("poisoned".into());
+                }
+                let mut o = (*o).clone();
+                o.version += TRANSFORMED;
+                Ok(Arc::new(o))
+            })
+        });
+        let key = key_func(|o: &Obj| {
+            if o.name.is_empty() {
+                Err(KeyError::MissingName)
+            } else {
+                Ok(o.name.clone())
+            }
+        });
+        if config.in_order {
+            let options = InOrderFIFOOptions {
+                known_objects: known,
+                transform,
+            };
+            Self::InOrder(InOrderFIFO::with_options(key, options))
+        } else {
+            let mut options =
+                DeltaFIFOOptions::default().emit_delta_type_replaced(config.emit_replaced);
+            options.known_objects = known;
+            options.transform = transform;
+            Self::Delta(DeltaFIFO::with_options(key, options))
+        }
+    }
+
+    fn queue(&self) -> &dyn Queue<Obj> {
+        match self {
+            Self::Delta(q) => q,
+            Self::InOrder(q) => q,
+        }
+    }
+
+    fn queued_keys(&self) -> Vec<String> {
+        match self {
+            Self::Delta(q) => q.queued_keys(),
+            Self::InOrder(q) => q.queued_keys(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Delta(q) => q.is_empty(),
+            Self::InOrder(q) => q.is_empty(),
+        }
+    }
+}
+
+fn pop_real(fifo: &dyn Queue<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bool), QueueClosed> {
     let mut out = None;
     fifo.pop(&mut |deltas: Deltas<Obj>, initial| {
         let key = match deltas.newest() {
@@ -333,13 +558,22 @@ fn pop_real(fifo: &DeltaFIFO<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bo
     Ok(out.expect("pop returned Ok, so process ran"))
 }
 
-/// Runs `ops` on the model and on a real [`DeltaFIFO`]; panics at the first difference.
+/// Runs `ops` on the model and on a real queue (a [`DeltaFIFO`], or an [`InOrderFIFO`] if
+/// `config.in_order`); panics at the first difference.
 ///
 /// After the last operation both are closed and drained, and must agree to the end.
 pub fn run(config: Config, ops: &[Op]) {
-    let mut model = Model::new(config);
+    if config.in_order {
+        check(config, ops, InOrderModel::new(config));
+    } else {
+        check(config, ops, Model::new(config));
+    }
+}
+
+fn check(config: Config, ops: &[Op], mut model: impl Reference) {
     let cache = Arc::new(Cache::default());
-    let fifo = real_queue(config, &cache);
+    let real = Real::new(config, &cache);
+    let fifo = real.queue();
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Add(o) => assert_eq!(
@@ -367,14 +601,14 @@ pub fn run(config: Config, ops: &[Op]) {
                 model.resync();
             }
             Op::Pop => match model.pop() {
-                None => assert!(fifo.is_empty(), "step {step}: the model is empty"),
+                None => assert!(real.is_empty(), "step {step}: the model is empty"),
                 Some(expected) => {
-                    assert_eq!(pop_real(&fifo, &cache), Ok(expected), "step {step}: pop")
+                    assert_eq!(pop_real(fifo, &cache), Ok(expected), "step {step}: pop")
                 }
             },
         }
         assert_eq!(
-            fifo.queued_keys(),
+            real.queued_keys(),
             model.queued_keys(),
             "step {step}: {op:?}: queued keys"
         );
@@ -386,14 +620,14 @@ pub fn run(config: Config, ops: &[Op]) {
     }
     fifo.close();
     while let Some(expected) = model.pop() {
-        assert_eq!(pop_real(&fifo, &cache), Ok(expected), "drain after close");
+        assert_eq!(pop_real(fifo, &cache), Ok(expected), "drain after close");
     }
     assert_eq!(
-        pop_real(&fifo, &cache),
+        pop_real(fifo, &cache),
         Err(QueueClosed),
         "closed and drained"
     );
-    assert_eq!(*cache.lock(), model.known, "both caches end the same");
+    assert_eq!(&*cache.lock(), model.known(), "both caches end the same");
 }
 
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
@@ -401,7 +635,7 @@ const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
 /// Decodes arbitrary bytes into a configuration and a sequence of operations.
 ///
 /// The first byte is the configuration (bit 0: known objects, bit 1: emit Replaced, bit 2:
-/// transform). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
+/// transform, bit 3: the in-order FIFO instead of the DeltaFIFO). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
 /// three kinds of pop), followed by one byte per object (`% 6` picks the key, one of five names or
 /// the empty, failing one; `>= 240` poisons it for the transform); a replace first reads its list
 /// length (`% 6`). Versions count up from 1 in object order. Missing bytes end the run.
@@ -414,6 +648,7 @@ pub fn decode(data: &[u8]) -> (Config, Vec<Op>) {
         known_objects: first & 1 != 0,
         emit_replaced: first & 2 != 0,
         transform: first & 4 != 0,
+        in_order: first & 8 != 0,
     };
     let mut version = 0;
     let mut object = |byte: u8| {

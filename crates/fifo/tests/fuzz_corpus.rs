@@ -1,5 +1,5 @@
 //! Replays the fuzz target's committed corpus (`fuzz/corpus/delta_fifo`) on stable, so every test
-//! run checks the DeltaFIFO against the model on the inputs the fuzzer found interesting.
+//! run checks the queues against their models on the inputs the fuzzer found interesting.
 
 use std::fs;
 use std::path::Path;

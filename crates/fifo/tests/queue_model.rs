@@ -1,4 +1,4 @@
-//! DeltaFIFO against its reference model over random operation sequences.
+//! Both queues against their reference models over random operation sequences.
 
 use informer_fifo::model::{Config, Obj, Op, decode, run};
 use proptest::prelude::*;
@@ -28,12 +28,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config() -> impl Strategy<Value = Config> {
+fn config(in_order: bool) -> impl Strategy<Value = Config> {
     (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-        |(known_objects, emit_replaced, transform)| Config {
+        move |(known_objects, emit_replaced, transform)| Config {
             known_objects,
             emit_replaced,
             transform,
+            in_order,
         },
     )
 }
@@ -43,7 +44,15 @@ proptest! {
 
     #[test]
     fn delta_fifo_pops_exactly_what_the_model_pops(
-        config in config(),
+        config in config(false),
+        ops in prop::collection::vec(op(), 0..64),
+    ) {
+        run(config, &ops);
+    }
+
+    #[test]
+    fn in_order_fifo_pops_exactly_what_the_model_pops(
+        config in config(true),
         ops in prop::collection::vec(op(), 0..64),
     ) {
         run(config, &ops);
