@@ -63,6 +63,8 @@
 //! ```
 
 mod backoff;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 mod fake;
 mod lister_watcher;
