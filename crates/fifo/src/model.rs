@@ -18,7 +18,7 @@
 //! run(config, &ops);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use informer_store::{Error, KeyError, KnownObjects, key_func};
@@ -270,11 +270,11 @@ impl Model {
     }
 }
 
-/// The reference model of [`InOrderFIFO`]: a `Vec` of `(key, delta)` events.
+/// The reference model of [`InOrderFIFO`]: a list of `(key, delta)` events.
 #[derive(Debug, Default)]
 pub struct InOrderModel {
     config: Config,
-    events: Vec<(String, Delta<Obj>)>,
+    events: VecDeque<(String, Delta<Obj>)>,
     known: BTreeMap<String, Arc<Obj>>,
     populated: bool,
     initial: usize,
@@ -298,7 +298,7 @@ impl InOrderModel {
     pub fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
         let (key, obj) = self.admit(obj)?;
         self.populated = true;
-        self.events.push((key, Delta::new(kind, obj)));
+        self.events.push_back((key, Delta::new(kind, obj)));
         Ok(())
     }
 
@@ -309,38 +309,34 @@ impl InOrderModel {
             listed.push(self.admit(obj)?);
         }
         let listed_keys: BTreeSet<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+        // Queued keys in order of first appearance, and the last event of each.
         let mut first_seen: Vec<&str> = Vec::new();
-        for (key, _) in &self.events {
-            if !first_seen.contains(&key.as_str()) {
+        let mut last: BTreeMap<&str, &Delta<Obj>> = BTreeMap::new();
+        for (key, delta) in &self.events {
+            if last.insert(key, delta).is_none() {
                 first_seen.push(key);
             }
         }
         let mut deletions = Vec::new();
         for key in &first_seen {
-            if listed_keys.contains(key) {
-                continue;
-            }
-            let last = self
-                .events
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, d)| d);
-            if let Some(last) = last.filter(|d| d.delta_type() != DeltaType::Deleted) {
+            let last = last[key];
+            if !listed_keys.contains(key) && last.delta_type() != DeltaType::Deleted {
                 deletions.push(tombstone(key, last.object().cloned()));
             }
         }
         if self.config.known_objects {
             for (key, obj) in &self.known {
-                if !listed_keys.contains(key.as_str()) && !first_seen.contains(&key.as_str()) {
+                if !listed_keys.contains(key.as_str()) && !last.contains_key(key.as_str()) {
                     deletions.push(tombstone(key, Some(Arc::clone(obj))));
                 }
             }
         }
+        drop(last);
+        drop(first_seen);
         drop(listed_keys);
         self.events.extend(deletions);
         for (key, obj) in listed {
-            self.events.push((key, Delta::Replaced(obj)));
+            self.events.push_back((key, Delta::Replaced(obj)));
         }
         if !self.populated {
             self.populated = true;
@@ -354,12 +350,15 @@ impl InOrderModel {
         if !self.config.known_objects {
             return;
         }
-        for (key, obj) in &self.known {
-            if !self.events.iter().any(|(k, _)| k == key) {
-                self.events
-                    .push((key.clone(), Delta::Sync(Arc::clone(obj))));
-            }
-        }
+        let queued: BTreeSet<&str> = self.events.iter().map(|(k, _)| k.as_str()).collect();
+        let syncs: Vec<_> = self
+            .known
+            .iter()
+            .filter(|(key, _)| !queued.contains(key.as_str()))
+            .map(|(key, obj)| (key.clone(), Delta::Sync(Arc::clone(obj))))
+            .collect();
+        drop(queued);
+        self.events.extend(syncs);
     }
 
     /// `pop`: the oldest event and the initial-list flag, applied to the model's cache.
@@ -368,7 +367,7 @@ impl InOrderModel {
             return None;
         }
         let initial = !self.has_synced();
-        let (key, delta) = self.events.remove(0);
+        let (key, delta) = self.events.pop_front()?;
         if self.initial > 0 {
             self.initial -= 1;
         }
