@@ -1,0 +1,816 @@
+//! The wire format, checked byte by byte over a raw TCP connection: status codes, Status
+//! bodies, headers, chunked watch framing, and how each watch fault looks on the wire.
+
+use std::time::Duration;
+
+use informer_apiserver::{
+    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, ResourceInfo, SlowStream, StatusError,
+    Verb,
+};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn start() -> ApiServer {
+    start_with(Config::for_tests(Duration::from_millis(100))).await
+}
+
+async fn start_with(config: Config) -> ApiServer {
+    ApiServer::start(config).await.expect("server starts")
+}
+
+fn pod(ns: &str, name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }))
+    .unwrap()
+}
+
+/// One HTTP/1.1 exchange on its own connection.
+struct Exchange {
+    stream: TcpStream,
+    /// Bytes read after the head.
+    raw: Vec<u8>,
+    status: u16,
+    headers: Vec<(String, String)>,
+}
+
+impl Exchange {
+    async fn send(
+        server: &ApiServer,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &str,
+    ) -> Exchange {
+        let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\
+             Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        let head_end = loop {
+            if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+            let mut buf = [0u8; 4096];
+            let n = tokio::time::timeout(WAIT, stream.read(&mut buf))
+                .await
+                .expect("a response head in time")
+                .unwrap();
+            assert!(n > 0, "connection closed before the response head");
+            raw.extend_from_slice(&buf[..n]);
+        };
+        let head = String::from_utf8(raw[..head_end].to_vec()).unwrap();
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        Exchange {
+            stream,
+            raw: raw[head_end + 4..].to_vec(),
+            status,
+            headers,
+        }
+    }
+
+    async fn get(server: &ApiServer, path: &str) -> Exchange {
+        Self::send(server, "GET", path, "application/json", "").await
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Reads until the peer closes; returns whether it closed cleanly (EOF, not a reset).
+    async fn read_to_end(&mut self) -> bool {
+        let mut buf = [0u8; 65536];
+        loop {
+            match tokio::time::timeout(WAIT, self.stream.read(&mut buf))
+                .await
+                .expect("the server ends the response in time")
+            {
+                Ok(0) => return true,
+                Ok(n) => self.raw.extend_from_slice(&buf[..n]),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Reads until the de-chunked body contains `needle`.
+    async fn read_until(&mut self, needle: &str) {
+        let mut buf = [0u8; 65536];
+        while !self.text().contains(needle) {
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("{needle:?} not seen; got {:?}", self.text()))
+                .unwrap();
+            assert!(n > 0, "closed before {needle:?}; got {:?}", self.text());
+            self.raw.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    fn chunked(&self) -> bool {
+        self.header("transfer-encoding") == Some("chunked")
+    }
+
+    /// The body, de-chunked if needed, and whether the chunked terminator was seen.
+    fn body(&self) -> (Vec<u8>, bool) {
+        if !self.chunked() {
+            return (self.raw.clone(), true);
+        }
+        let mut out = Vec::new();
+        let mut rest = self.raw.as_slice();
+        loop {
+            let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+                return (out, false);
+            };
+            let size_text = std::str::from_utf8(&rest[..eol]).unwrap();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap(), 16).unwrap();
+            if size == 0 {
+                return (out, rest[eol + 2..].starts_with(b"\r\n"));
+            }
+            let start = eol + 2;
+            if rest.len() < start + size + 2 {
+                out.extend_from_slice(&rest[start..rest.len().min(start + size)]);
+                return (out, false);
+            }
+            out.extend_from_slice(&rest[start..start + size]);
+            rest = &rest[start + size + 2..];
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body().0).into_owned()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body().0).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {:?}", self.text());
+        })
+    }
+
+    /// Complete watch events: one JSON object per line.
+    fn events(&self) -> Vec<Value> {
+        let text = self.text();
+        text.split_terminator('\n')
+            .filter(|l| text.ends_with('\n') || !l.is_empty())
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+fn assert_status(x: &Exchange, code: u16, reason: &str) -> Value {
+    assert_eq!(x.status, code, "{}", x.text());
+    assert_eq!(x.header("content-type"), Some("application/json"));
+    let body = x.json();
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["apiVersion"], "v1");
+    assert_eq!(body["status"], "Failure");
+    assert_eq!(body["code"], code);
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["metadata"].is_object());
+    body
+}
+
+#[tokio::test]
+async fn error_statuses_are_the_ones_kube_apiserver_sends() {
+    let server = start().await;
+    server.create(&pod("demo", "web-0")).unwrap();
+
+    let x = Exchange::get(&server, "/api/v1/widgets").await;
+    let body = assert_status(&x, 404, "NotFound");
+    assert_eq!(
+        body["message"],
+        "the server could not find the requested resource"
+    );
+
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/pods/nope").await;
+    let body = assert_status(&x, 404, "NotFound");
+    assert_eq!(body["message"], "pods \"nope\" not found");
+    assert_eq!(body["details"], json!({"name": "nope", "kind": "pods"}));
+
+    let pod_json =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/pods",
+        "application/json",
+        &pod_json,
+    )
+    .await;
+    let body = assert_status(&x, 409, "AlreadyExists");
+    assert_eq!(body["message"], "pods \"web-0\" already exists");
+
+    let stale = json!({"metadata": {"name": "web-0", "resourceVersion": "1"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/json",
+        &stale,
+    )
+    .await;
+    let body = assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        body["message"],
+        "Operation cannot be fulfilled on pods \"web-0\": the object has been modified; \
+         please apply your changes to the latest version and try again"
+    );
+
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/pods",
+        "application/json",
+        "{not json",
+    )
+    .await;
+    assert_status(&x, 400, "BadRequest");
+
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/pods",
+        "application/json",
+        r#"{"metadata":{}}"#,
+    )
+    .await;
+    let body = assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        body["message"],
+        "Pod \"\" is invalid: metadata.name: Required value: name or generateName is required"
+    );
+    assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueRequired");
+
+    let x = Exchange::get(&server, "/api/v1/pods?resourceVersionMatch=Exact").await;
+    let body = assert_status(&x, 422, "Invalid");
+    assert_eq!(body["details"]["kind"], "ListOptions");
+    assert_eq!(body["details"]["group"], "meta.k8s.io");
+    assert_eq!(
+        body["details"]["causes"][0]["field"],
+        "resourceVersionMatch"
+    );
+
+    let x = Exchange::get(&server, "/api/v1/pods?labelSelector=app%20in%20web").await;
+    assert_status(&x, 400, "BadRequest");
+    let x = Exchange::get(&server, "/api/v1/pods?fieldSelector=spec.image%3Dx").await;
+    let body = assert_status(&x, 400, "BadRequest");
+    assert_eq!(body["message"], "field label not supported: spec.image");
+    let x = Exchange::get(&server, "/api/v1/pods?limit=2&continue=garbage%21").await;
+    let body = assert_status(&x, 400, "BadRequest");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid continue token")
+    );
+    let x = Exchange::get(&server, "/api/v1/pods?continue=abc&resourceVersion=5").await;
+    let body = assert_status(&x, 400, "BadRequest");
+    assert_eq!(
+        body["message"],
+        "specifying resource version is not allowed when using continue"
+    );
+
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/json-patch+json",
+        "[]",
+    )
+    .await;
+    assert_status(&x, 415, "UnsupportedMediaType");
+}
+
+#[tokio::test]
+async fn failures_carry_retry_after_in_json_and_plain_text() {
+    let server = start().await;
+    let faults = server.faults();
+    faults.fail_next(Verb::List, 1, Failure::too_many_requests(7));
+    let x = Exchange::get(&server, "/api/v1/pods").await;
+    let body = assert_status(&x, 429, "TooManyRequests");
+    assert_eq!(x.header("retry-after"), Some("7"));
+    assert_eq!(body["details"]["retryAfterSeconds"], 7);
+
+    faults.fail_next(Verb::Any, 1, Failure::shutting_down());
+    let x = Exchange::get(&server, "/api/v1/pods").await;
+    assert_eq!(x.status, 429);
+    assert_eq!(x.header("retry-after"), Some("5"));
+    assert_eq!(x.header("connection"), Some("close"));
+    assert!(x.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(x.text().contains("shutting down"));
+
+    // Only the requests of the named verb fail, and only as many as asked.
+    faults.fail_next(Verb::Watch, 2, Failure::unavailable());
+    assert_eq!(Exchange::get(&server, "/api/v1/pods").await.status, 200);
+    assert_eq!(
+        Exchange::get(
+            &server,
+            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
+        )
+        .await
+        .status,
+        503
+    );
+    assert_eq!(
+        Exchange::get(
+            &server,
+            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
+        )
+        .await
+        .status,
+        503
+    );
+    assert_eq!(
+        Exchange::get(
+            &server,
+            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
+        )
+        .await
+        .status,
+        200
+    );
+
+    faults.set_unavailable(Some(2));
+    let x = Exchange::get(&server, "/api/v1/pods").await;
+    let body = assert_status(&x, 429, "TooManyRequests");
+    assert_eq!(body["message"], "storage is (re)initializing");
+    assert_eq!(x.header("retry-after"), Some("2"));
+    faults.set_unavailable(None);
+    assert_eq!(Exchange::get(&server, "/api/v1/pods").await.status, 200);
+
+    faults.set_latency(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    assert_eq!(Exchange::get(&server, "/api/v1/pods").await.status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn lists_have_the_kube_apiserver_shape() {
+    let server = start().await;
+    for name in ["b", "a", "c"] {
+        server.create(&pod("demo", name)).unwrap();
+    }
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/pods?limit=2").await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.header("content-type"), Some("application/json"));
+    let list = x.json();
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(
+        list["metadata"]["resourceVersion"],
+        server.resource_version().to_string()
+    );
+    assert_eq!(list["metadata"]["remainingItemCount"], 1);
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    // Built-in list items carry no kind/apiVersion; keys are in order.
+    assert!(items[0].get("kind").is_none() && items[0].get("apiVersion").is_none());
+    assert_eq!(items[0]["metadata"]["name"], "a");
+    assert!(items[0]["metadata"]["uid"].as_str().unwrap().len() == 36);
+    assert_eq!(items[0]["metadata"]["generation"], 1);
+    assert!(
+        items[0]["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+
+    // RV=0 is served from "cache": the limit is ignored.
+    let x = Exchange::get(
+        &server,
+        "/api/v1/namespaces/demo/pods?limit=1&resourceVersion=0",
+    )
+    .await;
+    let list = x.json();
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+    assert!(list["metadata"].get("continue").is_none());
+
+    // With a selector the page may be short, and remainingItemCount is not reported.
+    let x = Exchange::get(
+        &server,
+        "/api/v1/namespaces/demo/pods?limit=1&labelSelector=app%3Dweb",
+    )
+    .await;
+    let list = x.json();
+    assert!(list["metadata"]["continue"].is_string());
+    assert!(list["metadata"].get("remainingItemCount").is_none());
+
+    // An empty collection still has `items: []`.
+    let x = Exchange::get(&server, "/api/v1/namespaces/empty/configmaps").await;
+    assert_eq!(x.json()["items"], json!([]));
+    assert_eq!(x.json()["kind"], "ConfigMapList");
+
+    // The same list at an Exact, still retained revision: with a limit and RV=N, legacy Exact.
+    let rv_after_b = server.resource_version() - 2;
+    let x = Exchange::get(
+        &server,
+        &format!("/api/v1/namespaces/demo/pods?limit=10&resourceVersion={rv_after_b}"),
+    )
+    .await;
+    let list = x.json();
+    assert_eq!(list["metadata"]["resourceVersion"], rv_after_b.to_string());
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn watch_events_are_newline_delimited_json_over_chunks() {
+    let server = start().await;
+    let rv = server.resource_version();
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/namespaces/demo/pods?watch=1&resourceVersion={rv}"),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert!(x.chunked());
+    assert_eq!(x.header("content-type"), Some("application/json"));
+    server.create(&pod("demo", "a")).unwrap();
+    server.delete::<Pod>(Some("demo"), "a").unwrap();
+    x.read_until("DELETED").await;
+    let events = x.events();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "ADDED");
+    // Objects inside watch events carry kind and apiVersion.
+    assert_eq!(events[0]["object"]["kind"], "Pod");
+    assert_eq!(events[0]["object"]["apiVersion"], "v1");
+    // A DELETED carries the delete's revision.
+    assert_eq!(
+        events[1]["object"]["metadata"]["resourceVersion"],
+        server.resource_version().to_string()
+    );
+    assert!(x.text().ends_with("}\n"));
+    server.faults().close_watches();
+    assert!(x.read_to_end().await);
+    let (_, terminated) = x.body();
+    assert!(terminated, "a clean end has the chunked terminator");
+}
+
+#[tokio::test]
+async fn a_slow_stream_splits_events_across_chunks() {
+    let server = start().await;
+    let rv = server.resource_version();
+    server.faults().set_slow_stream(Some(SlowStream {
+        chunk_bytes: 7,
+        delay: Duration::from_millis(1),
+    }));
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/namespaces/demo/pods?watch=1&resourceVersion={rv}"),
+    )
+    .await;
+    server.create(&pod("demo", "a")).unwrap();
+    x.read_until("\n").await;
+    // Many chunks of at most 7 bytes made one event.
+    let chunk_headers = x.raw.windows(3).filter(|w| w == b"7\r\n").count();
+    assert!(chunk_headers > 10, "{}", String::from_utf8_lossy(&x.raw));
+    assert_eq!(x.events().len(), 1);
+}
+
+#[tokio::test]
+async fn watch_faults_on_the_wire() {
+    let server = start().await;
+    let faults = server.faults();
+    let rv = server.resource_version();
+    let path = format!("/api/v1/namespaces/demo/pods?watch=1&resourceVersion={rv}");
+
+    // Drop: the connection ends without the chunked terminator.
+    let mut x = Exchange::get(&server, &path).await;
+    server.create(&pod("demo", "a")).unwrap();
+    x.read_until("ADDED").await;
+    faults.drop_watches();
+    x.read_to_end().await;
+    assert!(!x.body().1, "an abrupt drop has no terminator: {:?}", x.raw);
+
+    // Torn event: half a JSON object, then a clean end.
+    let mut x = Exchange::get(&server, &path).await;
+    x.read_until("ADDED").await;
+    faults.torn_event();
+    assert!(x.read_to_end().await);
+    let (body, terminated) = x.body();
+    assert!(terminated);
+    assert!(String::from_utf8_lossy(&body).ends_with(r#"{"type":"MODIFIED","object":{"kind":"Po"#));
+
+    // Garbage line, then the stream goes on.
+    let mut x = Exchange::get(&server, &path).await;
+    x.read_until("ADDED").await;
+    faults.garbage_line();
+    x.read_until("this is not json\n").await;
+    faults.duplicate_last_event();
+    server.create(&pod("demo", "b")).unwrap();
+    x.read_until("\"name\":\"b\"").await;
+    let added: Vec<String> = x
+        .events()
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        added,
+        ["a", "a", "b"],
+        "the duplicate repeats the last event"
+    );
+
+    // Injected ERROR with a non-Status object.
+    let mut x = Exchange::get(&server, &path).await;
+    x.read_until("ADDED").await;
+    faults.inject_watch_error_object(json!({}));
+    assert!(x.read_to_end().await);
+    assert!(x.text().ends_with("{\"type\":\"ERROR\",\"object\":{}}\n"));
+
+    // Injected 504 TooLarge ERROR.
+    let mut x = Exchange::get(&server, &path).await;
+    x.read_until("ADDED").await;
+    faults.inject_watch_error(StatusError::too_large_resource_version(99, 5));
+    assert!(x.read_to_end().await);
+    let error = x.events().pop().unwrap();
+    assert_eq!(error["type"], "ERROR");
+    assert_eq!(error["object"]["code"], 504);
+    assert_eq!(
+        error["object"]["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+}
+
+#[tokio::test]
+async fn expired_watch_modes() {
+    let server = start().await;
+    server.create(&pod("demo", "a")).unwrap();
+    let old = server.resource_version();
+    server.create(&pod("demo", "b")).unwrap();
+    server.faults().compact_all();
+    let path = format!("/api/v1/pods?watch=1&resourceVersion={old}");
+
+    let mut x = Exchange::get(&server, &path).await;
+    assert_eq!(x.status, 200);
+    assert!(x.read_to_end().await);
+    let events = x.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["object"]["reason"], "Expired");
+    assert_eq!(events[0]["object"]["code"], 410);
+
+    server
+        .faults()
+        .set_expired_watch(ExpiredWatch::ErrorEventGone);
+    let mut x = Exchange::get(&server, &path).await;
+    assert!(x.read_to_end().await);
+    assert_eq!(x.events()[0]["object"]["reason"], "Gone");
+
+    server.faults().set_expired_watch(ExpiredWatch::Http410);
+    let x = Exchange::get(&server, &path).await;
+    let body = assert_status(&x, 410, "Expired");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version")
+    );
+
+    // A bumped revision (an etcd restore done right) expires everything before it.
+    server.faults().set_expired_watch(ExpiredWatch::ErrorEvent);
+    let before = server.resource_version();
+    server.faults().bump_revision(1000);
+    assert_eq!(server.resource_version(), before + 1000);
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/pods?watch=1&resourceVersion={before}"),
+    )
+    .await;
+    assert!(x.read_to_end().await);
+    assert_eq!(x.events()[0]["object"]["code"], 410);
+}
+
+#[tokio::test]
+async fn streaming_list_waits_for_a_future_revision_then_fails_with_504() {
+    let server = start().await;
+    let ahead = server.resource_version() + 50;
+    let mut x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true\
+             &resourceVersionMatch=NotOlderThan&resourceVersion={ahead}"
+        ),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert!(x.read_to_end().await);
+    let events = x.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(events[0]["object"]["reason"], "Timeout");
+    assert_eq!(
+        events[0]["object"]["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+}
+
+#[tokio::test]
+async fn legacy_watch_from_zero_is_a_streaming_list_with_an_end_marker() {
+    let server = start_with(Config {
+        bookmark_shape: BookmarkShape::NullFilled,
+        ..Config::for_tests(Duration::from_secs(3600))
+    })
+    .await;
+    server.create(&pod("demo", "a")).unwrap();
+    let mut x = Exchange::get(
+        &server,
+        "/api/v1/watch/namespaces/demo/pods?resourceVersion=0&allowWatchBookmarks=true",
+    )
+    .await;
+    x.read_until("BOOKMARK").await;
+    let events = x.events();
+    assert_eq!(events[0]["type"], "ADDED");
+    let bookmark = &events[1]["object"];
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(bookmark["metadata"]["creationTimestamp"], Value::Null);
+    assert_eq!(bookmark["spec"], json!({"containers": null}));
+    assert_eq!(
+        bookmark["metadata"]["resourceVersion"],
+        server.resource_version().to_string()
+    );
+
+    // Without allowWatchBookmarks there is no end marker, only the state.
+    let mut x = Exchange::get(&server, "/api/v1/namespaces/demo/pods?watch=true").await;
+    x.read_until("ADDED").await;
+    server.create(&pod("demo", "b")).unwrap();
+    x.read_until("\"b\"").await;
+    assert!(!x.text().contains("BOOKMARK"));
+}
+
+#[tokio::test]
+async fn bookmarks_can_be_switched_off() {
+    let server = start().await;
+    server.faults().set_bookmarks(false);
+    let rv = server.resource_version();
+    let mut x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1"
+        ),
+    )
+    .await;
+    assert!(x.read_to_end().await);
+    assert_eq!(x.text(), "", "no bookmark at all, even before the deadline");
+    server.faults().set_bookmarks(true);
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"),
+    )
+    .await;
+    x.read_until("BOOKMARK").await;
+}
+
+#[tokio::test]
+async fn named_watch_and_writes_over_http() {
+    let server = start().await;
+    let rv = server.resource_version();
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/watch/namespaces/demo/pods/b?resourceVersion={rv}"),
+    )
+    .await;
+    let body = json!({"metadata": {"name": "a"}, "spec": {"containers": []}}).to_string();
+    let created = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/pods",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    assert_eq!(created.json()["metadata"]["namespace"], "demo");
+    let body = json!({"metadata": {"name": "b"}, "spec": {"containers": []}}).to_string();
+    Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/pods",
+        "application/json",
+        &body,
+    )
+    .await;
+    let patch = json!({"spec": {"nodeName": "n1"}}).to_string();
+    let patched = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/b",
+        "application/merge-patch+json",
+        &patch,
+    )
+    .await;
+    assert_eq!(patched.status, 200);
+    assert_eq!(
+        patched.json()["metadata"]["generation"],
+        2,
+        "a spec change bumps generation"
+    );
+    let deleted = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/b",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(deleted.status, 200);
+    x.read_until("DELETED").await;
+    let names: Vec<(String, String)> = x
+        .events()
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("ADDED".into(), "b".into()),
+            ("MODIFIED".into(), "b".into()),
+            ("DELETED".into(), "b".into())
+        ]
+    );
+    // A no-op update takes no new revision.
+    let head = server.resource_version();
+    let current = Exchange::get(&server, "/api/v1/namespaces/demo/pods/a")
+        .await
+        .json();
+    let again = Exchange::send(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/demo/pods/a",
+        "application/json",
+        &current.to_string(),
+    )
+    .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(server.resource_version(), head);
+}
+
+#[tokio::test]
+async fn custom_resources_and_discovery() {
+    let widgets = ResourceInfo::custom("example.com", "v1", "Widget", "widgets", true);
+    let server =
+        start_with(Config::for_tests(Duration::from_secs(60)).register_info(widgets.clone())).await;
+    server
+        .create_value(
+            &widgets,
+            json!({"metadata": {"name": "w1", "namespace": "demo"}, "size": 3}),
+        )
+        .unwrap();
+    let x = Exchange::get(&server, "/apis/example.com/v1/namespaces/demo/widgets").await;
+    let list = x.json();
+    assert_eq!(list["kind"], "WidgetList");
+    assert_eq!(list["apiVersion"], "example.com/v1");
+    // Custom resource items carry their type.
+    assert_eq!(list["items"][0]["kind"], "Widget");
+    assert_eq!(list["items"][0]["size"], 3);
+
+    let groups = Exchange::get(&server, "/apis").await.json();
+    assert_eq!(groups["kind"], "APIGroupList");
+    assert_eq!(groups["groups"][0]["name"], "example.com");
+    let core = Exchange::get(&server, "/api/v1").await.json();
+    let names: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pods", "configmaps", "namespaces", "nodes"]);
+    assert_eq!(
+        Exchange::get(&server, "/api").await.json()["versions"],
+        json!(["v1"])
+    );
+    assert_eq!(
+        Exchange::get(&server, "/version").await.json()["gitVersion"],
+        "v1.36.0"
+    );
+    assert_eq!(
+        Exchange::get(&server, "/apis/example.com/v1").await.json()["resources"][0]["kind"],
+        "Widget"
+    );
+}
