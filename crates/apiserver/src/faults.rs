@@ -285,6 +285,25 @@ impl Faults {
         self.broadcast(Control::Close);
     }
 
+    /// An etcd restore from an old snapshot *without* a revision bump: every object goes back
+    /// to its state at `revision`, the head moves back to it (later writes reuse revisions
+    /// clients have already seen), and every watch ends cleanly. Watches resumed from a
+    /// "future" revision then wait silently; lists not older than it get 504 TooLarge.
+    /// Returns `false` (and changes nothing) when `revision` is below the history floor or
+    /// above the head.
+    pub fn rewind_to(&self, revision: u64) -> bool {
+        let head = {
+            let mut storage = self.shared.storage.write();
+            if storage.rewind(revision).is_err() {
+                return false;
+            }
+            storage.head
+        };
+        self.shared.head.send_replace(head);
+        self.broadcast(Control::Close);
+        true
+    }
+
     /// An etcd restore done right: the revision jumps forward by `delta`, everything before it
     /// is compacted, and every watch ends cleanly.
     pub fn bump_revision(&self, delta: u64) {

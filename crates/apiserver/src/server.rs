@@ -61,7 +61,47 @@ pub(crate) struct Shared {
 pub struct ApiServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    listener: tokio::sync::Mutex<Listener>,
+}
+
+/// The accept loop currently serving, and how to stop it.
+struct Listener {
+    stop: CancellationToken,
     task: Option<JoinHandle<()>>,
+}
+
+fn spawn_listener(shared: &Arc<Shared>, listener: tokio::net::TcpListener) -> Listener {
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(shared.clone());
+    let stop = shared.shutdown.child_token();
+    let stopped = stop.clone();
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await });
+        if let Err(err) = serve.await {
+            tracing::warn!(%err, "API server stopped with an error");
+        }
+    });
+    Listener {
+        stop,
+        task: Some(task),
+    }
+}
+
+impl Listener {
+    async fn stop(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            // Connections still open after a grace period are cut.
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("API server did not stop within 5 s");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -113,21 +153,11 @@ impl ApiServer {
             open_watches: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
         });
-        let app = axum::Router::new()
-            .fallback(handle)
-            .with_state(shared.clone());
-        let shutdown = shared.shutdown.clone();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await });
-            if let Err(err) = serve.await {
-                tracing::warn!(%err, "API server stopped with an error");
-            }
-        });
+        let listener = spawn_listener(&shared, listener);
         Ok(ApiServer {
             shared,
             addr,
-            task: Some(task),
+            listener: tokio::sync::Mutex::new(listener),
         })
     }
 
@@ -189,17 +219,24 @@ impl ApiServer {
     }
 
     /// Stops serving: open watches end cleanly, then the listener closes.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         self.shared.shutdown.cancel();
-        if let Some(task) = self.task.take() {
-            // Connections still open after a grace period are cut.
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("API server did not stop within 5 s");
-            }
-        }
+        self.listener.lock().await.stop().await;
+    }
+
+    /// A process restart: every watch is aborted, the port refuses connections for
+    /// `down_for`, then the server listens again on the same address with its history lost
+    /// (objects and the revision counter survive, as they live in etcd). Combine with
+    /// [`Faults::set_unavailable`] for the "storage is (re)initializing" phase that follows a
+    /// real restart.
+    pub async fn restart_process(&self, down_for: Duration) -> Result<(), Error> {
+        let mut listener = self.listener.lock().await;
+        self.faults().restart();
+        listener.stop().await;
+        tokio::time::sleep(down_for).await;
+        let socket = tokio::net::TcpListener::bind(self.addr).await?;
+        *listener = spawn_listener(&self.shared, socket);
+        Ok(())
     }
 
     fn index(&self, info: &ResourceInfo) -> Result<usize, Error> {

@@ -215,6 +215,28 @@ impl Storage {
         self.reset_history();
     }
 
+    /// Rebuilds every resource as it was at `rev` and moves the head back to it, forgetting
+    /// the changes after it (an etcd restore from an old snapshot, without a revision bump).
+    /// Fails with the floor when `rev` is no longer retained.
+    pub(crate) fn rewind(&mut self, rev: u64) -> Result<(), u64> {
+        if rev < self.floor || rev > self.head {
+            return Err(self.floor);
+        }
+        for r in 0..self.resources.len() {
+            let mut objects = BTreeMap::new();
+            self.visit_at(r, rev, None, None, &mut |key, obj| {
+                objects.insert(key.to_owned(), obj.clone());
+                true
+            });
+            self.resources[r].objects = objects;
+        }
+        while self.history.back().is_some_and(|c| c.rv > rev) {
+            self.history.pop_back();
+        }
+        self.head = rev;
+        Ok(())
+    }
+
     pub(crate) fn history_len(&self) -> usize {
         self.history.len()
     }
@@ -360,6 +382,24 @@ mod tests {
         assert_eq!(s.compact(4), 4);
         assert_eq!(s.floor, 4);
         assert_eq!(s.history_len(), 2);
+    }
+
+    #[test]
+    fn rewinding_restores_an_old_state_and_head() {
+        let mut s = Storage::new(1, 100, 16);
+        s.register(ResourceInfo::of::<k8s_openapi::api::core::v1::Pod>());
+        s.commit(0, "ns/a".into(), ChangeType::Added, pod("a", 1), None); // 2
+        let prev = s.get(0, "ns/a").cloned();
+        s.commit(0, "ns/a".into(), ChangeType::Modified, pod("a", 2), prev); // 3
+        s.commit(0, "ns/b".into(), ChangeType::Added, pod("b", 1), None); // 4
+        s.rewind(2).unwrap();
+        assert_eq!(s.head, 2);
+        assert_eq!(names_at(&s, 2), vec![("ns/a".into(), 1)]);
+        // The next write reuses revision 3, as a restored etcd would.
+        let c = s.commit(0, "ns/c".into(), ChangeType::Added, pod("c", 1), None);
+        assert_eq!(c.rv, 3);
+        s.compact(3);
+        assert_eq!(s.rewind(2), Err(3));
     }
 
     #[test]

@@ -586,3 +586,99 @@ async fn wait_for(mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test]
+async fn the_kubeconfig_is_accepted_by_kube_client() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    server
+        .create(&pod("default", "web", json!({}), "n1"))
+        .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(config.default_namespace, "default");
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    assert_eq!(
+        names(&pods.list(&ListParams::default()).await.unwrap().items),
+        ["web"]
+    );
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "36")
+    );
+}
+
+#[tokio::test]
+async fn a_process_restart_refuses_connections_then_serves_with_history_lost() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    server.create(&pod("demo", "a", json!({}), "n1")).unwrap();
+    let rv = server.resource_version().to_string();
+    server.create(&pod("demo", "b", json!({}), "n1")).unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(
+        name_of(&next_object(&mut stream).await),
+        ("ADDED", "b".into())
+    );
+    let restart = server.restart_process(Duration::from_millis(500));
+    let probe = async {
+        // While it is down, connections are refused.
+        wait_for(|| server.open_watches() == 0).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(tokio::net::TcpStream::connect(server.addr()).await.is_err());
+    };
+    let (restarted, ()) = tokio::join!(restart, probe);
+    restarted.unwrap();
+    // Objects survive, history does not.
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        2
+    );
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(next(&mut stream).await, WatchEvent::Error(s) if s.code == 410));
+}
+
+#[tokio::test]
+async fn a_rewound_server_makes_newer_versions_too_large() {
+    let (server, client) = start().await;
+    let api: Api<Pod> = Api::namespaced(client, "demo");
+    server.create(&pod("demo", "a", json!({}), "n1")).unwrap();
+    let snapshot = server.resource_version();
+    server.create(&pod("demo", "b", json!({}), "n1")).unwrap();
+    let seen = server.resource_version().to_string();
+    assert!(server.faults().rewind_to(snapshot));
+    assert_eq!(server.resource_version(), snapshot);
+    let list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(names(&list.items), ["a"]);
+    match api
+        .list(
+            &ListParams::default()
+                .at(&seen)
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 504),
+        other => panic!("expected 504 TooLarge, got {other:?}"),
+    }
+    assert!(
+        !server.faults().rewind_to(snapshot + 100),
+        "cannot rewind forward"
+    );
+}
