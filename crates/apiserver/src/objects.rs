@@ -183,6 +183,12 @@ impl Shared {
         body: Value,
     ) -> Result<Arc<StoredObject>, StatusError> {
         let mut body = self.normalize_body(target.resource, body)?;
+        if meta_str(&body, "resourceVersion").is_some() {
+            // etcd3's store refuses it; the API server reports it as an internal error.
+            return Err(StatusError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         let namespace = self.check_namespace(target, &mut body)?;
         let mut storage = self.storage.write();
         let info = storage.resource(target.resource).info.clone();
