@@ -117,6 +117,8 @@ pub struct SlowStream {
 pub(crate) enum Control {
     /// Abort the connection (no chunked terminator).
     Drop,
+    /// Write half an event, then abort the connection.
+    DropMidEvent,
     /// End the body cleanly.
     Close,
     /// Send `{"type":"ERROR","object":<object>}` and end cleanly.
@@ -136,6 +138,7 @@ pub(crate) struct FaultState {
     pub(crate) bookmarks_off: bool,
     pub(crate) expired_watch: Option<ExpiredWatch>,
     pub(crate) unavailable: Option<u32>,
+    pub(crate) cache_lag: u64,
     failures: Vec<(Verb, usize, Failure)>,
 }
 
@@ -180,6 +183,12 @@ impl Faults {
     /// balancer reset or a crashed server.
     pub fn drop_watches(&self) {
         self.broadcast(Control::Drop);
+    }
+
+    /// Writes the first half of an event on every open watch, then aborts the connection: the
+    /// client is left with a partial JSON object and a transport error.
+    pub fn drop_watches_mid_event(&self) {
+        self.broadcast(Control::DropMidEvent);
     }
 
     /// Ends every open watch cleanly, like a server-side timeout.
@@ -257,6 +266,16 @@ impl Faults {
     /// (re)initializing") and `Retry-After: retry_after`, or serves normally again with `None`.
     pub fn set_unavailable(&self, retry_after: Option<u32>) {
         self.shared.faults.lock().unavailable = retry_after;
+    }
+
+    /// Makes the watch cache lag `revisions` behind the head (0: no lag). Reads that may be
+    /// stale — lists and watches at `resourceVersion="0"` — are served at the cache's revision
+    /// (never below the history floor), and reads not older than a revision the cache has not
+    /// reached wait for it (up to [`Config::too_large_wait`](crate::Config::too_large_wait),
+    /// then 504 TooLarge). Consistent reads (`resourceVersion` unset) still see the head, as
+    /// kube-apiserver falls back to etcd for them; watch events are not delayed.
+    pub fn set_cache_lag(&self, revisions: u64) {
+        self.shared.faults.lock().cache_lag = revisions;
     }
 
     /// Compacts the history up to `revision` (clamped to the head): older lists, continue

@@ -61,16 +61,24 @@ fn decode_continue(token: &str) -> Result<(i64, String), StatusError> {
 }
 
 impl Shared {
+    /// The watch cache's revision: the head, less the injected lag, never below the floor.
+    pub(crate) fn cache_revision(&self, storage: &crate::storage::Storage) -> u64 {
+        let lag = self.faults.lock().cache_lag;
+        storage.head.saturating_sub(lag).max(storage.floor)
+    }
+
     /// Waits until the head reaches `rv`, up to the configured wait; then 504 TooLarge.
     pub(crate) async fn wait_for_revision(&self, rv: u64) -> Result<(), StatusError> {
+        let lag = self.faults.lock().cache_lag;
         let mut head = self.head.subscribe();
         let wait = self.config.too_large_wait;
-        let reached = tokio::time::timeout(wait, head.wait_for(|h| *h >= rv)).await;
+        let reached =
+            tokio::time::timeout(wait, head.wait_for(|h| h.saturating_sub(lag) >= rv)).await;
         match reached {
             Ok(Ok(_)) => Ok(()),
             _ => Err(StatusError::too_large_resource_version(
                 rv,
-                *self.head.borrow(),
+                self.head.borrow().saturating_sub(lag),
             )),
         }
     }
@@ -95,9 +103,14 @@ impl Shared {
 
         // Which revision to read, and whether the limit applies.
         enum Read {
+            /// Consistent: the head.
             Current,
+            /// The state exactly at a revision.
             Exact(u64),
+            /// From the cache, once it is at least this new.
             NotOlderThan(u64),
+            /// From the cache, whatever its revision (`"0"`).
+            Cached(u64),
         }
         let (read, limit, start) = if !opts.continue_token.is_empty() {
             if !matches!(requested, RequestedRv::Unset | RequestedRv::Zero) {
@@ -115,15 +128,18 @@ impl Shared {
         } else {
             match (opts.resource_version_match.as_str(), requested) {
                 (_, RequestedRv::Unset) => (Read::Current, limit, None),
-                (_, RequestedRv::Zero) => (Read::Current, None, None),
+                (_, RequestedRv::Zero) => (Read::Cached(0), None, None),
                 ("Exact", RequestedRv::At(n)) => (Read::Exact(n), limit, None),
                 ("", RequestedRv::At(n)) if limit.is_some() => (Read::Exact(n), limit, None),
                 (_, RequestedRv::At(n)) => (Read::NotOlderThan(n), limit, None),
             }
         };
         let continuing = start.is_some();
+        let lag = self.faults.lock().cache_lag;
         match read {
-            Read::Exact(n) | Read::NotOlderThan(n) if n > *self.head.borrow() => {
+            Read::Exact(n) | Read::NotOlderThan(n) | Read::Cached(n)
+                if n > self.head.borrow().saturating_sub(lag) =>
+            {
                 self.wait_for_revision(n).await?;
             }
             _ => {}
@@ -131,7 +147,8 @@ impl Shared {
 
         let storage = self.storage.read();
         let at = match read {
-            Read::Current | Read::NotOlderThan(_) => storage.head,
+            Read::Current => storage.head,
+            Read::NotOlderThan(_) | Read::Cached(_) => self.cache_revision(&storage),
             Read::Exact(n) if n < storage.floor => {
                 return Err(if continuing {
                     let start = start.as_deref().unwrap_or_default();
@@ -157,13 +174,10 @@ impl Shared {
         let mut count = 0usize;
         let mut last_key: Option<String> = None;
         let mut more = false;
-        let mut remaining = 0u64;
         storage.visit_at(r, at, namespace, full_start.as_deref(), &mut |key, obj| {
             if limit.is_some_and(|l| count >= l) {
                 more = true;
-                remaining += 1;
-                // With selectors the count would be wrong, so it is not reported: stop here.
-                return !selective;
+                return false;
             }
             if !labels.matches(&obj.value) || !fields.matches(&obj.value) {
                 return true;
@@ -191,6 +205,8 @@ impl Shared {
                 Value::String(encode_continue(token_rv, &format!("{relative}\u{0}"))),
             );
             if !selective {
+                // Only without selectors: with them the count would not be of matching items.
+                let remaining = storage.count_after(r, at, namespace, &last);
                 metadata.insert("remainingItemCount".into(), Value::from(remaining));
             }
         }

@@ -30,7 +30,47 @@ const FLUSH_BYTES: usize = 64 * 1024;
 /// The annotation that marks the end of a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
-type Chunk = Result<Bytes, io::Error>;
+/// What the watch task hands to the response body.
+enum Chunk {
+    Data(Bytes),
+    /// Abort the connection once everything before has been flushed.
+    Abort,
+}
+
+/// The response body: the task's chunks, and an abort that happens only after the bytes before
+/// it reached the socket (the body returns `Pending` once, which makes hyper flush, then fails).
+struct BodyStream {
+    rx: mpsc::Receiver<Chunk>,
+    aborting: bool,
+}
+
+impl futures::Stream for BodyStream {
+    type Item = Result<Bytes, io::Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.aborting {
+            return Poll::Ready(Some(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "watch dropped by fault injection",
+            ))));
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(Chunk::Data(bytes))) => Poll::Ready(Some(Ok(bytes))),
+            Poll::Ready(Some(Chunk::Abort)) => {
+                this.aborting = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
 
 /// Where the stream starts.
 enum Start {
@@ -158,9 +198,10 @@ impl Shared {
         };
         self.open_watches.fetch_add(1, Ordering::SeqCst);
         let guard = OpenWatch(self.clone());
-        let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|chunk| (chunk, rx))
-        }));
+        let body = Body::from_stream(BodyStream {
+            rx,
+            aborting: false,
+        });
         let response = Response::builder()
             .status(200)
             .header("content-type", "application/json")
@@ -171,7 +212,7 @@ impl Shared {
             drop(guard);
             let line = event_line("ERROR", &status.to_json());
             tokio::spawn(async move {
-                let _ = tx.send(Ok(line)).await;
+                let _ = tx.send(Chunk::Data(line)).await;
             });
             return Ok(response);
         }
@@ -191,14 +232,22 @@ impl Shared {
         let mut replay: Vec<Arc<Change>> = Vec::new();
         let skip_through = match start {
             Start::Initial { wait_for: None } => {
-                let head = storage.head;
-                storage.visit_at(r, head, namespace, None, &mut |key, obj| {
+                // RV "0" is served from the (possibly lagging) cache; anything else is a
+                // consistent read at the head.
+                let at = if requested == RequestedRv::Zero {
+                    self.cache_revision(&storage)
+                } else {
+                    storage.head
+                };
+                storage.visit_at(r, at, namespace, None, &mut |key, obj| {
                     if filter.matches(key, obj) {
                         initial.push(obj.clone());
                     }
                     true
                 });
-                head
+                // The cache then catches up: the changes after its snapshot follow.
+                replay = storage.changes_since(r, at);
+                at
             }
             Start::Initial { wait_for: Some(_) } => 0,
             Start::After(n) => {
@@ -261,7 +310,7 @@ impl WatchTask {
                 if let Err(status) = self.shared.wait_for_revision(n).await {
                     let _ = self
                         .out
-                        .send(Ok(event_line("ERROR", &status.to_json())))
+                        .send(Chunk::Data(event_line("ERROR", &status.to_json())))
                         .await;
                     return Err(());
                 }
@@ -284,18 +333,23 @@ impl WatchTask {
                 self.seen_rv = head;
                 self.send_initial(objects).await
             }
-            Start::Initial { wait_for: None } => self.send_initial(initial).await,
-            Start::After(_) => {
-                for change in replay {
-                    self.process(&change);
-                    if self.buffer.len() >= FLUSH_BYTES {
-                        self.flush().await?;
-                    }
-                }
-                self.flush().await
+            Start::Initial { wait_for: None } => {
+                self.send_initial(initial).await?;
+                self.replay(replay).await
             }
+            Start::After(_) => self.replay(replay).await,
             Start::Now => Ok(()),
         }
+    }
+
+    async fn replay(&mut self, replay: Vec<Arc<Change>>) -> Result<(), ()> {
+        for change in replay {
+            self.process(&change);
+            if self.buffer.len() >= FLUSH_BYTES {
+                self.flush().await?;
+            }
+        }
+        self.flush().await
     }
 
     async fn send_initial(&mut self, objects: Vec<Arc<StoredObject>>) -> Result<(), ()> {
@@ -402,13 +456,13 @@ impl WatchTask {
     async fn write(&mut self, data: Bytes) -> Result<(), ()> {
         let slow = self.shared.faults.lock().slow_stream;
         match slow {
-            None => self.out.send(Ok(data)).await.map_err(|_| ()),
+            None => self.out.send(Chunk::Data(data)).await.map_err(|_| ()),
             Some(slow) => {
                 let mut rest = data;
                 while !rest.is_empty() {
                     tokio::time::sleep(slow.delay).await;
                     let piece = rest.split_to(slow.chunk_bytes.min(rest.len()));
-                    self.out.send(Ok(piece)).await.map_err(|_| ())?;
+                    self.out.send(Chunk::Data(piece)).await.map_err(|_| ())?;
                 }
                 Ok(())
             }
@@ -454,13 +508,17 @@ impl WatchTask {
         match control {
             Control::Drop => {
                 let _ = self.flush().await;
+                let _ = self.out.send(Chunk::Abort).await;
+                Flow::Stop
+            }
+            Control::DropMidEvent => {
+                let _ = self.flush().await;
                 let _ = self
-                    .out
-                    .send(Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        "watch dropped by fault injection",
-                    )))
+                    .write(Bytes::from_static(
+                        b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Po",
+                    ))
                     .await;
+                let _ = self.out.send(Chunk::Abort).await;
                 Flow::Stop
             }
             Control::Close => {

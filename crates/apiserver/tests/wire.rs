@@ -303,6 +303,52 @@ async fn error_statuses_are_the_ones_kube_apiserver_sends() {
 }
 
 #[tokio::test]
+async fn creating_with_a_resource_version_is_refused_and_revisions_can_be_sparse() {
+    let server = start_with(Config {
+        resource_version_step: 7,
+        ..Config::for_tests(Duration::from_secs(60))
+    })
+    .await;
+    let body = json!({"metadata": {"name": "a", "resourceVersion": "5"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "application/json",
+        &body,
+    )
+    .await;
+    let status = assert_status(&x, 500, "InternalError");
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: resourceVersion should not be set on objects to be created"
+    );
+    let body = json!({"metadata": {"name": "a"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(x.json()["metadata"]["resourceVersion"], "8");
+    let x = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "application/json",
+        &json!({"metadata": {"name": "b"}}).to_string(),
+    )
+    .await;
+    assert_eq!(x.json()["metadata"]["resourceVersion"], "15");
+    assert!(
+        x.json()["metadata"].get("generation").is_none(),
+        "no spec, no generation"
+    );
+}
+
+#[tokio::test]
 async fn failures_carry_retry_after_in_json_and_plain_text() {
     let server = start().await;
     let faults = server.faults();
@@ -501,6 +547,15 @@ async fn watch_faults_on_the_wire() {
     faults.drop_watches();
     x.read_to_end().await;
     assert!(!x.body().1, "an abrupt drop has no terminator: {:?}", x.raw);
+
+    // Drop inside an event: half a JSON object and no terminator.
+    let mut x = Exchange::get(&server, &path).await;
+    x.read_until("ADDED").await;
+    faults.drop_watches_mid_event();
+    x.read_to_end().await;
+    let (body, terminated) = x.body();
+    assert!(!terminated);
+    assert!(String::from_utf8_lossy(&body).ends_with(r#"{"type":"MODIFIED","object":{"kind":"Po"#));
 
     // Torn event: half a JSON object, then a clean end.
     let mut x = Exchange::get(&server, &path).await;
@@ -812,5 +867,94 @@ async fn custom_resources_and_discovery() {
     assert_eq!(
         Exchange::get(&server, "/apis/example.com/v1").await.json()["resources"][0]["kind"],
         "Widget"
+    );
+}
+
+#[tokio::test]
+async fn a_cache_reinitialisation_ends_watches_cleanly_and_expires_old_versions() {
+    let server = start().await;
+    server.create(&pod("demo", "a")).unwrap();
+    let rv = server.resource_version();
+    let path = format!("/api/v1/pods?watch=1&resourceVersion={rv}");
+    let mut x = Exchange::get(&server, &path).await;
+    server.create(&pod("demo", "b")).unwrap();
+    x.read_until("ADDED").await;
+    server.faults().reinitialize_cache();
+    assert!(x.read_to_end().await);
+    assert!(x.body().1, "a clean end");
+    assert_eq!(server.history_floor(), server.resource_version());
+    let mut x = Exchange::get(&server, &path).await;
+    assert!(x.read_to_end().await);
+    assert_eq!(x.events()[0]["object"]["code"], 410);
+    // The current revision is still a valid start.
+    let head = server.resource_version();
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/pods?watch=1&resourceVersion={head}"),
+    )
+    .await;
+    server.create(&pod("demo", "c")).unwrap();
+    x.read_until("\"c\"").await;
+}
+
+#[tokio::test]
+async fn a_lagging_cache_serves_stale_reads_at_resource_version_zero() {
+    let server = start().await;
+    for name in ["a", "b", "c"] {
+        server.create(&pod("demo", name)).unwrap();
+    }
+    let head = server.resource_version();
+    server.faults().set_cache_lag(2);
+    let stale = Exchange::get(&server, "/api/v1/namespaces/demo/pods?resourceVersion=0")
+        .await
+        .json();
+    assert_eq!(stale["metadata"]["resourceVersion"], (head - 2).to_string());
+    assert_eq!(stale["items"].as_array().unwrap().len(), 1);
+    // A consistent read still sees the head.
+    let fresh = Exchange::get(&server, "/api/v1/namespaces/demo/pods")
+        .await
+        .json();
+    assert_eq!(fresh["metadata"]["resourceVersion"], head.to_string());
+    // Not older than the head: the cache never gets there in time.
+    let x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/namespaces/demo/pods?resourceVersion={head}&resourceVersionMatch=NotOlderThan"
+        ),
+    )
+    .await;
+    assert_status(&x, 504, "Timeout");
+    // A streaming list from "0" starts at the cache's snapshot, then catches up.
+    let mut x = Exchange::get(
+        &server,
+        "/api/v1/namespaces/demo/pods?watch=1&resourceVersion=0&allowWatchBookmarks=true",
+    )
+    .await;
+    x.read_until("\"c\"").await;
+    let summary: Vec<(String, String)> = x
+        .events()
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("ADDED".into(), "a".into()),
+            ("BOOKMARK".into(), String::new()),
+            ("ADDED".into(), "b".into()),
+            ("ADDED".into(), "c".into()),
+        ]
+    );
+    assert_eq!(
+        x.events()[1]["object"]["metadata"]["resourceVersion"],
+        (head - 2).to_string()
     );
 }
