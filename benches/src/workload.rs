@@ -66,13 +66,7 @@ pub fn namespace_index() -> IndexFunc<Pod> {
 
 /// `spec.nodeName`.
 pub fn node_index() -> IndexFunc<Pod> {
-    index_func(|p: &Pod| {
-        Ok(p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .into_iter()
-            .collect())
-    })
+    index_func(|p: &Pod| Ok(p.spec.as_ref().and_then(|s| s.node_name.as_deref()).into()))
 }
 
 /// The `namespace` and `node` indexes.

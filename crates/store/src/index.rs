@@ -138,7 +138,10 @@ impl<'a, V: Into<Cow<'a, str>>> FromIterator<V> for IndexValues<'a> {
 impl<'a, V: Into<Cow<'a, str>>> From<Option<V>> for IndexValues<'a> {
     /// `None` is no value, `Some(v)` is one.
     fn from(value: Option<V>) -> Self {
-        value.into_iter().collect()
+        match value {
+            Some(v) => Self::one(v),
+            None => Self::none(),
+        }
     }
 }
 

@@ -118,8 +118,15 @@ impl<K> Items<K> {
         self.table.len()
     }
 
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
     fn find(&self, key: &str) -> Option<SlotId> {
-        let hash = self.hasher.hash_one(key);
+        self.find_hashed(self.hasher.hash_one(key), key)
+    }
+
+    fn find_hashed(&self, hash: u64, key: &str) -> Option<SlotId> {
         let slots = &self.slots;
         self.table
             .find(hash, |&id| slot_key(slots, id) == key)
@@ -135,8 +142,8 @@ impl<K> Items<K> {
     }
 
     /// Stores `obj` in a fresh slot under `key`, which must not be present.
-    fn insert_new(&mut self, key: Box<str>, obj: Arc<K>) -> SlotId {
-        let hash = self.hasher.hash_one(&*key);
+    /// `hash` is `key`'s hash (see [`Items::hash`]).
+    fn insert_new(&mut self, hash: u64, key: Box<str>, obj: Arc<K>) -> SlotId {
         let slot = Some(Slot { key, obj });
         let id = match self.free.pop() {
             Some(id) => {
@@ -330,7 +337,8 @@ impl<K> Inner<K> {
     /// Stores `obj` under `key`; returns the object it replaced.
     fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let Inner { items, indexes, .. } = self;
-        let existing = items.find(&key);
+        let hash = items.hash(&key);
+        let existing = items.find_hashed(hash, &key);
         if !indexes.is_empty() {
             let old = existing.and_then(|id| items.slot(id)).map(|s| &*s.obj);
             // Compute every index value first: a failure must leave the indexes untouched.
@@ -364,7 +372,7 @@ impl<K> Inner<K> {
         {
             Some(slot) => Ok(Some(std::mem::replace(&mut slot.obj, obj))),
             None => {
-                items.insert_new(key.into_boxed_str(), obj);
+                items.insert_new(hash, key.into_boxed_str(), obj);
                 Ok(None)
             }
         }
@@ -405,13 +413,14 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
         let mut items = Items::with_capacity(list.len());
         for obj in list {
             let key = (self.key_func)(&obj)?;
+            let hash = items.hash(&key);
             match items
-                .find(&key)
+                .find_hashed(hash, &key)
                 .and_then(|id| items.slots.get_mut(id as usize))
             {
                 Some(Some(slot)) => slot.obj = obj, // a duplicate key: the last one wins
                 _ => {
-                    items.insert_new(key.into_boxed_str(), obj);
+                    items.insert_new(hash, key.into_boxed_str(), obj);
                 }
             }
         }
