@@ -35,29 +35,23 @@ pub trait ResourceEventHandler<K>: Send + Sync {
     }
 }
 
-impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Arc<H> {
-    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
-        (**self).on_add(obj, is_in_initial_list)
-    }
-    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
-        (**self).on_update(old, new)
-    }
-    fn on_delete(&self, obj: DeletedObject<K>) {
-        (**self).on_delete(obj)
-    }
+macro_rules! forward_through {
+    ($($ptr:ident),*) => {$(
+        impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for $ptr<H> {
+            fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+                (**self).on_add(obj, is_in_initial_list)
+            }
+            fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+                (**self).on_update(old, new)
+            }
+            fn on_delete(&self, obj: DeletedObject<K>) {
+                (**self).on_delete(obj)
+            }
+        }
+    )*};
 }
 
-impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Box<H> {
-    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
-        (**self).on_add(obj, is_in_initial_list)
-    }
-    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
-        (**self).on_update(old, new)
-    }
-    fn on_delete(&self, obj: DeletedObject<K>) {
-        (**self).on_delete(obj)
-    }
-}
+forward_through!(Arc, Box);
 
 type AddFn<K> = Box<dyn Fn(&Arc<K>, bool) + Send + Sync>;
 type UpdateFn<K> = Box<dyn Fn(&Arc<K>, &Arc<K>) + Send + Sync>;
