@@ -224,10 +224,11 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
             DeltaType::Sync
         };
 
-        let mut state = self.shared.lock();
         let new_keys: HashSet<&str, RandomState> =
             listed.iter().map(|(key, _)| key.as_str()).collect();
         let unique_listed = new_keys.len();
+
+        let mut state = self.shared.lock();
         // Queued keys the list lacks, with the newest object queued for them, in queue order.
         let queued_deletions: Vec<(SlotId, Delta<K>)> = state
             .pending
