@@ -8,17 +8,30 @@
 //! * `decode/*`: what kube-client does per response before the reflector sees anything: a
 //!   50,000-pod list body and 100,000 watch lines decoded with serde_json into k8s-openapi pods.
 //!
+//! * `http/*` (W-HTTP's list-and-watch part): the reflector through `KubeListerWatcher` and
+//!   kube-client against the in-process API server on loopback. `http/list_50k` times the list
+//!   (request, encode, transfer, decode, replace); `http/watch_100k` times 100,000 MODIFIED
+//!   events made before the watch starts, replayed from the server's history (encode, transfer,
+//!   decode, apply), from the watch request to the last event applied.
+//!
 //! Together they say where the time of the HTTP path goes (decode vs our code).
 
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use informer_apiserver::{ApiServer, Config};
 use informer_benches::workload::{indexers, key_func, pod, pod_at};
-use informer_reflector::{FakeListerWatcher, ListPage, Reflector, WatchEvent, WatchStep};
-use informer_store::{Indexers, ReflectorStore, ThreadSafeStore};
+use informer_kube::KubeListerWatcher;
+use informer_reflector::{
+    FakeListerWatcher, ListPage, ListParams, ListerWatcher, Reflector, WatchEvent, WatchParams,
+    WatchStep, WatchStream,
+};
+use informer_store::{Indexers, ReflectorStore, Store, ThreadSafeStore};
 use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use kube::core::{ObjectList, WatchEvent as KubeWatchEvent};
 use tokio_util::sync::CancellationToken;
 
@@ -182,5 +195,115 @@ fn decode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, reflector_in_memory, decode);
+/// A `ListerWatcher` whose first watch waits for a gate, and that says when it got there.
+struct Gated<L> {
+    inner: L,
+    reached: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Semaphore>,
+}
+
+impl<L: ListerWatcher<Pod>> ListerWatcher<Pod> for Gated<L> {
+    fn list(
+        &self,
+        params: &ListParams,
+    ) -> impl Future<Output = Result<ListPage<Pod>, informer_reflector::Error>> + Send {
+        self.inner.list(params)
+    }
+
+    fn watch(
+        &self,
+        params: &WatchParams,
+    ) -> impl Future<Output = Result<WatchStream<Pod>, informer_reflector::Error>> + Send {
+        let (reached, open) = (self.reached.clone(), self.open.clone());
+        let watch = self.inner.watch(params);
+        async move {
+            reached.notify_one();
+            drop(open.acquire().await);
+            watch.await
+        }
+    }
+}
+
+/// One W-HTTP run: `(list time, watch time)`.
+fn run_http() -> (Duration, Duration) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let config = Config {
+            history_size: 2 * EVENTS,
+            watch_buffer: 2 * EVENTS,
+            ..Config::default().register::<Pod>()
+        };
+        let server = ApiServer::start(config).await.unwrap();
+        for i in 0..PODS {
+            let mut p = pod(i);
+            p.metadata.resource_version = None;
+            server.create(&p).unwrap();
+        }
+        let mut kube_config = kube::Config::new(server.url().parse().unwrap());
+        kube_config.default_retry = false;
+        let client = kube::Client::try_from(kube_config).unwrap();
+        let reached = Arc::new(tokio::sync::Notify::new());
+        let open = Arc::new(tokio::sync::Semaphore::new(0));
+        let lister_watcher = Gated {
+            inner: KubeListerWatcher::new(Api::<Pod>::all(client)),
+            reached: reached.clone(),
+            open: open.clone(),
+        };
+        let store = Arc::new(ThreadSafeStore::with_indexers(key_func(), indexers()));
+        let reflector = Arc::new(
+            Reflector::new(lister_watcher, store.clone())
+                .with_seed(1)
+                .with_min_watch_timeout(Duration::from_secs(3600)),
+        );
+        let stop = CancellationToken::new();
+
+        let start = Instant::now();
+        let task = tokio::spawn({
+            let (reflector, stop) = (reflector.clone(), stop.clone());
+            async move { reflector.run(stop).await }
+        });
+        reached.notified().await;
+        let list_time = start.elapsed();
+        assert_eq!(store.len(), PODS);
+
+        // 100,000 changes while the reflector waits at its watch.
+        for k in 0..EVENTS {
+            let mut p = modified(k);
+            p.metadata.resource_version = None;
+            server.update(&p).unwrap();
+        }
+        let target = server.resource_version().to_string();
+
+        let start = Instant::now();
+        open.add_permits(1);
+        while reflector.last_sync_resource_version() != target {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let watch_time = start.elapsed();
+        stop.cancel();
+        task.await.unwrap();
+        server.shutdown().await;
+        (list_time, watch_time)
+    })
+}
+
+fn http(c: &mut Criterion) {
+    let mut g = c.benchmark_group("http");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(PODS as u64));
+    g.bench_function("list_50k", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| run_http().0).sum())
+    });
+    g.throughput(Throughput::Elements(EVENTS as u64));
+    g.bench_function("watch_100k", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| run_http().1).sum())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, reflector_in_memory, decode, http);
 criterion_main!(benches);
