@@ -666,6 +666,34 @@ async fn a_streaming_list_syncs_and_goes_on_watching() {
 }
 
 #[tokio::test]
+async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
+    let env = start(
+        Config::for_tests(Duration::from_millis(100)),
+        |s| {
+            s.create(&pod("p0", 0)).unwrap();
+            // A server without streaming lists answers sendInitialEvents with 422.
+            s.faults().fail_next(
+                Verb::Watch,
+                1,
+                Failure::Status(StatusError::custom(
+                    422,
+                    "Invalid",
+                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                )),
+            );
+        },
+        None,
+        |r| r.with_streaming_list(key_func::<Pod>()),
+    )
+    .await;
+    let shapes = env.shapes();
+    assert_eq!(shapes[..3], ["watch@", "list@0", "watch@2"], "{shapes:?}");
+    env.churn(0);
+    env.converged("after churn").await;
+    env.stop().await;
+}
+
+#[tokio::test]
 async fn a_large_collection_is_listed_in_pages_on_a_consistent_relist() {
     let env = start(
         Config::for_tests(Duration::from_millis(100)),
