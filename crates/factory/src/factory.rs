@@ -1,0 +1,477 @@
+//! [`SharedInformerFactory`]: one informer per resource and selection, shared by every caller.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_controller::{InformerError, SharedIndexInformer};
+use informer_reflector::ListerWatcher;
+use parking_lot::Mutex;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::FactoryError;
+use crate::lister::ResourceLister;
+use crate::options::InformerOptions;
+use crate::source::{ListerWatcherSource, Selection};
+use crate::sync_report::{CacheSyncReport, InformerStatus};
+
+/// The informer a factory over source `S` hands out for resource `R`.
+pub type FactoryInformer<S, R> = SharedIndexInformer<
+    <S as ListerWatcherSource<R>>::Object,
+    <S as ListerWatcherSource<R>>::ListerWatcher,
+>;
+
+/// Adjusts a new informer of one resource before it is stored (see
+/// [`SharedInformerFactory::configure`]).
+type Configure<O, L> =
+    Arc<dyn Fn(SharedIndexInformer<O, L>) -> SharedIndexInformer<O, L> + Send + Sync>;
+
+/// What an informer is shared under.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    resource: TypeId,
+    selection: Selection,
+    transform: Option<String>,
+}
+
+/// An informer with its types erased, as the factory runs and watches it.
+trait Runnable: Send + Sync {
+    fn run(
+        self: Arc<Self>,
+        stop: CancellationToken,
+    ) -> Pin<Box<dyn Future<Output = Result<(), InformerError>> + Send>>;
+    fn has_synced(&self) -> bool;
+    fn is_stopped(&self) -> bool;
+}
+
+impl<O, L> Runnable for SharedIndexInformer<O, L>
+where
+    O: Send + Sync + 'static,
+    L: ListerWatcher<O> + 'static,
+{
+    fn run(
+        self: Arc<Self>,
+        stop: CancellationToken,
+    ) -> Pin<Box<dyn Future<Output = Result<(), InformerError>> + Send>> {
+        Box::pin(async move { SharedIndexInformer::run(&self, stop).await })
+    }
+
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+
+    fn is_stopped(&self) -> bool {
+        SharedIndexInformer::is_stopped(self)
+    }
+}
+
+struct Entry {
+    resource: &'static str,
+    selection: Selection,
+    transform: Option<String>,
+    /// The typed informer, downcast by `informer_with`.
+    informer: Arc<dyn Any + Send + Sync>,
+    runner: Arc<dyn Runnable>,
+    started: bool,
+}
+
+impl Entry {
+    fn describe(&self) -> String {
+        describe(self.resource, &self.selection, self.transform.as_deref())
+    }
+
+    fn status(&self) -> InformerStatus {
+        InformerStatus {
+            resource: self.resource,
+            selection: self.selection.clone(),
+            transform: self.transform.clone(),
+            started: self.started,
+            synced: self.runner.has_synced(),
+            stopped: self.runner.is_stopped(),
+        }
+    }
+}
+
+pub(crate) fn describe(resource: &str, selection: &Selection, transform: Option<&str>) -> String {
+    let mut out = resource.to_owned();
+    let mut parts = Vec::new();
+    if let Some(ns) = &selection.namespace {
+        parts.push(format!("namespace={ns}"));
+    }
+    if let Some(l) = &selection.label_selector {
+        parts.push(format!("labels={l}"));
+    }
+    if let Some(f) = &selection.field_selector {
+        parts.push(format!("fields={f}"));
+    }
+    if let Some(t) = transform {
+        parts.push(format!("transform={t}"));
+    }
+    if !parts.is_empty() {
+        out.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    out
+}
+
+#[derive(Default)]
+struct State {
+    entries: Vec<Entry>,
+    by_key: HashMap<Key, usize>,
+    tasks: Vec<(String, JoinHandle<Result<(), InformerError>>)>,
+    shutting_down: bool,
+}
+
+/// Hands out one [`SharedIndexInformer`] per resource type and selection, however many callers
+/// ask, and starts, syncs and stops them together (client-go's `SharedInformerFactory`).
+///
+/// The factory gets lister-watchers from a [`ListerWatcherSource`] and knows nothing else about
+/// the server: `informer-kube`'s `KubeInformerFactory` is this factory over a `kube::Client`.
+///
+/// * [`informer_for`](Self::informer_for) / [`informer_with`](Self::informer_with) return the
+///   shared informer of a resource, creating it on first request. Register handlers and
+///   indexes on it before or after [`start`](Self::start).
+/// * [`start`](Self::start) runs every informer requested so far that is not running yet, on
+///   the current tokio runtime; call it again after requesting more.
+/// * [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits, with or without a timeout, for
+///   the started informers' first lists, and reports which synced.
+/// * [`shutdown`](Self::shutdown) stops every informer and waits until each has joined all of
+///   its threads. Dropping the factory stops them without waiting.
+///
+/// See the [crate documentation](crate) for an example.
+pub struct SharedInformerFactory<S> {
+    source: S,
+    defaults: Selection,
+    default_resync: Duration,
+    resync_for: HashMap<TypeId, Duration>,
+    configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    runtime: Option<Handle>,
+    stop: CancellationToken,
+    state: Mutex<State>,
+    /// Held by `shutdown` while it waits, so a concurrent call waits too.
+    shutdown_lock: tokio::sync::Mutex<()>,
+}
+
+impl<S> fmt::Debug for SharedInformerFactory<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("SharedInformerFactory")
+            .field("defaults", &self.defaults)
+            .field("default_resync", &self.default_resync)
+            .field(
+                "informers",
+                &state
+                    .entries
+                    .iter()
+                    .map(Entry::describe)
+                    .collect::<Vec<_>>(),
+            )
+            .field("shutting_down", &state.shutting_down)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Drop for SharedInformerFactory<S> {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
+    /// A factory over `source`: all namespaces, no selectors, no resync.
+    pub fn new(source: S) -> Self {
+        Self {
+            source,
+            defaults: Selection::default(),
+            default_resync: Duration::ZERO,
+            resync_for: HashMap::new(),
+            configure: HashMap::new(),
+            runtime: None,
+            stop: CancellationToken::new(),
+            state: Mutex::new(State::default()),
+            shutdown_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Every informer watches `namespace` only, unless its options say otherwise (`""`: all
+    /// namespaces; client-go's `WithNamespace`).
+    #[must_use]
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.defaults = std::mem::take(&mut self.defaults).namespace(namespace);
+        self
+    }
+
+    /// Every informer is narrowed by these label and field selectors (`""`: none), unless its
+    /// options say otherwise (client-go's `WithTweakListOptions`, for selectors).
+    #[must_use]
+    pub fn with_selectors(mut self, labels: impl Into<String>, fields: impl Into<String>) -> Self {
+        self.defaults = std::mem::take(&mut self.defaults)
+            .labels(labels)
+            .fields(fields);
+        self
+    }
+
+    /// The resync period of every informer without a per-type one (zero, the default: none).
+    #[must_use]
+    pub fn with_default_resync(mut self, period: Duration) -> Self {
+        self.default_resync = period;
+        self
+    }
+
+    /// The resync period of resource `R`'s informers (client-go's `WithCustomResyncConfig`).
+    #[must_use]
+    pub fn with_resync_for<R: ?Sized + 'static>(mut self, period: Duration) -> Self {
+        self.resync_for.insert(TypeId::of::<R>(), period);
+        self
+    }
+
+    /// Runs informers on this runtime instead of the one `start` is called from.
+    #[must_use]
+    pub fn with_runtime(mut self, handle: Handle) -> Self {
+        self.runtime = Some(handle);
+        self
+    }
+
+    /// Adjusts each new informer of resource `R` before anyone sees it: its queue, reflector
+    /// settings (backoff, page size), panic policy.
+    ///
+    /// ```
+    /// # use informer_factory::{ListerWatcherSource, SharedInformerFactory};
+    /// # fn doc<S: ListerWatcherSource<String> + Send + Sync>(factory: SharedInformerFactory<S>) {
+    /// use informer_controller::QueueKind;
+    /// let factory = factory.configure::<String>(|informer| informer.with_queue(QueueKind::InOrder));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn configure<R>(
+        mut self,
+        f: impl Fn(FactoryInformer<S, R>) -> FactoryInformer<S, R> + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: ?Sized + 'static,
+        S: ListerWatcherSource<R>,
+    {
+        let f: Configure<S::Object, S::ListerWatcher> = Arc::new(f);
+        self.configure.insert(TypeId::of::<R>(), Arc::new(f));
+        self
+    }
+
+    /// The source the factory gets its lister-watchers from.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The selection an informer requested without options gets.
+    pub fn default_selection(&self) -> &Selection {
+        &self.defaults
+    }
+
+    /// The shared informer of resource `R` with the factory's defaults, created on first
+    /// request (client-go's `InformerFor`).
+    pub fn informer_for<R>(&self) -> Arc<FactoryInformer<S, R>>
+    where
+        R: ?Sized + 'static,
+        S: ListerWatcherSource<R>,
+    {
+        self.informer_with::<R>(InformerOptions::new())
+    }
+
+    /// The shared informer of resource `R` with `options` over the factory's defaults.
+    ///
+    /// Requests with the same resource, selection and transform name share one informer; the
+    /// first request's transform function and resync period are the ones it keeps. An
+    /// informer requested after [`shutdown`](Self::shutdown) is never started.
+    pub fn informer_with<R>(
+        &self,
+        options: InformerOptions<S::Object>,
+    ) -> Arc<FactoryInformer<S, R>>
+    where
+        R: ?Sized + 'static,
+        S: ListerWatcherSource<R>,
+    {
+        let selection = options.selection(&self.defaults);
+        let transform_name = options.transform.as_ref().map(|(name, _)| name.clone());
+        let key = Key {
+            resource: TypeId::of::<R>(),
+            selection: selection.clone(),
+            transform: transform_name.clone(),
+        };
+        let mut state = self.state.lock();
+        if let Some(&i) = state.by_key.get(&key) {
+            return Self::downcast::<R>(&state.entries[i].informer);
+        }
+
+        let resync = options
+            .resync
+            .or_else(|| self.resync_for.get(&key.resource).copied())
+            .unwrap_or(self.default_resync);
+        let mut informer = SharedIndexInformer::new(
+            self.source.lister_watcher(&selection),
+            self.source.key_func(),
+            self.source.resource_version_func(),
+            resync,
+            self.source.indexers(),
+        );
+        if let Some(configure) = self
+            .configure
+            .get(&key.resource)
+            .and_then(|c| c.downcast_ref::<Configure<S::Object, S::ListerWatcher>>())
+        {
+            informer = configure(informer);
+        }
+        if let Some((_, transform)) = options.transform {
+            // A new informer has not started, so this cannot be refused.
+            if let Err(e) = informer.set_transform(transform) {
+                tracing::warn!(error = %e, "transform not set");
+            }
+        }
+        let informer = Arc::new(informer);
+        state.entries.push(Entry {
+            resource: type_name::<R>(),
+            selection,
+            transform: transform_name,
+            informer: Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
+            runner: Arc::clone(&informer) as Arc<dyn Runnable>,
+            started: false,
+        });
+        let index = state.entries.len() - 1;
+        state.by_key.insert(key, index);
+        informer
+    }
+
+    fn downcast<R>(informer: &Arc<dyn Any + Send + Sync>) -> Arc<FactoryInformer<S, R>>
+    where
+        R: ?Sized + 'static,
+        S: ListerWatcherSource<R>,
+    {
+        // The key holds `R`'s TypeId, and the factory's `S` fixes the informer type for `R`.
+        Arc::clone(informer)
+            .downcast::<FactoryInformer<S, R>>()
+            .expect("an informer's type is determined by its key")
+    }
+
+    /// A typed lister on the shared informer of `R` with the factory's defaults (created if
+    /// need be; it reads an empty cache until the informer is started and synced).
+    pub fn lister_for<R>(&self) -> ResourceLister<S::Object>
+    where
+        R: ?Sized + 'static,
+        S: ListerWatcherSource<R>,
+    {
+        ResourceLister::new(self.informer_for::<R>().indexer())
+    }
+
+    /// Starts every informer requested so far that has not been started, each on its own task
+    /// with a child of the factory's stop token, and returns how many it started. Idempotent;
+    /// does not wait for anything (client-go's `Start`).
+    ///
+    /// Fails with [`FactoryError::NoRuntime`] outside a tokio runtime (unless the factory has
+    /// one, see [`with_runtime`](Self::with_runtime)) and with [`FactoryError::ShutDown`]
+    /// after [`shutdown`](Self::shutdown).
+    pub fn start(&self) -> Result<usize, FactoryError> {
+        let handle = match &self.runtime {
+            Some(handle) => handle.clone(),
+            None => Handle::try_current().map_err(|_| FactoryError::NoRuntime)?,
+        };
+        let mut state = self.state.lock();
+        if state.shutting_down {
+            return Err(FactoryError::ShutDown);
+        }
+        let State { entries, tasks, .. } = &mut *state;
+        let mut started = 0;
+        for entry in entries.iter_mut().filter(|e| !e.started) {
+            entry.started = true;
+            let run = Arc::clone(&entry.runner).run(self.stop.child_token());
+            tasks.push((entry.describe(), handle.spawn(run)));
+            started += 1;
+        }
+        Ok(started)
+    }
+
+    /// Waits until every started informer has synced (delivered its first full list to its
+    /// cache and handlers), one has stopped unsynced, or `timeout` (if any) has passed, and
+    /// reports on each started informer (client-go's `WaitForCacheSync`).
+    ///
+    /// Informers not started are not waited for and not reported, as in client-go.
+    pub async fn wait_for_cache_sync(&self, timeout: Option<Duration>) -> CacheSyncReport {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let runners: Vec<_> = {
+            let state = self.state.lock();
+            state
+                .entries
+                .iter()
+                .filter(|e| e.started)
+                .map(|e| Arc::clone(&e.runner))
+                .collect()
+        };
+        let mut delay = Duration::from_millis(1);
+        while runners.iter().any(|r| !r.has_synced() && !r.is_stopped()) {
+            let mut wake = tokio::time::Instant::now() + delay;
+            if let Some(deadline) = deadline {
+                if tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+                wake = wake.min(deadline);
+            }
+            tokio::time::sleep_until(wake).await;
+            delay = (delay * 2).min(Duration::from_millis(50));
+        }
+        let state = self.state.lock();
+        CacheSyncReport {
+            informers: state
+                .entries
+                .iter()
+                .filter(|e| e.started)
+                .map(Entry::status)
+                .collect(),
+        }
+    }
+
+    /// Every informer the factory holds, in the order they were first requested.
+    pub fn informers(&self) -> Vec<InformerStatus> {
+        self.state
+            .lock()
+            .entries
+            .iter()
+            .map(Entry::status)
+            .collect()
+    }
+
+    /// Stops every informer and waits until each has returned from its run, which it does
+    /// only after joining all of its threads. Later calls to [`start`](Self::start) fail;
+    /// concurrent and repeated calls wait for the same shutdown (client-go's `Shutdown`,
+    /// which also stops the informers here rather than leaving that to the caller).
+    ///
+    /// Returns the first failure of an informer (every one is logged).
+    pub async fn shutdown(&self) -> Result<(), FactoryError> {
+        let _waiting = self.shutdown_lock.lock().await;
+        let tasks = {
+            let mut state = self.state.lock();
+            state.shutting_down = true;
+            std::mem::take(&mut state.tasks)
+        };
+        self.stop.cancel();
+        let mut first = None;
+        for (informer, task) in tasks {
+            let failure = match task.await {
+                Ok(Ok(())) => continue,
+                Ok(Err(source)) => FactoryError::Informer { informer, source },
+                Err(e) if e.is_panic() => FactoryError::Panicked { informer },
+                // The runtime is shutting down and took the task with it.
+                Err(_) => continue,
+            };
+            tracing::error!(error = %failure, "informer ended with an error");
+            first.get_or_insert(failure);
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.state.lock().shutting_down
+    }
+}

@@ -1,0 +1,101 @@
+//! [`SharedInformerFactory`]: one shared informer per resource type and selection, started,
+//! synced and stopped together (client-go's `SharedInformerFactory`).
+//!
+//! ```text
+//! ListerWatcherSource ──lister_watcher(selection)──▶ SharedIndexInformer ◀── informer_for::<R>()
+//!     (e.g. a kube::Client)                            one per (R, selection, transform)   (every caller)
+//! ```
+//!
+//! A program usually needs several informers, and several parts of it want the same one: the
+//! factory makes sure each resource is listed and watched once. It depends on no API client:
+//! it asks a [`ListerWatcherSource`] for a lister-watcher, key function, resource-version
+//! function and default indexes per resource. `informer-kube` provides the source and a
+//! `KubeInformerFactory` for a `kube::Client`.
+//!
+//! * [`SharedInformerFactory::informer_for`] / [`informer_with`](SharedInformerFactory::informer_with)
+//!   hand back the shared informer for a resource (with [`InformerOptions`]: namespace,
+//!   selectors, a named transform, a resync period);
+//! * [`start`](SharedInformerFactory::start) (idempotent),
+//!   [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) (with or without a
+//!   timeout, returning a [`CacheSyncReport`]) and
+//!   [`shutdown`](SharedInformerFactory::shutdown) (stops every informer, waits for every
+//!   thread);
+//! * [`ResourceLister`] and [`NamespaceLister`]: typed reads of a cache,
+//!   `lister.namespace("ns").get("name")`, `lister.list(&selector)`.
+//!
+//! # Example
+//!
+//! A source serving one resource from a scripted fake server; with Kubernetes, use
+//! `informer_kube::KubeInformerFactory` instead.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use informer_controller::{ResourceEventHandlerFuncs, ResourceVersionFunc};
+//! use informer_factory::{Everything, ListerWatcherSource, Selection, SharedInformerFactory};
+//! use informer_reflector::{FakeListerWatcher, ListPage};
+//! use informer_store::KeyFunc;
+//!
+//! struct Names;
+//! impl ListerWatcherSource<String> for Names {
+//!     type Object = String;
+//!     type ListerWatcher = FakeListerWatcher<String>;
+//!     fn lister_watcher(&self, _: &Selection) -> FakeListerWatcher<String> {
+//!         let fake = FakeListerWatcher::new();
+//!         fake.push_list(ListPage::new(vec![Arc::new("web-0".to_owned())], "7"));
+//!         fake
+//!     }
+//!     fn key_func(&self) -> KeyFunc<String> {
+//!         informer_store::key_func(|s: &String| Ok(s.clone()))
+//!     }
+//!     fn resource_version_func(&self) -> ResourceVersionFunc<String> {
+//!         Arc::new(|_| None)
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = SharedInformerFactory::new(Names);
+//! let informer = factory.informer_for::<String>();
+//! assert!(Arc::ptr_eq(&informer, &factory.informer_for::<String>())); // one, shared
+//! informer.add_event_handler(ResourceEventHandlerFuncs::new().with_add(|name: &Arc<String>, _| {
+//!     println!("added {name}");
+//! }))?;
+//!
+//! factory.start()?;
+//! let report = factory.wait_for_cache_sync(Some(Duration::from_secs(10))).await;
+//! assert!(report.all_synced(), "{report}");
+//! let lister = factory.lister_for::<String>();
+//! assert_eq!(lister.get("web-0").as_deref().map(String::as_str), Some("web-0"));
+//! assert_eq!(lister.list(&Everything).len(), 1);
+//!
+//! factory.shutdown().await?; // every informer stopped, every thread joined
+//! assert!(informer.is_stopped());
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod factory;
+mod lister;
+mod options;
+mod source;
+mod sync_report;
+
+pub use crate::error::FactoryError;
+pub use crate::factory::{FactoryInformer, SharedInformerFactory};
+pub use crate::lister::{Everything, NamespaceLister, ResourceLister, Selector};
+pub use crate::options::InformerOptions;
+pub use crate::source::{ListerWatcherSource, Selection};
+pub use crate::sync_report::{CacheSyncReport, InformerStatus};
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    const fn assert_send_sync<T: Send + Sync>() {}
+    const _: () = assert_send_sync::<SharedInformerFactory<()>>();
+    const _: () = assert_send_sync::<ResourceLister<String>>();
+    const _: () = assert_send_sync::<NamespaceLister<String>>();
+    const _: () = assert_send_sync::<InformerOptions<String>>();
+    const _: () = assert_send_sync::<CacheSyncReport>();
+    const _: () = assert_send_sync::<FactoryError>();
+}

@@ -1,0 +1,118 @@
+//! [`InformerOptions`]: how one informer differs from the factory's defaults.
+
+use std::fmt;
+use std::time::Duration;
+
+use informer_fifo::TransformFunc;
+
+use crate::source::Selection;
+
+/// Per-informer options for
+/// [`informer_with`](crate::SharedInformerFactory::informer_with): each one left unset falls
+/// back to the factory's default.
+///
+/// The namespace, the selectors and the transform's *name* are part of the key the informer is
+/// shared under; the transform function itself cannot be compared, so two requests naming the
+/// same transform get the informer built with the first one's function.
+pub struct InformerOptions<O> {
+    pub(crate) namespace: Option<String>,
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
+    pub(crate) transform: Option<(String, TransformFunc<O>)>,
+    pub(crate) resync: Option<Duration>,
+}
+
+impl<O> Default for InformerOptions<O> {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            transform: None,
+            resync: None,
+        }
+    }
+}
+
+impl<O> Clone for InformerOptions<O> {
+    fn clone(&self) -> Self {
+        Self {
+            namespace: self.namespace.clone(),
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            transform: self.transform.clone(),
+            resync: self.resync,
+        }
+    }
+}
+
+impl<O> fmt::Debug for InformerOptions<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InformerOptions")
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("transform", &self.transform.as_ref().map(|(name, _)| name))
+            .field("resync", &self.resync)
+            .finish()
+    }
+}
+
+impl<O> InformerOptions<O> {
+    /// Options that change nothing: the factory's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Watch `namespace` only; `""` means all namespaces, whatever the factory's default.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Narrow by this label selector; `""` means none, whatever the factory's default.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Narrow by this field selector; `""` means none, whatever the factory's default.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Transform objects with `transform` as they enter the queue (to drop fields the
+    /// program never reads, say). `name` identifies it in the sharing key.
+    #[must_use]
+    pub fn transform(mut self, name: impl Into<String>, transform: TransformFunc<O>) -> Self {
+        self.transform = Some((name.into(), transform));
+        self
+    }
+
+    /// This resync period for a new informer, instead of the factory's for the type. Not part
+    /// of the sharing key: an informer that exists already keeps its own.
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// The selection these options give over the factory's `defaults`.
+    pub(crate) fn selection(&self, defaults: &Selection) -> Selection {
+        let mut selection = defaults.clone();
+        if let Some(ns) = &self.namespace {
+            selection = selection.namespace(ns.as_str());
+        }
+        if let Some(labels) = &self.label_selector {
+            selection = selection.labels(labels.as_str());
+        }
+        if let Some(fields) = &self.field_selector {
+            selection = selection.fields(fields.as_str());
+        }
+        selection
+    }
+}

@@ -1,0 +1,83 @@
+//! [`ListerWatcherSource`]: where a factory gets the lister-watcher, key function and default
+//! indexes of each resource it is asked for.
+
+use informer_controller::ResourceVersionFunc;
+use informer_reflector::ListerWatcher;
+use informer_store::{Indexers, KeyFunc};
+
+/// What an informer lists and watches: a namespace and label / field selectors.
+///
+/// Part of the key under which a factory shares informers: two requests for the same resource
+/// with equal selections (and the same transform) get the same informer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Selection {
+    /// The namespace to watch; `None` for all namespaces (and for cluster-scoped resources).
+    pub namespace: Option<String>,
+    /// A label selector (`app=web,tier!=db`), in the API server's syntax.
+    pub label_selector: Option<String>,
+    /// A field selector (`spec.nodeName=node-1`), in the API server's syntax.
+    pub field_selector: Option<String>,
+}
+
+impl Selection {
+    /// Everything: all namespaces, no selectors.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// The same selection, in `namespace` only (`""` means all namespaces).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        let namespace = namespace.into();
+        self.namespace = (!namespace.is_empty()).then_some(namespace);
+        self
+    }
+
+    /// The same selection, narrowed by a label selector (`""` removes it).
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        let selector = selector.into();
+        self.label_selector = (!selector.is_empty()).then_some(selector);
+        self
+    }
+
+    /// The same selection, narrowed by a field selector (`""` removes it).
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        let selector = selector.into();
+        self.field_selector = (!selector.is_empty()).then_some(selector);
+        self
+    }
+}
+
+/// A source of lister-watchers for the resources a factory serves: the factory's only link to
+/// an API server.
+///
+/// `R` names the resource asked for (`factory.informer_for::<R>()`); the informer caches
+/// [`Object`](Self::Object)s, which is usually `R` itself. Keeping the two apart lets one source
+/// serve several views of a type (a kube source serves `Pod` as full objects and
+/// `Metadata<Pod>` as metadata only), each with its own informer.
+///
+/// Only [`lister_watcher`](Self::lister_watcher), [`key_func`](Self::key_func) and
+/// [`resource_version_func`](Self::resource_version_func) are required; a source may add
+/// indexes every informer of the resource starts with (client-go adds the `namespace` index).
+pub trait ListerWatcherSource<R: ?Sized>: Send + Sync + 'static {
+    /// The objects the informer caches.
+    type Object: Send + Sync + 'static;
+    /// The lister-watcher the informer runs on.
+    type ListerWatcher: ListerWatcher<Self::Object> + 'static;
+
+    /// A lister-watcher for `selection`. Called once per informer the factory creates.
+    fn lister_watcher(&self, selection: &Selection) -> Self::ListerWatcher;
+
+    /// The cache key of an object (`namespace/name` for Kubernetes objects).
+    fn key_func(&self) -> KeyFunc<Self::Object>;
+
+    /// Reads an object's resource version, to tell a resync from a real update.
+    fn resource_version_func(&self) -> ResourceVersionFunc<Self::Object>;
+
+    /// The indexes each new informer of this resource starts with. None by default.
+    fn indexers(&self) -> Indexers<Self::Object> {
+        Indexers::new()
+    }
+}

@@ -1,0 +1,81 @@
+//! [`CacheSyncReport`]: what `wait_for_cache_sync` found.
+
+use std::fmt;
+
+use crate::factory::describe;
+use crate::source::Selection;
+
+/// The state of one of a factory's informers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerStatus {
+    /// The resource type requested (its Rust type name).
+    pub resource: &'static str,
+    /// What the informer lists and watches.
+    pub selection: Selection,
+    /// The name of its transform, if any.
+    pub transform: Option<String>,
+    /// Whether the factory has started it.
+    pub started: bool,
+    /// Whether it has synced (its first list is in the cache and in every handler's buffer).
+    pub synced: bool,
+    /// Whether it has stopped.
+    pub stopped: bool,
+}
+
+impl fmt::Display for InformerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match (self.started, self.synced, self.stopped) {
+            (false, _, _) => "not started",
+            (_, true, false) => "synced",
+            (_, true, true) => "synced, stopped",
+            (_, false, true) => "stopped before syncing",
+            (_, false, false) => "not synced",
+        };
+        write!(
+            f,
+            "{}: {state}",
+            describe(self.resource, &self.selection, self.transform.as_deref())
+        )
+    }
+}
+
+/// Which of a factory's started informers have synced (client-go's `WaitForCacheSync` map).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheSyncReport {
+    /// Every started informer, in the order it was first requested.
+    pub informers: Vec<InformerStatus>,
+}
+
+impl CacheSyncReport {
+    /// Whether every started informer has synced (true when none was started).
+    pub fn all_synced(&self) -> bool {
+        self.informers.iter().all(|i| i.synced)
+    }
+
+    /// The informers that have not synced.
+    pub fn unsynced(&self) -> impl Iterator<Item = &InformerStatus> {
+        self.informers.iter().filter(|i| !i.synced)
+    }
+
+    /// Whether the informer of resource `R` with `selection` has synced; `None` if no such
+    /// informer was started.
+    pub fn is_synced<R: ?Sized>(&self, selection: &Selection) -> Option<bool> {
+        let resource = std::any::type_name::<R>();
+        self.informers
+            .iter()
+            .find(|i| i.resource == resource && &i.selection == selection)
+            .map(|i| i.synced)
+    }
+}
+
+impl fmt::Display for CacheSyncReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let synced = self.informers.iter().filter(|i| i.synced).count();
+        write!(f, "{synced}/{} informers synced", self.informers.len())?;
+        for informer in self.unsynced() {
+            write!(f, "; {informer}")?;
+        }
+        Ok(())
+    }
+}

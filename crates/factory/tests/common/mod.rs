@@ -1,0 +1,141 @@
+//! Test support: a source of scripted lister-watchers that records what it was asked for.
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different part
+
+use std::sync::Arc;
+
+use informer_controller::ResourceVersionFunc;
+use informer_factory::{ListerWatcherSource, Selection};
+use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
+use informer_store::{
+    IndexValues, Indexers, KeyFunc, NAMESPACE_INDEX, index_func, indexers, key_func,
+    meta_namespace_key,
+};
+use parking_lot::Mutex;
+
+/// The object every test caches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obj {
+    pub ns: String,
+    pub name: String,
+    pub rv: String,
+    pub app: String,
+}
+
+pub fn obj(ns: &str, name: &str, app: &str) -> Arc<Obj> {
+    Arc::new(Obj {
+        ns: ns.into(),
+        name: name.into(),
+        rv: "1".into(),
+        app: app.into(),
+    })
+}
+
+/// Resource names the source serves: each gets its own informers.
+pub struct Pods;
+pub struct Secrets;
+/// Served by a server that never answers a list.
+pub struct Stuck;
+
+/// A lister-watcher the source made, with what it was made for.
+#[derive(Clone)]
+pub struct Made {
+    pub resource: &'static str,
+    pub selection: Selection,
+    pub fake: Arc<FakeListerWatcher<Obj>>,
+}
+
+/// Serves `objects` (narrowed by each selection's namespace) to every lister-watcher, then a
+/// watch that stays open; `Stuck` gets no answer at all.
+#[derive(Default)]
+pub struct Source {
+    pub objects: Vec<Arc<Obj>>,
+    pub made: Mutex<Vec<Made>>,
+}
+
+impl Source {
+    pub fn with(objects: Vec<Arc<Obj>>) -> Self {
+        Self {
+            objects,
+            made: Mutex::default(),
+        }
+    }
+
+    pub fn made(&self) -> Vec<Made> {
+        self.made.lock().clone()
+    }
+
+    fn make(
+        &self,
+        resource: &'static str,
+        selection: &Selection,
+        answer: bool,
+    ) -> Arc<FakeListerWatcher<Obj>> {
+        let fake = Arc::new(FakeListerWatcher::new());
+        if answer {
+            let items = self
+                .objects
+                .iter()
+                .filter(|o| selection.namespace.as_ref().is_none_or(|ns| *ns == o.ns))
+                .cloned()
+                .collect();
+            fake.push_list(ListPage::new(items, "10"));
+            fake.push_watch(vec![WatchStep::Hang]);
+        }
+        self.made.lock().push(Made {
+            resource,
+            selection: selection.clone(),
+            fake: Arc::clone(&fake),
+        });
+        fake
+    }
+}
+
+fn obj_key() -> KeyFunc<Obj> {
+    key_func(|o: &Obj| meta_namespace_key(Some(&o.ns), &o.name))
+}
+
+fn obj_rv() -> ResourceVersionFunc<Obj> {
+    Arc::new(|o: &Obj| Some(o.rv.as_str()))
+}
+
+fn obj_indexers() -> Indexers<Obj> {
+    indexers([(
+        NAMESPACE_INDEX,
+        index_func(|o: &Obj| Ok(IndexValues::one(o.ns.as_str()))),
+    )])
+}
+
+macro_rules! serve {
+    ($resource:ident, $answer:expr) => {
+        impl ListerWatcherSource<$resource> for Source {
+            type Object = Obj;
+            type ListerWatcher = Arc<FakeListerWatcher<Obj>>;
+
+            fn lister_watcher(&self, selection: &Selection) -> Self::ListerWatcher {
+                self.make(stringify!($resource), selection, $answer)
+            }
+            fn key_func(&self) -> KeyFunc<Obj> {
+                obj_key()
+            }
+            fn resource_version_func(&self) -> ResourceVersionFunc<Obj> {
+                obj_rv()
+            }
+            fn indexers(&self) -> Indexers<Obj> {
+                obj_indexers()
+            }
+        }
+    };
+}
+
+serve!(Pods, true);
+serve!(Secrets, true);
+serve!(Stuck, false);
+
+/// The standard objects: two namespaces, two apps.
+pub fn objects() -> Vec<Arc<Obj>> {
+    vec![
+        obj("a", "web-0", "web"),
+        obj("a", "db-0", "db"),
+        obj("b", "web-0", "web"),
+    ]
+}
