@@ -14,6 +14,11 @@
 //!   ([`PartialObjectMeta`](kube::core::PartialObjectMeta)), for memory-lean caches.
 //! * [`key_func`] and [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
 //!   `MetaNamespaceIndexFunc` for any k8s-openapi (or custom) resource.
+//! * [`KubeInformerFactory`] is the shared informer factory over a `kube::Client`
+//!   (`informer::<Pod>()`, `metadata_informer::<Pod>()`, `lister::<Node>()`, `start`,
+//!   `wait_for_cache_sync`, `shutdown`), on [`KubeSource`]; [`default_client`] builds the
+//!   client from the kubeconfig or the in-cluster service account, and [`LabelSelector`]
+//!   selects from a lister by labels.
 //!
 //! # Example
 //!
@@ -48,10 +53,15 @@
 //! ```
 
 mod error;
+mod factory;
 mod key;
 mod lister_watcher;
 
 pub use crate::error::{error_from_kube, status_from_kube};
+pub use crate::factory::{
+    ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
+    MetadataInformer, default_client,
+};
 pub use crate::key::{key_func, namespace_index_func};
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
@@ -65,4 +75,7 @@ mod send_sync {
     const fn assert_send_sync<T: Send + Sync>() {}
     const _: () = assert_send_sync::<KubeListerWatcher<Pod>>();
     const _: () = assert_send_sync::<MetadataListerWatcher<Pod>>();
+    const _: () = assert_send_sync::<KubeInformerFactory>();
+    const _: () = assert_send_sync::<KubeInformer<Pod>>();
+    const _: () = assert_send_sync::<MetadataInformer<Pod>>();
 }

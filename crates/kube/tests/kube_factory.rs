@@ -1,0 +1,173 @@
+//! The kube informer factory against the API server simulator: shared informers for pods,
+//! nodes and pod metadata, namespace and selector scoping, listers, churn and shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_apiserver::{ApiServer, Config};
+use informer_factory::{Everything, InformerOptions, Selection};
+use informer_kube::{KubeInformerFactory, LabelSelector, Metadata};
+use informer_store::NAMESPACE_INDEX;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::core::Expression;
+
+const LONG: Duration = Duration::from_secs(20);
+
+fn pod(ns: &str, name: &str, app: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "c", "image": "app"}]}
+    }))
+    .unwrap()
+}
+
+fn node(name: &str) -> Node {
+    serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap()
+}
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + LONG;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn server() -> ApiServer {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    for (ns, name, app) in [
+        ("a", "web-0", "web"),
+        ("a", "web-1", "web"),
+        ("a", "db-0", "db"),
+        ("b", "web-0", "web"),
+    ] {
+        server.create(&pod(ns, name, app)).unwrap();
+    }
+    for name in ["n1", "n2"] {
+        server.create(&node(name)).unwrap();
+    }
+    server
+}
+
+fn client(server: &ApiServer) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_factory_shares_syncs_lists_and_shuts_down() {
+    let server = server().await;
+    let factory = KubeInformerFactory::new(client(&server));
+    let pods = factory.informer::<Pod>();
+    assert!(Arc::ptr_eq(&pods, &factory.informer::<Pod>()));
+    let nodes = factory.lister::<Node>();
+    let pod_meta = factory.metadata_informer::<Pod>();
+    assert!(Arc::ptr_eq(
+        &pod_meta,
+        &factory.informer_for::<Metadata<Pod>>()
+    ));
+    let in_b = factory.informer_with_options::<Pod>(InformerOptions::new().namespace("b"));
+    let web = factory.informer_with_options::<Pod>(InformerOptions::new().labels("app=web"));
+    let configmaps = factory.informer::<ConfigMap>();
+    assert_eq!(factory.informers().len(), 6);
+
+    assert_eq!(factory.start().unwrap(), 6);
+    let report = factory.wait_for_cache_sync(Some(LONG)).await;
+    assert!(report.all_synced(), "{report}");
+    assert_eq!(
+        report.is_synced::<Pod>(&Selection::all().namespace("b")),
+        Some(true)
+    );
+
+    // Every informer sees what its selection covers.
+    assert_eq!(pods.lister().len(), 4);
+    assert_eq!(in_b.lister().len(), 1);
+    assert_eq!(web.lister().len(), 3);
+    assert_eq!(pod_meta.lister().len(), 4);
+    assert!(configmaps.lister().is_empty());
+    assert_eq!(nodes.len(), 2);
+    assert!(
+        nodes.get("n1").is_some(),
+        "cluster-scoped: the key is the name"
+    );
+    // The namespace index is there, for cluster-scoped kinds too (as in client-go).
+    assert_eq!(
+        pods.indexer().index_keys(NAMESPACE_INDEX, "a").unwrap(),
+        ["a/db-0", "a/web-0", "a/web-1"]
+    );
+    assert_eq!(
+        factory
+            .informer::<Node>()
+            .indexer()
+            .index_keys(NAMESPACE_INDEX, "")
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Typed listers: by namespace, by label selector.
+    let lister = factory.lister::<Pod>();
+    let a = lister.namespace("a");
+    assert_eq!(
+        a.get("db-0").unwrap().metadata.labels.as_ref().unwrap()["app"],
+        "db"
+    );
+    assert_eq!(a.list(&LabelSelector::from_iter([("app", "web")])).len(), 2);
+    assert_eq!(
+        lister
+            .list(&LabelSelector::from(Expression::NotEqual(
+                "app".into(),
+                "web".into()
+            )))
+            .len(),
+        1
+    );
+    assert_eq!(lister.list(&LabelSelector::default()).len(), 4);
+    assert_eq!(lister.namespace("b").list(&Everything).len(), 1);
+    let meta = pod_meta.lister().get("a/web-0").unwrap();
+    assert_eq!(meta.metadata.labels.as_ref().unwrap()["app"], "web");
+
+    // Changes reach every informer they concern.
+    server.create(&pod("b", "web-9", "web")).unwrap();
+    server.delete::<Pod>(Some("a"), "db-0").unwrap();
+    eventually("all pods", || {
+        pods.lister().len() == 4 && pods.lister().get("b/web-9").is_some()
+    })
+    .await;
+    eventually("namespace b", || in_b.lister().len() == 2).await;
+    eventually("app=web", || web.lister().len() == 4).await;
+    eventually("metadata", || pod_meta.lister().get("a/db-0").is_none()).await;
+
+    factory.shutdown().await.unwrap();
+    assert!(factory.informers().iter().all(|i| i.stopped));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factory_namespace_and_selectors_apply_to_every_informer() {
+    let server = server().await;
+    let factory = KubeInformerFactory::new(client(&server))
+        .with_namespace("a")
+        .with_selectors("app=web", "");
+    let pods = factory.informer::<Pod>();
+    let nodes = factory.informer::<Node>(); // cluster-scoped: the namespace does not apply
+    let everywhere =
+        factory.informer_with_options::<Pod>(InformerOptions::new().namespace("").labels(""));
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+    let keys = |i: &informer_kube::KubeInformer<Pod>| {
+        let mut keys = i.store().list_keys();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&pods), ["a/web-0", "a/web-1"]);
+    assert_eq!(keys(&everywhere).len(), 4);
+    // Nodes have no labels here: the label selector leaves none.
+    assert!(nodes.lister().is_empty());
+    factory.shutdown().await.unwrap();
+    server.shutdown().await;
+}
