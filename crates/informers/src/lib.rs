@@ -1,0 +1,163 @@
+//! Kubernetes informers for Rust: client-go's `tools/cache` machinery — Reflector, DeltaFIFO,
+//! SharedIndexInformer, Indexer, SharedInformerFactory — typed, `Arc`-shared, tested hard.
+//!
+//! This crate is the front door: it re-exports every layer of the stack, each behind a
+//! feature, and [`prelude`] gathers what a program usually needs.
+//!
+//! ```text
+//!  API server ──list/watch──▶ Reflector ──▶ DeltaFIFO ──▶ Controller ──▶ Indexer (cache) ◀── listers
+//!                          (ListerWatcher)                    │
+//!                                                             └──▶ Processor ──▶ your handlers
+//!  SharedInformerFactory: one SharedIndexInformer per resource type and selection.
+//! ```
+//!
+//! | module | crate | feature | what it holds |
+//! |---|---|---|---|
+//! | [`store`] | `informer-store` | `store` | the cache: `Store`, `Indexer`, `ThreadSafeStore`, `Lister`, key and index functions |
+//! | [`fifo`] | `informer-fifo` | `fifo` | the queue: `DeltaFIFO`, `InOrderFIFO`, deltas and tombstones |
+//! | [`reflector`] | `informer-reflector` | `reflector` | `ListerWatcher` and the `Reflector` (list, watch, relist, backoff) |
+//! | [`controller`] | `informer-controller` | `controller` | `SharedIndexInformer`, event handlers, the processor |
+//! | [`factory`] | `informer-factory` | `factory` | `SharedInformerFactory`, typed listers |
+//! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
+//! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
+//!
+//! Features: `default = ["kube"]`, which turns on every layer (each layer's feature turns on
+//! the ones below it). Without default features, pick layers one by one: only `kube` brings
+//! in kube-client and k8s-openapi, so a program with its own `ListerWatcher` can use
+//! `factory` alone. `apiserver` is not a default: it is for tests, and brings in an HTTP
+//! server. [`kube_client`] and [`k8s_openapi`] re-export the versions the adapter is built on.
+//!
+//! # From zero to a running informer
+//!
+//! 1. **A client.** [`KubeInformerFactory::try_default`](informer_kube::KubeInformerFactory::try_default)
+//!    reads your kubeconfig (or the in-cluster service account). The example below uses the
+//!    embedded API server simulator instead, so it runs anywhere.
+//! 2. **A factory and an informer.** `factory.informer::<Pod>()` is the shared pod informer:
+//!    every part of the program asking for it gets the same one, listing and watching once.
+//! 3. **Indexes.** Informers of the kube factory come with the `namespace` index; add your own
+//!    with `add_indexers` (before or after start).
+//! 4. **Handlers.** `add_event_handler` takes any [`ResourceEventHandler`](prelude::ResourceEventHandler);
+//!    [`ResourceEventHandlerFuncs`](prelude::ResourceEventHandlerFuncs) builds one from
+//!    closures. Each handler gets every change, in order, on its own thread.
+//! 5. **Start, sync, read.** `start()`, then `wait_for_cache_sync`; read through listers and
+//!    index lookups, never from the server.
+//! 6. **Stop.** `shutdown()` stops every informer and joins every thread.
+//!
+#![cfg_attr(
+    feature = "kube",
+    doc = r##"
+```
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use informers::k8s_openapi::api::core::v1::Pod;
+use informers::prelude::*;
+
+# #[tokio::main(flavor = "current_thread")]
+# async fn main() -> Result<(), Box<dyn std::error::Error>> {
+// 1. An API server with three pods, and a client for it.
+let server = informer_apiserver::ApiServer::start(
+    informer_apiserver::Config::default().with_core_types(),
+).await?;
+for (name, node) in [("web-0", "node-1"), ("web-1", "node-2"), ("db-0", "node-1")] {
+    server.create(&serde_json::from_value::<Pod>(serde_json::json!({
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app"}]},
+    }))?)?;
+}
+let client = informers::kube_client::Client::try_from(
+    informers::kube_client::Config::new(server.url().parse()?),
+)?;
+
+// 2. The factory and its shared pod informer.
+let factory = KubeInformerFactory::new(client);
+let pods = factory.informer::<Pod>();
+
+// 3. An index of pods by node.
+pods.add_indexers(indexers([(
+    "node",
+    index_func(|pod: &Pod| {
+        Ok(pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+            .map(IndexValues::one).unwrap_or_default())
+    }),
+)]))?;
+
+// 4. A handler.
+let added = Arc::new(AtomicUsize::new(0));
+let handler = pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add({
+    let added = Arc::clone(&added);
+    move |pod: &Arc<Pod>, _in_initial_list| {
+        added.fetch_add(1, Ordering::Relaxed);
+        println!("pod {} added", pod.metadata.name.as_deref().unwrap_or_default());
+    }
+}))?;
+
+// 5. Start, wait for the caches, read.
+factory.start()?;
+let report = factory.wait_for_cache_sync(Some(Duration::from_secs(30))).await;
+assert!(report.all_synced(), "{report}");
+assert_eq!(pods.indexer().index_keys("node", "node-1")?, ["shop/db-0", "shop/web-0"]);
+let lister = factory.lister::<Pod>();
+assert!(lister.namespace("shop").get("web-1").is_some());
+while !handler.has_synced() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+assert_eq!(added.load(Ordering::Relaxed), 3);
+
+// 6. Stop everything.
+factory.shutdown().await?;
+server.shutdown().await;
+# Ok(()) }
+```
+"##
+)]
+//!
+//! More: `examples/` in the repository (the demo, an index lookup, a custom handler, handing
+//! events to async code, a metadata-only informer), `docs/architecture.md` and
+//! `docs/semantics.md` (every behaviour against client-go's).
+
+#[cfg(feature = "controller")]
+pub use informer_controller as controller;
+#[cfg(feature = "factory")]
+pub use informer_factory as factory;
+#[cfg(feature = "fifo")]
+pub use informer_fifo as fifo;
+#[cfg(feature = "kube")]
+pub use informer_kube as kube;
+#[cfg(feature = "reflector")]
+pub use informer_reflector as reflector;
+#[cfg(feature = "store")]
+pub use informer_store as store;
+
+/// The in-process API server simulator (`informer-apiserver`).
+#[cfg(feature = "apiserver")]
+pub use informer_apiserver as apiserver;
+
+/// kube-client, the version the adapter is built on.
+#[cfg(feature = "kube")]
+pub use ::kube as kube_client;
+#[cfg(feature = "kube")]
+pub use k8s_openapi;
+
+/// What most programs use, in one import: `use informers::prelude::*;`.
+pub mod prelude {
+    #[cfg(feature = "controller")]
+    pub use informer_controller::{
+        HandlerRegistration, ResourceEventHandler, ResourceEventHandlerExt,
+        ResourceEventHandlerFuncs, SharedIndexInformer,
+    };
+    #[cfg(feature = "factory")]
+    pub use informer_factory::{
+        Everything, InformerOptions, ResourceLister, Selector, SharedInformerFactory,
+    };
+    #[cfg(feature = "fifo")]
+    pub use informer_fifo::DeletedObject;
+    #[cfg(feature = "kube")]
+    pub use informer_kube::{KubeInformerFactory, LabelSelector, Metadata};
+    #[cfg(feature = "store")]
+    pub use informer_store::{
+        IndexValues, Indexer, Lister, NAMESPACE_INDEX, Store, index_func, indexers,
+    };
+    #[cfg(feature = "controller")]
+    pub use tokio_util::sync::CancellationToken;
+}
