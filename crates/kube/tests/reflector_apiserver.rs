@@ -346,6 +346,59 @@ async fn a_dropped_connection_resumes_without_a_relist() {
 }
 
 #[tokio::test]
+async fn a_connection_dropped_inside_an_event_resumes_from_the_last_complete_event() {
+    let env = start_default().await;
+    for round in 0..3 {
+        env.watching_for_a_while().await;
+        env.churn(round);
+        env.converged("before the drop").await;
+        let rv = env.reflector.last_sync_resource_version();
+        let watches = env.watches();
+        env.server.faults().drop_watches_mid_event();
+        env.watches_reach(watches + 1).await;
+        env.churn(round + 10);
+        env.converged("after a drop inside an event").await;
+        assert!(
+            env.shapes()[watches..]
+                .iter()
+                .any(|s| *s == format!("watch@{rv}")),
+            "resumed from {rv}: {:?}",
+            env.shapes()
+        );
+    }
+    assert_eq!(env.lists(), 1, "{:?}", env.shapes());
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_lagging_watch_cache_leads_to_a_consistent_relist() {
+    let env = start_default().await;
+    env.watching_for_a_while().await;
+    // The cache falls behind: a relist "not older than" the reflector's version waits for it,
+    // then fails with 504 TooLarge, and the reflector lists the latest state at "".
+    env.server.faults().set_cache_lag(1_000);
+    env.churn(0);
+    env.converged("before the relist").await;
+    let last = env.reflector.last_sync_resource_version();
+    env.server
+        .faults()
+        .inject_watch_error(StatusError::expired("too old resource version"));
+    env.lists_reach(3).await;
+    env.watches_reach(env.watches() + 1).await;
+    env.churn(1);
+    env.converged("after the consistent relist").await;
+    let shapes = env.shapes();
+    let relists: Vec<_> = shapes.iter().filter(|s| s.starts_with("list@")).collect();
+    let want = [
+        "list@0".to_owned(),
+        format!("list@{last}"),
+        "list@".to_owned(),
+    ];
+    assert_eq!(relists, want.iter().collect::<Vec<_>>(), "{shapes:?}");
+    env.stop().await;
+}
+
+#[tokio::test]
 async fn a_watch_dropped_at_once_without_events_is_a_very_short_watch_and_relists() {
     let env = start(
         // No bookmarks: a fresh watch delivers nothing until a change.

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -101,7 +102,17 @@ pub struct Reflector<K, L, S> {
     name: String,
     config: Config<K>,
     last_sync_resource_version: RwLock<String>,
+    running: AtomicBool,
     _object: PhantomData<fn() -> K>,
+}
+
+/// Clears the running flag when a run ends, however it ends (a dropped future included).
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 struct Config<K> {
@@ -163,6 +174,7 @@ where
                 seed: None,
             },
             last_sync_resource_version: RwLock::new(String::new()),
+            running: AtomicBool::new(false),
             _object: PhantomData,
         }
     }
@@ -272,8 +284,14 @@ where
     /// Lists and watches until `stop` is cancelled, recovering from every error.
     ///
     /// Errors that end a cycle go to the watch error handler; then the reflector waits a backoff
-    /// delay and lists again.
+    /// delay and lists again. A reflector runs once at a time: a second `run` while one is
+    /// going returns at once (with a warning), so two loops never write the same store.
     pub async fn run(&self, stop: CancellationToken) {
+        if self.running.swap(true, Ordering::AcqRel) {
+            tracing::warn!(reflector = %self.name, "already running; ignoring a second run");
+            return;
+        }
+        let _running = Running(&self.running);
         let mut state = RunState::new(&self.config);
         tracing::debug!(reflector = %self.name, "starting");
         loop {

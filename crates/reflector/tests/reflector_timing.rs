@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use informer_reflector::{BackoffConfig, Error, ListPage, Request, Status, WatchStep};
+use tokio_util::sync::CancellationToken;
 
 fn failing_lists(fake: &Fake, n: usize) {
     for _ in 0..n {
@@ -270,4 +271,27 @@ async fn stopping_before_start_returns_at_once() {
     h.stop.cancel();
     h.reflector.run(h.stop.clone()).await;
     assert!(h.fake.requests().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_run_while_one_is_going_returns_at_once() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "1"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+    h.requests(2).await;
+    // The second run returns without a request, and the first goes on.
+    tokio::time::timeout(
+        Duration::from_secs(1),
+        h.reflector.run(CancellationToken::new()),
+    )
+    .await
+    .expect("returns at once");
+    assert_eq!(h.fake.requests().len(), 2);
+    let reflector = h.reflector.clone();
+    h.stop().await;
+    // Once stopped, it can run again.
+    let stop = CancellationToken::new();
+    stop.cancel();
+    reflector.run(stop).await;
 }
