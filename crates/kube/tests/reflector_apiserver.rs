@@ -615,6 +615,35 @@ async fn restarts_and_resets_converge() {
 }
 
 #[tokio::test]
+async fn a_backward_reset_recovers_through_the_too_large_path_once_a_relist_happens() {
+    // An etcd restore without a revision bump: the head moves back below the reflector's
+    // version. Like client-go's, the reflector's re-watch from that "future" version waits
+    // silently (the known hazard of such a restore); once anything makes it relist, the list
+    // not older than its version fails with 504 TooLarge and it lists the latest state at "".
+    let env = start_default().await;
+    let rewind_to = env.server.resource_version();
+    env.churn(0);
+    env.converged("before the restore").await;
+    env.watching_for_a_while().await;
+    assert!(env.server.faults().rewind_to(rewind_to));
+    env.server.create(&pod("after-restore", 1)).unwrap();
+    // The waiting watch times out (1–2 s) and the next watch request is refused: a relist.
+    env.server.faults().fail_next(
+        Verb::Watch,
+        1,
+        Failure::Status(StatusError::custom(403, "Forbidden", "denied")),
+    );
+    env.converged("after the restore").await;
+    assert!(
+        env.shapes().iter().any(|s| s == "list@"),
+        "{:?}",
+        env.shapes()
+    );
+    assert!(env.cached().contains_key("demo/after-restore"));
+    env.stop().await;
+}
+
+#[tokio::test]
 async fn a_failing_server_sees_a_bounded_request_rate_then_converges() {
     let env = start_default().await;
     env.watching().await;
