@@ -49,7 +49,7 @@ async fn get_all(server: &ApiServer, path: &str) -> Vec<u8> {
         "GET {path} HTTP/1.1\r\nHost: b\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.expect("send");
-    let mut out = Vec::with_capacity(64 << 20);
+    let mut out = Vec::with_capacity(1 << 20);
     stream.read_to_end(&mut out).await.expect("read");
     out
 }

@@ -172,7 +172,7 @@ impl Shared {
 
         let mut items: Vec<u8> = Vec::with_capacity(4096);
         let mut count = 0usize;
-        let mut last_key: Option<String> = None;
+        let mut last_key = String::new();
         let mut more = false;
         storage.visit_at(r, at, namespace, full_start.as_deref(), &mut |key, obj| {
             if limit.is_some_and(|l| count >= l) {
@@ -191,13 +191,15 @@ impl Shared {
                 items.extend_from_slice(&obj.body);
             }
             count += 1;
-            last_key = Some(key.to_owned());
+            last_key.clear();
+            last_key.push_str(key);
             true
         });
 
         let mut metadata = serde_json::Map::new();
         metadata.insert("resourceVersion".into(), Value::String(at.to_string()));
-        if more && let Some(last) = last_key {
+        if more && count > 0 {
+            let last = last_key;
             let relative = last.strip_prefix(&ns_prefix).unwrap_or(&last);
             let token_rv = i64::try_from(at).unwrap_or(i64::MAX);
             metadata.insert(

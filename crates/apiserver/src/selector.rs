@@ -342,6 +342,9 @@ impl LabelSelector {
 
     /// Whether `object`'s `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
+        if self.requirements.is_empty() {
+            return true;
+        }
         let labels = object.pointer("/metadata/labels");
         let get = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.requirements.iter().all(|r| {
