@@ -67,6 +67,19 @@ fn w_fifo_b(c: &mut Criterion) {
     let mut g = c.benchmark_group("w_fifo_b");
     g.sample_size(10);
     g.throughput(Throughput::Elements((KEYS * ROUNDS) as u64));
+    // The floor no queue can go under: the key of every object, and the reference count
+    // increment of the `Arc::clone` each call takes.
+    let key = key_func();
+    g.bench_function("key_func_only", |b| {
+        b.iter(|| {
+            let mut len = 0;
+            for p in &updates {
+                let p = Arc::clone(p);
+                len += key(&p).unwrap().len();
+            }
+            black_box(len)
+        })
+    });
     for (name, make) in queues() {
         g.bench_function(name, |b| {
             b.iter_batched(

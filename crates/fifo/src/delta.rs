@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::tombstone::DeletedObject;
+use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 /// The kind of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,6 +48,15 @@ impl<K> Delta<K> {
             DeltaType::Replaced => Self::Replaced(obj),
             DeltaType::Sync => Self::Sync(obj),
         }
+    }
+
+    /// A Deleted delta carrying a tombstone for `key`, with the last known state of the object
+    /// if there is one.
+    pub fn tombstone(key: impl Into<String>, obj: Option<Arc<K>>) -> Self {
+        Self::Deleted(DeletedObject::from(DeletedFinalStateUnknown {
+            key: key.into(),
+            obj,
+        }))
     }
 
     /// The kind of change.
@@ -242,13 +251,14 @@ impl<K: Eq> Eq for Deltas<K> {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tombstone::DeletedFinalStateUnknown;
 
     fn tombstone(key: &str, obj: Option<u32>) -> Delta<u32> {
-        Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
-            key: key.into(),
-            obj: obj.map(Arc::new),
-        }))
+        Delta::tombstone(key, obj.map(Arc::new))
+    }
+
+    #[test]
+    fn a_delta_is_two_words() {
+        assert_eq!(size_of::<Delta<u32>>(), 2 * size_of::<usize>());
     }
 
     fn deltas(list: Vec<Delta<u32>>) -> Deltas<u32> {

@@ -12,7 +12,7 @@ use crate::intake::Intake;
 use crate::keyed::{Keyed, SlotId};
 use crate::queue::TransformFunc;
 use crate::shared::{Pending, Shared};
-use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
+use crate::tombstone::DeletedObject;
 
 /// How a [`DeltaFIFO`] is built, beyond its key function.
 ///
@@ -234,7 +234,12 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
             .pending
             .queued()
             .filter(|(_, key, _)| !new_keys.contains(key))
-            .map(|(slot, key, deltas)| (slot, tombstone(key, deltas.newest().object().cloned())))
+            .map(|(slot, key, deltas)| {
+                (
+                    slot,
+                    Delta::tombstone(key, deltas.newest().object().cloned()),
+                )
+            })
             .collect();
         // Known keys the list lacks and nothing is queued for, with the cache's object.
         let known_deletions: Vec<(String, Delta<K>)> = match &self.intake.known_objects {
@@ -244,7 +249,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
                 .into_iter()
                 .filter(|key| !new_keys.contains(key.as_str()) && !state.pending.contains(key))
                 .map(|key| {
-                    let delta = tombstone(&key, known.get_by_key(&key));
+                    let delta = Delta::tombstone(key.as_str(), known.get_by_key(&key));
                     (key, delta)
                 })
                 .collect(),
@@ -294,13 +299,6 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
 }
 
 crate::shared::queue_via_shared!(DeltaFIFO);
-
-fn tombstone<K>(key: &str, obj: Option<Arc<K>>) -> Delta<K> {
-    Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
-        key: key.to_owned(),
-        obj,
-    }))
-}
 
 impl<K> fmt::Debug for DeltaFIFO<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

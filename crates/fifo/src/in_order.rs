@@ -11,7 +11,6 @@ use crate::delta::{Delta, DeltaType, Deltas};
 use crate::intake::Intake;
 use crate::queue::TransformFunc;
 use crate::shared::{Pending, Shared};
-use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 /// How an [`InOrderFIFO`] is built, beyond its key function.
 #[non_exhaustive]
@@ -154,13 +153,6 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
     }
 }
 
-fn tombstone<K>(key: &str, obj: Option<Arc<K>>) -> Delta<K> {
-    Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
-        key: key.to_owned(),
-        obj,
-    }))
-}
-
 impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
     fn add(&self, obj: Arc<K>) -> Result<()> {
         self.push(DeltaType::Added, obj)
@@ -192,14 +184,17 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
         for key in order.iter().filter(|key| !new_keys.contains(*key)) {
             let delta = &state.pending.0[last[key]].1;
             if delta.delta_type() != DeltaType::Deleted {
-                deletions.push(((*key).to_owned(), tombstone(key, delta.object().cloned())));
+                deletions.push((
+                    (*key).to_owned(),
+                    Delta::tombstone(*key, delta.object().cloned()),
+                ));
             }
         }
         if let Some(known) = &self.intake.known_objects {
             for key in known.list_keys() {
                 if !new_keys.contains(key.as_str()) && !last.contains_key(key.as_str()) {
                     let obj = known.get_by_key(&key);
-                    let delta = tombstone(&key, obj);
+                    let delta = Delta::tombstone(key.as_str(), obj);
                     deletions.push((key, delta));
                 }
             }

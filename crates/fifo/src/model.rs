@@ -27,7 +27,7 @@ use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
 use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
 use crate::queue::{Queue, QueueClosed, transform_func};
-use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
+use crate::tombstone::DeletedObject;
 
 /// The object the model queues: keyed by `name` (an empty name is a key error).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,11 +213,7 @@ impl Model {
         }
         let count = new_keys.len() + deletions.len();
         for (key, obj) in deletions {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            self.push(&key, Delta::Deleted(DeletedObject::Tombstone(tombstone)));
+            self.push(&key, Delta::tombstone(key.as_str(), obj));
         }
         if !self.populated {
             self.populated = true;
@@ -387,14 +383,7 @@ impl InOrderModel {
 }
 
 fn tombstone(key: &str, obj: Option<Arc<Obj>>) -> (String, Delta<Obj>) {
-    let tombstone = DeletedFinalStateUnknown {
-        key: key.to_owned(),
-        obj,
-    };
-    (
-        key.to_owned(),
-        Delta::Deleted(DeletedObject::Tombstone(tombstone)),
-    )
+    (key.to_owned(), Delta::tombstone(key, obj))
 }
 
 /// The two models behind one interface, for [`run`].

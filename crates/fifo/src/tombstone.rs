@@ -45,11 +45,14 @@ impl<K: Eq> Eq for DeletedFinalStateUnknown<K> {}
 /// A watch DELETED event carries the object's final state ([`Object`](Self::Object)); a deletion
 /// discovered by a relist carries a [`DeletedFinalStateUnknown`] ([`Tombstone`](Self::Tombstone)).
 /// A consumer applies either by key: `Store::delete_by_key(key)`.
+///
+/// The tombstone is boxed: it is rare, and boxing keeps every [`Delta`](crate::Delta) two words
+/// long, which matters for queues that hold millions of them.
 pub enum DeletedObject<K> {
     /// The final state of the object, as the watch reported it.
     Object(Arc<K>),
     /// The object vanished while unobserved; only its key is certain.
-    Tombstone(DeletedFinalStateUnknown<K>),
+    Tombstone(Box<DeletedFinalStateUnknown<K>>),
 }
 
 impl<K> DeletedObject<K> {
@@ -113,6 +116,6 @@ impl<K> From<Arc<K>> for DeletedObject<K> {
 
 impl<K> From<DeletedFinalStateUnknown<K>> for DeletedObject<K> {
     fn from(tombstone: DeletedFinalStateUnknown<K>) -> Self {
-        Self::Tombstone(tombstone)
+        Self::Tombstone(Box::new(tombstone))
     }
 }
