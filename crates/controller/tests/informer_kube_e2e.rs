@@ -181,10 +181,12 @@ async fn informer_converges_through_kube_client_despite_faults() {
             .len(),
         9
     );
-    assert_eq!(
-        informer.last_sync_resource_version(),
-        server.resource_version().to_string()
-    );
+    // The reflector records the version after the store has the change: wait for it too.
+    let head = server.resource_version().to_string();
+    eventually("resume version caught up", || {
+        informer.last_sync_resource_version() == head
+    })
+    .await;
 
     stop.cancel();
     task.await.unwrap().unwrap();
