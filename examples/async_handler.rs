@@ -1,0 +1,104 @@
+//! Handing notifications to async code: the handler (on its own thread) sends each change into a
+//! tokio channel, and an async task does the slow work — here, a pretend HTTP call per change.
+//!
+//! An unbounded channel keeps the handler from ever blocking, as the informer's own buffers do;
+//! with a bounded one, `blocking_send` would apply back-pressure to that handler only. A work
+//! queue that coalesces by key (send the key, look the object up in the lister when working)
+//! is the usual controller shape, and is what the `reconcile` task below does.
+//!
+//! ```sh
+//! cargo run --example async_handler
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_examples::simulator_with_pods;
+use informers::k8s_openapi::api::core::v1::Pod;
+use informers::prelude::*;
+use tokio::sync::mpsc;
+
+/// What the async side is told: the key of an object that changed.
+#[derive(Debug)]
+enum Change {
+    Upserted(String),
+    Deleted(String),
+}
+
+fn key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let (server, client) = simulator_with_pods(12).await?;
+    let factory = KubeInformerFactory::new(client);
+    let pods = factory.informer::<Pod>();
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (on_add, on_update, on_delete) = (tx.clone(), tx.clone(), tx);
+    pods.add_event_handler(
+        ResourceEventHandlerFuncs::new()
+            .with_add(move |p: &Arc<Pod>, _| {
+                let _ = on_add.send(Change::Upserted(key(p)));
+            })
+            .with_update(move |_: &Arc<Pod>, p: &Arc<Pod>| {
+                let _ = on_update.send(Change::Upserted(key(p)));
+            })
+            .with_delete(move |d: DeletedObject<Pod>| {
+                let key = d
+                    .tombstone()
+                    .map(|t| t.key.clone())
+                    .or_else(|| d.object().map(|p| key(p)));
+                if let Some(key) = key {
+                    let _ = on_delete.send(Change::Deleted(key));
+                }
+            }),
+    )?;
+
+    // The async worker: reads the current state from the lister, never from the event.
+    let lister = factory.lister::<Pod>();
+    let worker = tokio::spawn(async move {
+        let mut handled = 0;
+        while let Some(change) = rx.recv().await {
+            tokio::time::sleep(Duration::from_millis(2)).await; // the "HTTP call"
+            match change {
+                Change::Upserted(key) => {
+                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                    let node = lister
+                        .namespace(ns)
+                        .get(name)
+                        .and_then(|p| p.spec.as_ref()?.node_name.clone());
+                    println!("reconciled {key} (now on {node:?})");
+                }
+                Change::Deleted(key) => println!("cleaned up after {key}"),
+            }
+            handled += 1;
+        }
+        handled
+    });
+
+    factory.start()?;
+    factory
+        .wait_for_cache_sync(Some(Duration::from_secs(30)))
+        .await;
+    server.delete::<Pod>(Some("ns-0"), "pod-0")?;
+    server.patch::<Pod>(
+        Some("ns-1"),
+        "pod-1",
+        &serde_json::json!({"spec": {"nodeName": "node-9"}}),
+    )?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Shutting down drops the handler, and with it the senders: the worker drains and ends.
+    factory.shutdown().await?;
+    drop(pods);
+    let handled = worker.await?;
+    println!("the async worker handled {handled} changes");
+    server.shutdown().await;
+    Ok(())
+}

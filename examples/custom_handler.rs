@@ -1,0 +1,94 @@
+//! A handler of your own: a type implementing `ResourceEventHandler`, keeping a view derived
+//! from every change (ready replicas per app label) — the shape of most controllers' bookkeeping.
+//!
+//! Each hook has an empty default, so a handler implements only what it needs. Handlers run on
+//! their own thread, after the cache is updated, in order; `filtered` narrows one to the
+//! objects it cares about.
+//!
+//! ```sh
+//! cargo run --example custom_handler
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_examples::simulator_with_pods;
+use informers::k8s_openapi::api::core::v1::Pod;
+use informers::prelude::*;
+use parking_lot::Mutex;
+
+/// Pods per `app` label, kept from notifications alone.
+#[derive(Default)]
+struct PodsPerApp(Mutex<BTreeMap<String, usize>>);
+
+fn app(pod: &Pod) -> Option<String> {
+    pod.metadata.labels.as_ref()?.get("app").cloned()
+}
+
+impl ResourceEventHandler<Pod> for PodsPerApp {
+    fn on_add(&self, pod: &Arc<Pod>, _is_in_initial_list: bool) {
+        if let Some(app) = app(pod) {
+            *self.0.lock().entry(app).or_default() += 1;
+        }
+    }
+
+    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+        let (before, after) = (app(old), app(new));
+        if before != after {
+            let mut counts = self.0.lock();
+            if let Some(app) = before {
+                *counts.entry(app).or_default() -= 1;
+            }
+            if let Some(app) = after {
+                *counts.entry(app).or_default() += 1;
+            }
+        }
+    }
+
+    fn on_delete(&self, pod: DeletedObject<Pod>) {
+        // A deletion seen only by a relist carries the last cached state, if there was one.
+        if let Some(app) = pod.object().and_then(|p| app(p)) {
+            *self.0.lock().entry(app).or_default() -= 1;
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let (server, client) = simulator_with_pods(30).await?;
+    let factory = KubeInformerFactory::new(client);
+    let pods = factory.informer::<Pod>();
+
+    let per_app = Arc::new(PodsPerApp::default());
+    let all = pods.add_event_handler(Arc::clone(&per_app))?;
+    // The same handler type, narrowed to one namespace with a filter.
+    let in_ns0 = Arc::new(PodsPerApp::default());
+    let ns0 = pods.add_event_handler(
+        Arc::clone(&in_ns0).filtered(|p: &Pod| p.metadata.namespace.as_deref() == Some("ns-0")),
+    )?;
+
+    factory.start()?;
+    factory
+        .wait_for_cache_sync(Some(Duration::from_secs(30)))
+        .await;
+    server.patch::<Pod>(
+        Some("ns-0"),
+        "pod-0",
+        &serde_json::json!({"metadata": {"labels": {"app": "app-9"}}}),
+    )?;
+    server.delete::<Pod>(Some("ns-1"), "pod-1")?;
+    // Wait until both handlers have seen everything so far: 30 adds, an update, a delete.
+    while !(all.has_synced() && all.delivered() == 32 && ns0.has_synced()) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while ns0.backlog() > 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("pods per app, everywhere: {:?}", per_app.0.lock());
+    println!("pods per app, in ns-0:    {:?}", in_ns0.0.lock());
+
+    factory.shutdown().await?;
+    server.shutdown().await;
+    Ok(())
+}

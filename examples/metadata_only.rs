@@ -1,0 +1,43 @@
+//! A metadata-only informer: names, labels, annotations, owners — without specs and statuses.
+//!
+//! `metadata_informer::<Pod>()` lists and watches through the API server's metadata view
+//! (`PartialObjectMetadata`), so the cache holds `PartialObjectMeta<Pod>`s: a fraction of the
+//! memory when a program only needs to know what exists and how it is labelled.
+//!
+//! ```sh
+//! cargo run --example metadata_only
+//! ```
+
+use std::time::Duration;
+
+use informer_examples::simulator_with_pods;
+use informers::k8s_openapi::api::core::v1::Pod;
+use informers::kube_client::core::Expression;
+use informers::prelude::*;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let (server, client) = simulator_with_pods(25).await?;
+    let factory = KubeInformerFactory::new(client);
+    let metadata = factory.metadata_informer::<Pod>();
+    factory.start()?;
+    let report = factory
+        .wait_for_cache_sync(Some(Duration::from_secs(30)))
+        .await;
+    assert!(report.all_synced(), "{report}");
+
+    let lister = ResourceLister::new(metadata.indexer());
+    println!("{} pods known by metadata alone", lister.len());
+    let app_2 = LabelSelector::from(Expression::Equal("app".into(), "app-2".into()));
+    for pod in lister.namespace("ns-1").list(&app_2) {
+        println!(
+            "ns-1/{} labels={:?}",
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            pod.metadata.labels.clone().unwrap_or_default()
+        );
+    }
+
+    factory.shutdown().await?;
+    server.shutdown().await;
+    Ok(())
+}
