@@ -161,3 +161,8 @@ pub mod prelude {
     #[cfg(feature = "controller")]
     pub use tokio_util::sync::CancellationToken;
 }
+
+/// The README's usage example, compiled (not run: it needs a cluster) with the doctests.
+#[cfg(all(doctest, feature = "kube"))]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
