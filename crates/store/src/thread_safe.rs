@@ -184,14 +184,15 @@ impl<K> Items<K> {
             .filter_map(|(id, s)| Some((id as SlotId, s.as_ref()?)))
     }
 
+    /// The objects in slots `ids`, shared.
+    ///
+    /// In two passes: first the object pointers are gathered (plain loads, which the CPU
+    /// overlaps), then the reference counts are incremented. Done in one pass, each atomic
+    /// increment waits for its own cache miss before the next load can start.
     fn objects<'a>(&'a self, ids: impl IntoIterator<Item = &'a SlotId>) -> Vec<Arc<K>> {
-        let ids = ids.into_iter();
-        let mut out = Vec::with_capacity(ids.size_hint().0);
-        out.extend(
-            ids.filter_map(|&id| self.slot(id))
-                .map(|s| Arc::clone(&s.obj)),
-        );
-        out
+        let found: Vec<&Arc<K>> =
+            ids.into_iter().filter_map(|&id| self.slot(id)).map(|s| &s.obj).collect();
+        found.into_iter().map(Arc::clone).collect()
     }
 }
 
