@@ -190,8 +190,11 @@ impl<K> Items<K> {
     /// overlaps), then the reference counts are incremented. Done in one pass, each atomic
     /// increment waits for its own cache miss before the next load can start.
     fn objects<'a>(&'a self, ids: impl IntoIterator<Item = &'a SlotId>) -> Vec<Arc<K>> {
-        let found: Vec<&Arc<K>> =
-            ids.into_iter().filter_map(|&id| self.slot(id)).map(|s| &s.obj).collect();
+        let found: Vec<&Arc<K>> = ids
+            .into_iter()
+            .filter_map(|&id| self.slot(id))
+            .map(|s| &s.obj)
+            .collect();
         found.into_iter().map(Arc::clone).collect()
     }
 }
