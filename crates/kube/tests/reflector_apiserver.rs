@@ -711,13 +711,24 @@ async fn bookmarks_keep_a_selective_watch_resumable_past_compaction() {
         for round in 0..3 {
             env.churn(round);
         }
-        // Give the watch time for a bookmark (every 100 ms), then compact and end the watch.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        if bookmarks {
+            // A bookmark (every 100 ms) carries the watch's resume version up to the head.
+            let head = env.server.resource_version().to_string();
+            env.wait_for("a bookmark at the head", |e| {
+                e.reflector.last_sync_resource_version() == head
+            })
+            .await;
+        }
         env.server.faults().compact_all();
         env.server.faults().close_watches();
         let watches = env.watches();
         env.watches_reach(watches + 1).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        if bookmarks {
+            // Nothing to wait for: give a wrong relist a moment to show up.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } else {
+            env.lists_reach(2).await;
+        }
         env.converged("selective watch").await;
         let lists = env.lists();
         env.stop().await;
