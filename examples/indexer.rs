@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use informer_examples::{node_index, node_of};
 use informer_store::{
     IndexValues, Indexer, KeyError, KnownObjects, Lister, NAMESPACE_INDEX, ReflectorStore, Store,
     ThreadSafeStore, index_func, indexers, key_func, meta_namespace_key,
@@ -43,10 +44,6 @@ fn pod(i: usize, node: usize, app: usize, resource_version: u64) -> Arc<Pod> {
         }),
         status: None,
     })
-}
-
-fn node_of(p: &Pod) -> Option<&str> {
-    p.spec.as_ref()?.node_name.as_deref()
 }
 
 fn app_of(p: &Pod) -> Option<&str> {
@@ -132,7 +129,7 @@ fn run(n: usize) -> Result<(), String> {
                 NAMESPACE_INDEX,
                 index_func(|p: &Pod| Ok(p.metadata.namespace.as_deref().into())),
             ),
-            ("node", index_func(|p: &Pod| Ok(node_of(p).into()))),
+            ("node", node_index()),
             (
                 "app",
                 index_func(|p: &Pod| Ok(app_of(p).map(IndexValues::one).unwrap_or_default())),
