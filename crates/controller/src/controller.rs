@@ -18,8 +18,11 @@ use crate::thread::Joinable;
 ///   `on_update(old, new)`; otherwise add it and call `on_add(new, is_in_initial_list)`.
 /// * Deleted: remove the key (a tombstone is applied by its key) and call `on_delete`.
 ///
-/// A store error stops processing of these deltas and is returned; the handler has heard of
-/// exactly the deltas applied before it.
+/// A delta the store refuses (an index function failing on the object) is skipped: the cache
+/// keeps what it had for that key, the handler is not told, and the later deltas of the same
+/// key are still applied, so one bad version never hides the good ones after it. The first
+/// such error is returned once every delta has been tried; the handler has heard of exactly
+/// the deltas that were applied.
 pub fn process_deltas<K, S, H>(
     handler: &H,
     store: &S,
@@ -30,27 +33,44 @@ where
     S: Store<K> + ?Sized,
     H: ResourceEventHandler<K> + ?Sized,
 {
+    let mut first_error = None;
     for delta in deltas {
-        match delta {
-            Delta::Sync(obj) | Delta::Replaced(obj) | Delta::Added(obj) | Delta::Updated(obj) => {
-                match store.upsert(Arc::clone(&obj))? {
-                    Some(old) => handler.on_update(&old, &obj),
-                    None => handler.on_add(&obj, is_in_initial_list),
+        if let Err(e) = apply_delta(handler, store, delta, is_in_initial_list) {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn apply_delta<K, S, H>(
+    handler: &H,
+    store: &S,
+    delta: Delta<K>,
+    is_in_initial_list: bool,
+) -> Result<()>
+where
+    S: Store<K> + ?Sized,
+    H: ResourceEventHandler<K> + ?Sized,
+{
+    match delta {
+        Delta::Sync(obj) | Delta::Replaced(obj) | Delta::Added(obj) | Delta::Updated(obj) => {
+            match store.upsert(Arc::clone(&obj))? {
+                Some(old) => handler.on_update(&old, &obj),
+                None => handler.on_add(&obj, is_in_initial_list),
+            }
+        }
+        Delta::Deleted(deleted) => {
+            match deleted.tombstone() {
+                Some(tombstone) => {
+                    store.delete_by_key(&tombstone.key)?;
+                }
+                None => {
+                    if let Some(obj) = deleted.object() {
+                        store.delete(Arc::clone(obj))?;
+                    }
                 }
             }
-            Delta::Deleted(deleted) => {
-                match deleted.tombstone() {
-                    Some(tombstone) => {
-                        store.delete_by_key(&tombstone.key)?;
-                    }
-                    None => {
-                        if let Some(obj) = deleted.object() {
-                            store.delete(Arc::clone(obj))?;
-                        }
-                    }
-                }
-                handler.on_delete(deleted);
-            }
+            handler.on_delete(deleted);
         }
     }
     Ok(())
