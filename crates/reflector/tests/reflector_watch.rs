@@ -380,3 +380,27 @@ async fn a_store_error_on_an_event_is_logged_and_the_watch_goes_on() {
     assert!(h.errors.lock().is_empty());
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn out_of_order_events_are_applied_as_delivered_and_the_last_one_is_the_resume_version() {
+    // The server promises order; the reflector does not second-guess it (neither does
+    // client-go): an older version after a newer one is written, and becomes the resume point.
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "10"));
+    fake.push_watch(vec![modified("a", 3, "13"), modified("a", 2, "12")]);
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(3).await;
+    assert_eq!(shapes(&requests), "list@0 watch@10 watch@12");
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Replace(vec!["a".into()], "10".into()),
+            Op::Update("a".into()),
+            Op::Update("a".into()),
+        ]
+    );
+    assert_eq!(h.store.content(), [("a".into(), 2)]);
+    h.stop().await;
+}
