@@ -373,6 +373,21 @@ async fn bad_watch_lines_are_decode_errors_never_events() {
             ),
             "no resourceVersion",
         ),
+        (
+            line(
+                "BOOKMARK",
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{}}"#,
+            ),
+            "bookmark without resourceVersion",
+        ),
+        (
+            line(
+                "BOOKMARK",
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":""}}"#,
+            ),
+            "bookmark with an empty resourceVersion",
+        ),
+        (line("ADDED", r#""just a string""#), "not an object"),
     ];
     for (bad, what) in cases {
         let got = watch_outcome(vec![Ok(&good), Ok(&bad)]).await;
