@@ -31,6 +31,7 @@ on_both_queues!(
     a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on,
     a_version_an_index_function_refuses_is_skipped_and_later_versions_apply,
     a_list_holding_an_object_without_a_name_is_refused_whole_and_retried,
+    a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_heard,
 );
 
 async fn a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on(kind: Kind) {
@@ -117,6 +118,27 @@ async fn a_list_holding_an_object_without_a_name_is_refused_whole_and_retried(ki
     assert_eq!(cache(&informer), rec.replay());
     stop.cancel();
     task.await.unwrap().unwrap();
+}
+
+async fn a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_heard(kind: Kind) {
+    // No list is queued: the list request waits forever.
+    let source = ChannelSource::new();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let rec = Recorder::new();
+    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    eventually("the list request", || source.lists_asked() == 1).await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("run returns once stopped, even inside a list")
+        .unwrap()
+        .unwrap();
+    assert!(!informer.has_synced());
+    assert!(!registration.has_synced());
+    assert_eq!(rec.len(), 0);
+    assert!(informer.store().list().is_empty());
+    assert_eq!(source.lists_served(), 0);
 }
 
 /// One key's deltas popped together: a refused version in the middle does not hide the ones

@@ -131,6 +131,7 @@ pub struct ChannelSource {
     lists: Mutex<VecDeque<ListPage<Obj>>>,
     watches: Mutex<VecDeque<EventRx>>,
     lists_served: Mutex<usize>,
+    lists_asked: Mutex<usize>,
     changed: tokio::sync::Notify,
 }
 
@@ -156,6 +157,11 @@ impl ChannelSource {
 
     pub fn lists_served(&self) -> usize {
         *self.lists_served.lock()
+    }
+
+    /// List requests made, answered or not.
+    pub fn lists_asked(&self) -> usize {
+        *self.lists_asked.lock()
     }
 }
 
@@ -188,6 +194,7 @@ impl Watch {
 
 impl ListerWatcher<Obj> for ChannelSource {
     async fn list(&self, _params: &ListParams) -> Result<ListPage<Obj>, Error> {
+        *self.lists_asked.lock() += 1;
         loop {
             let notified = self.changed.notified();
             if let Some(page) = self.lists.lock().pop_front() {
