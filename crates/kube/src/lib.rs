@@ -56,6 +56,7 @@ mod error;
 mod factory;
 mod key;
 mod lister_watcher;
+mod transform;
 
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
@@ -66,6 +67,7 @@ pub use crate::key::{key_func, namespace_index_func};
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
+pub use crate::transform::strip_managed_fields;
 
 #[cfg(test)]
 mod send_sync {

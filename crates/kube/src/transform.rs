@@ -1,0 +1,76 @@
+//! Transforms that trim objects before they are cached.
+
+use std::sync::Arc;
+
+use informer_fifo::{TransformFunc, transform_func};
+use kube::Resource;
+
+/// A transform that drops `metadata.managedFields` (client-go's `TransformStripManagedFields`).
+///
+/// Server-side apply records, per field manager, which fields it owns: often a kilobyte or more
+/// per object, and read by almost no controller. Stripping it before the object is queued means
+/// the cache, the queue and every notification share the smaller object. An object that has no
+/// managed fields is passed through as it is, without a copy.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use informer_kube::strip_managed_fields;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+/// use kube::api::ObjectMeta;
+///
+/// let pod = Pod {
+///     metadata: ObjectMeta {
+///         name: Some("web-0".into()),
+///         managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+///         ..Default::default()
+///     },
+///     ..Default::default()
+/// };
+/// let stripped = strip_managed_fields::<Pod>()(Arc::new(pod)).unwrap();
+/// assert_eq!(stripped.metadata.managed_fields, None);
+/// assert_eq!(stripped.metadata.name.as_deref(), Some("web-0"));
+/// ```
+pub fn strip_managed_fields<K>() -> TransformFunc<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+{
+    transform_func(|obj: Arc<K>| {
+        if obj.meta().managed_fields.is_none() {
+            return Ok(obj);
+        }
+        let mut obj = Arc::unwrap_or_clone(obj);
+        obj.meta_mut().managed_fields = None;
+        Ok(Arc::new(obj))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[test]
+    fn an_object_without_managed_fields_is_passed_through_uncopied() {
+        let pod = Arc::new(Pod::default());
+        let out = strip_managed_fields::<Pod>()(Arc::clone(&pod)).unwrap();
+        assert!(Arc::ptr_eq(&pod, &out));
+    }
+
+    #[test]
+    fn managed_fields_are_dropped_and_nothing_else_changes() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("a".into());
+        pod.metadata.resource_version = Some("7".into());
+        let mut expected = pod.clone();
+        pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            ..Default::default()
+        }]);
+        let out = strip_managed_fields::<Pod>()(Arc::new(pod)).unwrap();
+        expected.metadata.managed_fields = None;
+        assert_eq!(*out, expected);
+    }
+}
