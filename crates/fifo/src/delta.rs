@@ -4,6 +4,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 /// The kind of a change.
@@ -133,7 +135,15 @@ impl<K: Eq> Eq for Delta<K> {}
 ///
 /// `Deltas` derefs to a slice, so it can be iterated and indexed; [`oldest`](Self::oldest) and
 /// [`newest`](Self::newest) need no `Option` because a `Deltas` always holds at least one delta.
-pub struct Deltas<K>(Vec<Delta<K>>);
+/// A single delta (the usual case) is stored inline, without an allocation of its own.
+///
+/// A `Deltas` popped from one of this crate's queues also carries the key the queue filed it
+/// under ([`key`](Self::key)), so the consumer can apply it to a cache without computing the key
+/// again.
+pub struct Deltas<K> {
+    list: SmallVec<[Delta<K>; 1]>,
+    key: Option<String>,
+}
 
 /// The error of building a [`Deltas`] from an empty list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -141,44 +151,60 @@ pub struct Deltas<K>(Vec<Delta<K>>);
 pub struct EmptyDeltas;
 
 impl<K> Deltas<K> {
-    /// Deltas holding one delta.
+    /// Deltas holding one delta, with no key.
     pub fn new(first: Delta<K>) -> Self {
-        Self(vec![first])
+        let mut list = SmallVec::new();
+        list.push(first);
+        Self { list, key: None }
+    }
+
+    /// Deltas holding one delta, filed under `key`.
+    pub(crate) fn keyed(key: String, first: Delta<K>) -> Self {
+        let mut deltas = Self::new(first);
+        deltas.key = Some(key);
+        deltas
+    }
+
+    /// The key the queue filed these deltas under, if they came from a queue that records it
+    /// (both of this crate's queues do). It is what the queue's key function returned for the
+    /// objects, so a cache keyed by the same function can use it as is.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
     }
 
     /// The oldest delta.
     pub fn oldest(&self) -> &Delta<K> {
-        &self.0[0]
+        &self.list[0]
     }
 
     /// The newest delta.
     pub fn newest(&self) -> &Delta<K> {
-        &self.0[self.0.len() - 1]
+        &self.list[self.list.len() - 1]
     }
 
     /// The deltas, oldest first.
     pub fn into_vec(self) -> Vec<Delta<K>> {
-        self.0
+        self.list.into_vec()
     }
 
     pub(crate) fn push(&mut self, delta: Delta<K>) {
-        self.0.push(delta);
+        self.list.push(delta);
     }
 
     /// Collapses the two newest deltas into one when both are Deleted, keeping the more
     /// informative: the older one, unless the older is a tombstone. Nothing else is
     /// deduplicated.
     pub(crate) fn dedup_newest(&mut self) {
-        let n = self.0.len();
+        let n = self.list.len();
         if n < 2 {
             return;
         }
-        let (older, newer) = (&self.0[n - 2], &self.0[n - 1]);
+        let (older, newer) = (&self.list[n - 2], &self.list[n - 1]);
         if let (Delta::Deleted(older), Delta::Deleted(_)) = (older, newer) {
             if older.is_tombstone() {
-                self.0.swap_remove(n - 2);
+                self.list.swap_remove(n - 2);
             } else {
-                self.0.pop();
+                self.list.pop();
             }
         }
     }
@@ -188,7 +214,7 @@ impl<K> Deref for Deltas<K> {
     type Target = [Delta<K>];
 
     fn deref(&self) -> &[Delta<K>] {
-        &self.0
+        &self.list
     }
 }
 
@@ -199,23 +225,26 @@ impl<K> TryFrom<Vec<Delta<K>>> for Deltas<K> {
         if deltas.is_empty() {
             Err(EmptyDeltas)
         } else {
-            Ok(Self(deltas))
+            Ok(Self {
+                list: SmallVec::from_vec(deltas),
+                key: None,
+            })
         }
     }
 }
 
 impl<K> From<Deltas<K>> for Vec<Delta<K>> {
     fn from(deltas: Deltas<K>) -> Self {
-        deltas.0
+        deltas.into_vec()
     }
 }
 
 impl<K> IntoIterator for Deltas<K> {
     type Item = Delta<K>;
-    type IntoIter = std::vec::IntoIter<Delta<K>>;
+    type IntoIter = smallvec::IntoIter<[Delta<K>; 1]>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        self.list.into_iter()
     }
 }
 
@@ -224,25 +253,28 @@ impl<'a, K> IntoIterator for &'a Deltas<K> {
     type IntoIter = std::slice::Iter<'a, Delta<K>>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.list.iter()
     }
 }
 
 impl<K> Clone for Deltas<K> {
     fn clone(&self) -> Self {
-        Self(self.0.clone())
+        Self {
+            list: self.list.clone(),
+            key: self.key.clone(),
+        }
     }
 }
 
 impl<K: fmt::Debug> fmt::Debug for Deltas<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(&self.0).finish()
+        f.debug_list().entries(&self.list).finish()
     }
 }
 
 impl<K: PartialEq> PartialEq for Deltas<K> {
     fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
+        self.list == other.list
     }
 }
 

@@ -100,7 +100,9 @@ struct Log<K>(VecDeque<(String, Delta<K>)>);
 
 impl<K> Pending<K> for Log<K> {
     fn take_front(&mut self) -> Option<Deltas<K>> {
-        self.0.pop_front().map(|(_, delta)| Deltas::new(delta))
+        self.0
+            .pop_front()
+            .map(|(key, delta)| Deltas::keyed(key, delta))
     }
 
     fn len(&self) -> usize {

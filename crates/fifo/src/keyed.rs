@@ -1,10 +1,10 @@
 //! The DeltaFIFO's pending changes: per key, in key arrival order.
 //!
-//! Slots hold `(hash, key, deltas)`; a `HashTable` of slot numbers finds a key's slot, and the
-//! FIFO is a ring of slot numbers. The table holds 4-byte slot numbers, not keys, so it stays
-//! small and cache-resident; a pop removes its table entry by slot number with the stored hash,
-//! without hashing or comparing the key again. The key `String` the key function produced is
-//! moved into its slot, never copied.
+//! Slots hold `(hash, deltas)`, the deltas carrying their key; a `HashTable` of slot numbers finds
+//! a key's slot, and the FIFO is a ring of slot numbers. The table holds 4-byte slot numbers, not
+//! keys, so it stays small and cache-resident; a pop removes its table entry by slot number with
+//! the stored hash, without hashing or comparing the key again. The key `String` the key function
+//! produced is moved into its slot and out again with the popped deltas, never copied.
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -20,9 +20,14 @@ pub(crate) type SlotId = u32;
 
 struct Slot<K> {
     hash: u64,
-    key: String,
-    /// `None` when the slot is free.
+    /// `None` when the slot is free; otherwise keyed ([`Deltas::key`] is `Some`).
     deltas: Option<Deltas<K>>,
+}
+
+impl<K> Slot<K> {
+    fn key(&self) -> Option<&str> {
+        self.deltas.as_ref()?.key()
+    }
 }
 
 pub(crate) struct Keyed<K> {
@@ -49,7 +54,7 @@ impl<K> Keyed<K> {
     fn find(&self, hash: u64, key: &str) -> Option<SlotId> {
         let slots = &self.slots;
         self.table
-            .find(hash, |&id| slots[id as usize].key == key)
+            .find(hash, |&id| slots[id as usize].key() == Some(key))
             .copied()
     }
 
@@ -66,8 +71,7 @@ impl<K> Keyed<K> {
             None => {
                 let slot = Slot {
                     hash,
-                    key,
-                    deltas: Some(Deltas::new(delta)),
+                    deltas: Some(Deltas::keyed(key, delta)),
                 };
                 let id = match self.free.pop() {
                     Some(id) => {
@@ -100,8 +104,8 @@ impl<K> Keyed<K> {
     /// The queued keys in order: slot, key and deltas.
     pub(crate) fn queued(&self) -> impl Iterator<Item = (SlotId, &str, &Deltas<K>)> {
         self.queue.iter().filter_map(|&id| {
-            let slot = &self.slots[id as usize];
-            Some((id, slot.key.as_str(), slot.deltas.as_ref()?))
+            let deltas = self.slots[id as usize].deltas.as_ref()?;
+            Some((id, deltas.key()?, deltas))
         })
     }
 
@@ -115,7 +119,6 @@ impl<K> Pending<K> for Keyed<K> {
         let id = self.queue.pop_front()?;
         let slot = &mut self.slots[id as usize];
         let deltas = slot.deltas.take();
-        slot.key = String::new();
         let hash = slot.hash;
         if let Ok(entry) = self.table.find_entry(hash, |&other| other == id) {
             entry.remove();

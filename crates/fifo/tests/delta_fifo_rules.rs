@@ -366,3 +366,24 @@ fn delta_type_of_every_variant() {
         assert_eq!(d.object(), Some(&o));
     }
 }
+
+/// A popped key's deltas carry the key the queue filed them under, for live changes and for the
+/// tombstones of a relist alike, so the consumer never computes it again.
+#[test]
+fn popped_deltas_carry_their_key() {
+    let cache = cache(&[obj("ns", "gone", 1)]);
+    let f = fifo_over(&cache);
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.update(obj("ns", "a", 2)).unwrap();
+    f.replace(vec![obj("ns", "a", 3), obj("other", "b", 1)], "3".into())
+        .unwrap();
+    let mut keys = Vec::new();
+    while !f.is_empty() {
+        f.pop_with(|deltas, _| keys.push(deltas.key().map(str::to_owned)))
+            .unwrap();
+    }
+    assert_eq!(
+        keys,
+        [Some("ns/a"), Some("other/b"), Some("ns/gone")].map(|k| k.map(str::to_owned))
+    );
+}

@@ -154,3 +154,19 @@ fn resync_skips_keys_named_anywhere_in_the_queue() {
         ]
     );
 }
+
+/// Every popped event carries the key the queue filed it under, tombstones included.
+#[test]
+fn popped_events_carry_their_key() {
+    use informer_fifo::QueueExt;
+    let f = fifo_over(&[obj("ns", "gone", 1)]);
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.replace(vec![obj("ns", "a", 2)], "2".into()).unwrap();
+    let mut keys = Vec::new();
+    while !f.is_empty() {
+        f.pop_with(|deltas, _| keys.push(deltas.key().map(str::to_owned)))
+            .unwrap();
+    }
+    let want = ["ns/a", "ns/gone", "ns/a"].map(|k| Some(k.to_owned()));
+    assert_eq!(keys, want);
+}
