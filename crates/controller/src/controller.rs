@@ -23,6 +23,10 @@ use crate::thread::Joinable;
 /// key are still applied, so one bad version never hides the good ones after it. The first
 /// such error is returned once every delta has been tried; the handler has heard of exactly
 /// the deltas that were applied.
+///
+/// When the deltas carry their key ([`Deltas::key`], set by this stack's queues), the store is
+/// written by that key and the key function does not run again: the queue and the store must
+/// use the same key function — as they must anyway, since the queue reads the store back by key.
 pub fn process_deltas<K, S, H>(
     handler: &H,
     store: &S,
@@ -33,9 +37,10 @@ where
     S: Store<K> + ?Sized,
     H: ResourceEventHandler<K> + ?Sized,
 {
+    let (key, deltas) = deltas.into_parts();
     let mut first_error = None;
     for delta in deltas {
-        if let Err(e) = apply_delta(handler, store, delta, is_in_initial_list) {
+        if let Err(e) = apply_delta(handler, store, key.as_deref(), delta, is_in_initial_list) {
             first_error.get_or_insert(e);
         }
     }
@@ -45,6 +50,7 @@ where
 fn apply_delta<K, S, H>(
     handler: &H,
     store: &S,
+    key: Option<&str>,
     delta: Delta<K>,
     is_in_initial_list: bool,
 ) -> Result<()>
@@ -54,17 +60,24 @@ where
 {
     match delta {
         Delta::Sync(obj) | Delta::Replaced(obj) | Delta::Added(obj) | Delta::Updated(obj) => {
-            match store.upsert(Arc::clone(&obj))? {
+            let old = match key {
+                Some(key) => store.upsert_with_key(key, Arc::clone(&obj))?,
+                None => store.upsert(Arc::clone(&obj))?,
+            };
+            match old {
                 Some(old) => handler.on_update(&old, &obj),
                 None => handler.on_add(&obj, is_in_initial_list),
             }
         }
         Delta::Deleted(deleted) => {
-            match deleted.tombstone() {
-                Some(tombstone) => {
+            match (deleted.tombstone(), key) {
+                (Some(tombstone), _) => {
                     store.delete_by_key(&tombstone.key)?;
                 }
-                None => {
+                (None, Some(key)) => {
+                    store.delete_by_key(key)?;
+                }
+                (None, None) => {
                     if let Some(obj) = deleted.object() {
                         store.delete(Arc::clone(obj))?;
                     }
@@ -74,6 +87,30 @@ where
         }
     }
     Ok(())
+}
+
+/// How many changes the pop loop takes off the queue under one acquisition of its lock.
+pub const POP_BATCH: usize = 64;
+
+/// What a controller's pop loop does with the changes it pops.
+///
+/// Any `FnMut(Deltas<K>, bool)` closure is one (it ignores batch ends).
+pub trait ProcessDeltas<K>: Send + 'static {
+    /// Handles one key's deltas; runs with the queue's lock held (see [`Queue::pop`]).
+    fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool);
+
+    /// Called after each batch of up to [`POP_BATCH`] pops, with the queue's lock released,
+    /// before the loop waits for more: where buffered work is flushed. The default does nothing.
+    fn end_batch(&mut self) {}
+}
+
+impl<K, F> ProcessDeltas<K> for F
+where
+    F: FnMut(Deltas<K>, bool) + Send + 'static,
+{
+    fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool) {
+        self(deltas, is_in_initial_list);
+    }
 }
 
 /// A reflector feeding a queue, and a pop loop (on its own thread) handing what comes out to a
@@ -129,11 +166,12 @@ where
     }
 
     /// Runs until `stop` is cancelled: the reflector on this task, the pop loop on its own
-    /// thread calling `process` for every popped key. On stop the queue is closed, the pop loop
-    /// drains it and ends, and this returns once its thread has been joined.
+    /// thread popping in batches ([`Queue::pop_batch`]) and calling `process` for every popped
+    /// key. On stop the queue is closed, the pop loop drains it and ends, and this returns once
+    /// its thread has been joined.
     pub async fn run<P>(&self, stop: CancellationToken, process: P) -> std::io::Result<()>
     where
-        P: FnMut(Deltas<K>, bool) + Send + 'static,
+        P: ProcessDeltas<K>,
     {
         let pop = spawn_pop_loop(Arc::clone(&self.queue), process)?;
         self.reflector.run(stop).await;
@@ -147,9 +185,14 @@ fn spawn_pop_loop<K, Q, P>(queue: Arc<Q>, mut process: P) -> std::io::Result<Joi
 where
     K: Send + Sync + 'static,
     Q: Queue<K> + ?Sized + 'static,
-    P: FnMut(Deltas<K>, bool) + Send + 'static,
+    P: ProcessDeltas<K>,
 {
     Joinable::spawn("informer-pop".to_owned(), move || {
-        while queue.pop(&mut process) != Err(QueueClosed) {}
+        while queue.pop_batch(POP_BATCH, &mut |deltas, initial| {
+            process.process(deltas, initial)
+        }) != Err(QueueClosed)
+        {
+            process.end_batch();
+        }
     })
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{
-    DeletedObject, DeltaFIFO, DeltaFIFOOptions, InOrderFIFO, InOrderFIFOOptions, Queue,
+    DeletedObject, DeltaFIFO, DeltaFIFOOptions, Deltas, InOrderFIFO, InOrderFIFOOptions, Queue,
     TransformFunc,
 };
 use informer_reflector::{ListerWatcher, Reflector, WatchErrorHandler};
@@ -14,7 +14,7 @@ use informer_store::{Indexer, Indexers, KeyFunc, Lister, Store, ThreadSafeStore}
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, process_deltas};
+use crate::controller::{Controller, ProcessDeltas, process_deltas};
 use crate::handler::ResourceEventHandler;
 use crate::processor::{HandlerRegistration, Notification, PanicPolicy, Processor, UpstreamSynced};
 
@@ -152,6 +152,32 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
 
     fn on_delete(&self, obj: DeletedObject<K>) {
         self.processor.distribute(Notification::Delete(obj), false);
+    }
+}
+
+/// The informer's pop loop: applies each change to the cache, queues its notifications, and
+/// hands them to the handlers at the end of each batch.
+struct ApplyDeltas<K> {
+    distributor: Distributor<K>,
+    indexer: Arc<ThreadSafeStore<K>>,
+    block_deltas: Arc<Mutex<()>>,
+}
+
+impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
+    fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool) {
+        let _block = self.block_deltas.lock();
+        if let Err(e) = process_deltas(
+            &self.distributor,
+            &*self.indexer,
+            deltas,
+            is_in_initial_list,
+        ) {
+            tracing::error!(error = %e, "could not apply a change to the cache; dropped");
+        }
+    }
+
+    fn end_batch(&mut self) {
+        self.distributor.processor.flush();
     }
 }
 
@@ -447,16 +473,12 @@ where
             processor: Arc::clone(&self.processor),
             resource_version: Arc::clone(&self.resource_version),
         };
-        let (indexer, block_deltas) = (Arc::clone(&self.indexer), Arc::clone(&self.block_deltas));
-        let result = controller
-            .run(stop, move |deltas, is_in_initial_list| {
-                let _block = block_deltas.lock();
-                if let Err(e) = process_deltas(&distributor, &*indexer, deltas, is_in_initial_list)
-                {
-                    tracing::error!(error = %e, "could not apply a change to the cache; dropped");
-                }
-            })
-            .await;
+        let apply = ApplyDeltas {
+            distributor,
+            indexer: Arc::clone(&self.indexer),
+            block_deltas: Arc::clone(&self.block_deltas),
+        };
+        let result = controller.run(stop, apply).await;
 
         self.stopped.store(true, Ordering::Release);
         let workers = {

@@ -62,7 +62,7 @@ mod informer;
 mod processor;
 mod thread;
 
-pub use crate::controller::{Controller, process_deltas};
+pub use crate::controller::{Controller, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::handler::{
     FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerExt,
     ResourceEventHandlerFuncs,

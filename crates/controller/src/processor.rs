@@ -30,6 +30,15 @@ pub enum PanicPolicy {
     Abort,
 }
 
+/// How many notifications the processor buffers before it hands them to the listeners, if the
+/// pop loop has not flushed them at the end of its batch first.
+const MAX_BATCH: usize = 256;
+
+/// Notifications handed to every listener at once: one shared, read-only buffer, so sending a
+/// change to N handlers neither clones its objects' `Arc`s N times nor has N threads contend
+/// on their reference counts; each handler reads the objects by reference.
+type Batch<K> = Arc<[Notification<K>]>;
+
 /// One change, as queued for a handler.
 pub(crate) enum Notification<K> {
     Add(Arc<K>, bool),
@@ -144,7 +153,7 @@ impl HandlerRegistration {
 
 struct Listener<K> {
     id: u64,
-    tx: Sender<Notification<K>>,
+    tx: Sender<Batch<K>>,
     state: Arc<ListenerState>,
     /// The period asked for; `Duration::ZERO` = no resync.
     requested_resync: Duration,
@@ -157,15 +166,17 @@ struct Listener<K> {
 }
 
 impl<K> Listener<K> {
-    fn send(&self, n: Notification<K>) {
-        if self.state.stopped.load(Ordering::Acquire) {
-            return; // stopped by its panic policy: nobody will read it
+    fn is_stopped(&self) -> bool {
+        // Stopped by its panic policy: nobody will read what is sent.
+        self.state.stopped.load(Ordering::Acquire)
+    }
+
+    fn send(&self, batch: &Batch<K>) {
+        if self.is_stopped() {
+            return;
         }
-        if let Notification::Add(_, true) = n {
-            self.state.pending_initial.fetch_add(1, Ordering::AcqRel);
-        }
-        self.state.queued.fetch_add(1, Ordering::AcqRel);
-        let _ = self.tx.send(n);
+        self.state.queued.fetch_add(batch.len(), Ordering::AcqRel);
+        let _ = self.tx.send(Arc::clone(batch));
     }
 }
 
@@ -188,6 +199,25 @@ pub(crate) struct Processor<K> {
 struct Inner<K> {
     listeners: Vec<Listener<K>>,
     next_id: u64,
+    /// Notifications for every listener, not handed over yet (see [`Processor::flush`]).
+    pending: Vec<Notification<K>>,
+}
+
+impl<K> Inner<K> {
+    /// Hands the pending notifications to every listener, as one shared batch.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.listeners.is_empty() {
+            self.pending.clear();
+            return;
+        }
+        let batch: Batch<K> = self.pending.drain(..).collect();
+        for l in &self.listeners {
+            l.send(&batch);
+        }
+    }
 }
 
 impl<K> fmt::Debug for Processor<K> {
@@ -204,6 +234,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
             inner: Mutex::new(Inner {
                 listeners: Vec::new(),
                 next_id: 0,
+                pending: Vec::new(),
             }),
             policy,
         }
@@ -226,11 +257,18 @@ impl<K: Send + Sync + 'static> Processor<K> {
             .pending_initial
             .store(initial.len(), Ordering::Release);
         state.queued.store(initial.len(), Ordering::Release);
-        for obj in initial {
+        if !initial.is_empty() {
+            let snapshot: Batch<K> = initial
+                .into_iter()
+                .map(|obj| Notification::Add(obj, true))
+                .collect();
             // The receiver is alive (owned below), so this cannot fail.
-            let _ = tx.send(Notification::Add(obj, true));
+            let _ = tx.send(snapshot);
         }
         let mut inner = self.inner.lock();
+        // What was distributed before this listener existed goes to the others only: its
+        // snapshot already holds those changes.
+        inner.flush();
         let id = inner.next_id;
         inner.next_id += 1;
         let worker_state = Arc::clone(&state);
@@ -260,6 +298,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
     /// Returns the worker to join, or `None` if `id` is unknown (already removed).
     pub(crate) fn remove_listener(&self, id: u64) -> Option<Joinable> {
         let mut inner = self.inner.lock();
+        // What was distributed before the removal is still delivered to it.
+        inner.flush();
         let at = inner.listeners.iter().position(|l| l.id == id)?;
         let mut listener = inner.listeners.remove(at);
         // Dropping the sender (with the listener) ends the worker once the buffer is drained.
@@ -267,16 +307,36 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 
     /// Sends `n` to every listener, or, for a resync (`is_sync`), to those whose resync is due.
+    ///
+    /// A notification for every listener is buffered until [`flush`](Self::flush) (or until
+    /// [`MAX_BATCH`] are buffered); a resync goes out at once, after what is buffered, to the
+    /// listeners it is for. An initial add is counted against each listener's sync at once, so
+    /// a handler never reports synced while one is buffered.
     pub(crate) fn distribute(&self, n: Notification<K>, is_sync: bool) {
-        let inner = self.inner.lock();
-        let wanted = |l: &&Listener<K>| !is_sync || l.syncing;
-        let Some(last) = inner.listeners.iter().rposition(|l| wanted(&l)) else {
+        let mut inner = self.inner.lock();
+        if is_sync {
+            inner.flush();
+            let mut wanted = inner.listeners.iter().filter(|l| l.syncing).peekable();
+            if wanted.peek().is_some() {
+                let batch: Batch<K> = Arc::new([n]);
+                wanted.for_each(|l| l.send(&batch));
+            }
             return;
-        };
-        for l in inner.listeners[..last].iter().filter(wanted) {
-            l.send(n.clone());
         }
-        inner.listeners[last].send(n);
+        if let Notification::Add(_, true) = n {
+            for l in inner.listeners.iter().filter(|l| !l.is_stopped()) {
+                l.state.pending_initial.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        inner.pending.push(n);
+        if inner.pending.len() >= MAX_BATCH {
+            inner.flush();
+        }
+    }
+
+    /// Hands every buffered notification to the listeners.
+    pub(crate) fn flush(&self) {
+        self.inner.lock().flush();
     }
 
     /// Decides which listeners take the next resync (client-go's `shouldResync`): those whose
@@ -307,6 +367,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
     /// Stops every listener without delivering what is buffered; returns their workers.
     pub(crate) fn stop(&self) -> Vec<Joinable> {
         let mut inner = self.inner.lock();
+        inner.pending.clear();
         inner
             .listeners
             .drain(..)
@@ -339,51 +400,55 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
 fn run_listener<K>(
     id: u64,
     handler: Box<dyn ResourceEventHandler<K>>,
-    rx: Receiver<Notification<K>>,
+    rx: Receiver<Batch<K>>,
     state: Arc<ListenerState>,
     policy: PanicPolicy,
 ) {
-    while let Ok(n) = rx.recv() {
-        state.queued.fetch_sub(1, Ordering::AcqRel);
-        if state.discard.load(Ordering::Acquire) {
-            break;
-        }
-        let initial = matches!(n, Notification::Add(_, true));
-        let outcome = catch_unwind(AssertUnwindSafe(|| match n {
-            Notification::Add(obj, is_in_initial_list) => handler.on_add(&obj, is_in_initial_list),
-            Notification::Update(old, new) => handler.on_update(&old, &new),
-            Notification::Delete(obj) => handler.on_delete(obj),
-        }));
-        if initial {
-            state.pending_initial.fetch_sub(1, Ordering::AcqRel);
-        }
-        state.delivered.fetch_add(1, Ordering::AcqRel);
-        if let Err(panic) = outcome {
-            state.panics.fetch_add(1, Ordering::AcqRel);
-            let message = panic_message(&*panic);
-            match policy {
-                PanicPolicy::Continue => {
-                    tracing::error!(
-                        handler = id,
-                        panic = message,
-                        "event handler panicked; going on"
-                    );
+    'batches: while let Ok(batch) = rx.recv() {
+        for n in batch.iter() {
+            state.queued.fetch_sub(1, Ordering::AcqRel);
+            if state.discard.load(Ordering::Acquire) {
+                break 'batches;
+            }
+            let initial = matches!(n, Notification::Add(_, true));
+            let outcome = catch_unwind(AssertUnwindSafe(|| match n {
+                Notification::Add(obj, is_in_initial_list) => {
+                    handler.on_add(obj, *is_in_initial_list)
                 }
-                PanicPolicy::StopHandler => {
-                    tracing::error!(
-                        handler = id,
-                        panic = message,
-                        "event handler panicked; stopping it"
-                    );
-                    break;
-                }
-                PanicPolicy::Abort => {
-                    tracing::error!(
-                        handler = id,
-                        panic = message,
-                        "event handler panicked; aborting"
-                    );
-                    std::process::abort();
+                Notification::Update(old, new) => handler.on_update(old, new),
+                Notification::Delete(obj) => handler.on_delete(obj.clone()),
+            }));
+            if initial {
+                state.pending_initial.fetch_sub(1, Ordering::AcqRel);
+            }
+            state.delivered.fetch_add(1, Ordering::AcqRel);
+            if let Err(panic) = outcome {
+                state.panics.fetch_add(1, Ordering::AcqRel);
+                let message = panic_message(&*panic);
+                match policy {
+                    PanicPolicy::Continue => {
+                        tracing::error!(
+                            handler = id,
+                            panic = message,
+                            "event handler panicked; going on"
+                        );
+                    }
+                    PanicPolicy::StopHandler => {
+                        tracing::error!(
+                            handler = id,
+                            panic = message,
+                            "event handler panicked; stopping it"
+                        );
+                        break 'batches;
+                    }
+                    PanicPolicy::Abort => {
+                        tracing::error!(
+                            handler = id,
+                            panic = message,
+                            "event handler panicked; aborting"
+                        );
+                        std::process::abort();
+                    }
                 }
             }
         }

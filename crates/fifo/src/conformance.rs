@@ -176,6 +176,7 @@ where
     close_wakes_a_blocked_pop_and_drains_first(&make);
     panicking_process_leaves_the_queue_usable(&make);
     producers_lose_nothing_and_keep_their_order(&make);
+    pop_batch_hands_over_up_to_max_in_queue_order(&make);
 }
 
 fn writes_are_delivered_in_order_per_key<Q: Queue<TestObject>>(make: &impl Fn(QueueParts) -> Q) {
@@ -300,6 +301,35 @@ fn has_synced_once_the_first_relist_is_popped<Q: Queue<TestObject>>(
         drain(&q),
         ["ns/c: Added@4"],
         "later writes are not in the initial list"
+    );
+}
+
+fn pop_batch_hands_over_up_to_max_in_queue_order<Q: Queue<TestObject>>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = make(with_cache(&cache));
+    q.replace(vec![obj("ns", "a", 1), obj("ns", "b", 2)], "2".into())
+        .unwrap();
+    q.add(obj("ns", "c", 3)).unwrap();
+    let mut seen = Vec::new();
+    let mut record = |deltas: Deltas<TestObject>, initial| seen.push(render(&deltas, initial));
+    assert_eq!(q.pop_batch(2, &mut record), Ok(2), "up to max");
+    assert!(q.has_synced(), "the initial list is counted as popped");
+    assert_eq!(q.pop_batch(5, &mut record), Ok(1), "never waits to fill");
+    assert_eq!(
+        seen,
+        [
+            "initial ns/a: Replaced@1",
+            "initial ns/b: Replaced@2",
+            "ns/c: Added@3"
+        ],
+        "in queue order, each flagged as it would be by pop"
+    );
+    q.close();
+    assert_eq!(
+        q.pop_batch(5, &mut |_, _| panic!("closed and empty")),
+        Err(QueueClosed)
     );
 }
 

@@ -182,6 +182,12 @@ impl<K> Deltas<K> {
         &self.list[self.list.len() - 1]
     }
 
+    /// The key (see [`key`](Self::key)) and the deltas, oldest first: both owned, so a
+    /// consumer can apply the deltas by key without copying it.
+    pub fn into_parts(self) -> (Option<String>, impl ExactSizeIterator<Item = Delta<K>>) {
+        (self.key, self.list.into_iter())
+    }
+
     /// The deltas, oldest first.
     pub fn into_vec(self) -> Vec<Delta<K>> {
         self.list.into_vec()

@@ -59,6 +59,22 @@ pub trait Queue<K>: ReflectorStore<K> {
     /// Returns [`QueueClosed`] if the queue is closed and empty.
     fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed>;
 
+    /// Like [`pop`](Self::pop), but hands over up to `max` changes (at least one) under one
+    /// acquisition of the lock, one `process` call each, in queue order; returns how many.
+    ///
+    /// It blocks only for the first change: it never waits for a batch to fill. A consumer that
+    /// buffers work per change (the informer's notifications) can flush once per batch. The
+    /// default pops one change; both of this crate's queues pop up to `max`. If `process`
+    /// panics, the changes not yet handed over stay queued.
+    fn pop_batch(
+        &self,
+        max: usize,
+        process: &mut dyn FnMut(Deltas<K>, bool),
+    ) -> Result<usize, QueueClosed> {
+        let _ = max;
+        self.pop(process).map(|()| 1)
+    }
+
     /// Whether the first relist has been fully popped, or a write came before any relist.
     ///
     /// Once true it stays true.
@@ -109,6 +125,13 @@ macro_rules! forward_through {
         impl<K, T: Queue<K> + ?Sized> Queue<K> for $ptr {
             fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed> {
                 (**self).pop(process)
+            }
+            fn pop_batch(
+                &self,
+                max: usize,
+                process: &mut dyn FnMut(Deltas<K>, bool),
+            ) -> Result<usize, QueueClosed> {
+                (**self).pop_batch(max, process)
             }
             fn has_synced(&self) -> bool { (**self).has_synced() }
             fn close(&self) { (**self).close() }

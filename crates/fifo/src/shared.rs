@@ -72,30 +72,41 @@ impl<S> Shared<S> {
         self.ready.notify_all();
     }
 
-    /// Blocks until an entry is pending (or the queue is closed and empty), then hands it to
-    /// `process` with the lock held.
+    /// Blocks until an entry is pending (or the queue is closed and empty), then hands up to
+    /// `max` entries (at least one) to `process`, one at a time, under one acquisition of the
+    /// lock. Returns how many were handed over.
     ///
-    /// The entry is removed and counted as popped before `process` runs, so a panicking `process`
-    /// leaves the state consistent; the guard unlocks as the panic unwinds.
-    pub(crate) fn pop<K>(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed>
+    /// Each entry is removed and counted as popped before `process` runs, so a panicking
+    /// `process` leaves the state consistent (the entries after it stay queued); the guard
+    /// unlocks as the panic unwinds.
+    pub(crate) fn pop_batch<K>(
+        &self,
+        max: usize,
+        process: &mut dyn FnMut(Deltas<K>, bool),
+    ) -> Result<usize, QueueClosed>
     where
         S: Pending<K>,
     {
         let mut state = self.state.lock();
-        loop {
-            if let Some(deltas) = state.pending.take_front() {
-                let is_in_initial_list = !state.has_synced();
-                if state.initial_population_count > 0 {
-                    state.initial_population_count -= 1;
-                }
-                process(deltas, is_in_initial_list);
-                return Ok(());
-            }
+        while state.pending.len() == 0 {
             if state.closed {
                 return Err(QueueClosed);
             }
             state = self.ready.wait(state);
         }
+        let mut popped = 0;
+        while popped < max.max(1) {
+            let Some(deltas) = state.pending.take_front() else {
+                break;
+            };
+            let is_in_initial_list = !state.has_synced();
+            if state.initial_population_count > 0 {
+                state.initial_population_count -= 1;
+            }
+            popped += 1;
+            process(deltas, is_in_initial_list);
+        }
+        Ok(popped)
     }
 
     pub(crate) fn has_synced(&self) -> bool {
@@ -135,7 +146,15 @@ macro_rules! queue_via_shared {
                 &self,
                 process: &mut dyn FnMut($crate::Deltas<K>, bool),
             ) -> Result<(), $crate::QueueClosed> {
-                self.shared.pop(process)
+                self.shared.pop_batch(1, process).map(drop)
+            }
+
+            fn pop_batch(
+                &self,
+                max: usize,
+                process: &mut dyn FnMut($crate::Deltas<K>, bool),
+            ) -> Result<usize, $crate::QueueClosed> {
+                self.shared.pop_batch(max, process)
             }
 
             fn has_synced(&self) -> bool {

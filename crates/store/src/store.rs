@@ -73,6 +73,15 @@ pub trait Store<K>: ReflectorStore<K> + KnownObjects<K> {
         Ok(old)
     }
 
+    /// [`upsert`](Self::upsert) with the key already computed: `key` must be what this store's
+    /// key function returns for `obj` (a queue fed by the same key function hands it over with
+    /// each change). It saves computing and allocating the key a second time; the default
+    /// ignores `key` and calls [`upsert`](Self::upsert).
+    fn upsert_with_key(&self, key: &str, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        let _ = key;
+        self.upsert(obj)
+    }
+
     /// Removes the object filed under `key` and returns it; a missing key is a no-op.
     ///
     /// This is how a tombstone (which carries a key, not necessarily an object) is applied.
@@ -144,6 +153,9 @@ macro_rules! forward_through {
             fn list(&self) -> Vec<Arc<K>> { (**self).list() }
             fn get(&self, obj: &K) -> Result<Option<Arc<K>>> { (**self).get(obj) }
             fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> { (**self).upsert(obj) }
+            fn upsert_with_key(&self, key: &str, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+                (**self).upsert_with_key(key, obj)
+            }
             fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
                 (**self).delete_by_key(key)
             }

@@ -245,7 +245,7 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
 
     fn put(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let key = (self.key_func)(&obj)?;
-        self.inner.write().upsert(key, obj)
+        self.inner.write().upsert(Cow::Owned(key), obj)
     }
 }
 
@@ -339,7 +339,7 @@ impl<K> Inner<K> {
     }
 
     /// Stores `obj` under `key`; returns the object it replaced.
-    fn upsert(&mut self, key: String, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+    fn upsert(&mut self, key: Cow<'_, str>, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let Inner { items, indexes, .. } = self;
         let hash = items.hash(&key);
         let existing = items.find_hashed(hash, &key);
@@ -376,7 +376,7 @@ impl<K> Inner<K> {
         {
             Some(slot) => Ok(Some(std::mem::replace(&mut slot.obj, obj))),
             None => {
-                items.insert_new(hash, key.into_boxed_str(), obj);
+                items.insert_new(hash, key.into_owned().into_boxed_str(), obj);
                 Ok(None)
             }
         }
@@ -494,6 +494,10 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
 
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         self.put(obj)
+    }
+
+    fn upsert_with_key(&self, key: &str, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        self.inner.write().upsert(Cow::Borrowed(key), obj)
     }
 
     fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
@@ -712,6 +716,26 @@ mod tests {
             "stale entry removed by a scan"
         );
         assert!(s.get_by_key("a/y").is_none());
+    }
+
+    #[test]
+    fn upsert_with_key_files_under_the_given_key_and_keeps_indexes_exact() {
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([("namespace", namespace_index())]),
+        );
+        assert!(
+            s.upsert_with_key("a/x", obj("a", "x", 1))
+                .unwrap()
+                .is_none()
+        );
+        let old = s.upsert_with_key("a/x", obj("a", "x", 2)).unwrap();
+        assert_eq!(old.unwrap().resource_version, 1);
+        assert_eq!(s.get_by_key("a/x").unwrap().resource_version, 2);
+        assert_eq!(s.index_keys("namespace", "a").unwrap(), ["a/x"]);
+        assert_eq!(s.len(), 1, "the same entry as add would have made");
+        assert_eq!(s.delete_by_key("a/x").unwrap().unwrap().resource_version, 2);
+        assert!(s.list_index_func_values("namespace").is_empty());
     }
 
     #[test]
