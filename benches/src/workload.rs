@@ -76,3 +76,8 @@ pub fn indexers() -> Indexers<Pod> {
         (NODE_INDEX, node_index()),
     ])
 }
+
+/// `metadata.resourceVersion`.
+pub fn resource_version_func() -> informer_controller::ResourceVersionFunc<Pod> {
+    Arc::new(|p: &Pod| p.metadata.resource_version.as_deref())
+}

@@ -1,0 +1,38 @@
+//! One MEM measurement in a process of its own: `mem <mode> <pods>` prints one JSON line (see
+//! `informer_benches::mem`). Modes: `ours-baseline`, `ours`, `kube-runtime-baseline`,
+//! `kube-runtime`.
+
+use std::alloc::System;
+use std::process::ExitCode;
+
+use informer_benches::mem::{Heap, Mode, measure};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn heap() -> Option<Heap> {
+    let s = GLOBAL.stats();
+    Some(Heap {
+        bytes: s.bytes_allocated.saturating_sub(s.bytes_deallocated),
+        blocks: s.allocations.saturating_sub(s.deallocations),
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(mode), Some(n)) = (
+        args.first().and_then(|m| Mode::parse(m)),
+        args.get(1).and_then(|n| n.parse::<usize>().ok()),
+    ) else {
+        let modes: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        eprintln!("usage: mem <{}> <pods>", modes.join("|"));
+        return ExitCode::FAILURE;
+    };
+    if n == 0 {
+        eprintln!("mem: <pods> must be at least 1");
+        return ExitCode::FAILURE;
+    }
+    println!("{}", measure(mode, n, heap).to_json());
+    ExitCode::SUCCESS
+}

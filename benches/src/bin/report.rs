@@ -1,0 +1,108 @@
+//! Runs every workload once more, ours and kube-runtime side by side, and prints one table.
+//!
+//! `cargo run --release -p informer-benches --bin report [-- --quick] [--only <name>]...`
+//!
+//! MEM runs in processes of their own: the `mem` binary next to this one (built with it when
+//! missing).
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use clap::Parser;
+use informer_benches::Sizes;
+use informer_benches::report::{self, Options, WORKLOADS};
+
+/// The informers benchmark report: ours and kube-runtime, same run, same objects.
+#[derive(Debug, Parser)]
+#[command(name = "report")]
+struct Args {
+    /// Smaller sizes (a tenth): a smoke run.
+    #[arg(long)]
+    quick: bool,
+    /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-idx, w-inf,
+    /// w-http, mem); repeatable.
+    #[arg(long, value_name = "NAME")]
+    only: Vec<String>,
+    /// Repetitions of each workload (figures are medians).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+}
+
+/// The `mem` binary beside this one; built with cargo when missing.
+fn mem_exe() -> Option<PathBuf> {
+    let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    let exe = dir.join(format!("mem{}", std::env::consts::EXE_SUFFIX));
+    if !exe.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+        let profile = if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        };
+        eprintln!("building the mem binary ({profile})…");
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "informer-benches",
+                "--bin",
+                "mem",
+                "--profile",
+                profile,
+            ])
+            .status()
+            .ok()?;
+        if !built.success() || !exe.exists() {
+            eprintln!("no mem binary at {}: MEM is not measured", exe.display());
+            return None;
+        }
+    }
+    Some(exe)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let opts = Options {
+        sizes: if args.quick {
+            Sizes::quick()
+        } else {
+            Sizes::full()
+        },
+        reps: args.reps.max(1),
+        only: args.only,
+        mem_exe: None,
+    };
+    let unknown = opts.unknown_names();
+    if !unknown.is_empty() {
+        eprintln!(
+            "no workload matches {}; the workloads are {}",
+            unknown.join(", "),
+            WORKLOADS.join(", ")
+        );
+        return ExitCode::FAILURE;
+    }
+    let opts = Options {
+        mem_exe: if opts.selected("mem") {
+            mem_exe()
+        } else {
+            None
+        },
+        ..opts
+    };
+    println!("machine: {}", report::machine());
+    println!(
+        "sizes: {:?}, {} repetitions, medians",
+        opts.sizes, opts.reps
+    );
+    let rows = report::run(&opts, &mut |row| {
+        eprintln!(
+            "{} | {} | ours {} | kube-runtime {}",
+            row.workload, row.phase, row.ours, row.kube_runtime
+        );
+    });
+    println!();
+    print!("{}", report::render(&rows));
+    println!();
+    println!("machine at the end: {}", report::machine());
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,300 @@
+//! MEM: bytes per cached object, for our informer and for kube-runtime's store, each synced
+//! with the same pods (list only).
+//!
+//! Each measurement runs in a process of its own (the `mem` binary, driven by the report) so
+//! that its resident set is its own. Two figures:
+//!
+//! * **RSS**: the peak resident set (`VmHWM`) of a process that builds the pods and syncs them
+//!   into the cache, minus the peak of a process that builds the same pods and caches nothing
+//!   ([`Mode::OursBaseline`], [`Mode::KubeRuntimeBaseline`]), per pod;
+//! * **heap**: bytes allocated and still live, counted by the `mem` binary's global allocator
+//!   (the [`HeapProbe`]), per pod: the object itself, and the cache's overhead beyond it; for
+//!   ours the overhead is also split into the store's key and slot, the index entries, and the
+//!   rest (queue, processor and reflector leftovers).
+//!
+//! Our informer shares the built `Arc<Pod>` with its cache, so the object is counted once; the
+//! built handles are dropped once synced. kube-runtime's writer stores a deep clone of each
+//! object from its `InitApply` event, and the event (with the original) is dropped after: its
+//! object figure is the size of that clone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
+use k8s_openapi::api::core::v1::Pod;
+use kube_runtime::reflector::{self, store};
+use kube_runtime::watcher::Event;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::w_idx;
+use crate::w_inf;
+use crate::workload::{pod, pods};
+
+/// Live heap: bytes and blocks allocated and not yet freed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Heap {
+    /// Bytes.
+    pub bytes: usize,
+    /// Blocks (allocations).
+    pub blocks: usize,
+}
+
+/// Reads the live heap (from a counting global allocator); `None` without one.
+pub type HeapProbe = fn() -> Option<Heap>;
+
+/// What a `mem` process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Builds the pods as our informer gets them (`Arc<Pod>`) and caches nothing.
+    OursBaseline,
+    /// Builds the pods and syncs them into our informer (DeltaFIFO, two indexes, one handler).
+    Ours,
+    /// Builds the pods as kube-runtime's watcher yields them (`InitApply` events) and caches
+    /// nothing.
+    KubeRuntimeBaseline,
+    /// Builds the events and runs them through kube-runtime's `reflector` into its store.
+    KubeRuntime,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 4] = [
+        Mode::OursBaseline,
+        Mode::Ours,
+        Mode::KubeRuntimeBaseline,
+        Mode::KubeRuntime,
+    ];
+
+    /// The mode's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::OursBaseline => "ours-baseline",
+            Mode::Ours => "ours",
+            Mode::KubeRuntimeBaseline => "kube-runtime-baseline",
+            Mode::KubeRuntime => "kube-runtime",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn parse(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// What one `mem` process measured; heap figures are bytes per pod (absent without a probe).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// Pods built (and cached, unless a baseline).
+    pub pods: usize,
+    /// Peak resident set, bytes (`VmHWM`; absent where `/proc` is not).
+    pub rss_peak: Option<u64>,
+    /// Heap per object as built (or, for kube-runtime, as its store keeps it: the deep clone).
+    pub object: Option<f64>,
+    /// Heap blocks per object as kept.
+    pub object_blocks: Option<f64>,
+    /// Everything live at the end, per object (the object and the cache).
+    pub all_in: Option<f64>,
+    /// Ours: the store's key and slot per object (a store without indexes).
+    pub key_and_slot: Option<f64>,
+    /// Ours: the two indexes' entries per object.
+    pub index_entries: Option<f64>,
+}
+
+impl Sample {
+    /// The cache's overhead per object: everything minus the object.
+    pub fn overhead(&self) -> Option<f64> {
+        Some(self.all_in? - self.object?)
+    }
+
+    /// Ours: the rest of the overhead after the key, slot and index entries (queue, processor,
+    /// reflector).
+    pub fn rest(&self) -> Option<f64> {
+        Some(self.overhead()? - self.key_and_slot? - self.index_entries?)
+    }
+
+    /// As one JSON line.
+    pub fn to_json(&self) -> String {
+        json!({
+            "pods": self.pods,
+            "rss_peak": self.rss_peak,
+            "object": self.object,
+            "object_blocks": self.object_blocks,
+            "all_in": self.all_in,
+            "key_and_slot": self.key_and_slot,
+            "index_entries": self.index_entries,
+        })
+        .to_string()
+    }
+
+    /// From [`to_json`](Self::to_json)'s line.
+    pub fn from_json(line: &str) -> Option<Sample> {
+        let v: Value = serde_json::from_str(line).ok()?;
+        let f = |k: &str| v.get(k).and_then(Value::as_f64);
+        Some(Sample {
+            pods: v.get("pods")?.as_u64()? as usize,
+            rss_peak: v.get("rss_peak").and_then(Value::as_u64),
+            object: f("object"),
+            object_blocks: f("object_blocks"),
+            all_in: f("all_in"),
+            key_and_slot: f("key_and_slot"),
+            index_entries: f("index_entries"),
+        })
+    }
+}
+
+/// The peak resident set of this process, from `/proc/self/status`.
+pub fn rss_peak() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Runs `mode` over `n` pods in this process.
+pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
+    match mode {
+        Mode::OursBaseline => baseline(n, heap, |n| Box::new(pods(n))),
+        Mode::KubeRuntimeBaseline => baseline(n, heap, |n| Box::new(init_events(n))),
+        Mode::Ours => ours(n, heap),
+        Mode::KubeRuntime => kube_runtime(n, heap),
+    }
+}
+
+fn per(n: usize, after: Option<Heap>, before: Option<Heap>) -> (Option<f64>, Option<f64>) {
+    match (after, before) {
+        (Some(a), Some(b)) => (
+            Some((a.bytes as f64 - b.bytes as f64) / n as f64),
+            Some((a.blocks as f64 - b.blocks as f64) / n as f64),
+        ),
+        _ => (None, None),
+    }
+}
+
+fn baseline(n: usize, heap: HeapProbe, build: fn(usize) -> Box<dyn std::any::Any>) -> Sample {
+    let h0 = heap();
+    let built = build(n);
+    let (object, object_blocks) = per(n, heap(), h0);
+    let rss_peak = rss_peak();
+    drop(built);
+    Sample {
+        pods: n,
+        rss_peak,
+        object,
+        object_blocks,
+        all_in: object,
+        ..Sample::default()
+    }
+}
+
+/// `Init`, one `InitApply` per pod, `InitDone`.
+fn init_events(n: usize) -> Vec<Event<Pod>> {
+    let mut out = Vec::with_capacity(n + 2);
+    out.push(Event::Init);
+    out.extend((0..n).map(|i| Event::InitApply(pod(i))));
+    out.push(Event::InitDone);
+    out
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+fn ours(n: usize, heap: HeapProbe) -> Sample {
+    let rt = runtime();
+    let h0 = heap();
+    let built = pods(n);
+    let (object, object_blocks) = per(n, heap(), h0);
+
+    let source = FakeListerWatcher::new();
+    source.push_list(ListPage::new(built, n.to_string()));
+    source.push_watch(vec![WatchStep::Hang]);
+    let (informer, counters) = w_inf::informer(source, 1);
+    let counter = &counters[0];
+    let stop = CancellationToken::new();
+    let task = rt.spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    rt.block_on(async {
+        while !(informer.has_synced() && counter.saw(n, 0)) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let (all_in, _) = per(n, heap(), h0);
+    let rss_peak = rss_peak();
+
+    // The breakdown, from the cached objects themselves (shared, so only overhead is counted).
+    let cached = informer.lister().list(|_| true);
+    assert_eq!(cached.len(), n);
+    stop.cancel();
+    rt.block_on(task)
+        .expect("informer task")
+        .expect("informer run");
+    drop(informer);
+    let store_overhead = |with_indexes: bool| {
+        let before = heap();
+        let s = w_idx::store(with_indexes);
+        w_idx::add_all(&s, &cached);
+        let (bytes, _) = per(n, heap(), before);
+        drop(s);
+        bytes
+    };
+    let key_and_slot = store_overhead(false);
+    let indexed = store_overhead(true);
+    Sample {
+        pods: n,
+        rss_peak,
+        object,
+        object_blocks,
+        all_in,
+        key_and_slot,
+        index_entries: indexed.zip(key_and_slot).map(|(a, b)| a - b),
+    }
+}
+
+fn kube_runtime(n: usize, heap: HeapProbe) -> Sample {
+    let rt = runtime();
+    let h0 = heap();
+    let events = init_events(n);
+    // The object as the store keeps it: a deep clone behind an `Arc`, sized on a sample.
+    let sample = n.min(1000);
+    let before = heap();
+    let clones: Vec<Arc<Pod>> = events[1..=sample]
+        .iter()
+        .map(|e| match e {
+            Event::InitApply(p) => Arc::new(p.clone()),
+            _ => unreachable!("InitApply events between Init and InitDone"),
+        })
+        .collect();
+    let after = heap();
+    let (mut object, mut object_blocks) = per(sample, after, before);
+    // The sample's own vector is not part of an object.
+    let vec_bytes = (clones.capacity() * size_of::<Arc<Pod>>()) as f64 / sample as f64;
+    object = object.map(|b| b - vec_bytes);
+    object_blocks = object_blocks.map(|b| b - 1.0 / sample as f64);
+    drop(clones);
+
+    let (reader, writer) = store::store::<Pod>();
+    rt.block_on(
+        reflector::reflector(writer, futures::stream::iter(events.into_iter().map(Ok)))
+            .for_each(|_| async {}),
+    );
+    assert_eq!(reader.len(), n);
+    let (all_in, _) = per(n, heap(), h0);
+    let rss_peak = rss_peak();
+    drop(reader);
+    Sample {
+        pods: n,
+        rss_peak,
+        object,
+        object_blocks,
+        all_in,
+        ..Sample::default()
+    }
+}

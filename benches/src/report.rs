@@ -1,0 +1,548 @@
+//! The report: every workload once more, for ours and kube-runtime in the same run, as one
+//! table (the `report` binary prints it).
+//!
+//! Each workload runs [`Options::reps`] times, ours and kube-runtime alternating, and a figure
+//! is the median. Every row carries the one-minute load average read when it was measured:
+//! on a shared machine a figure means little without it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use informer_store::NAMESPACE_INDEX;
+
+use crate::mem::{Mode, Sample};
+use crate::w_idx::Phase;
+use crate::workload::NODE_INDEX;
+use crate::{Sizes, w_fifo, w_http, w_idx, w_inf};
+
+/// The workloads, by name (`--only` matches a part of one of these).
+pub const WORKLOADS: [&str; 7] = [
+    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-idx", "w-inf", "w-http", "mem",
+];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Workload sizes.
+    pub sizes: Sizes,
+    /// Repetitions of each workload; figures are medians.
+    pub reps: usize,
+    /// Only the workloads whose name contains one of these (all when empty).
+    pub only: Vec<String>,
+    /// The `mem` binary; without it, MEM is reported as not measured.
+    pub mem_exe: Option<PathBuf>,
+}
+
+impl Options {
+    /// Whether `workload` is selected.
+    pub fn selected(&self, workload: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| workload.contains(o.as_str()))
+    }
+
+    /// The names in `only` that select no workload.
+    pub fn unknown_names(&self) -> Vec<&str> {
+        self.only
+            .iter()
+            .filter(|o| !WORKLOADS.iter().any(|w| w.contains(o.as_str())))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// One figure of a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Figure {
+    /// Nanoseconds per operation.
+    Ns(f64),
+    /// Wall time, seconds.
+    Secs(f64),
+    /// Bytes per cached object.
+    Bytes(f64),
+    /// A share, in percent.
+    Percent(f64),
+    /// Not measured, or not supported by that side.
+    NotApplicable,
+}
+
+impl Figure {
+    fn value(self) -> Option<f64> {
+        match self {
+            Figure::Ns(v) | Figure::Secs(v) | Figure::Bytes(v) | Figure::Percent(v) => Some(v),
+            Figure::NotApplicable => None,
+        }
+    }
+
+    /// `ours` per op from durations.
+    fn per_op(d: Duration) -> Figure {
+        Figure::Ns(d.as_secs_f64() * 1e9)
+    }
+
+    fn bytes(v: Option<f64>) -> Figure {
+        v.map_or(Figure::NotApplicable, Figure::Bytes)
+    }
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Figure::Ns(ns) if ns >= 10_000.0 => write!(f, "{:.1} µs", ns / 1000.0),
+            Figure::Ns(ns) => write!(f, "{ns:.0} ns"),
+            Figure::Secs(s) => write!(f, "{s:.3} s"),
+            Figure::Bytes(b) => write!(f, "{b:.0} B"),
+            Figure::Percent(p) => write!(f, "{p:.1} %"),
+            Figure::NotApplicable => f.write_str("n/a"),
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The workload (`W-IDX`, …).
+    pub workload: &'static str,
+    /// The phase or variant.
+    pub phase: String,
+    /// Our figure.
+    pub ours: Figure,
+    /// kube-runtime's figure.
+    pub kube_runtime: Figure,
+    /// The target of the figure, as text (`""` when none).
+    pub target: &'static str,
+    /// Our events (or operations) per second.
+    pub rate: Option<f64>,
+    /// The one-minute load average when measured.
+    pub load: Option<f64>,
+}
+
+impl Row {
+    fn new(
+        workload: &'static str,
+        phase: impl Into<String>,
+        ours: Figure,
+        kube_runtime: Figure,
+    ) -> Self {
+        Self {
+            workload,
+            phase: phase.into(),
+            ours,
+            kube_runtime,
+            target: "",
+            rate: None,
+            load: load_average(),
+        }
+    }
+
+    fn target(mut self, target: &'static str) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Operations per second from ns per op.
+    fn rate_per_op(mut self) -> Self {
+        self.rate = self.ours.value().filter(|&ns| ns > 0.0).map(|ns| 1e9 / ns);
+        self
+    }
+
+    /// Events per second from a wall time over `events`.
+    fn rate_over(mut self, events: usize) -> Self {
+        self.rate = self
+            .ours
+            .value()
+            .filter(|&s| s > 0.0)
+            .map(|s| events as f64 / s);
+        self
+    }
+
+    /// kube-runtime's figure over ours: above 1, ours is faster (or smaller).
+    pub fn ratio(&self) -> Option<f64> {
+        match (self.ours.value(), self.kube_runtime.value()) {
+            (Some(o), Some(k)) if o > 0.0 => Some(k / o),
+            _ => None,
+        }
+    }
+}
+
+/// The one-minute load average, from `/proc/loadavg`.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The machine: core count, CPU model, load averages.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    format!("{cores} cores, {cpu}, load average {load}")
+}
+
+/// The median of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    assert!(!values.is_empty(), "a median of nothing");
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn median_of(reps: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    let runs = (0..reps.max(1)).map(|_| f().as_secs_f64()).collect();
+    Duration::from_secs_f64(median(runs))
+}
+
+fn timed(f: impl FnOnce() -> usize) -> Duration {
+    let start = Instant::now();
+    std::hint::black_box(f());
+    start.elapsed()
+}
+
+/// Runs the selected workloads; `progress` sees each row as it is measured.
+pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut emit = |row: Row, rows: &mut Vec<Row>| {
+        progress(&row);
+        rows.push(row);
+    };
+    let s = opts.sizes;
+    let reps = opts.reps;
+
+    if opts.selected("w-fifo-a") {
+        let objects = crate::workload::pods(s.fifo_a);
+        for (name, make) in w_fifo::queues() {
+            let t = median_of(reps, || timed(|| w_fifo::a(&*make(), &objects)));
+            let row = Row::new(
+                "W-FIFO-A",
+                format!("{name}: ns per object (add + pop)"),
+                Figure::per_op(t / s.fifo_a as u32),
+                Figure::NotApplicable,
+            );
+            emit(row.target("160 ns").rate_per_op(), &mut rows);
+        }
+    }
+    if opts.selected("w-fifo-b") {
+        let updates = w_fifo::b_objects(s.fifo_b_keys, s.fifo_b_rounds);
+        for (name, make) in w_fifo::queues() {
+            let t = median_of(reps, || timed(|| w_fifo::b(&*make(), &updates)));
+            let row = Row::new(
+                "W-FIFO-B",
+                format!("{name}: ns per update"),
+                Figure::per_op(t / updates.len() as u32),
+                Figure::NotApplicable,
+            );
+            emit(row.target("90 ns").rate_per_op(), &mut rows);
+        }
+    }
+    if opts.selected("w-fifo-c") {
+        let objects = w_fifo::c_objects(s.fifo_c_keys, s.fifo_c_ops);
+        for (name, make) in w_fifo::queues() {
+            let t = median_of(reps, || {
+                let q = make();
+                timed(|| w_fifo::c(&q, &objects, s.fifo_c_keys))
+            });
+            let row = Row::new(
+                "W-FIFO-C",
+                format!("{name}: ns per op"),
+                Figure::per_op(t / s.fifo_c_ops as u32),
+                Figure::NotApplicable,
+            );
+            emit(row.target("160 ns").rate_per_op(), &mut rows);
+        }
+    }
+    if opts.selected("w-idx") {
+        idx_rows(opts, &mut |r| emit(r, &mut rows));
+    }
+    let mut w_inf_ours = None;
+    if opts.selected("w-inf") {
+        w_inf_ours = inf_rows(opts, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("w-http") {
+        http_rows(opts, w_inf_ours, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("mem") {
+        mem_rows(opts, &mut |r| emit(r, &mut rows));
+    }
+    rows
+}
+
+fn idx_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let s = opts.sizes;
+    let data = w_idx::Data::new(s.idx);
+    let events = w_idx::PeerEvents::new(&data);
+    let mut ours2 = Vec::new();
+    let mut ours0 = Vec::new();
+    let mut peer = Vec::new();
+    for _ in 0..opts.reps.max(1) {
+        ours2.push(w_idx::ours(&data, true, s.by_index_calls));
+        ours0.push(w_idx::ours(&data, false, 0));
+        peer.push(w_idx::kube_runtime(&events));
+    }
+    let med = |runs: &[Vec<(Phase, Duration)>], phase: Phase| {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| r.iter().find(|(p, _)| *p == phase))
+            .map(|(_, d)| d.as_secs_f64() * 1e9)
+            .collect();
+        if v.is_empty() {
+            Figure::NotApplicable
+        } else {
+            Figure::Ns(median(v))
+        }
+    };
+    let per_call = s.idx / 100;
+    for phase in Phase::ALL {
+        let (label, target) = match phase {
+            Phase::Add => ("add".to_owned(), "450 ns"),
+            Phase::Update => ("update (to the next node)".to_owned(), "480 ns"),
+            Phase::Delete => ("delete".to_owned(), "420 ns"),
+            Phase::ByNamespace => (
+                format!("by_index {NAMESPACE_INDEX} ({per_call} objects)"),
+                "40 µs",
+            ),
+            Phase::ByNode => (
+                format!("by_index {NODE_INDEX} ({} objects)", s.idx / 1000),
+                "4.5 µs",
+            ),
+        };
+        let row = Row::new(
+            "W-IDX",
+            format!("two indexes: {label}"),
+            med(&ours2, phase),
+            med(&peer, phase),
+        );
+        emit(row.target(target).rate_per_op());
+    }
+    for phase in [Phase::Add, Phase::Update, Phase::Delete] {
+        let row = Row::new(
+            "W-IDX",
+            format!("no indexes: {}", phase.name()),
+            med(&ours0, phase),
+            med(&peer, phase),
+        );
+        emit(row.rate_per_op());
+    }
+}
+
+fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
+    let s = opts.sizes;
+    let rt = w_inf::runtime();
+    let data = w_inf::Data::new(s.listed, s.events);
+    let (mut ours, mut subs, mut consumer) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..opts.reps.max(1) {
+        ours.push(w_inf::ours(&rt, &data, 4).as_secs_f64());
+        let events = data.watcher_events();
+        subs.push(w_inf::kube_runtime_subscribers(&rt, events, 4).as_secs_f64());
+        let events = data.watcher_events();
+        consumer.push(w_inf::kube_runtime_consumer(&rt, events, 4).as_secs_f64());
+    }
+    let ours = median(ours);
+    let total = s.listed + s.events;
+    let row = Row::new(
+        "W-INF",
+        "4 handlers (kube-runtime: 4 subscribers)",
+        Figure::Secs(ours),
+        Figure::Secs(median(subs)),
+    );
+    emit(row.target("0.2 s").rate_over(total));
+    let row = Row::new(
+        "W-INF",
+        "4 handlers (kube-runtime: one stream consumer counting for 4)",
+        Figure::Secs(ours),
+        Figure::Secs(median(consumer)),
+    );
+    emit(row.target("0.2 s").rate_over(total));
+    Some(ours)
+}
+
+fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row)) {
+    let s = opts.sizes;
+    let rt = w_inf::runtime();
+    let data = w_inf::Data::new(s.listed, s.events);
+    let (mut ours, mut peer) = (Vec::new(), Vec::new());
+    for _ in 0..opts.reps.max(1) {
+        ours.push(w_http::ours(&rt, &data, 4));
+        peer.push(w_http::kube_runtime(&rt, &data, 4));
+    }
+    let med = |runs: &[w_http::Run], f: fn(&w_http::Run) -> Duration| {
+        Figure::Secs(median(runs.iter().map(|r| f(r).as_secs_f64()).collect()))
+    };
+    let list = Row::new(
+        "W-HTTP",
+        "list",
+        med(&ours, |r| r.list),
+        med(&peer, |r| r.list),
+    );
+    emit(list.rate_over(s.listed));
+    let watch = Row::new(
+        "W-HTTP",
+        "watch",
+        med(&ours, |r| r.watch),
+        med(&peer, |r| r.watch),
+    );
+    emit(watch.rate_over(s.events));
+    let total = Row::new(
+        "W-HTTP",
+        "list + watch",
+        med(&ours, w_http::Run::total),
+        med(&peer, w_http::Run::total),
+    );
+    let total_secs = total.ours.value();
+    emit(total.rate_over(s.listed + s.events));
+    if let (Some(inf), Some(http)) = (w_inf_ours, total_secs) {
+        let row = Row::new(
+            "W-HTTP",
+            "the informer's share (W-INF ÷ W-HTTP)",
+            Figure::Percent(100.0 * inf / http),
+            Figure::NotApplicable,
+        );
+        emit(row.target("< 10 %"));
+    }
+}
+
+/// Runs the `mem` binary for `mode` over `pods`.
+pub fn mem_sample(exe: &std::path::Path, mode: Mode, pods: usize) -> Result<Sample, String> {
+    let out = Command::new(exe)
+        .args([mode.name(), &pods.to_string()])
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mem {} failed: {}",
+            mode.name(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .rev()
+        .find_map(Sample::from_json)
+        .ok_or_else(|| format!("mem {}: no result in {text:?}", mode.name()))
+}
+
+fn mem_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let n = opts.sizes.mem;
+    let samples = opts.mem_exe.as_deref().map(|exe| {
+        Mode::ALL.map(|mode| match mem_sample(exe, mode, n) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("{e}");
+                None
+            }
+        })
+    });
+    let [ours_base, ours, peer_base, peer] = samples.unwrap_or_default();
+    let rss = |with: &Option<Sample>, without: &Option<Sample>| {
+        let (a, b) = (with.as_ref()?.rss_peak?, without.as_ref()?.rss_peak?);
+        Some((a as f64 - b as f64) / n as f64)
+    };
+    let heap =
+        |s: &Option<Sample>, f: fn(&Sample) -> Option<f64>| Figure::bytes(s.as_ref().and_then(f));
+    emit(Row::new(
+        "MEM",
+        "RSS: peak synced − peak built, per pod",
+        Figure::bytes(rss(&ours, &ours_base)),
+        Figure::bytes(rss(&peer, &peer_base)),
+    ));
+    emit(Row::new(
+        "MEM",
+        "heap: the object itself",
+        heap(&ours, |s| s.object),
+        heap(&peer, |s| s.object),
+    ));
+    emit(
+        Row::new(
+            "MEM",
+            "heap: the cache's overhead",
+            heap(&ours, Sample::overhead),
+            heap(&peer, Sample::overhead),
+        )
+        .target("< 100 B"),
+    );
+    emit(
+        Row::new(
+            "MEM",
+            "heap: all-in (object + overhead)",
+            heap(&ours, |s| s.all_in),
+            heap(&peer, |s| s.all_in),
+        )
+        .target("< 3,000 B"),
+    );
+    emit(Row::new(
+        "MEM",
+        "heap overhead: key + slot",
+        heap(&ours, |s| s.key_and_slot),
+        Figure::NotApplicable,
+    ));
+    emit(Row::new(
+        "MEM",
+        "heap overhead: index entries (two indexes)",
+        heap(&ours, |s| s.index_entries),
+        Figure::NotApplicable,
+    ));
+    emit(Row::new(
+        "MEM",
+        "heap overhead: the rest (queue, processor, reflector)",
+        heap(&ours, Sample::rest),
+        Figure::NotApplicable,
+    ));
+    let blocks = |s: &Option<Sample>| s.as_ref().and_then(|s| s.object_blocks);
+    if let (Some(o), Some(k)) = (blocks(&ours), blocks(&peer)) {
+        let mut row = Row::new(
+            "MEM",
+            "heap blocks per object",
+            Figure::NotApplicable,
+            Figure::NotApplicable,
+        );
+        row.phase = format!("heap blocks per object: ours {o:.1}, kube-runtime {k:.1}");
+        emit(row);
+    }
+}
+
+/// The table, in Markdown.
+pub fn render(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| workload | phase | ours | kube-runtime | ratio (kube-runtime ÷ ours) | target | events/s (ours) | load |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let ratio = r
+            .ratio()
+            .map_or_else(|| "—".to_owned(), |x| format!("{x:.2}×"));
+        let rate = r.rate.map_or_else(|| "—".to_owned(), thousands);
+        let load = r.load.map_or_else(|| "—".to_owned(), |l| format!("{l:.2}"));
+        let target = if r.target.is_empty() { "—" } else { r.target };
+        let (ours, peer) = match (r.ours, r.kube_runtime) {
+            (Figure::NotApplicable, Figure::NotApplicable) => ("—".to_owned(), "—".to_owned()),
+            (o, k) => (o.to_string(), k.to_string()),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {ours} | {peer} | {ratio} | {target} | {rate} | {load} |\n",
+            r.workload, r.phase
+        ));
+    }
+    out
+}
+
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,283 @@
+//! W-HTTP: W-INF through kube-client against the in-process API server on loopback (JSON over
+//! HTTP): the same 50,000 pods listed, then the same 100,000 MODIFIED events, decoded from the
+//! wire.
+//!
+//! How the events get there: the server is filled with the listed pods before the clock starts.
+//! The informer lists them; its first watch request is held at a gate in the client (a tower
+//! layer, [`WatchGate`], the same for both sides) until the list has reached every handler. The
+//! clock stops there, the 100,000 updates are written into the server (not timed), then the
+//! gate opens and the clock runs again until every handler has seen every event: the server
+//! replays them from its history to the watch, as fast as the client reads. A figure is the
+//! list time plus the watch time.
+//!
+//! * **Ours**: a `SharedIndexInformer` (DeltaFIFO, the two indexes) over a `KubeListerWatcher`
+//!   (kube `Api::<Pod>::all`), 4 counting handlers, client-go's paging (pages of 500).
+//! * **kube-runtime**: `watcher(Api::<Pod>::all, Config::default())` (pages of 500) into
+//!   `reflector` over a shared store with 4 subscribers counting what they receive (see
+//!   [`w_inf`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use informer_apiserver::{ApiServer, Config};
+use informer_kube::KubeListerWatcher;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::client::ClientBuilder;
+use kube_runtime::reflector::{self, store};
+use kube_runtime::watcher;
+use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::w_inf::{self, Counter, Data, SUBSCRIBER_BUFFER};
+use crate::workload::pod;
+
+/// The two phases of one W-HTTP run.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    /// From start until every handler has every listed pod.
+    pub list: Duration,
+    /// From the gate's opening until every handler has every event.
+    pub watch: Duration,
+}
+
+impl Run {
+    /// List and watch.
+    pub fn total(&self) -> Duration {
+        self.list + self.watch
+    }
+}
+
+/// Holds watch requests until opened; says whether one has arrived. Cloning shares the gate.
+#[derive(Debug, Clone)]
+pub struct WatchGate(Arc<GateState>);
+
+#[derive(Debug)]
+struct GateState {
+    reached: AtomicBool,
+    open: Semaphore,
+}
+
+impl Default for WatchGate {
+    fn default() -> Self {
+        Self(Arc::new(GateState {
+            reached: AtomicBool::new(false),
+            open: Semaphore::new(0),
+        }))
+    }
+}
+
+impl WatchGate {
+    /// Whether a watch request has arrived at the gate.
+    pub fn reached(&self) -> bool {
+        self.0.reached.load(Ordering::Acquire)
+    }
+
+    /// Lets every watch request through, now and later.
+    pub fn open(&self) {
+        self.0.open.add_permits(Semaphore::MAX_PERMITS / 2);
+    }
+
+    async fn pass(self) {
+        self.0.reached.store(true, Ordering::Release);
+        drop(
+            self.0
+                .open
+                .acquire()
+                .await
+                .expect("the gate is never closed"),
+        );
+    }
+}
+
+impl<S> tower::Layer<S> for WatchGate {
+    type Service = Gated<S>;
+
+    fn layer(&self, inner: S) -> Gated<S> {
+        Gated {
+            inner,
+            gate: self.clone(),
+        }
+    }
+}
+
+/// The service of a [`WatchGate`].
+#[derive(Debug)]
+pub struct Gated<S> {
+    inner: S,
+    gate: WatchGate,
+}
+
+/// Whether a request is a watch (`watch=true` or `watch=1` in its query).
+pub fn is_watch<B>(req: &http::Request<B>) -> bool {
+    req.uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Gated<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let watch = is_watch(&req);
+        // The inner future sends nothing until it is polled.
+        let response = self.inner.call(req);
+        let gate = self.gate.clone();
+        Box::pin(async move {
+            if watch {
+                gate.pass().await;
+            }
+            response.await
+        })
+    }
+}
+
+/// An API server holding the listed pods of `data`, with room in its history for the events.
+pub async fn server(data: &Data) -> ApiServer {
+    let config = Config {
+        history_size: 2 * (data.list.len() + data.events.len()),
+        watch_buffer: 2 * data.events.len(),
+        ..Config::default().register::<Pod>()
+    };
+    let server = ApiServer::start(config).await.expect("server starts");
+    for i in 0..data.list.len() {
+        let mut p = pod(i);
+        p.metadata.resource_version = None;
+        server.create(&p).expect("create");
+    }
+    server
+}
+
+/// Writes the events of `data` into the server as updates.
+pub fn write_events(server: &ApiServer, data: &Data) {
+    for (p, _) in &data.events {
+        let mut p = Pod::clone(p);
+        p.metadata.resource_version = None;
+        server.update(&p).expect("update");
+    }
+}
+
+/// A kube client for `server` whose watch requests pass `gate`.
+pub fn client(server: &ApiServer, gate: &WatchGate) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().expect("server URL"));
+    config.default_retry = false;
+    ClientBuilder::try_from(config)
+        .expect("client config")
+        .with_layer(gate)
+        .build()
+}
+
+/// Times one side: `start` begins the informer (given the client) and returns its counters
+/// (one per handler: `adds` counts listed objects, `updates` events) and a stop function.
+async fn timed<F, Fut>(data: &Data, start: F) -> Run
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: Future<
+        Output = (
+            Vec<Arc<Counter>>,
+            Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>>,
+        ),
+    >,
+{
+    let (listed, events) = (data.list.len(), data.events.len());
+    let server = server(data).await;
+    let gate = WatchGate::default();
+    let client = client(&server, &gate);
+
+    let started = Instant::now();
+    let (counters, stop) = start(client).await;
+    while !(gate.reached() && counters.iter().all(|c| c.saw(listed, 0))) {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let list = started.elapsed();
+
+    write_events(&server, data);
+
+    let started = Instant::now();
+    gate.open();
+    while !counters.iter().all(|c| c.saw(listed, events)) {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let watch = started.elapsed();
+    stop().await;
+    server.shutdown().await;
+    Run { list, watch }
+}
+
+/// Our side with `handlers` counting handlers.
+pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Run {
+    rt.block_on(timed(data, |client| async move {
+        let (informer, counters) =
+            w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), handlers);
+        let token = CancellationToken::new();
+        let task = tokio::spawn({
+            let (informer, token) = (Arc::clone(&informer), token.clone());
+            async move { informer.run(token).await }
+        });
+        let stop: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>> = Box::new(move || {
+            Box::pin(async move {
+                token.cancel();
+                task.await.expect("informer task").expect("informer run");
+            })
+        });
+        (counters, stop)
+    }))
+}
+
+/// kube-runtime's side with `subscribers` subscribers.
+pub fn kube_runtime(rt: &Runtime, data: &Data, subscribers: usize) -> Run {
+    let listed = data.list.len();
+    rt.block_on(timed(data, |client| async move {
+        let (_reader, writer) = store::store_shared::<Pod>(SUBSCRIBER_BUFFER);
+        let counters: Vec<Arc<Counter>> = (0..subscribers).map(|_| Arc::default()).collect();
+        let readers: Vec<_> = counters
+            .iter()
+            .map(|c| {
+                let handle = writer.subscribe().expect("a shared store");
+                tokio::spawn(count_into(handle, Arc::clone(c), listed))
+            })
+            .collect();
+        let stream = watcher::watcher(Api::<Pod>::all(client), watcher::Config::default());
+        let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
+        let stop: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>> = Box::new(move || {
+            Box::pin(async move {
+                driver.abort();
+                for r in readers {
+                    r.abort();
+                }
+            })
+        });
+        (counters, stop)
+    }))
+}
+
+/// Counts what a subscriber receives: the first `listed` as adds, the rest as updates.
+async fn count_into(handle: reflector::ReflectHandle<Pod>, counter: Arc<Counter>, listed: usize) {
+    let mut handle = std::pin::pin!(handle);
+    let mut n = 0;
+    while handle.next().await.is_some() {
+        let field = if n < listed {
+            &counter.adds
+        } else {
+            &counter.updates
+        };
+        field.fetch_add(1, Ordering::Relaxed);
+        n += 1;
+    }
+}

@@ -1,0 +1,147 @@
+//! The report's code paths on tiny sizes: every workload, both sides, the `mem` binary, the
+//! table. Figures are not checked (speed is never asserted in a test), only that every row the
+//! report promises is there and measured.
+
+use std::path::PathBuf;
+
+use informer_benches::Sizes;
+use informer_benches::mem::{Mode, Sample};
+use informer_benches::report::{self, Figure, Options, WORKLOADS};
+
+fn measured(f: Figure) -> bool {
+    match f {
+        Figure::Ns(v) | Figure::Secs(v) | Figure::Percent(v) => v.is_finite() && v > 0.0,
+        Figure::Bytes(v) => v.is_finite(),
+        Figure::NotApplicable => false,
+    }
+}
+
+#[test]
+fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
+    let opts = Options {
+        sizes: Sizes::tiny(),
+        reps: 1,
+        only: Vec::new(),
+        mem_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_mem"))),
+    };
+    let mut seen = 0;
+    let rows = report::run(&opts, &mut |_| seen += 1);
+    assert_eq!(seen, rows.len());
+
+    let find = |workload: &str, phase: &str| {
+        rows.iter()
+            .find(|r| r.workload == workload && r.phase.contains(phase))
+            .unwrap_or_else(|| panic!("no row {workload} / {phase}"))
+    };
+    for (workload, phase) in [
+        ("W-FIFO-A", "delta_fifo"),
+        ("W-FIFO-A", "in_order_fifo"),
+        ("W-FIFO-B", "delta_fifo"),
+        ("W-FIFO-C", "in_order_fifo"),
+        ("W-IDX", "two indexes: by_index namespace"),
+        ("W-IDX", "two indexes: by_index node"),
+    ] {
+        let row = find(workload, phase);
+        assert!(measured(row.ours), "{row:?}");
+        assert_eq!(row.kube_runtime, Figure::NotApplicable, "{row:?}");
+    }
+    // Both sides, so a ratio.
+    for (workload, phase) in [
+        ("W-IDX", "two indexes: add"),
+        ("W-IDX", "two indexes: update"),
+        ("W-IDX", "two indexes: delete"),
+        ("W-IDX", "no indexes: add"),
+        ("W-INF", "subscribers"),
+        ("W-INF", "stream consumer"),
+        ("W-HTTP", "list"),
+        ("W-HTTP", "watch"),
+        ("W-HTTP", "list + watch"),
+        ("MEM", "the object itself"),
+        ("MEM", "all-in"),
+        ("MEM", "RSS"),
+    ] {
+        let row = find(workload, phase);
+        assert!(measured(row.ours) && measured(row.kube_runtime), "{row:?}");
+        assert!(row.ratio().is_some(), "{row:?}");
+    }
+    assert!(measured(find("W-HTTP", "share").ours));
+    assert!(measured(find("MEM", "key + slot").ours));
+
+    let table = report::render(&rows);
+    assert_eq!(table.lines().count(), rows.len() + 2);
+    assert!(
+        table.lines().all(|l| l.matches('|').count() == 9),
+        "{table}"
+    );
+    for w in ["W-FIFO-A", "W-IDX", "W-INF", "W-HTTP", "MEM"] {
+        assert!(table.contains(w), "{w} missing from\n{table}");
+    }
+}
+
+#[test]
+fn only_selects_by_part_of_a_name_and_reports_unknown_ones() {
+    let opts = Options {
+        sizes: Sizes::tiny(),
+        reps: 1,
+        only: vec!["fifo-b".into(), "nonsense".into()],
+        mem_exe: None,
+    };
+    assert_eq!(opts.unknown_names(), ["nonsense"]);
+    let selected: Vec<_> = WORKLOADS.iter().filter(|w| opts.selected(w)).collect();
+    assert_eq!(selected, [&"w-fifo-b"]);
+    let rows = report::run(&opts, &mut |_| {});
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r.workload == "W-FIFO-B"));
+}
+
+#[test]
+fn without_the_mem_binary_mem_rows_say_not_measured() {
+    let opts = Options {
+        sizes: Sizes::tiny(),
+        reps: 1,
+        only: vec!["mem".into()],
+        mem_exe: None,
+    };
+    let rows = report::run(&opts, &mut |_| {});
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r.ours == Figure::NotApplicable && r.kube_runtime == Figure::NotApplicable)
+    );
+}
+
+#[test]
+fn a_mem_sample_round_trips_through_its_json_line() {
+    let s = Sample {
+        pods: 7,
+        rss_peak: Some(4096),
+        object: Some(5000.5),
+        object_blocks: Some(15.0),
+        all_in: Some(5200.0),
+        key_and_slot: Some(60.0),
+        index_entries: Some(30.0),
+    };
+    assert_eq!(Sample::from_json(&s.to_json()), Some(s.clone()));
+    assert_eq!(s.overhead(), Some(199.5));
+    assert_eq!(s.rest(), Some(109.5));
+    assert_eq!(Sample::from_json("not json"), None);
+}
+
+#[test]
+fn the_mem_binary_measures_each_mode_and_refuses_bad_arguments() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_mem"));
+    for mode in Mode::ALL {
+        let s = report::mem_sample(&exe, mode, 50).expect("a sample");
+        assert_eq!(s.pods, 50);
+        // A pod is several kilobytes of heap in about 15 blocks.
+        let object = s.object.expect("the counting allocator");
+        assert!(object > 1000.0, "{mode:?}: {s:?}");
+        assert!(s.all_in.expect("all-in") >= object * 0.9, "{mode:?}: {s:?}");
+    }
+    let out = std::process::Command::new(&exe)
+        .args(["nonsense", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage"));
+}
