@@ -9,8 +9,9 @@
 //!   ([`Mode::OursBaseline`], [`Mode::KubeRuntimeBaseline`]), per pod;
 //! * **heap**: bytes allocated and still live, counted by the `mem` binary's global allocator
 //!   (the [`HeapProbe`]), per pod: the object itself, and the cache's overhead beyond it; for
-//!   ours the overhead is also split into the store's key and slot, the index entries, and the
-//!   rest (queue, processor and reflector leftovers).
+//!   ours the overhead is also split into the store's key and slot, the index entries, what a
+//!   DeltaFIFO keeps after every object has been added and popped, and the rest (processor,
+//!   reflector, runtime).
 //!
 //! Our informer shares the built `Arc<Pod>` with its cache, so the object is counted once; the
 //! built handles are dropped once synced. kube-runtime's writer stores a deep clone of each
@@ -21,16 +22,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use informer_fifo::{DeltaFIFO, Queue};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
+use informer_store::ReflectorStore;
 use k8s_openapi::api::core::v1::Pod;
 use kube_runtime::reflector::{self, store};
 use kube_runtime::watcher::Event;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::w_idx;
-use crate::w_inf;
-use crate::workload::{pod, pods};
+use crate::workload::{key_func, pod, pods};
+use crate::{w_fifo, w_idx, w_inf};
 
 /// Live heap: bytes and blocks allocated and not yet freed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -100,6 +102,8 @@ pub struct Sample {
     pub key_and_slot: Option<f64>,
     /// Ours: the two indexes' entries per object.
     pub index_entries: Option<f64>,
+    /// Ours: what a DeltaFIFO keeps once every object has been added and popped.
+    pub queue_leftovers: Option<f64>,
 }
 
 impl Sample {
@@ -108,10 +112,10 @@ impl Sample {
         Some(self.all_in? - self.object?)
     }
 
-    /// Ours: the rest of the overhead after the key, slot and index entries (queue, processor,
-    /// reflector).
+    /// Ours: the rest of the overhead after the key, slot, index entries and queue leftovers
+    /// (processor, reflector, runtime).
     pub fn rest(&self) -> Option<f64> {
-        Some(self.overhead()? - self.key_and_slot? - self.index_entries?)
+        Some(self.overhead()? - self.key_and_slot? - self.index_entries? - self.queue_leftovers?)
     }
 
     /// As one JSON line.
@@ -124,6 +128,7 @@ impl Sample {
             "all_in": self.all_in,
             "key_and_slot": self.key_and_slot,
             "index_entries": self.index_entries,
+            "queue_leftovers": self.queue_leftovers,
         })
         .to_string()
     }
@@ -140,6 +145,7 @@ impl Sample {
             all_in: f("all_in"),
             key_and_slot: f("key_and_slot"),
             index_entries: f("index_entries"),
+            queue_leftovers: f("queue_leftovers"),
         })
     }
 }
@@ -247,6 +253,18 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
     };
     let key_and_slot = store_overhead(false);
     let indexed = store_overhead(true);
+    let queue_leftovers = {
+        let before = heap();
+        let q = DeltaFIFO::new(key_func());
+        for p in &cached {
+            q.add(Arc::clone(p)).expect("add");
+        }
+        q.close();
+        assert_eq!(w_fifo::drain(&q), n);
+        let (bytes, _) = per(n, heap(), before);
+        drop(q);
+        bytes
+    };
     Sample {
         pods: n,
         rss_peak,
@@ -255,6 +273,7 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
         all_in,
         key_and_slot,
         index_entries: indexed.zip(key_and_slot).map(|(a, b)| a - b),
+        queue_leftovers,
     }
 }
 

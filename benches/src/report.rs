@@ -493,7 +493,13 @@ fn mem_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     ));
     emit(Row::new(
         "MEM",
-        "heap overhead: the rest (queue, processor, reflector)",
+        "heap overhead: queue leftovers (a drained DeltaFIFO)",
+        heap(&ours, |s| s.queue_leftovers),
+        Figure::NotApplicable,
+    ));
+    emit(Row::new(
+        "MEM",
+        "heap overhead: the rest (processor, reflector, runtime)",
         heap(&ours, Sample::rest),
         Figure::NotApplicable,
     ));

@@ -65,7 +65,9 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.ratio().is_some(), "{row:?}");
     }
     assert!(measured(find("W-HTTP", "share").ours));
-    assert!(measured(find("MEM", "key + slot").ours));
+    for phase in ["key + slot", "index entries", "queue leftovers", "the rest"] {
+        assert!(measured(find("MEM", phase).ours), "{phase}");
+    }
 
     let table = report::render(&rows);
     assert_eq!(table.lines().count(), rows.len() + 2);
@@ -120,10 +122,11 @@ fn a_mem_sample_round_trips_through_its_json_line() {
         all_in: Some(5200.0),
         key_and_slot: Some(60.0),
         index_entries: Some(30.0),
+        queue_leftovers: Some(70.0),
     };
     assert_eq!(Sample::from_json(&s.to_json()), Some(s.clone()));
     assert_eq!(s.overhead(), Some(199.5));
-    assert_eq!(s.rest(), Some(109.5));
+    assert_eq!(s.rest(), Some(39.5));
     assert_eq!(Sample::from_json("not json"), None);
 }
 
