@@ -22,10 +22,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use informer_controller::SharedIndexInformer;
 use informer_fifo::{DeltaFIFO, Queue};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
 use informer_store::ReflectorStore;
 use k8s_openapi::api::core::v1::Pod;
+use kube::core::{PartialObjectMeta, PartialObjectMetaExt};
 use kube_runtime::reflector::{self, store};
 use kube_runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -58,6 +60,9 @@ pub enum Mode {
     KubeRuntimeBaseline,
     /// Builds the events and runs them through kube-runtime's `reflector` into its store.
     KubeRuntime,
+    /// Builds each pod's metadata only (`PartialObjectMeta<Pod>`, what a metadata-only informer
+    /// caches) and syncs it into our informer (DeltaFIFO, the namespace index, one handler).
+    OursMetadata,
 }
 
 impl Mode {
@@ -76,12 +81,16 @@ impl Mode {
             Mode::Ours => "ours",
             Mode::KubeRuntimeBaseline => "kube-runtime-baseline",
             Mode::KubeRuntime => "kube-runtime",
+            Mode::OursMetadata => "ours-metadata",
         }
     }
 
     /// The mode named `name`.
     pub fn parse(name: &str) -> Option<Mode> {
-        Mode::ALL.into_iter().find(|m| m.name() == name)
+        Mode::ALL
+            .into_iter()
+            .chain([Mode::OursMetadata])
+            .find(|m| m.name() == name)
     }
 }
 
@@ -165,6 +174,7 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::KubeRuntimeBaseline => baseline(n, heap, |n| Box::new(init_events(n))),
         Mode::Ours => ours(n, heap),
         Mode::KubeRuntime => kube_runtime(n, heap),
+        Mode::OursMetadata => ours_metadata(n, heap),
     }
 }
 
@@ -308,6 +318,59 @@ fn kube_runtime(n: usize, heap: HeapProbe) -> Sample {
     let (all_in, _) = per(n, heap(), h0);
     let rss_peak = rss_peak();
     drop(reader);
+    Sample {
+        pods: n,
+        rss_peak,
+        object,
+        object_blocks,
+        all_in,
+        ..Sample::default()
+    }
+}
+
+/// The metadata-only informer: the same pods, as `PartialObjectMeta<Pod>` (metadata only), with
+/// the namespace index (the node index needs the spec, which is not there).
+fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
+    let rt = runtime();
+    let h0 = heap();
+    let built: Vec<Arc<PartialObjectMeta<Pod>>> = (0..n)
+        .map(|i| Arc::new(pod(i).metadata.clone().into_response_partial::<Pod>()))
+        .collect();
+    let (object, object_blocks) = per(n, heap(), h0);
+
+    let source = FakeListerWatcher::new();
+    source.push_list(ListPage::new(built, n.to_string()));
+    source.push_watch(vec![WatchStep::Hang]);
+    let informer = Arc::new(SharedIndexInformer::new(
+        source,
+        informer_kube::key_func::<PartialObjectMeta<Pod>>(),
+        Arc::new(|m: &PartialObjectMeta<Pod>| m.metadata.resource_version.as_deref()),
+        Duration::ZERO,
+        informer_store::indexers([(
+            informer_store::NAMESPACE_INDEX,
+            informer_kube::namespace_index_func::<PartialObjectMeta<Pod>>(),
+        )]),
+    ));
+    let counter = Arc::new(w_inf::Counter::default());
+    informer
+        .add_event_handler(Arc::clone(&counter))
+        .expect("handler before start");
+    let stop = CancellationToken::new();
+    let task = rt.spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    rt.block_on(async {
+        while !(informer.has_synced() && counter.saw(n, 0)) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let (all_in, _) = per(n, heap(), h0);
+    let rss_peak = rss_peak();
+    stop.cancel();
+    rt.block_on(task)
+        .expect("informer task")
+        .expect("informer run");
     Sample {
         pods: n,
         rss_peak,

@@ -503,6 +503,20 @@ fn mem_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         heap(&ours, Sample::rest),
         Figure::NotApplicable,
     ));
+    let metadata = opts.mem_exe.as_deref().and_then(|exe| {
+        mem_sample(exe, Mode::OursMetadata, n)
+            .map_err(|e| eprintln!("{e}"))
+            .ok()
+    });
+    emit(
+        Row::new(
+            "MEM",
+            "heap: all-in, metadata-only informer (PartialObjectMeta<Pod>)",
+            heap(&metadata, |s| s.all_in),
+            Figure::NotApplicable,
+        )
+        .target("< 3,000 B"),
+    );
     let blocks = |s: &Option<Sample>| s.as_ref().and_then(|s| s.object_blocks);
     if let (Some(o), Some(k)) = (blocks(&ours), blocks(&peer)) {
         let mut row = Row::new(

@@ -54,11 +54,11 @@ impl Counter {
     }
 }
 
-impl ResourceEventHandler<Pod> for Counter {
-    fn on_add(&self, _: &Arc<Pod>, _: bool) {
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Counter {
+    fn on_add(&self, _: &Arc<K>, _: bool) {
         self.adds.fetch_add(1, Ordering::Relaxed);
     }
-    fn on_update(&self, _: &Arc<Pod>, _: &Arc<Pod>) {
+    fn on_update(&self, _: &Arc<K>, _: &Arc<K>) {
         self.updates.fetch_add(1, Ordering::Relaxed);
     }
 }

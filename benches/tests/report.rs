@@ -65,7 +65,13 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.ratio().is_some(), "{row:?}");
     }
     assert!(measured(find("W-HTTP", "share").ours));
-    for phase in ["key + slot", "index entries", "queue leftovers", "the rest"] {
+    for phase in [
+        "key + slot",
+        "index entries",
+        "queue leftovers",
+        "the rest",
+        "metadata-only",
+    ] {
         assert!(measured(find("MEM", phase).ours), "{phase}");
     }
 
@@ -141,6 +147,11 @@ fn the_mem_binary_measures_each_mode_and_refuses_bad_arguments() {
         assert!(object > 1000.0, "{mode:?}: {s:?}");
         assert!(s.all_in.expect("all-in") >= object * 0.9, "{mode:?}: {s:?}");
     }
+    // Metadata only: a fraction of a pod, all of it cached.
+    let meta = report::mem_sample(&exe, Mode::OursMetadata, 50).expect("a sample");
+    let object = meta.object.expect("the counting allocator");
+    assert!(object > 100.0 && object < 2000.0, "{meta:?}");
+    assert!(meta.all_in.expect("all-in") >= object, "{meta:?}");
     let out = std::process::Command::new(&exe)
         .args(["nonsense", "10"])
         .output()

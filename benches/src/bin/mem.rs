@@ -1,6 +1,6 @@
 //! One MEM measurement in a process of its own: `mem <mode> <pods>` prints one JSON line (see
 //! `informer_benches::mem`). Modes: `ours-baseline`, `ours`, `kube-runtime-baseline`,
-//! `kube-runtime`.
+//! `kube-runtime`, `ours-metadata`.
 
 use std::alloc::System;
 use std::process::ExitCode;
@@ -25,7 +25,11 @@ fn main() -> ExitCode {
         args.first().and_then(|m| Mode::parse(m)),
         args.get(1).and_then(|n| n.parse::<usize>().ok()),
     ) else {
-        let modes: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        let modes: Vec<&str> = Mode::ALL
+            .iter()
+            .chain(&[Mode::OursMetadata])
+            .map(|m| m.name())
+            .collect();
         eprintln!("usage: mem <{}> <pods>", modes.join("|"));
         return ExitCode::FAILURE;
     };
