@@ -1,0 +1,55 @@
+//! Chaos convergence for the informers stack: seeded scenarios that churn pods on the API
+//! server simulator while its faults fire at random, and the checks that the informers came
+//! through with nothing lost.
+//!
+//! An informer promises one thing: whatever the network and the server do, its cache and its
+//! handlers' views converge to the server's state. A [`Scenario`] is drawn from a `u64` seed —
+//! the initial pods, a few hundred writes (creates, node moves, annotation changes, relabels in
+//! and out of a label selector, deletes), the faults between them (dropped, torn and closed
+//! watches, garbage lines, `ERROR` events of every kind, 429/5xx bursts, compaction, restarts
+//! that lose the history, bookmarks off, slow streams) and the server's settings — so that a
+//! failing seed replays the same schedule. [`run_seed`] runs one on a runtime of its own
+//! against two informers over HTTP (kube-client → `KubeListerWatcher` → reflector →
+//! DeltaFIFO → `SharedIndexInformer`): one of every pod with the `namespace` and `node` indexes
+//! and three handlers (plain, filtered, slow), one of the pods matching [`SELECTOR`] with one.
+//! When the churn stops it checks:
+//!
+//! * **convergence**: each cache equals the server's state object by object, at the same
+//!   resourceVersion (waited for, within [`SETTLE_BOUND`]), and the indexes agree;
+//! * **replay**: each handler's notifications, replayed over an empty map, give exactly the
+//!   cache (filtered for the filtered handler); every add, update and delete fits the view
+//!   built so far and matches a write the server made; tombstones appear only for removals the
+//!   informer missed, after a relist;
+//! * **relists**: a [`Recording`] wrapper logs each list and how each watch ended; every list
+//!   after the first follows a 410, a too-large version or an error that needs one;
+//! * **shutdown**: the informers stop, every handler worker is joined, and the runtime has no
+//!   task left ([`run_seeds`] also checks that no `informer-` thread is left).
+//!
+//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak`]): see
+//! `docs/reliability.md`.
+//!
+//! ```
+//! use informer_chaos::{Scenario, run_seed};
+//!
+//! let scenario = Scenario::with_steps(7, 40); // seed 7, a short schedule
+//! match run_seed(&scenario) {
+//!     Ok(outcome) => println!("{} notifications, {} relists", outcome.notifications, outcome.relists),
+//!     Err(failure) => panic!("{failure}"), // prints the seed and the replay command
+//! }
+//! ```
+
+pub mod journal;
+pub mod record;
+pub mod runner;
+pub mod scenario;
+pub mod soak;
+pub mod stack;
+
+pub use crate::journal::{Journal, JournalOptions, Note, WriteLog};
+pub use crate::record::{Call, CallLog, End, Recording, check_relists, justifies_relist};
+pub use crate::runner::{
+    Failure, Outcome, SETTLE_BOUND, Summary, informer_threads, replay_command, run, run_seed,
+    run_seeds,
+};
+pub use crate::scenario::{DEFAULT_STEPS, Fault, Generator, Op, SELECTOR, Scenario, Step};
+pub use crate::soak::{SoakOptions, SoakReport, soak};

@@ -1,0 +1,335 @@
+//! Running scenarios: one on its own runtime ([`run_seed`]), many on a pool of threads
+//! ([`run_seeds`]), with the verdict and the figures of each.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use informer_apiserver::{ApiServer, Config};
+use parking_lot::Mutex;
+
+use crate::journal::WriteLog;
+use crate::scenario::{Scenario, Step};
+use crate::stack::{Stack, StackOptions, apply, calm, client, inject};
+
+/// How long the caches and handlers get to converge once faults and churn stop.
+pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
+
+/// What a passing run did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Writes made (initial objects included).
+    pub writes: usize,
+    /// Faults fired, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Notifications handled, every handler together.
+    pub notifications: u64,
+    /// Lists after the first, both informers together.
+    pub relists: u64,
+    /// Tombstones received, every handler together.
+    pub tombstones: u64,
+    /// Pods on the server at the end.
+    pub objects: usize,
+    /// From the end of the churn to convergence.
+    pub settled_in: Duration,
+    /// The whole run.
+    pub wall: Duration,
+}
+
+/// A failing run: the seed and what went wrong.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// Steps of the scenario (to replay it with the same length).
+    pub steps: usize,
+    /// What went wrong.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seed {} failed:", self.seed)?;
+        for problem in &self.problems {
+            writeln!(f, "  - {problem}")?;
+        }
+        write!(f, "  replay: {}", replay_command(self.seed, self.steps))
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The command that replays one seed.
+pub fn replay_command(seed: u64, steps: usize) -> String {
+    let mut command = format!("cargo run --release -p informer-chaos -- --seed {seed}");
+    if steps != crate::scenario::DEFAULT_STEPS {
+        command.push_str(&format!(" --steps {steps}"));
+    }
+    command
+}
+
+/// Threads of this process that an informer started: its pop loop (`informer-pop`) and its
+/// handler workers (`informer-handler-N`, which the kernel cuts to 15 bytes). `None` where
+/// `/proc` is not available.
+pub fn informer_threads() -> Option<usize> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    Some(
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("informer-pop") || name.starts_with("informer-handl"))
+            .count(),
+    )
+}
+
+/// Runs `scenario` on the current runtime: starts the simulator and the informers, applies
+/// the steps, calms the server, and checks convergence, the notification history and the
+/// relists, then stops everything. The runtime's own tasks are checked by [`run_seed`].
+pub async fn run(scenario: &Scenario) -> Result<Outcome, Failure> {
+    let begun = Instant::now();
+    let fail = |problems: Vec<String>| Failure {
+        seed: scenario.seed,
+        steps: scenario.steps.len(),
+        problems,
+    };
+    let settings = scenario.server;
+    let config = Config {
+        history_size: settings.history_size,
+        watch_buffer: settings.watch_buffer,
+        expired_watch: settings.expired_watch,
+        bookmark_before_deadline: Duration::from_millis(300),
+        ..Config::for_tests(Duration::from_millis(150))
+    };
+    let server = ApiServer::start(config)
+        .await
+        .map_err(|e| fail(vec![format!("starting the API server: {e}")]))?;
+    let outcome = drive(scenario, &server).await;
+    server.shutdown().await;
+    let mut outcome = outcome.map_err(fail)?;
+    outcome.wall = begun.elapsed();
+    Ok(outcome)
+}
+
+async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<String>> {
+    let writes = WriteLog::default();
+    for op in &scenario.initial {
+        apply(server, op, &writes).map_err(|e| vec![e])?;
+    }
+    let client = client(server).map_err(|e| vec![e])?;
+    let stack = Stack::start(
+        &client,
+        &StackOptions {
+            min_watch_timeout: Duration::from_secs(scenario.server.min_watch_timeout_secs),
+            slow_delay: Duration::from_micros(300),
+            keep_notes: true,
+            record_times: false,
+        },
+    )
+    .map_err(|e| vec![e])?;
+    drop(client);
+
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for step in &scenario.steps {
+        match step {
+            Step::Op(op) => {
+                if let Err(e) = apply(server, op, &writes) {
+                    stack.shutdown(SETTLE_BOUND).await;
+                    return Err(vec![e]);
+                }
+            }
+            Step::Fault(fault) => {
+                inject(server, fault);
+                *faults.entry(fault.kind()).or_default() += 1;
+            }
+            Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        }
+        tokio::task::yield_now().await;
+    }
+    calm(server);
+
+    let mut problems = Vec::new();
+    let settled_in = match stack.converge(server, SETTLE_BOUND).await {
+        Ok(took) => took,
+        Err(differences) => {
+            problems.push(format!(
+                "no convergence within {SETTLE_BOUND:?} after the churn stopped:"
+            ));
+            problems.extend(differences);
+            SETTLE_BOUND
+        }
+    };
+    problems.extend(stack.check_history(Some(&writes)));
+    let outcome = Outcome {
+        seed: scenario.seed,
+        writes: writes.len(),
+        faults,
+        notifications: stack.notifications(),
+        relists: stack.relists(),
+        tombstones: stack.tombstones(),
+        objects: server
+            .list::<k8s_openapi::api::core::v1::Pod>(None)
+            .map_or(0, |(p, _)| p.len()),
+        settled_in,
+        wall: Duration::ZERO,
+    };
+    problems.extend(stack.shutdown(SETTLE_BOUND).await);
+    if problems.is_empty() {
+        Ok(outcome)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Runs one scenario on a runtime of its own, then checks that the runtime has no task left
+/// (the informers, the server and the client all released theirs).
+pub fn run_seed(scenario: &Scenario) -> Result<Outcome, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure {
+            seed: scenario.seed,
+            steps: scenario.steps.len(),
+            problems: vec![format!("building a runtime: {e}")],
+        })?;
+    let outcome = runtime.block_on(run(scenario))?;
+    let metrics = runtime.metrics();
+    let left = runtime.block_on(async {
+        // A finished task's slot is released a moment after it completes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while metrics.num_alive_tasks() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        metrics.num_alive_tasks()
+    });
+    if left > 0 {
+        return Err(Failure {
+            seed: scenario.seed,
+            steps: scenario.steps.len(),
+            problems: vec![format!("{left} tasks still alive after shutdown")],
+        });
+    }
+    Ok(outcome)
+}
+
+/// The results of many seeds.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: usize,
+    /// Seeds that passed.
+    pub passed: usize,
+    /// The failures, by seed.
+    pub failures: Vec<Failure>,
+    /// Faults fired, by kind, over all passing seeds.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Writes made.
+    pub writes: u64,
+    /// Notifications handled.
+    pub notifications: u64,
+    /// Relists.
+    pub relists: u64,
+    /// Tombstones.
+    pub tombstones: u64,
+    /// The slowest convergence after churn stopped.
+    pub slowest_settle: Duration,
+    /// `informer-` threads left once every seed had finished (`None`: not measurable here).
+    pub threads_left: Option<usize>,
+    /// The whole batch.
+    pub wall: Duration,
+}
+
+impl Summary {
+    /// Whether every seed passed and no thread was left.
+    pub fn ok(&self) -> bool {
+        self.failures.is_empty() && self.threads_left.unwrap_or(0) == 0
+    }
+
+    fn add(&mut self, result: Result<Outcome, Failure>) {
+        self.seeds += 1;
+        match result {
+            Ok(outcome) => {
+                self.passed += 1;
+                for (kind, n) in outcome.faults {
+                    *self.faults.entry(kind).or_default() += n;
+                }
+                self.writes += outcome.writes as u64;
+                self.notifications += outcome.notifications;
+                self.relists += outcome.relists;
+                self.tombstones += outcome.tombstones;
+                self.slowest_settle = self.slowest_settle.max(outcome.settled_in);
+            }
+            Err(failure) => self.failures.push(failure),
+        }
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "seeds run: {}, passed: {}, failed: {}",
+            self.seeds,
+            self.passed,
+            self.failures.len()
+        )?;
+        if !self.failures.is_empty() {
+            let mut seeds: Vec<u64> = self.failures.iter().map(|f| f.seed).collect();
+            seeds.sort_unstable();
+            writeln!(f, "failed seeds: {seeds:?}")?;
+        }
+        writeln!(
+            f,
+            "writes: {}, notifications: {}, relists: {}, tombstones: {}, slowest settle: {:.2?}",
+            self.writes, self.notifications, self.relists, self.tombstones, self.slowest_settle
+        )?;
+        writeln!(
+            f,
+            "faults fired ({} in all):",
+            self.faults.values().sum::<u64>()
+        )?;
+        for (kind, n) in &self.faults {
+            writeln!(f, "  {kind:<22} {n}")?;
+        }
+        match self.threads_left {
+            Some(n) => writeln!(f, "informer threads left after the last seed: {n}")?,
+            None => writeln!(f, "informer threads left: not measurable (no /proc)")?,
+        }
+        write!(f, "wall time: {:.2?}", self.wall)
+    }
+}
+
+/// Runs `scenarios` on `jobs` threads, each seed on a runtime of its own; `progress` is told of
+/// every result as it comes. Once all have finished, no `informer-` thread may be left.
+pub fn run_seeds(
+    scenarios: Vec<Scenario>,
+    jobs: usize,
+    progress: impl Fn(&Result<Outcome, Failure>) + Sync,
+) -> Summary {
+    let begun = Instant::now();
+    let next = AtomicUsize::new(0);
+    let summary = Mutex::new(Summary::default());
+    let scenarios = Arc::new(scenarios);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(scenario) = scenarios.get(i) else {
+                        return;
+                    };
+                    let result = run_seed(scenario);
+                    progress(&result);
+                    summary.lock().add(result);
+                }
+            });
+        }
+    });
+    let mut summary = summary.into_inner();
+    summary.failures.sort_by_key(|f| f.seed);
+    summary.threads_left = informer_threads();
+    summary.wall = begun.elapsed();
+    summary
+}

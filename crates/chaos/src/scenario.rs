@@ -1,0 +1,610 @@
+//! Seeded scenarios: the churn, the faults and the server's settings of one run, all derived
+//! from a `u64` seed.
+//!
+//! Every random choice is made here, ahead of the run, from one [`StdRng`]: which object each
+//! operation touches, which fault fires after which operation, how long a fault window lasts
+//! (counted in operations, never in wall-clock time). Replaying a seed replays the same
+//! schedule; only the interleaving with the network can differ.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use informer_apiserver::ExpiredWatch;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The namespaces objects live in.
+pub const NAMESPACES: [&str; 3] = ["alpha", "beta", "gamma"];
+/// How many nodes pods are spread over (`node-0` .. `node-5`).
+pub const NODES: u32 = 6;
+/// The label selector of the second informer: only these pods are in its cache.
+pub const SELECTOR: &str = "tier=gold";
+
+/// One write to the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Creates a pod (its name is free at this point of the schedule).
+    Create {
+        /// The pod's key.
+        key: PodKey,
+        /// The node it is scheduled on.
+        node: u32,
+        /// Whether it carries `tier=gold` (matches [`SELECTOR`]).
+        gold: bool,
+    },
+    /// Moves a pod to another node (a `spec` change).
+    Move {
+        /// The pod's key.
+        key: PodKey,
+        /// The new node.
+        node: u32,
+    },
+    /// Changes an annotation (a metadata-only change).
+    Annotate {
+        /// The pod's key.
+        key: PodKey,
+        /// The annotation's new value.
+        value: u64,
+    },
+    /// Sets or clears `tier=gold`: the pod enters or leaves the selector's set.
+    Relabel {
+        /// The pod's key.
+        key: PodKey,
+        /// Whether it is gold afterwards.
+        gold: bool,
+    },
+    /// Deletes a pod.
+    Delete {
+        /// The pod's key.
+        key: PodKey,
+    },
+}
+
+/// A pod's namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodKey {
+    /// The namespace.
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A failure returned instead of serving a list or a watch request (`fail_next`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestFailure {
+    /// `429` with a JSON Status and `Retry-After`.
+    TooManyRequests {
+        /// Seconds.
+        retry_after: u32,
+    },
+    /// Plain-text `429` from priority and fairness.
+    Throttled {
+        /// Seconds.
+        retry_after: u32,
+    },
+    /// `500 InternalError`.
+    Internal,
+    /// `503 ServiceUnavailable`.
+    Unavailable,
+}
+
+/// The request a [`RequestFailure`] hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestVerb {
+    /// A list.
+    List,
+    /// A watch.
+    Watch,
+}
+
+/// An `ERROR` event sent on every open watch, which then ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchError {
+    /// 410 `Expired`.
+    Expired,
+    /// 410 `Gone`.
+    Gone,
+    /// 500 `InternalError`.
+    Internal,
+    /// 429 `TooManyRequests` with `retryAfterSeconds`.
+    TooManyRequests {
+        /// Seconds.
+        retry_after: u32,
+    },
+    /// 504 with cause `ResourceVersionTooLarge`.
+    TooLarge,
+    /// An `ERROR` whose object is not a Status (`{}`).
+    NotAStatus,
+}
+
+/// One fault, as the simulator's fault handle injects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Abort every watch connection.
+    DropWatches,
+    /// Write half an event, then abort every watch connection.
+    DropMidEvent,
+    /// End every watch cleanly.
+    CloseWatches,
+    /// Write half an event, then end every watch cleanly.
+    TornEvent,
+    /// A line that is not JSON on every watch; the stream goes on.
+    GarbageLine,
+    /// Re-send each watch's last event.
+    DuplicateEvent,
+    /// An `ERROR` event on every watch.
+    WatchError(WatchError),
+    /// Fail the next `times` requests of `verb`.
+    FailNext {
+        /// Which requests.
+        verb: RequestVerb,
+        /// How many.
+        times: usize,
+        /// With what.
+        failure: RequestFailure,
+    },
+    /// Compact the history up to the head (older versions are 410), then optionally drop every
+    /// watch so that they resume from a compacted version.
+    Compact {
+        /// Also drop every watch.
+        drop_watches: bool,
+    },
+    /// Restart: every watch aborted, the history lost.
+    Restart,
+    /// Periodic bookmarks on or off.
+    Bookmarks(bool),
+    /// Slow every watch stream down (`Some((chunk_bytes, delay_ms))`) or restore it.
+    SlowStream(Option<(usize, u64)>),
+}
+
+impl Fault {
+    /// A short name for the summary's faults-by-kind table.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::DropWatches => "drop-watches",
+            Fault::DropMidEvent => "drop-mid-event",
+            Fault::CloseWatches => "close-watches",
+            Fault::TornEvent => "torn-event",
+            Fault::GarbageLine => "garbage-line",
+            Fault::DuplicateEvent => "duplicate-event",
+            Fault::WatchError(WatchError::Expired) => "error-410-expired",
+            Fault::WatchError(WatchError::Gone) => "error-410-gone",
+            Fault::WatchError(WatchError::Internal) => "error-500",
+            Fault::WatchError(WatchError::TooManyRequests { .. }) => "error-429",
+            Fault::WatchError(WatchError::TooLarge) => "error-504-too-large",
+            Fault::WatchError(WatchError::NotAStatus) => "error-not-a-status",
+            Fault::FailNext { verb, failure, .. } => match (verb, failure) {
+                (RequestVerb::List, RequestFailure::TooManyRequests { .. }) => "fail-list-429",
+                (RequestVerb::List, RequestFailure::Throttled { .. }) => "fail-list-429-text",
+                (RequestVerb::List, RequestFailure::Internal) => "fail-list-500",
+                (RequestVerb::List, RequestFailure::Unavailable) => "fail-list-503",
+                (RequestVerb::Watch, RequestFailure::TooManyRequests { .. }) => "fail-watch-429",
+                (RequestVerb::Watch, RequestFailure::Throttled { .. }) => "fail-watch-429-text",
+                (RequestVerb::Watch, RequestFailure::Internal) => "fail-watch-500",
+                (RequestVerb::Watch, RequestFailure::Unavailable) => "fail-watch-503",
+            },
+            Fault::Compact { drop_watches: true } => "compact-and-drop",
+            Fault::Compact {
+                drop_watches: false,
+            } => "compact",
+            Fault::Restart => "restart",
+            Fault::Bookmarks(false) => "bookmarks-off",
+            Fault::Bookmarks(true) => "bookmarks-on",
+            Fault::SlowStream(Some(_)) => "slow-stream",
+            Fault::SlowStream(None) => "slow-stream-off",
+        }
+    }
+}
+
+/// One step of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A write.
+    Op(Op),
+    /// A fault.
+    Fault(Fault),
+    /// Let the network run for this many milliseconds before the next step.
+    Pause(u64),
+}
+
+/// The simulator's settings for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// `Config::history_size`: small values make resumes expire on their own.
+    pub history_size: usize,
+    /// `Config::watch_buffer`: small values close watchers that fall behind (with slow streams).
+    pub watch_buffer: usize,
+    /// How a watch from a compacted version fails.
+    pub expired_watch: ExpiredWatch,
+    /// The reflectors' minimum watch timeout in seconds (watches end cleanly after 1–2×).
+    pub min_watch_timeout_secs: u64,
+}
+
+/// A whole run, derived from a seed: the initial objects, the steps, the server's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// The seed everything was drawn from.
+    pub seed: u64,
+    /// Objects created before the informers start.
+    pub initial: Vec<Op>,
+    /// Writes, faults and pauses, in order.
+    pub steps: Vec<Step>,
+    /// The simulator's settings.
+    pub server: ServerSettings,
+}
+
+/// The default number of steps of a scenario.
+pub const DEFAULT_STEPS: usize = 300;
+
+impl Scenario {
+    /// The scenario of `seed`, with [`DEFAULT_STEPS`] steps.
+    pub fn from_seed(seed: u64) -> Self {
+        Self::with_steps(seed, DEFAULT_STEPS)
+    }
+
+    /// The scenario of `seed` with `steps` steps (writes, faults and pauses together).
+    pub fn with_steps(seed: u64, steps: usize) -> Self {
+        let mut generator = Generator::new(seed, 30);
+        let server = ServerSettings {
+            history_size: if generator.rng.random_bool(0.3) {
+                generator.rng.random_range(60..200)
+            } else {
+                10_000
+            },
+            watch_buffer: if generator.rng.random_bool(0.3) {
+                generator.rng.random_range(8..64)
+            } else {
+                4096
+            },
+            expired_watch: match generator.rng.random_range(0..4) {
+                0 => ExpiredWatch::ErrorEventGone,
+                1 => ExpiredWatch::Http410,
+                _ => ExpiredWatch::ErrorEvent,
+            },
+            min_watch_timeout_secs: generator.rng.random_range(1..=4),
+        };
+        let initial = (0..generator.rng.random_range(5..40))
+            .filter_map(|_| generator.create())
+            .collect();
+        let mut scenario = Scenario {
+            seed,
+            initial,
+            steps: Vec::with_capacity(steps),
+            server,
+        };
+        // Faults that open a window, closed again this many steps later.
+        let mut closing: Vec<(usize, Fault)> = Vec::new();
+        for i in 0..steps {
+            if let Some(pos) = closing.iter().position(|(at, _)| *at <= i) {
+                let (_, fault) = closing.swap_remove(pos);
+                scenario.steps.push(Step::Fault(fault));
+                continue;
+            }
+            let roll = generator.rng.random_range(0..100);
+            let step = if roll < 10 {
+                let fault = generator.fault();
+                if let Some(close) = window_end(&fault) {
+                    let after = generator.rng.random_range(5..60);
+                    closing.push((i + after, close));
+                }
+                Step::Fault(fault)
+            } else if roll < 25 {
+                Step::Pause(generator.rng.random_range(1..=12))
+            } else {
+                Step::Op(generator.op())
+            };
+            scenario.steps.push(step);
+        }
+        scenario
+    }
+
+    /// How many steps are faults.
+    pub fn fault_count(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Fault(_)))
+            .count()
+    }
+}
+
+/// The fault that closes the window `fault` opens, if it opens one.
+fn window_end(fault: &Fault) -> Option<Fault> {
+    match fault {
+        Fault::Bookmarks(false) => Some(Fault::Bookmarks(true)),
+        Fault::SlowStream(Some(_)) => Some(Fault::SlowStream(None)),
+        _ => None,
+    }
+}
+
+/// Draws writes and faults from a seeded generator, keeping a model of which pods exist so
+/// that every write it draws is valid at its point of the schedule.
+#[derive(Debug)]
+pub struct Generator {
+    rng: StdRng,
+    names_per_namespace: usize,
+    live: LiveSet,
+    gold: BTreeSet<PodKey>,
+    annotations: u64,
+}
+
+/// The pods that exist: a vector for picking one at random in O(1), and each key's position.
+#[derive(Debug, Default)]
+struct LiveSet {
+    keys: Vec<PodKey>,
+    positions: HashMap<PodKey, usize>,
+}
+
+impl LiveSet {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn contains(&self, key: &PodKey) -> bool {
+        self.positions.contains_key(key)
+    }
+
+    fn insert(&mut self, key: PodKey) {
+        if !self.positions.contains_key(&key) {
+            self.positions.insert(key.clone(), self.keys.len());
+            self.keys.push(key);
+        }
+    }
+
+    fn remove(&mut self, key: &PodKey) {
+        if let Some(i) = self.positions.remove(key) {
+            self.keys.swap_remove(i);
+            if let Some(moved) = self.keys.get(i) {
+                self.positions.insert(moved.clone(), i);
+            }
+        }
+    }
+}
+
+impl Generator {
+    /// A generator for `seed`, over `names_per_namespace` names in each namespace (names are
+    /// reused after a delete, so keys come back with new UIDs).
+    pub fn new(seed: u64, names_per_namespace: usize) -> Self {
+        Self {
+            rng: StdRng::seed_from_u64(seed),
+            names_per_namespace: names_per_namespace.max(1),
+            live: LiveSet::default(),
+            gold: BTreeSet::new(),
+            annotations: 0,
+        }
+    }
+
+    /// How many pods exist in the model.
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    fn random_key(&mut self) -> PodKey {
+        let namespace = NAMESPACES[self.rng.random_range(0..NAMESPACES.len())];
+        let name = format!("pod-{}", self.rng.random_range(0..self.names_per_namespace));
+        PodKey {
+            namespace: namespace.to_owned(),
+            name,
+        }
+    }
+
+    fn pick_live(&mut self) -> Option<PodKey> {
+        if self.live.is_empty() {
+            return None;
+        }
+        let n = self.rng.random_range(0..self.live.len());
+        Some(self.live.keys[n].clone())
+    }
+
+    /// Tells the model about a write made outside the generator (e.g. a bulk of initial
+    /// creates).
+    pub fn adopt(&mut self, op: &Op) {
+        match op {
+            Op::Create { key, gold, .. } | Op::Relabel { key, gold } => {
+                self.live.insert(key.clone());
+                if *gold {
+                    self.gold.insert(key.clone());
+                } else {
+                    self.gold.remove(key);
+                }
+            }
+            Op::Delete { key } => {
+                self.live.remove(key);
+                self.gold.remove(key);
+            }
+            Op::Move { .. } | Op::Annotate { .. } => {}
+        }
+    }
+
+    /// A create of a free name, if one is found in a few tries.
+    pub fn create(&mut self) -> Option<Op> {
+        for _ in 0..8 {
+            let key = self.random_key();
+            if !self.live.contains(&key) {
+                let gold = self.rng.random_bool(0.5);
+                let node = self.rng.random_range(0..NODES);
+                self.live.insert(key.clone());
+                if gold {
+                    self.gold.insert(key.clone());
+                }
+                return Some(Op::Create { key, node, gold });
+            }
+        }
+        None
+    }
+
+    /// The next write: creates, moves, annotation changes, relabels and deletes.
+    pub fn op(&mut self) -> Op {
+        let roll = self.rng.random_range(0..100);
+        let target = self.pick_live();
+        match (roll, target) {
+            (0..25, _) | (_, None) => match self.create() {
+                Some(op) => op,
+                None => {
+                    let key = self.pick_live().expect("every name taken: pods exist");
+                    self.delete(key)
+                }
+            },
+            (25..45, Some(key)) => Op::Move {
+                key,
+                node: self.rng.random_range(0..NODES),
+            },
+            (45..60, Some(key)) => {
+                self.annotations += 1;
+                Op::Annotate {
+                    key,
+                    value: self.annotations,
+                }
+            }
+            (60..80, Some(key)) => {
+                let gold = !self.gold.contains(&key);
+                if gold {
+                    self.gold.insert(key.clone());
+                } else {
+                    self.gold.remove(&key);
+                }
+                Op::Relabel { key, gold }
+            }
+            (_, Some(key)) => self.delete(key),
+        }
+    }
+
+    fn delete(&mut self, key: PodKey) -> Op {
+        self.live.remove(&key);
+        self.gold.remove(&key);
+        Op::Delete { key }
+    }
+
+    /// A random fault from the whole catalogue.
+    pub fn fault(&mut self) -> Fault {
+        let rng = &mut self.rng;
+        match rng.random_range(0..17) {
+            0 => Fault::DropWatches,
+            1 => Fault::DropMidEvent,
+            2 => Fault::CloseWatches,
+            3 => Fault::TornEvent,
+            4 => Fault::GarbageLine,
+            5 => Fault::DuplicateEvent,
+            6 => Fault::WatchError(WatchError::Expired),
+            7 => Fault::WatchError(match rng.random_range(0..5) {
+                0 => WatchError::Gone,
+                1 => WatchError::Internal,
+                2 => WatchError::TooManyRequests {
+                    retry_after: rng.random_range(0..=1),
+                },
+                3 => WatchError::TooLarge,
+                _ => WatchError::NotAStatus,
+            }),
+            8 | 9 => Fault::FailNext {
+                verb: if rng.random_bool(0.5) {
+                    RequestVerb::List
+                } else {
+                    RequestVerb::Watch
+                },
+                times: rng.random_range(1..=3),
+                failure: match rng.random_range(0..4) {
+                    0 => RequestFailure::TooManyRequests {
+                        retry_after: rng.random_range(0..=1),
+                    },
+                    1 => RequestFailure::Throttled {
+                        retry_after: rng.random_range(0..=1),
+                    },
+                    2 => RequestFailure::Internal,
+                    _ => RequestFailure::Unavailable,
+                },
+            },
+            10 | 11 => Fault::Compact {
+                drop_watches: rng.random_bool(0.6),
+            },
+            12 | 13 => Fault::Restart,
+            14 => Fault::Bookmarks(false),
+            _ => Fault::SlowStream(Some((rng.random_range(16..2048), rng.random_range(0..=3)))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_gives_the_same_scenario() {
+        assert_eq!(Scenario::from_seed(42), Scenario::from_seed(42));
+        assert_ne!(Scenario::from_seed(42), Scenario::from_seed(43));
+    }
+
+    #[test]
+    fn every_write_is_valid_where_it_stands() {
+        for seed in 0..200 {
+            let scenario = Scenario::from_seed(seed);
+            let mut live = BTreeSet::new();
+            let writes = scenario
+                .initial
+                .iter()
+                .chain(scenario.steps.iter().filter_map(|s| match s {
+                    Step::Op(op) => Some(op),
+                    _ => None,
+                }));
+            for op in writes {
+                match op {
+                    Op::Create { key, .. } => assert!(live.insert(key.clone()), "{seed}: {op:?}"),
+                    Op::Delete { key } => assert!(live.remove(key), "{seed}: {op:?}"),
+                    Op::Move { key, .. } | Op::Annotate { key, .. } | Op::Relabel { key, .. } => {
+                        assert!(live.contains(key), "{seed}: {op:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn windows_are_closed_by_a_later_step_or_by_the_end() {
+        let scenario = Scenario::from_seed(7);
+        let mut open = 0i32;
+        for step in &scenario.steps {
+            match step {
+                Step::Fault(Fault::Bookmarks(false)) => open += 1,
+                Step::Fault(Fault::Bookmarks(true)) => open -= 1,
+                _ => {}
+            }
+            assert!(open >= 0);
+        }
+        assert!(scenario.fault_count() > 0);
+    }
+
+    #[test]
+    fn relabels_flip_the_gold_label() {
+        let mut g = Generator::new(1, 5);
+        let mut gold = BTreeSet::new();
+        for _ in 0..2000 {
+            match g.op() {
+                Op::Create {
+                    key, gold: true, ..
+                } => {
+                    gold.insert(key);
+                }
+                Op::Relabel { key, gold: to } => {
+                    assert_eq!(gold.contains(&key), !to, "a relabel flips the label");
+                    if to {
+                        gold.insert(key);
+                    } else {
+                        gold.remove(&key);
+                    }
+                }
+                Op::Delete { key } => {
+                    gold.remove(&key);
+                }
+                _ => {}
+            }
+        }
+    }
+}

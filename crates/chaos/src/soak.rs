@@ -1,0 +1,371 @@
+//! Soak mode: the same stack and checks at volume — 100,000 pods, sustained churn for minutes
+//! with faults — reporting throughput, peak memory and handler lag, and proving at the end that
+//! nothing was lost.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use informer_apiserver::{ApiServer, Config};
+use tokio_util::sync::CancellationToken;
+
+use crate::journal::WriteLog;
+use crate::scenario::{Fault, Generator, NAMESPACES, NODES, Op, PodKey};
+use crate::stack::{Stack, StackOptions, apply, calm, client, inject};
+
+/// The settings of a soak run.
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    /// Pods created before the informers start.
+    pub objects: usize,
+    /// How long the churn lasts.
+    pub duration: Duration,
+    /// Writes per second while churning.
+    pub rate: u32,
+    /// Writes between two faults.
+    pub fault_every: u64,
+    /// The seed of the churn and fault choices.
+    pub seed: u64,
+}
+
+/// Percentiles of the handler lag: from the write on the server to the main handler seeing it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lag {
+    /// Changes measured.
+    pub samples: usize,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Worst.
+    pub max: Duration,
+}
+
+/// What a soak run measured and found.
+#[derive(Debug, Default)]
+pub struct SoakReport {
+    /// The settings.
+    pub objects: usize,
+    /// From the informers' start to both caches synced.
+    pub initial_sync: Duration,
+    /// The churn's length, as run.
+    pub churned_for: Duration,
+    /// Writes during the churn.
+    pub writes: u64,
+    /// Faults fired, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Notifications the main handler handled during the churn, per second.
+    pub events_per_sec: f64,
+    /// Notifications handled, every handler together, whole run.
+    pub notifications: u64,
+    /// Lists after the first, both informers.
+    pub relists: u64,
+    /// Tombstones, every handler.
+    pub tombstones: u64,
+    /// Peak resident memory of the process (`VmHWM`), in KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// Handler lag.
+    pub lag: Lag,
+    /// From the end of the churn to convergence.
+    pub settled_in: Duration,
+    /// Pods on the server at the end.
+    pub final_objects: usize,
+    /// What went wrong; empty if the run passed.
+    pub problems: Vec<String>,
+    /// The whole run.
+    pub wall: Duration,
+}
+
+impl SoakReport {
+    /// Whether the final checks passed.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl fmt::Display for SoakReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "soak: {} pods to start, initial sync {:.2?}, churn for {:.1?}",
+            self.objects, self.initial_sync, self.churned_for
+        )?;
+        writeln!(
+            f,
+            "writes: {} ({:.0}/s), main handler: {:.0} events/s, notifications (all handlers): {}",
+            self.writes,
+            self.writes as f64 / self.churned_for.as_secs_f64().max(1e-9),
+            self.events_per_sec,
+            self.notifications
+        )?;
+        writeln!(
+            f,
+            "relists: {}, tombstones: {}, faults: {} ({})",
+            self.relists,
+            self.tombstones,
+            self.faults.values().sum::<u64>(),
+            self.faults
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        match self.peak_rss_kib {
+            Some(kib) => writeln!(f, "peak RSS (VmHWM): {:.1} MiB", kib as f64 / 1024.0)?,
+            None => writeln!(f, "peak RSS: not available")?,
+        }
+        writeln!(
+            f,
+            "handler lag (write → main handler, {} changes): p50 {:.2?}, p99 {:.2?}, max {:.2?}",
+            self.lag.samples, self.lag.p50, self.lag.p99, self.lag.max
+        )?;
+        if self.ok() {
+            writeln!(
+                f,
+                "CONVERGED: {} pods, caches and every handler's view equal the server object by \
+                 object (settled {:.2?} after the churn stopped); relists all had a reason",
+                self.final_objects, self.settled_in
+            )?;
+        } else {
+            writeln!(f, "FAILED:")?;
+            for p in &self.problems {
+                writeln!(f, "  - {p}")?;
+            }
+        }
+        write!(f, "wall time: {:.1?}", self.wall)
+    }
+}
+
+/// The process's peak resident set size, from `/proc/self/status`.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// How long the soak waits for the first sync and for the final convergence.
+const SOAK_BOUND: Duration = Duration::from_secs(300);
+
+/// Runs a soak on a runtime of its own (two worker threads).
+pub fn soak(options: &SoakOptions) -> SoakReport {
+    let begun = Instant::now();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return SoakReport {
+                problems: vec![format!("building a runtime: {e}")],
+                ..SoakReport::default()
+            };
+        }
+    };
+    let mut report = runtime.block_on(async {
+        let server = match ApiServer::start(Config::for_tests(Duration::from_secs(1))).await {
+            Ok(s) => s,
+            Err(e) => {
+                return SoakReport {
+                    problems: vec![format!("starting the API server: {e}")],
+                    ..SoakReport::default()
+                };
+            }
+        };
+        let report = soak_on(&server, options).await;
+        server.shutdown().await;
+        report
+    });
+    report.peak_rss_kib = peak_rss_kib();
+    report.wall = begun.elapsed();
+    report
+}
+
+async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
+    let mut report = SoakReport {
+        objects: options.objects,
+        ..SoakReport::default()
+    };
+    let writes = WriteLog::default();
+    // Names are reused after deletes; a fifth of them are free at any time.
+    let per_namespace = (options.objects * 6 / 5).div_ceil(NAMESPACES.len()).max(1);
+    let mut generator = Generator::new(options.seed, per_namespace);
+    for i in 0..options.objects {
+        let key = PodKey {
+            namespace: NAMESPACES[i % NAMESPACES.len()].to_owned(),
+            name: format!("pod-{}", i / NAMESPACES.len()),
+        };
+        let op = Op::Create {
+            key,
+            node: (i as u32) % NODES,
+            gold: i % 2 == 0,
+        };
+        generator.adopt(&op);
+        if let Err(e) = apply(server, &op, &writes) {
+            report.problems.push(e);
+            return report;
+        }
+    }
+    let client = match client(server) {
+        Ok(c) => c,
+        Err(e) => {
+            report.problems.push(e);
+            return report;
+        }
+    };
+    let started = Instant::now();
+    let stack = match Stack::start(
+        &client,
+        &StackOptions {
+            min_watch_timeout: Duration::from_secs(60),
+            slow_delay: Duration::from_micros(50),
+            keep_notes: false,
+            record_times: true,
+        },
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            report.problems.push(e);
+            return report;
+        }
+    };
+    drop(client);
+    let synced = tokio::time::timeout(SOAK_BOUND, async {
+        stack.all.wait_for_sync().await;
+        stack.gold.wait_for_sync().await;
+    })
+    .await;
+    if synced.is_err() {
+        report
+            .problems
+            .push(format!("the caches did not sync within {SOAK_BOUND:?}"));
+        report.problems.extend(stack.shutdown(SOAK_BOUND).await);
+        return report;
+    }
+    report.initial_sync = started.elapsed();
+
+    // Churn at the rate, a fault every `fault_every` writes; windows close half a period later.
+    let stop = CancellationToken::new();
+    let churn_begun = Instant::now();
+    let main_before = stack.main.notifications();
+    let mut done: u64 = 0;
+    let mut closing: Option<(u64, Fault)> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    while churn_begun.elapsed() < options.duration && !stop.is_cancelled() {
+        tick.tick().await;
+        let due = (churn_begun.elapsed().as_secs_f64() * f64::from(options.rate)) as u64;
+        while done < due {
+            let op = generator.op();
+            if let Err(e) = apply(server, &op, &writes) {
+                report.problems.push(e);
+                stop.cancel();
+                break;
+            }
+            done += 1;
+            if let Some((at, _)) = &closing
+                && done >= *at
+                && let Some((_, fault)) = closing.take()
+            {
+                inject(server, &fault);
+                *report.faults.entry(fault.kind()).or_default() += 1;
+            }
+            if done.is_multiple_of(options.fault_every) {
+                let fault = generator.fault();
+                inject(server, &fault);
+                *report.faults.entry(fault.kind()).or_default() += 1;
+                let close = match fault {
+                    Fault::Bookmarks(false) => Some(Fault::Bookmarks(true)),
+                    Fault::SlowStream(Some(_)) => Some(Fault::SlowStream(None)),
+                    _ => None,
+                };
+                if let Some(close) = close {
+                    if let Some((_, pending)) = closing.take() {
+                        inject(server, &pending);
+                    }
+                    closing = Some((done + options.fault_every / 2, close));
+                }
+            }
+        }
+    }
+    report.churned_for = churn_begun.elapsed();
+    report.writes = done;
+    report.events_per_sec = (stack.main.notifications() - main_before) as f64
+        / report.churned_for.as_secs_f64().max(1e-9);
+    calm(server);
+
+    match stack.converge(server, SOAK_BOUND).await {
+        Ok(took) => report.settled_in = took,
+        Err(differences) => {
+            report.problems.push(format!(
+                "no convergence within {SOAK_BOUND:?} after the churn stopped:"
+            ));
+            report.problems.extend(differences);
+        }
+    }
+    report.problems.extend(stack.check_history(None));
+    report.notifications = stack.notifications();
+    report.relists = stack.relists();
+    report.tombstones = stack.tombstones();
+    report.final_objects = stack.all.store().list().len();
+    report.lag = lag(&writes, stack.main.take_times());
+    report.problems.extend(stack.shutdown(SOAK_BOUND).await);
+    report
+}
+
+/// The lag of each change the main handler saw, from its write's timestamp.
+fn lag(writes: &WriteLog, seen: Vec<(u64, Instant)>) -> Lag {
+    let times = writes.times();
+    let mut lags: Vec<Duration> = seen
+        .into_iter()
+        .filter_map(|(rv, at)| Some(at.saturating_duration_since(*times.get(&rv)?)))
+        .collect();
+    if lags.is_empty() {
+        return Lag::default();
+    }
+    lags.sort_unstable();
+    let at = |q: f64| lags[((lags.len() - 1) as f64 * q).round() as usize];
+    Lag {
+        samples: lags.len(),
+        p50: at(0.50),
+        p99: at(0.99),
+        max: lags[lags.len() - 1],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Write, WriteKind};
+
+    #[test]
+    fn lag_percentiles_come_from_matching_revisions() {
+        let log = WriteLog::default();
+        let t0 = Instant::now();
+        for rv in 1..=100u64 {
+            log.record(
+                format!("a/p{rv}"),
+                Write {
+                    rv,
+                    kind: WriteKind::Upsert { gold: false },
+                    at: t0,
+                },
+            );
+        }
+        let seen = (1..=100u64)
+            .map(|rv| (rv, t0 + Duration::from_millis(rv)))
+            .chain([(5000, t0 + Duration::from_secs(9))]) // not a write: ignored
+            .collect();
+        let lag = lag(&log, seen);
+        assert_eq!(lag.samples, 100);
+        assert_eq!(lag.p50, Duration::from_millis(51));
+        assert_eq!(lag.p99, Duration::from_millis(99));
+        assert_eq!(lag.max, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn peak_rss_is_read_where_proc_exists() {
+        if std::path::Path::new("/proc/self/status").exists() {
+            assert!(peak_rss_kib().is_some_and(|kib| kib > 0));
+        }
+    }
+}

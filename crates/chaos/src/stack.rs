@@ -1,0 +1,578 @@
+//! The system under test: two informers over HTTP (kube-client) against the simulator, their
+//! handlers, and the checks that compare them with the server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use informer_apiserver::{
+    ApiServer, Failure as ServerFailure, SlowStream, StatusError, Verb as ServerVerb,
+};
+use informer_controller::{
+    HandlerRegistration, InformerError, ResourceEventHandlerExt, SharedIndexInformer,
+};
+use informer_kube::{KubeListerWatcher, key_func, namespace_index_func};
+use informer_reflector::BackoffConfig;
+use informer_store::{IndexValues, NAMESPACE_INDEX, index_func, indexers};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::journal::{Journal, JournalOptions, Write, WriteKind, WriteLog, key_of, rv_of};
+use crate::record::{CallLog, Recording, check_relists};
+use crate::scenario::{
+    Fault, NODES, Op, PodKey, RequestFailure, RequestVerb, SELECTOR, WatchError,
+};
+
+/// An informer of pods over HTTP whose requests are recorded.
+pub type PodInformer = SharedIndexInformer<Pod, Recording<KubeListerWatcher<Pod>>>;
+
+/// The name of the node index.
+pub const NODE_INDEX: &str = "node";
+
+/// The node a pod is on, as a number (`node-3` → 3).
+pub fn node_number(pod: &Pod) -> Option<u32> {
+    pod.spec
+        .as_ref()?
+        .node_name
+        .as_deref()?
+        .strip_prefix("node-")?
+        .parse()
+        .ok()
+}
+
+/// Whether a pod carries `tier=gold`.
+pub fn is_gold(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("tier"))
+        .is_some_and(|t| t == "gold")
+}
+
+/// The filtered handler's filter: pods on even-numbered nodes.
+fn on_even_node(pod: &Pod) -> bool {
+    node_number(pod).is_some_and(|n| n % 2 == 0)
+}
+
+/// A pod for the simulator.
+pub fn pod(key: &PodKey, node: u32, gold: bool) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": key.name,
+            "namespace": key.namespace,
+            "labels": {"tier": if gold { "gold" } else { "silver" }, "app": "chaos"},
+        },
+        "spec": {
+            "nodeName": format!("node-{}", node % NODES.max(1)),
+            "containers": [{"name": "app", "image": "registry.local/app:1"}],
+        },
+    }))
+    .expect("a valid pod")
+}
+
+/// How the stack is set up.
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// The reflectors' minimum watch timeout.
+    pub min_watch_timeout: Duration,
+    /// How long the slow handler sleeps per notification.
+    pub slow_delay: Duration,
+    /// Keep every notification of the unfiltered handlers, to check them against the writes.
+    pub keep_notes: bool,
+    /// Record when the main handler saw each change (handler lag).
+    pub record_times: bool,
+}
+
+/// The informers, their handlers and their tasks.
+pub struct Stack {
+    /// Every pod; `namespace` and `node` indexes; three handlers.
+    pub all: Arc<PodInformer>,
+    /// Pods matching [`SELECTOR`]; one handler.
+    pub gold: Arc<PodInformer>,
+    /// Requests of `all`.
+    pub all_log: Arc<CallLog>,
+    /// Requests of `gold`.
+    pub gold_log: Arc<CallLog>,
+    /// Every notification of `all`.
+    pub main: Arc<Journal>,
+    /// `all`'s notifications for pods on even nodes.
+    pub filtered: Arc<Journal>,
+    /// Every notification of `all`, handled slowly.
+    pub slow: Arc<Journal>,
+    /// Every notification of `gold`.
+    pub gold_journal: Arc<Journal>,
+    /// The four registrations.
+    pub registrations: Vec<HandlerRegistration>,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<Result<(), InformerError>>>,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("registrations", &self.registrations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A kube client for the simulator, with kube-client's own retries off: the reflector sees
+/// every 429 and 5xx itself.
+pub fn client(server: &ApiServer) -> Result<kube::Client, String> {
+    let url = server
+        .url()
+        .parse()
+        .map_err(|e| format!("server URL: {e}"))?;
+    let mut config = kube::Config::new(url);
+    config.default_retry = false;
+    kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
+}
+
+fn informer(
+    lister_watcher: Recording<KubeListerWatcher<Pod>>,
+    min_watch_timeout: Duration,
+) -> PodInformer {
+    SharedIndexInformer::new(
+        lister_watcher,
+        key_func::<Pod>(),
+        Arc::new(|p: &Pod| p.metadata.resource_version.as_deref()),
+        Duration::ZERO,
+        indexers([
+            (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
+            (
+                NODE_INDEX,
+                index_func(|p: &Pod| {
+                    Ok(p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .map(IndexValues::one)
+                        .unwrap_or_default())
+                }),
+            ),
+        ]),
+    )
+    .with_reflector_config(move |r| {
+        r.with_backoff(BackoffConfig {
+            initial: Duration::from_millis(10),
+            cap: Duration::from_millis(250),
+            ..BackoffConfig::default()
+        })
+        .with_min_watch_timeout(min_watch_timeout)
+    })
+}
+
+impl Stack {
+    /// Builds both informers and their handlers, and starts them.
+    pub fn start(client: &kube::Client, options: &StackOptions) -> Result<Stack, String> {
+        let all_lw = Recording::new(KubeListerWatcher::new(Api::<Pod>::all(client.clone())));
+        let gold_lw = Recording::new(
+            KubeListerWatcher::new(Api::<Pod>::all(client.clone())).labels(SELECTOR),
+        );
+        let (all_log, gold_log) = (all_lw.log(), gold_lw.log());
+        let all = Arc::new(informer(all_lw, options.min_watch_timeout));
+        let gold = Arc::new(informer(gold_lw, options.min_watch_timeout));
+        let notes = JournalOptions {
+            keep_notes: options.keep_notes,
+            ..JournalOptions::default()
+        };
+        let main = Arc::new(Journal::new(
+            "main",
+            Arc::clone(&all_log),
+            JournalOptions {
+                record_times: options.record_times,
+                ..notes.clone()
+            },
+        ));
+        let filtered = Arc::new(Journal::new(
+            "filtered",
+            Arc::clone(&all_log),
+            JournalOptions::default(),
+        ));
+        let slow = Arc::new(Journal::new(
+            "slow",
+            Arc::clone(&all_log),
+            JournalOptions {
+                delay: options.slow_delay,
+                ..notes.clone()
+            },
+        ));
+        let gold_journal = Arc::new(Journal::new("gold", Arc::clone(&gold_log), notes));
+        let err = |e: InformerError| format!("registering a handler: {e}");
+        let registrations = vec![
+            all.add_event_handler(Arc::clone(&main)).map_err(err)?,
+            all.add_event_handler(Arc::clone(&filtered).filtered(on_even_node))
+                .map_err(err)?,
+            all.add_event_handler(Arc::clone(&slow)).map_err(err)?,
+            gold.add_event_handler(Arc::clone(&gold_journal))
+                .map_err(err)?,
+        ];
+        let stop = CancellationToken::new();
+        let tasks = [&all, &gold]
+            .into_iter()
+            .map(|informer| {
+                let (informer, stop) = (Arc::clone(informer), stop.clone());
+                tokio::spawn(async move { informer.run(stop).await })
+            })
+            .collect();
+        Ok(Stack {
+            all,
+            gold,
+            all_log,
+            gold_log,
+            main,
+            filtered,
+            slow,
+            gold_journal,
+            registrations,
+            stop,
+            tasks,
+        })
+    }
+
+    /// Notifications handled, all handlers together.
+    pub fn notifications(&self) -> u64 {
+        [&self.main, &self.filtered, &self.slow, &self.gold_journal]
+            .iter()
+            .map(|j| j.notifications())
+            .sum()
+    }
+
+    /// Tombstones received, all handlers together.
+    pub fn tombstones(&self) -> u64 {
+        [&self.main, &self.filtered, &self.slow, &self.gold_journal]
+            .iter()
+            .map(|j| j.tombstones())
+            .sum()
+    }
+
+    /// Lists after the first, both informers together.
+    pub fn relists(&self) -> u64 {
+        self.all_log.lists().saturating_sub(1) + self.gold_log.lists().saturating_sub(1)
+    }
+
+    /// What still differs between the server and the caches or the handlers' views; empty once
+    /// everything has converged.
+    pub fn differences(&self, server: &ApiServer) -> Vec<String> {
+        let mut problems = Vec::new();
+        let pods = match server.list::<Pod>(None) {
+            Ok((pods, _)) => pods,
+            Err(e) => return vec![format!("listing the server's pods: {e}")],
+        };
+        let everything: BTreeMap<String, u64> =
+            pods.iter().map(|p| (key_of(p), rv_of(p))).collect();
+        let golden: BTreeMap<String, u64> = pods
+            .iter()
+            .filter(|p| is_gold(p))
+            .map(|p| (key_of(p), rv_of(p)))
+            .collect();
+        let cached = self.all.store().list();
+        let cache: BTreeMap<String, u64> = cached.iter().map(|p| (key_of(p), rv_of(p))).collect();
+        let even: BTreeMap<String, u64> = cached
+            .iter()
+            .filter(|p| on_even_node(p))
+            .map(|p| (key_of(p), rv_of(p)))
+            .collect();
+        let gold_cache: BTreeMap<String, u64> = self
+            .gold
+            .store()
+            .list()
+            .iter()
+            .map(|p| (key_of(p), rv_of(p)))
+            .collect();
+        compare("cache of every pod", &everything, &cache, &mut problems);
+        compare("cache of gold pods", &golden, &gold_cache, &mut problems);
+        compare("main handler", &cache, &self.main.view(), &mut problems);
+        compare("slow handler", &cache, &self.slow.view(), &mut problems);
+        compare(
+            "filtered handler",
+            &even,
+            &self.filtered.view(),
+            &mut problems,
+        );
+        compare(
+            "gold handler",
+            &gold_cache,
+            &self.gold_journal.view(),
+            &mut problems,
+        );
+        let backlog: usize = self
+            .registrations
+            .iter()
+            .map(HandlerRegistration::backlog)
+            .sum();
+        if backlog > 0 {
+            problems.push(format!("{backlog} notifications still buffered"));
+        }
+        problems
+    }
+
+    /// Waits up to `bound` for [`differences`](Self::differences) to be empty; returns how
+    /// long it took, or what still differs.
+    pub async fn converge(
+        &self,
+        server: &ApiServer,
+        bound: Duration,
+    ) -> Result<Duration, Vec<String>> {
+        let begun = Instant::now();
+        loop {
+            let problems = self.differences(server);
+            if problems.is_empty() {
+                return Ok(begun.elapsed());
+            }
+            if begun.elapsed() > bound {
+                return Err(problems);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The checks that need no waiting, once converged: the indexes agree with the cache, no
+    /// handler saw a notification that did not fit its view, every notification of the
+    /// unfiltered handlers matches a write (and every tombstone a missed removal), and every
+    /// relist followed a reason.
+    pub fn check_history(&self, writes: Option<&WriteLog>) -> Vec<String> {
+        let mut problems = Vec::new();
+        problems.extend(check_indexes(&self.all));
+        problems.extend(check_indexes(&self.gold));
+        for journal in [&self.main, &self.filtered, &self.slow, &self.gold_journal] {
+            problems.extend(journal.violations());
+        }
+        if let Some(writes) = writes {
+            problems.extend(writes.check_notes("main", &self.main.notes(), false));
+            problems.extend(writes.check_notes("slow", &self.slow.notes(), false));
+            problems.extend(writes.check_notes("gold", &self.gold_journal.notes(), true));
+        }
+        for (name, log) in [("every pod", &self.all_log), ("gold", &self.gold_log)] {
+            if let Err(e) = check_relists(&log.calls()) {
+                problems.push(format!("informer of {name}: {e}"));
+            }
+        }
+        problems
+    }
+
+    /// Stops both informers and waits (up to `bound`) for them: every handler worker and the
+    /// pop loops joined.
+    pub async fn shutdown(self, bound: Duration) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.stop.cancel();
+        for task in self.tasks {
+            match tokio::time::timeout(bound, task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => problems.push(format!("informer ended with an error: {e}")),
+                Ok(Err(e)) => problems.push(format!("informer task failed: {e}")),
+                Err(_) => problems.push(format!("informer did not stop within {bound:?}")),
+            }
+        }
+        if !(self.all.is_stopped() && self.gold.is_stopped()) {
+            problems.push("an informer does not report itself stopped".to_owned());
+        }
+        let running = self
+            .registrations
+            .iter()
+            .filter(|r| !r.is_stopped())
+            .count();
+        if running > 0 {
+            problems.push(format!(
+                "{running} handler workers still running after stop"
+            ));
+        }
+        problems
+    }
+}
+
+fn compare(
+    what: &str,
+    expected: &BTreeMap<String, u64>,
+    actual: &BTreeMap<String, u64>,
+    problems: &mut Vec<String>,
+) {
+    let mut found = 0;
+    for (key, rv) in expected {
+        let problem = match actual.get(key) {
+            None => format!("{what}: {key} missing (expected at {rv})"),
+            Some(seen) if seen != rv => format!("{what}: {key} at {seen}, expected at {rv}"),
+            Some(_) => continue,
+        };
+        found += 1;
+        if found <= 5 {
+            problems.push(problem);
+        }
+    }
+    for key in actual.keys().filter(|k| !expected.contains_key(*k)) {
+        found += 1;
+        if found <= 5 {
+            problems.push(format!("{what}: {key} present, expected absent"));
+        }
+    }
+    if found > 5 {
+        problems.push(format!("{what}: {} more differences", found - 5));
+    }
+}
+
+/// The namespace and node indexes of an informer's cache, against its contents.
+fn check_indexes(informer: &PodInformer) -> Vec<String> {
+    let indexer = informer.indexer();
+    let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in informer.store().list() {
+        let key = key_of(&p);
+        if let Some(ns) = p.metadata.namespace.clone() {
+            by_namespace.entry(ns).or_default().push(key.clone());
+        }
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            by_node.entry(node).or_default().push(key);
+        }
+    }
+    let mut problems = Vec::new();
+    for (index, expected) in [(NAMESPACE_INDEX, by_namespace), (NODE_INDEX, by_node)] {
+        let mut values = indexer.list_index_func_values(index);
+        values.sort();
+        let keys: Vec<String> = expected.keys().cloned().collect();
+        if values != keys {
+            problems.push(format!(
+                "{index} index lists {values:?}, the cache has {keys:?}"
+            ));
+        }
+        for (value, mut keys) in expected {
+            keys.sort();
+            match indexer.index_keys(index, &value) {
+                Ok(mut indexed) => {
+                    indexed.sort();
+                    if indexed != keys {
+                        problems.push(format!(
+                            "{index} index for {value}: {indexed:?}, the cache has {keys:?}"
+                        ));
+                    }
+                }
+                Err(e) => problems.push(format!("{index} index for {value}: {e}")),
+            }
+        }
+    }
+    problems
+}
+
+/// Applies one write to the server and records it.
+pub fn apply(server: &ApiServer, op: &Op, writes: &WriteLog) -> Result<(), String> {
+    let at = Instant::now();
+    let patch = |key: &PodKey, body: serde_json::Value| {
+        server.patch::<Pod>(Some(&key.namespace), &key.name, &body)
+    };
+    let (key, result, deleted) = match op {
+        Op::Create { key, node, gold } => (key, server.create(&pod(key, *node, *gold)), false),
+        Op::Move { key, node } => (
+            key,
+            patch(key, json!({"spec": {"nodeName": format!("node-{node}")}})),
+            false,
+        ),
+        Op::Annotate { key, value } => (
+            key,
+            patch(
+                key,
+                json!({"metadata": {"annotations": {"chaos": value.to_string()}}}),
+            ),
+            false,
+        ),
+        Op::Relabel { key, gold } => (
+            key,
+            patch(
+                key,
+                json!({"metadata": {"labels": {"tier": if *gold { "gold" } else { "silver" }}}}),
+            ),
+            false,
+        ),
+        Op::Delete { key } => (
+            key,
+            server.delete::<Pod>(Some(&key.namespace), &key.name),
+            true,
+        ),
+    };
+    let written = result.map_err(|e| format!("{op:?} failed: {e}"))?;
+    let kind = if deleted {
+        WriteKind::Delete
+    } else {
+        WriteKind::Upsert {
+            gold: is_gold(&written),
+        }
+    };
+    writes.record(
+        key.to_string(),
+        Write {
+            rv: rv_of(&written),
+            kind,
+            at,
+        },
+    );
+    Ok(())
+}
+
+/// Injects one fault.
+pub fn inject(server: &ApiServer, fault: &Fault) {
+    let faults = server.faults();
+    match fault {
+        Fault::DropWatches => faults.drop_watches(),
+        Fault::DropMidEvent => faults.drop_watches_mid_event(),
+        Fault::CloseWatches => faults.close_watches(),
+        Fault::TornEvent => faults.torn_event(),
+        Fault::GarbageLine => faults.garbage_line(),
+        Fault::DuplicateEvent => faults.duplicate_last_event(),
+        Fault::WatchError(error) => match error {
+            WatchError::Expired => faults
+                .inject_watch_error(StatusError::expired("too old resource version: injected")),
+            WatchError::Gone => {
+                faults.inject_watch_error(StatusError::gone("too old resource version: injected"));
+            }
+            WatchError::Internal => faults.inject_watch_error(StatusError::internal("injected")),
+            WatchError::TooManyRequests { retry_after } => {
+                faults.inject_watch_error(StatusError::too_many_requests("injected", *retry_after))
+            }
+            WatchError::TooLarge => {
+                let head = server.resource_version();
+                faults.inject_watch_error(StatusError::too_large_resource_version(head + 1, head));
+            }
+            WatchError::NotAStatus => faults.inject_watch_error_object(json!({})),
+        },
+        Fault::FailNext {
+            verb,
+            times,
+            failure,
+        } => {
+            let verb = match verb {
+                RequestVerb::List => ServerVerb::List,
+                RequestVerb::Watch => ServerVerb::Watch,
+            };
+            let failure = match failure {
+                RequestFailure::TooManyRequests { retry_after } => {
+                    ServerFailure::too_many_requests(*retry_after)
+                }
+                RequestFailure::Throttled { retry_after } => ServerFailure::throttled(*retry_after),
+                RequestFailure::Internal => ServerFailure::internal("injected"),
+                RequestFailure::Unavailable => ServerFailure::unavailable(),
+            };
+            faults.fail_next(verb, *times, failure);
+        }
+        Fault::Compact { drop_watches } => {
+            faults.compact_all();
+            if *drop_watches {
+                faults.drop_watches();
+            }
+        }
+        Fault::Restart => faults.restart(),
+        Fault::Bookmarks(on) => faults.set_bookmarks(*on),
+        Fault::SlowStream(slow) => {
+            faults.set_slow_stream(slow.map(|(chunk_bytes, delay)| SlowStream {
+                chunk_bytes,
+                delay: Duration::from_millis(delay),
+            }))
+        }
+    }
+}
+
+/// Ends every lasting fault: queued request failures, bookmarks off, slow streams.
+pub fn calm(server: &ApiServer) {
+    let faults = server.faults();
+    faults.clear_failures();
+    faults.set_bookmarks(true);
+    faults.set_slow_stream(None);
+}
