@@ -45,6 +45,8 @@ pub enum Call {
     WatchRefused {
         /// `resourceVersion` asked for.
         resource_version: String,
+        /// It was a streaming list (`sendInitialEvents=true`).
+        streaming: bool,
         /// The error's classification.
         kind: ErrorKind,
     },
@@ -52,11 +54,18 @@ pub enum Call {
     Watch {
         /// `resourceVersion` asked for.
         resource_version: String,
+        /// It was a streaming list (`sendInitialEvents=true`): its initial events, then the
+        /// initial-events-end bookmark, then a watch on the same stream.
+        streaming: bool,
+        /// A streaming list's initial-events-end bookmark arrived (always true for a plain
+        /// watch).
+        synced: bool,
         /// How it ended.
         end: Option<End>,
-        /// Events read before the end (`ERROR` not counted, as the reflector counts them).
+        /// Events read before the end, after the initial events of a streaming list (`ERROR`
+        /// not counted, as the reflector counts them).
         events: u64,
-        /// From the server's acceptance to the end.
+        /// From the server's acceptance (or a streaming list's end bookmark) to the end.
         lasted: Duration,
     },
 }
@@ -74,7 +83,7 @@ impl CallLog {
         self.calls.lock().clone()
     }
 
-    /// Lists started so far (first pages only).
+    /// Lists started so far: first pages and streaming lists.
     pub fn lists(&self) -> u64 {
         self.lists.load(Ordering::SeqCst)
     }
@@ -97,6 +106,12 @@ impl CallLog {
             *end = Some(how);
             *count = events;
             *lasted = lasted_for;
+        }
+    }
+
+    fn mark_synced(&self, index: usize) {
+        if let Some(Call::Watch { synced, .. }) = self.calls.lock().get_mut(index) {
+            *synced = true;
         }
     }
 }
@@ -147,10 +162,16 @@ where
     }
 
     async fn watch(&self, params: &WatchParams) -> Result<WatchStream<K>, Error> {
+        let streaming = params.send_initial_events;
+        if streaming {
+            self.log.lists.fetch_add(1, Ordering::SeqCst);
+        }
         match self.inner.watch(params).await {
             Ok(stream) => {
                 let index = self.log.push(Call::Watch {
                     resource_version: params.resource_version.clone(),
+                    streaming,
+                    synced: !streaming,
                     end: None,
                     events: 0,
                     lasted: Duration::ZERO,
@@ -161,6 +182,7 @@ where
                     index,
                     events: 0,
                     started: Instant::now(),
+                    initial: streaming,
                     ended: false,
                 });
                 Ok(recorded)
@@ -168,6 +190,7 @@ where
             Err(err) => {
                 self.log.push(Call::WatchRefused {
                     resource_version: params.resource_version.clone(),
+                    streaming,
                     kind: err.kind(),
                 });
                 Err(err)
@@ -183,6 +206,8 @@ struct RecordedStream<K> {
     index: usize,
     events: u64,
     started: Instant,
+    /// Still in a streaming list's initial events.
+    initial: bool,
     ended: bool,
 }
 
@@ -210,6 +235,16 @@ impl<K> Stream for RecordedStream<K> {
             Some(Ok(WatchEvent::Error(status))) => this.end(End::Failed(status.kind())),
             Some(Err(Error::Transport(_))) => this.end(End::Broken),
             Some(Err(err)) => this.end(End::Failed(err.kind())),
+            Some(Ok(WatchEvent::Bookmark {
+                initial_events_end: true,
+                ..
+            })) if this.initial => {
+                // The reflector counts the watch's events and time from here.
+                this.initial = false;
+                this.events = 0;
+                this.started = Instant::now();
+                this.log.mark_synced(this.index);
+            }
             Some(Ok(_)) => this.events += 1,
         }
         Poll::Ready(item)
@@ -226,16 +261,22 @@ impl<K> Drop for RecordedStream<K> {
 /// and stop (this wrapper's and the reflector's differ by a poll).
 const VERY_SHORT_WATCH: Duration = Duration::from_millis(1250);
 
-/// Whether the reflector must relist after `call` (the call just before a list).
+/// Whether the reflector must list again after `call` (the call just before a list).
 ///
-/// The reflector relists after: any failed list or page; a watch refused for any reason but a
-/// 429 or a refused connection (those re-watch); a watch ended by an error other than 429 (410
-/// Expired, 504 too large, 500 and undecodable events — no internal-error retry window is
-/// configured —, anything unclassified); and a watch that ended with no event within a second
-/// (client-go's "very short watch").
+/// The reflector lists again after: any failed list or page, and any streaming list that was
+/// refused or ended before its initial-events-end bookmark (it retries, or falls back to a
+/// list); a watch refused for any reason but a 429 or a refused connection (those re-watch); a
+/// watch ended by an error other than 429 (410 Expired, 504 too large, 500 and undecodable
+/// events — no internal-error retry window is configured —, anything unclassified); and a
+/// watch that ended with no event within a second (client-go's "very short watch"). A
+/// streaming list that reached its end bookmark goes on as a watch and follows the watch rules.
 pub fn justifies_relist(call: &Call) -> bool {
     match call {
         Call::List { outcome, .. } | Call::Page { outcome } => outcome.is_err(),
+        Call::WatchRefused {
+            streaming: true, ..
+        }
+        | Call::Watch { synced: false, .. } => true,
         Call::WatchRefused { kind, .. } => !matches!(
             kind,
             ErrorKind::TooManyRequests { .. } | ErrorKind::ConnectionRefused
@@ -254,13 +295,30 @@ pub fn justifies_relist(call: &Call) -> bool {
     }
 }
 
-/// Checks that every list after the first follows a call that [`justifies_relist`]. Returns the
-/// number of relists, or a description of the first unjustified one.
+/// Whether `call` starts a list: a first page, or a streaming list.
+pub fn is_list(call: &Call) -> bool {
+    matches!(
+        call,
+        Call::List { .. }
+            | Call::Watch {
+                streaming: true,
+                ..
+            }
+            | Call::WatchRefused {
+                streaming: true,
+                ..
+            }
+    )
+}
+
+/// Checks that every list (or streaming list) after the first follows a call that
+/// [`justifies_relist`]. Returns the number of relists, or a description of the first
+/// unjustified one.
 pub fn check_relists(calls: &[Call]) -> Result<u64, String> {
     let mut relists = 0;
     let mut seen_list = false;
     for (i, call) in calls.iter().enumerate() {
-        if !matches!(call, Call::List { .. }) {
+        if !is_list(call) {
             continue;
         }
         if !seen_list {
@@ -292,6 +350,8 @@ mod tests {
     fn watch(end: End, events: u64, lasted_ms: u64) -> Call {
         Call::Watch {
             resource_version: "5".into(),
+            streaming: false,
+            synced: true,
             end: Some(end),
             events,
             lasted: Duration::from_millis(lasted_ms),
@@ -309,6 +369,7 @@ mod tests {
             list(true),
             Call::WatchRefused {
                 resource_version: "9".into(),
+                streaming: false,
                 kind: ErrorKind::Other,
             },
             list(true),
@@ -338,6 +399,7 @@ mod tests {
             list(true),
             Call::WatchRefused {
                 resource_version: "1".into(),
+                streaming: false,
                 kind: ErrorKind::ConnectionRefused,
             },
             list(true),
@@ -355,5 +417,44 @@ mod tests {
             list(true),
         ];
         assert_eq!(check_relists(&calls), Ok(1));
+    }
+
+    fn streaming(synced: bool, end: End, events: u64) -> Call {
+        Call::Watch {
+            resource_version: String::new(),
+            streaming: true,
+            synced,
+            end: Some(end),
+            events,
+            lasted: Duration::from_millis(2000),
+        }
+    }
+
+    #[test]
+    fn streaming_lists_count_as_lists_and_retry_after_an_unfinished_one() {
+        let calls = [
+            Call::WatchRefused {
+                resource_version: String::new(),
+                streaming: true,
+                kind: ErrorKind::TooManyRequests { retry_after: None },
+            },
+            streaming(false, End::Closed, 3),
+            streaming(true, End::Failed(ErrorKind::Expired), 4),
+            list(true),
+            streaming(true, End::Closed, 0),
+        ];
+        // The 429 on the first attempt, the stream cut before its bookmark and the 410 each
+        // justify the next attempt; the last one, after a healthy watch, does not.
+        assert_eq!(check_relists(&calls[..4]), Ok(3));
+        assert!(
+            check_relists(&[
+                calls[2].clone(),
+                streaming(true, End::Closed, 5),
+                list(true)
+            ])
+            .is_err()
+        );
+        assert!(is_list(&calls[0]) && is_list(&calls[4]));
+        assert!(!is_list(&watch(End::Closed, 1, 1)));
     }
 }

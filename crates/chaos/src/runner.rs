@@ -123,6 +123,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
         &client,
         &StackOptions {
             min_watch_timeout: Duration::from_secs(scenario.server.min_watch_timeout_secs),
+            streaming_list: scenario.server.streaming_list,
             slow_delay: Duration::from_micros(300),
             keep_notes: true,
             record_times: false,

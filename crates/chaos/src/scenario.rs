@@ -224,6 +224,8 @@ pub struct ServerSettings {
     pub expired_watch: ExpiredWatch,
     /// The reflectors' minimum watch timeout in seconds (watches end cleanly after 1–2×).
     pub min_watch_timeout_secs: u64,
+    /// The reflectors get their initial state as a streaming list (`sendInitialEvents`).
+    pub streaming_list: bool,
 }
 
 /// A whole run, derived from a seed: the initial objects, the steps, the server's settings.
@@ -268,6 +270,7 @@ impl Scenario {
                 _ => ExpiredWatch::ErrorEvent,
             },
             min_watch_timeout_secs: generator.rng.random_range(1..=4),
+            streaming_list: generator.rng.random_bool(0.5),
         };
         let initial = (0..generator.rng.random_range(5..40))
             .filter_map(|_| generator.create())

@@ -218,6 +218,7 @@ async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
         &client,
         &StackOptions {
             min_watch_timeout: Duration::from_secs(60),
+            streaming_list: false,
             slow_delay: Duration::from_micros(50),
             keep_notes: false,
             record_times: true,

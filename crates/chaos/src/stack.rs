@@ -78,6 +78,8 @@ pub fn pod(key: &PodKey, node: u32, gold: bool) -> Pod {
 pub struct StackOptions {
     /// The reflectors' minimum watch timeout.
     pub min_watch_timeout: Duration,
+    /// The reflectors start with a streaming list.
+    pub streaming_list: bool,
     /// How long the slow handler sleeps per notification.
     pub slow_delay: Duration,
     /// Keep every notification of the unfiltered handlers, to check them against the writes.
@@ -132,8 +134,9 @@ pub fn client(server: &ApiServer) -> Result<kube::Client, String> {
 
 fn informer(
     lister_watcher: Recording<KubeListerWatcher<Pod>>,
-    min_watch_timeout: Duration,
+    options: &StackOptions,
 ) -> PodInformer {
+    let (min_watch_timeout, streaming_list) = (options.min_watch_timeout, options.streaming_list);
     SharedIndexInformer::new(
         lister_watcher,
         key_func::<Pod>(),
@@ -154,12 +157,18 @@ fn informer(
         ]),
     )
     .with_reflector_config(move |r| {
-        r.with_backoff(BackoffConfig {
-            initial: Duration::from_millis(10),
-            cap: Duration::from_millis(250),
-            ..BackoffConfig::default()
-        })
-        .with_min_watch_timeout(min_watch_timeout)
+        let r = r
+            .with_backoff(BackoffConfig {
+                initial: Duration::from_millis(10),
+                cap: Duration::from_millis(250),
+                ..BackoffConfig::default()
+            })
+            .with_min_watch_timeout(min_watch_timeout);
+        if streaming_list {
+            r.with_streaming_list(key_func::<Pod>())
+        } else {
+            r
+        }
     })
 }
 
@@ -171,8 +180,8 @@ impl Stack {
             KubeListerWatcher::new(Api::<Pod>::all(client.clone())).labels(SELECTOR),
         );
         let (all_log, gold_log) = (all_lw.log(), gold_lw.log());
-        let all = Arc::new(informer(all_lw, options.min_watch_timeout));
-        let gold = Arc::new(informer(gold_lw, options.min_watch_timeout));
+        let all = Arc::new(informer(all_lw, options));
+        let gold = Arc::new(informer(gold_lw, options));
         let notes = JournalOptions {
             keep_notes: options.keep_notes,
             ..JournalOptions::default()
