@@ -128,6 +128,34 @@ impl Journal {
             .collect()
     }
 
+    /// Compares the view with `expected` under the journal's lock, without copying it (a copy
+    /// of a large view would hold the handler up for longer); at most `limit` differences.
+    pub fn diff(&self, expected: &BTreeMap<String, u64>, limit: usize) -> Vec<String> {
+        let state = self.state.lock();
+        let mut found = Vec::new();
+        for (key, rv) in expected {
+            match state.view.get(key) {
+                None => found.push(format!("{key} missing (expected at {rv})")),
+                Some(seen) if seen != rv => {
+                    found.push(format!("{key} at {seen}, expected at {rv}"))
+                }
+                Some(_) => {}
+            }
+            if found.len() >= limit {
+                return found;
+            }
+        }
+        if state.view.len() + found.len() != expected.len() {
+            for key in state.view.keys().filter(|k| !expected.contains_key(*k)) {
+                found.push(format!("{key} present, expected absent"));
+                if found.len() >= limit {
+                    break;
+                }
+            }
+        }
+        found
+    }
+
     /// Notifications that did not fit the view.
     pub fn violations(&self) -> Vec<String> {
         self.state.lock().violations.clone()

@@ -62,8 +62,12 @@ pub struct SoakReport {
     pub relists: u64,
     /// Tombstones, every handler.
     pub tombstones: u64,
-    /// Peak resident memory of the process (`VmHWM`), in KiB.
+    /// Peak resident memory of the process (`VmHWM`), in KiB: the simulator, which holds every
+    /// object and its history in the same process, included.
     pub peak_rss_kib: Option<u64>,
+    /// Resident memory once the simulator held the initial objects, before any informer
+    /// started (`VmRSS`), in KiB: the simulator's share of the peak.
+    pub rss_before_informers_kib: Option<u64>,
     /// Handler lag.
     pub lag: Lag,
     /// From the end of the churn to convergence.
@@ -110,9 +114,17 @@ impl fmt::Display for SoakReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
-        match self.peak_rss_kib {
-            Some(kib) => writeln!(f, "peak RSS (VmHWM): {:.1} MiB", kib as f64 / 1024.0)?,
-            None => writeln!(f, "peak RSS: not available")?,
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        match (self.peak_rss_kib, self.rss_before_informers_kib) {
+            (Some(peak), Some(before)) => writeln!(
+                f,
+                "peak RSS (VmHWM): {:.1} MiB for the whole process; {:.1} MiB of it before the \
+                 informers started (the simulator holding the objects)",
+                mib(peak),
+                mib(before)
+            )?,
+            (Some(peak), None) => writeln!(f, "peak RSS (VmHWM): {:.1} MiB", mib(peak))?,
+            _ => writeln!(f, "peak RSS: not available")?,
         }
         writeln!(
             f,
@@ -138,8 +150,17 @@ impl fmt::Display for SoakReport {
 
 /// The process's peak resident set size, from `/proc/self/status`.
 pub fn peak_rss_kib() -> Option<u64> {
+    proc_status_kib("VmHWM:")
+}
+
+/// The process's current resident set size, from `/proc/self/status`.
+pub fn rss_kib() -> Option<u64> {
+    proc_status_kib("VmRSS:")
+}
+
+fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -206,6 +227,7 @@ async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
             return report;
         }
     }
+    report.rss_before_informers_kib = rss_kib();
     let client = match client(server) {
         Ok(c) => c,
         Err(e) => {
@@ -366,7 +388,8 @@ mod tests {
     #[test]
     fn peak_rss_is_read_where_proc_exists() {
         if std::path::Path::new("/proc/self/status").exists() {
-            assert!(peak_rss_kib().is_some_and(|kib| kib > 0));
+            let (peak, now) = (peak_rss_kib().unwrap(), rss_kib().unwrap());
+            assert!(peak > 0 && peak >= now, "VmHWM {peak} KiB, VmRSS {now} KiB");
         }
     }
 }

@@ -292,20 +292,21 @@ impl Stack {
             .collect();
         compare("cache of every pod", &everything, &cache, &mut problems);
         compare("cache of gold pods", &golden, &gold_cache, &mut problems);
-        compare("main handler", &cache, &self.main.view(), &mut problems);
-        compare("slow handler", &cache, &self.slow.view(), &mut problems);
-        compare(
-            "filtered handler",
-            &even,
-            &self.filtered.view(),
-            &mut problems,
-        );
-        compare(
-            "gold handler",
-            &gold_cache,
-            &self.gold_journal.view(),
-            &mut problems,
-        );
+        for (journal, expected) in [
+            (&self.main, &cache),
+            (&self.slow, &cache),
+            (&self.filtered, &even),
+            (&self.gold_journal, &gold_cache),
+        ] {
+            let found = journal.diff(expected, 6);
+            let more = if found.len() > 5 { ", and more" } else { "" };
+            problems.extend(
+                found
+                    .iter()
+                    .take(5)
+                    .map(|d| format!("{} handler: {d}{more}", journal.name())),
+            );
+        }
         let backlog: usize = self
             .registrations
             .iter()
