@@ -25,7 +25,7 @@
 //! * **shutdown**: the informers stop, every handler worker is joined, and the runtime has no
 //!   task left ([`run_seeds`] also checks that no `informer-` thread is left).
 //!
-//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak`]): see
+//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak()`]): see
 //! `docs/reliability.md`.
 //!
 //! ```
