@@ -66,6 +66,8 @@ mod thread_safe;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "model")]
+pub mod model;
 
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
