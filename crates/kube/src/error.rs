@@ -45,7 +45,7 @@ pub fn status_from_kube(status: &kube::core::Status) -> Status {
 ///   still TooManyRequests (without Retry-After: kube-client drops the header).
 /// * A connection refused anywhere in the source chain → [`Error::ConnectionRefused`].
 /// * Other transport and I/O failures → [`Error::Transport`].
-/// * JSON that does not decode → [`Error::Decode`].
+/// * JSON that does not decode, or a watch line that is not UTF-8 → [`Error::Decode`].
 pub fn error_from_kube(err: kube::Error) -> Error {
     match err {
         kube::Error::Api(status) => Error::Api(status_from_kube(&status)),
@@ -60,6 +60,12 @@ pub fn error_from_kube(err: kube::Error) -> Error {
         kube::Error::LinesCodecMaxLineLengthExceeded => {
             Error::decode("watch line longer than the decoder's limit")
         }
+        // The line decoder reports a line that is not UTF-8 as invalid data: a bad line, not a
+        // broken connection.
+        kube::Error::ReadEvents(e) if e.kind() == io::ErrorKind::InvalidData => Error::Decode {
+            message: "watch line is not UTF-8".to_owned(),
+            source: Some(Box::new(e)),
+        },
         kube::Error::ReadEvents(e) => Error::Transport(Box::new(e)),
         other if is_connection_refused(&other) => Error::ConnectionRefused(Box::new(other)),
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::HttpError(_) => {

@@ -57,6 +57,8 @@ mod factory;
 mod key;
 mod lister_watcher;
 mod transform;
+#[cfg(feature = "model")]
+pub mod model;
 
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{

@@ -27,20 +27,23 @@ type TestBody = BoxBody<Bytes, io::Error>;
 /// A canned response: a status and a body, the body possibly cut by a transport error.
 struct Canned {
     status: u16,
-    chunks: Vec<Result<String, io::ErrorKind>>,
+    chunks: Vec<Result<Bytes, io::ErrorKind>>,
 }
 
 fn json(status: u16, body: &str) -> Canned {
     Canned {
         status,
-        chunks: vec![Ok(body.to_owned())],
+        chunks: vec![Ok(Bytes::from(body.to_owned()))],
     }
 }
 
 fn chunks(chunks: Vec<Result<&str, io::ErrorKind>>) -> Canned {
     Canned {
         status: 200,
-        chunks: chunks.into_iter().map(|c| c.map(str::to_owned)).collect(),
+        chunks: chunks
+            .into_iter()
+            .map(|c| c.map(|text| Bytes::from(text.to_owned())))
+            .collect(),
     }
 }
 
@@ -66,7 +69,7 @@ impl MockServer {
             let canned = queue.lock().pop_front().expect("an unexpected request");
             async move {
                 let frames = canned.chunks.into_iter().map(|c| match c {
-                    Ok(text) => Ok(http_body::Frame::data(Bytes::from(text))),
+                    Ok(bytes) => Ok(http_body::Frame::data(bytes)),
                     Err(kind) => Err(io::Error::new(kind, "injected")),
                 });
                 let body: TestBody = BodyExt::boxed(StreamBody::new(stream::iter(frames)));
@@ -299,7 +302,11 @@ async fn watch_requests_carry_version_timeout_bookmarks_and_streaming_flags() {
 
 /// The events of one watch whose body is `body`, as `(type, resource version)` or an error kind.
 async fn watch_outcome(body: Vec<Result<&str, io::ErrorKind>>) -> Vec<String> {
-    let server = MockServer::new(vec![chunks(body)]);
+    watch_outcome_of(chunks(body)).await
+}
+
+async fn watch_outcome_of(body: Canned) -> Vec<String> {
+    let server = MockServer::new(vec![body]);
     let lw = KubeListerWatcher::new(Api::<Pod>::all(server.client.clone()));
     let stream = lw.watch(&WatchParams::default()).await.unwrap();
     stream
@@ -393,6 +400,23 @@ async fn bad_watch_lines_are_decode_errors_never_events() {
         let got = watch_outcome(vec![Ok(&good), Ok(&bad)]).await;
         assert_eq!(got, ["ADDED 11", "Err Decode"], "{what}");
     }
+}
+
+/// Found by the `watch_decode` fuzz target: a line that is not UTF-8 was reported as a transport
+/// error (kube-client's line decoder says "invalid data"), which the reflector treats as a broken
+/// connection. It is a bad line: a decode error.
+#[tokio::test]
+async fn a_watch_line_that_is_not_utf8_is_a_decode_error() {
+    let good = line("ADDED", &pod_json("a", "11"));
+    let mut body = good.clone().into_bytes();
+    body.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"\xff\"}}}\n");
+    body.extend_from_slice(line("ADDED", &pod_json("c", "13")).as_bytes());
+    let got = watch_outcome_of(Canned {
+        status: 200,
+        chunks: vec![Ok(Bytes::from(body))],
+    })
+    .await;
+    assert_eq!(got, ["ADDED 11", "Err Decode"]);
 }
 
 #[tokio::test]
