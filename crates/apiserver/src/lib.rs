@@ -60,6 +60,8 @@
 mod config;
 mod discovery;
 mod faults;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod kubeconfig;
 mod list;
 mod objects;

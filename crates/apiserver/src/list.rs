@@ -30,7 +30,7 @@ pub(crate) fn encode_continue(rv: i64, start: &str) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
-fn decode_continue(token: &str) -> Result<(i64, String), StatusError> {
+pub(crate) fn decode_continue(token: &str) -> Result<(i64, String), StatusError> {
     let invalid = |why: &str| StatusError::bad_request(format!("invalid continue token: {why}"));
     let raw = URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))

@@ -212,6 +212,9 @@ impl Parser {
         Ok(value)
     }
 
+    /// A parenthesised value set, with kube-apiserver's rules for empty values: `()` is the
+    /// set `{""}`, and a comma with nothing before it (`(,a)`), after it (`(a,)`) or next to
+    /// another (`(,,a)`) stands for `""`.
     fn value_set(&mut self) -> Result<Vec<String>, String> {
         match self.next() {
             Some(Token::Open) => {}
@@ -223,33 +226,61 @@ impl Parser {
             }
         }
         let mut values = Vec::new();
+        match self.peek() {
+            Some(Token::Close) => {
+                self.pos += 1;
+                return Ok(vec![String::new()]);
+            }
+            Some(Token::Ident(_) | Token::Comma) => {}
+            other => {
+                return Err(format!(
+                    "found '{}', expected: ',', ')' or identifier",
+                    Self::found(other)
+                ));
+            }
+        }
         loop {
             match self.next() {
                 Some(Token::Ident(v)) => {
                     validate_label_value(&v)?;
                     values.push(v);
-                    match self.next() {
-                        Some(Token::Comma) => continue,
+                    match self.peek() {
+                        Some(Token::Comma) => {}
                         Some(Token::Close) => break,
                         other => {
                             return Err(format!(
                                 "found '{}', expected: ',' or ')'",
-                                Self::found(other.as_ref())
+                                Self::found(other)
                             ));
                         }
                     }
                 }
-                Some(Token::Close) if values.is_empty() => {
-                    return Err("for 'in', 'notin' operators, values set can't be empty".into());
+                Some(Token::Comma) => {
+                    if values.is_empty() {
+                        values.push(String::new());
+                    }
+                    match self.peek() {
+                        Some(Token::Close) => {
+                            values.push(String::new());
+                            break;
+                        }
+                        Some(Token::Comma) => {
+                            self.pos += 1;
+                            values.push(String::new());
+                        }
+                        _ => {}
+                    }
                 }
                 other => {
                     return Err(format!(
-                        "found '{}', expected: identifier",
+                        "found '{}', expected: ',' or identifier",
                         Self::found(other.as_ref())
                     ));
                 }
             }
         }
+        // The closing parenthesis, seen above.
+        self.pos += 1;
         Ok(values)
     }
 }
@@ -542,11 +573,33 @@ mod tests {
         }
     }
 
+    /// Found by the `apiserver_request` fuzz target: kube-apiserver reads `()` as the set `{""}`
+    /// and an empty place in a set (`(web,)`, `(,web)`, `(,,web)`) as `""`; these were 400s.
+    #[test]
+    fn empty_values_in_a_label_value_set_are_the_empty_string() {
+        let with = |labels: Value| labeled(labels);
+        for (sel, labels, want) in [
+            ("app in ()", json!({"app": ""}), true),
+            ("app in ()", json!({"app": "web"}), false),
+            ("app in ()", json!({}), false),
+            ("app in (web,)", json!({"app": ""}), true),
+            ("app in (,web)", json!({"app": "web"}), true),
+            ("app in (,,web)", json!({"app": ""}), true),
+            ("app notin (web,)", json!({"app": ""}), false),
+            ("app notin (web,)", json!({"app": "db"}), true),
+        ] {
+            let parsed = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            assert_eq!(parsed.matches(&with(labels.clone())), want, "{sel} on {labels}");
+        }
+        // An empty place right before the closing parenthesis after a double comma is not one.
+        assert!(LabelSelector::parse("app in (a,,)").is_err());
+    }
+
     #[test]
     fn malformed_label_selectors_are_rejected_with_a_reason() {
         for sel in [
             "app in web",
-            "app in ()",
+            "app in (a,,)",
             "a b",
             "=x",
             "app=web,",

@@ -55,6 +55,32 @@ pub(crate) struct Shared {
     pub(crate) shutdown: CancellationToken,
 }
 
+impl Shared {
+    /// The state of a server with `config`: its registered resources, empty.
+    pub(crate) fn new(config: Config) -> Arc<Self> {
+        let mut storage = Storage::new(
+            config.initial_resource_version.max(1),
+            config.history_size,
+            config.watch_buffer,
+        );
+        storage.set_rv_step(config.resource_version_step);
+        for info in &config.resources {
+            storage.register(info.clone());
+        }
+        let (head, _) = watch::channel(storage.head);
+        let (control, _) = broadcast::channel(64);
+        Arc::new(Shared {
+            config,
+            storage: RwLock::new(storage),
+            head,
+            control,
+            faults: Mutex::new(FaultState::default()),
+            open_watches: AtomicUsize::new(0),
+            shutdown: CancellationToken::new(),
+        })
+    }
+}
+
 /// A running Kubernetes-compatible API server on a loopback port.
 ///
 /// Cheap to share by reference; [`ApiServer::shutdown`] stops it (dropping it stops it too).
@@ -70,10 +96,15 @@ struct Listener {
     task: Option<JoinHandle<()>>,
 }
 
-fn spawn_listener(shared: &Arc<Shared>, listener: tokio::net::TcpListener) -> Listener {
-    let app = axum::Router::new()
+/// The HTTP application: every request goes to [`handle`].
+pub(crate) fn router(shared: &Arc<Shared>) -> axum::Router {
+    axum::Router::new()
         .fallback(handle)
-        .with_state(shared.clone());
+        .with_state(shared.clone())
+}
+
+fn spawn_listener(shared: &Arc<Shared>, listener: tokio::net::TcpListener) -> Listener {
+    let app = router(shared);
     let stop = shared.shutdown.child_token();
     let stopped = stop.clone();
     let task = tokio::spawn(async move {
@@ -133,26 +164,7 @@ impl ApiServer {
     pub async fn start(config: Config) -> Result<ApiServer, Error> {
         let listener = tokio::net::TcpListener::bind((config.bind, config.port)).await?;
         let addr = listener.local_addr()?;
-        let mut storage = Storage::new(
-            config.initial_resource_version.max(1),
-            config.history_size,
-            config.watch_buffer,
-        );
-        storage.set_rv_step(config.resource_version_step);
-        for info in &config.resources {
-            storage.register(info.clone());
-        }
-        let (head, _) = watch::channel(storage.head);
-        let (control, _) = broadcast::channel(64);
-        let shared = Arc::new(Shared {
-            config,
-            storage: RwLock::new(storage),
-            head,
-            control,
-            faults: Mutex::new(FaultState::default()),
-            open_watches: AtomicUsize::new(0),
-            shutdown: CancellationToken::new(),
-        });
+        let shared = Shared::new(config);
         let listener = spawn_listener(&shared, listener);
         Ok(ApiServer {
             shared,
