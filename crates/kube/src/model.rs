@@ -150,14 +150,24 @@ enum Line {
     Error(StatusObject),
 }
 
+/// A bookmark's object. Its `apiVersion` and `kind` are a flattened part, as in kube-client's
+/// type: that changes where the decoder stops on a bad line (a duplicated `kind` is then not an
+/// error of its own), and so whether kube-client skips the line or reports it.
+#[derive(Deserialize)]
+struct BookmarkObject {
+    #[serde(flatten)]
+    #[allow(dead_code, reason = "required on the wire, unused")]
+    types: TypeMeta,
+    metadata: BookmarkMetadata,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct BookmarkObject {
+struct TypeMeta {
     #[allow(dead_code, reason = "required on the wire, unused")]
     api_version: String,
     #[allow(dead_code, reason = "required on the wire, unused")]
     kind: String,
-    metadata: BookmarkMetadata,
 }
 
 #[derive(Deserialize)]
@@ -168,12 +178,12 @@ struct BookmarkMetadata {
     annotations: BTreeMap<String, String>,
 }
 
-/// A `Status`: every field optional.
+/// A `Status`: every field optional, but each of the right shape.
 #[derive(Deserialize)]
 struct StatusObject {
     #[serde(default)]
     #[allow(dead_code, reason = "checked on the wire, unused")]
-    status: Option<serde_json::Value>,
+    status: Option<StatusSummary>,
     #[serde(default)]
     code: u16,
     #[serde(default)]
@@ -186,6 +196,13 @@ struct StatusObject {
     #[serde(default)]
     #[allow(dead_code, reason = "checked on the wire, unused")]
     details: Option<kube::core::response::StatusDetails>,
+}
+
+/// `status` of a `Status`: nothing else is one.
+#[derive(Deserialize)]
+enum StatusSummary {
+    Success,
+    Failure,
 }
 
 fn object_event(

@@ -395,6 +395,12 @@ async fn bad_watch_lines_are_decode_errors_never_events() {
             "bookmark with an empty resourceVersion",
         ),
         (line("ADDED", r#""just a string""#), "not an object"),
+        // Found by the `watch_decode` fuzz target (a model bug, but worth pinning): an ERROR
+        // whose object is not a Status at all is not an event either.
+        (
+            line("ERROR", r#"{"kind":"Status","status":{"name":"c"}}"#),
+            "ERROR with a malformed status",
+        ),
     ];
     for (bad, what) in cases {
         let got = watch_outcome(vec![Ok(&good), Ok(&bad)]).await;
