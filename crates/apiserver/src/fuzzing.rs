@@ -466,25 +466,36 @@ fn http(bytes: &[u8]) {
         let Some(list) = value.filter(|_| is_list && status == StatusCode::OK) else {
             return;
         };
-        let Some(token) = list["metadata"]["continue"].as_str().filter(|t| !t.is_empty()) else {
+        let Some(token) = list["metadata"]["continue"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        else {
             return;
         };
         let (path, query) = uri.split_once('?').unwrap_or((&uri, ""));
         let kept: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                form_urlencoded::parse(query.as_bytes())
-                    .filter(|(k, _)| k != "continue" && k != "resourceVersion" && k != "resourceVersionMatch"),
-            )
+            .extend_pairs(form_urlencoded::parse(query.as_bytes()).filter(|(k, _)| {
+                k != "continue" && k != "resourceVersion" && k != "resourceVersionMatch"
+            }))
             .append_pair("continue", token)
             .finish();
         let next_uri = format!("{path}?{kept}");
-        let (next_status, next) = send(&shared, Method::GET, &next_uri, "application/json", Vec::new())
-            .await
-            .unwrap_or_else(|| panic!("{next_uri}: not a valid request"));
+        let (next_status, next) = send(
+            &shared,
+            Method::GET,
+            &next_uri,
+            "application/json",
+            Vec::new(),
+        )
+        .await
+        .unwrap_or_else(|| panic!("{next_uri}: not a valid request"));
         assert_eq!(next_status, StatusCode::OK, "{next_uri}: {next:?}");
         let (before, after) = (item_keys(&list), item_keys(&next.unwrap_or_default()));
         if let (Some(last), Some(first)) = (before.last(), after.first()) {
-            assert!(first > last, "{next_uri}: page after {before:?} is {after:?}");
+            assert!(
+                first > last,
+                "{next_uri}: page after {before:?} is {after:?}"
+            );
         }
     });
 }

@@ -589,7 +589,11 @@ mod tests {
             ("app notin (web,)", json!({"app": "db"}), true),
         ] {
             let parsed = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
-            assert_eq!(parsed.matches(&with(labels.clone())), want, "{sel} on {labels}");
+            assert_eq!(
+                parsed.matches(&with(labels.clone())),
+                want,
+                "{sel} on {labels}"
+            );
         }
         // An empty place right before the closing parenthesis after a double comma is not one.
         assert!(LabelSelector::parse("app in (a,,)").is_err());

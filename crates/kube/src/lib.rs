@@ -56,9 +56,9 @@ mod error;
 mod factory;
 mod key;
 mod lister_watcher;
-mod transform;
 #[cfg(feature = "model")]
 pub mod model;
+mod transform;
 
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{

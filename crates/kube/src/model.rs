@@ -205,10 +205,7 @@ enum StatusSummary {
     Failure,
 }
 
-fn object_event(
-    o: ConfigMap,
-    make: fn(ConfigMap, String) -> Seen,
-) -> Seen {
+fn object_event(o: ConfigMap, make: fn(ConfigMap, String) -> Seen) -> Seen {
     match o.metadata.resource_version.clone() {
         Some(rv) if !rv.is_empty() => make(o, rv),
         _ => Seen::Decode,
@@ -435,7 +432,10 @@ pub fn check(body: &[u8]) {
     });
     assert_eq!(seen, want.seen, "the items the reflector pulled");
     assert_eq!(objects, want.objects, "the store's objects");
-    assert_eq!(store_rv, want.store_resource_version, "the store's resource version");
+    assert_eq!(
+        store_rv, want.store_resource_version,
+        "the store's resource version"
+    );
     assert_eq!(
         reflector_rv, want.reflector_resource_version,
         "the reflector's resource version"

@@ -170,14 +170,15 @@ impl Model {
         );
         for (k, o) in &self.items {
             let stored = store.get_by_key(k);
-            assert!(
-                stored.is_some_and(|s| Arc::ptr_eq(&s, o)),
-                "object at {k}"
-            );
+            assert!(stored.is_some_and(|s| Arc::ptr_eq(&s, o)), "object at {k}");
         }
         assert_eq!(store.len(), self.items.len(), "len");
         assert_eq!(store.list().len(), self.items.len(), "list");
-        assert_eq!(store.last_sync_resource_version(), self.rv, "resource version");
+        assert_eq!(
+            store.last_sync_resource_version(),
+            self.rv,
+            "resource version"
+        );
         let names: BTreeSet<String> = store.get_indexers().into_keys().collect();
         let expected: BTreeSet<String> = self.indexers.iter().map(|n| (*n).to_owned()).collect();
         assert_eq!(names, expected, "index names");
@@ -204,7 +205,10 @@ impl Model {
 /// # Panics
 ///
 /// On an error the model has no [`Failure`] for.
-pub fn run(store: &ThreadSafeStore<TestObject>, op: &Op) -> Result<Option<Arc<TestObject>>, Failure> {
+pub fn run(
+    store: &ThreadSafeStore<TestObject>,
+    op: &Op,
+) -> Result<Option<Arc<TestObject>>, Failure> {
     let result = match op {
         Op::Add(o) => store.add(Arc::clone(o)).map(|()| None),
         Op::Update(o) => store.update(Arc::clone(o)).map(|()| None),
@@ -232,7 +236,10 @@ pub fn check(ops: &[Op]) {
         let got = run(&store, op);
         match (&expected, &got) {
             (Ok(Some(a)), Ok(Some(b))) => {
-                assert!(Arc::ptr_eq(a, b), "step {step}: {op:?} removed another object");
+                assert!(
+                    Arc::ptr_eq(a, b),
+                    "step {step}: {op:?} removed another object"
+                );
             }
             _ => assert_eq!(
                 got.as_ref().map(Option::is_some),
