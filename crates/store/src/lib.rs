@@ -63,6 +63,7 @@ mod lister;
 mod store;
 mod sync;
 mod thread_safe;
+mod value_index;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -1,7 +1,6 @@
 //! [`ThreadSafeStore`]: the in-memory cache with secondary indexes.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -15,29 +14,26 @@ use crate::index::{IndexFunc, IndexValues, Indexers};
 use crate::key::KeyFunc;
 use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 use crate::sync::RwLock;
-
-/// The position of an object in the slot array; index sets hold these, not keys.
-type SlotId = u32;
-type SlotSet = HashSet<SlotId, RandomState>;
-/// Indexed value → the slots of the objects that yield it. A value never maps to an empty set.
-type ValueIndex = HashMap<String, SlotSet, RandomState>;
+use crate::value_index::{SlotId, ValueIndex};
 
 /// The thread-safe cache: key → `Arc<K>`, plus named secondary indexes kept exact on every write.
 ///
 /// * `add` and `update` are the same upsert; `delete` of a missing key is a no-op.
 /// * An update touches only the index entries whose values changed, and an index value left
-///   with no keys is removed.
+///   with no keys is removed. Each index records the values every object was filed under, so an
+///   update compares the new object's values with the record and a delete removes the recorded
+///   entries: the index functions never run on the stored (old) object.
 /// * `replace` builds the new content and its indexes aside, then swaps them in under one write
 ///   lock: readers see either the old content or the new, never a mix.
 /// * A key function or index function that fails refuses the write with a typed [`Error`] and
-///   leaves the store as it was (client-go panics on an index function error). If an index
-///   function fails on an object that is *already* stored (a non-deterministic function), its
-///   old entries are found by a scan of that index instead, so a delete or an update is never
-///   blocked by it.
+///   leaves the store as it was (client-go panics on an index function error). An index
+///   function that would now fail on an object that is *already* stored (a non-deterministic
+///   function) never blocks its update or delete, since its old entries come from the record.
 ///
 /// Layout: objects live in a slot array (key and `Arc<K>` per slot, freed slots reused); a hash
-/// table maps keys to slots and index sets hold 4-byte slot numbers. A key is stored once; an
-/// index lookup reads objects straight out of the slot array.
+/// table maps keys to slots and index sets hold 4-byte slot numbers (a sorted vector, or a hash
+/// set past a few thousand members). A key is stored once; an index lookup reads objects straight
+/// out of the slot array.
 ///
 /// Reads take a shared lock and release it before returning; no user function runs while a
 /// read lock is held except the index function inside [`Indexer::index`].
@@ -139,6 +135,14 @@ impl<K> Items<K> {
 
     fn get(&self, key: &str) -> Option<&Arc<K>> {
         self.find(key).and_then(|id| self.slot(id)).map(|s| &s.obj)
+    }
+
+    /// The slot [`insert_new`](Self::insert_new) will use next.
+    fn next_id(&self) -> SlotId {
+        self.free
+            .last()
+            .copied()
+            .unwrap_or(self.slots.len() as SlotId)
     }
 
     /// Stores `obj` in a fresh slot under `key`, which must not be present.
@@ -258,62 +262,6 @@ fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexV
 }
 
 impl<K> Index<K> {
-    fn insert(&mut self, value: Cow<'_, str>, id: SlotId) {
-        match self.values.get_mut(&*value) {
-            Some(set) => {
-                set.insert(id);
-            }
-            None => {
-                let mut set = SlotSet::default();
-                set.insert(id);
-                self.values.insert(value.into_owned(), set);
-            }
-        }
-    }
-
-    fn remove(&mut self, value: &str, id: SlotId) {
-        if let Some(set) = self.values.get_mut(value) {
-            set.remove(&id);
-            if set.is_empty() {
-                self.values.remove(value);
-            }
-        }
-    }
-
-    /// Removes `id` from every value; the recovery path when the old values are unknown.
-    fn remove_everywhere(&mut self, id: SlotId) {
-        self.values.retain(|_, set| {
-            set.remove(&id);
-            !set.is_empty()
-        });
-    }
-
-    /// Moves `id` from the `old` values to the `new` ones, touching only what changed.
-    /// `old == None` means the old values are unknown (see [`Index::remove_everywhere`]).
-    fn update(&mut self, id: SlotId, old: Option<IndexValues<'_>>, new: IndexValues<'_>) {
-        match old {
-            Some(old) if old.iter().eq(new.iter()) => {}
-            Some(old) => {
-                for value in old.iter() {
-                    if !new.contains(value) {
-                        self.remove(value, id);
-                    }
-                }
-                for value in new {
-                    if !old.contains(&value) {
-                        self.insert(value, id);
-                    }
-                }
-            }
-            None => {
-                self.remove_everywhere(id);
-                for value in new {
-                    self.insert(value, id);
-                }
-            }
-        }
-    }
-
     /// Builds this index's values for `items` from scratch.
     fn build(name: &str, func: &IndexFunc<K>, items: &Items<K>) -> Result<Self> {
         let mut index = Index {
@@ -322,9 +270,8 @@ impl<K> Index<K> {
             values: ValueIndex::default(),
         };
         for (id, slot) in items.iter() {
-            for value in index_values(&index, &slot.key, &*slot.obj)? {
-                index.insert(value, id);
-            }
+            let values = index_values(&index, &slot.key, &*slot.obj)?;
+            index.values.set(id, values);
         }
         Ok(index)
     }
@@ -344,30 +291,20 @@ impl<K> Inner<K> {
         let hash = items.hash(&key);
         let existing = items.find_hashed(hash, &key);
         if !indexes.is_empty() {
-            let old = existing.and_then(|id| items.slot(id)).map(|s| &*s.obj);
-            // Compute every index value first: a failure must leave the indexes untouched.
-            // `None` old values mean "unknown" (the function failed on the stored object).
-            let mut changes: SmallVec<[(Option<IndexValues<'_>>, IndexValues<'_>); 4]> =
+            // Compute every index value first: a failure must leave the indexes untouched. The
+            // old values are not computed: each index recorded them when the slot was filed.
+            let mut changes: SmallVec<[IndexValues<'_>; 4]> =
                 SmallVec::with_capacity(indexes.len());
             for index in indexes.iter() {
-                let new_values = index_values(index, &key, &*obj)?;
-                let old_values = match old {
-                    None => Some(IndexValues::none()),
-                    Some(o) => index_values(index, &key, o).ok(),
-                };
-                changes.push((old_values, new_values));
+                changes.push(index_values(index, &key, &*obj)?);
             }
             // The slot an object will occupy is known before it is stored.
             let id = match existing {
                 Some(id) => id,
-                None => items
-                    .free
-                    .last()
-                    .copied()
-                    .unwrap_or(items.slots.len() as SlotId),
+                None => items.next_id(),
             };
-            for (index, (old_values, new_values)) in indexes.iter_mut().zip(changes) {
-                index.update(id, old_values, new_values);
+            for (index, values) in indexes.iter_mut().zip(changes) {
+                index.values.set(id, values);
             }
         }
         match existing
@@ -385,14 +322,7 @@ impl<K> Inner<K> {
     fn delete(&mut self, key: &str) -> Option<Arc<K>> {
         let (id, old) = self.items.remove(key)?;
         for index in &mut self.indexes {
-            match (index.func)(&old) {
-                Ok(values) => {
-                    for value in values.iter() {
-                        index.remove(value, id);
-                    }
-                }
-                Err(_) => index.remove_everywhere(id),
-            }
+            index.values.clear(id);
         }
         Some(old)
     }
@@ -522,13 +452,16 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
             [] => Vec::new(),
             [value] => index
                 .values
-                .get(&**value)
+                .members(value)
                 .map_or_else(Vec::new, |ids| inner.items.objects(ids)),
             _ => {
-                let mut ids = SlotSet::default();
-                for value in values.iter() {
-                    ids.extend(index.values.get(value).into_iter().flatten());
-                }
+                let mut ids: Vec<SlotId> = values
+                    .iter()
+                    .flat_map(|value| index.values.members(value).into_iter().flatten())
+                    .copied()
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
                 inner.items.objects(&ids)
             }
         })
@@ -540,10 +473,9 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
             let index = inner.index(index_name)?;
             index
                 .values
-                .get(indexed_value)
+                .members(indexed_value)
                 .map_or_else(Vec::new, |ids| {
-                    ids.iter()
-                        .filter_map(|&id| inner.items.slot(id))
+                    ids.filter_map(|&id| inner.items.slot(id))
                         .map(|s| String::from(&*s.key))
                         .collect()
                 })
@@ -555,7 +487,7 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
     fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
         let inner = self.inner.read();
         match inner.index(index_name) {
-            Ok(index) => index.values.keys().cloned().collect(),
+            Ok(index) => index.values.values().map(str::to_owned).collect(),
             Err(_) => Vec::new(),
         }
     }
@@ -565,7 +497,7 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
         let index = inner.index(index_name)?;
         Ok(index
             .values
-            .get(indexed_value)
+            .members(indexed_value)
             .map_or_else(Vec::new, |ids| inner.items.objects(ids)))
     }
 
@@ -686,7 +618,7 @@ mod tests {
     }
 
     /// An index function that starts failing on objects it accepted before (it should never, but
-    /// user code can): updates and deletes still clean the old entries up, by a scan.
+    /// user code can): updates and deletes still clean the old entries up, from the record.
     #[test]
     fn an_index_function_failing_on_a_stored_object_does_not_block_update_or_delete() {
         let broken = Arc::new(AtomicBool::new(false));
@@ -713,7 +645,7 @@ mod tests {
         assert_eq!(
             s.index_keys("ns", "a").unwrap(),
             ["a/x"],
-            "stale entry removed by a scan"
+            "stale entry removed from the record"
         );
         assert!(s.get_by_key("a/y").is_none());
     }
