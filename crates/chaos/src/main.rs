@@ -49,6 +49,11 @@ struct Args {
     /// Soak: the seed of the churn and fault choices.
     #[arg(long, default_value_t = 1)]
     soak_seed: u64,
+    /// Soak: microseconds the slow handler sleeps per notification. Every relist hands each
+    /// handler one update per cached object, so a slow handler's buffer (and the object
+    /// versions it keeps alive) grows by the whole cache per relist until it catches up.
+    #[arg(long, default_value_t = 10)]
+    slow_handler_us: u64,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +65,7 @@ fn main() -> ExitCode {
             rate: args.rate,
             fault_every: args.fault_every.max(1),
             seed: args.soak_seed,
+            slow_handler: Duration::from_micros(args.slow_handler_us),
         });
         println!("{report}");
         return if report.ok() {

@@ -26,6 +26,11 @@ pub struct SoakOptions {
     pub fault_every: u64,
     /// The seed of the churn and fault choices.
     pub seed: u64,
+    /// How long the slow handler sleeps per notification. Handlers have unbounded buffers (as
+    /// in client-go): one slower than the notification rate — which a relist of every object
+    /// spikes, since a relist hands every handler an update per object — holds every buffered
+    /// version alive until it catches up.
+    pub slow_handler: Duration,
 }
 
 /// Percentiles of the handler lag: from the write on the server to the main handler seeing it.
@@ -241,7 +246,7 @@ async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
         &StackOptions {
             min_watch_timeout: Duration::from_secs(60),
             streaming_list: false,
-            slow_delay: Duration::from_micros(50),
+            slow_delay: options.slow_handler,
             keep_notes: false,
             record_times: true,
         },
