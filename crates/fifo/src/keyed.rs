@@ -18,6 +18,11 @@ use crate::shared::Pending;
 /// The index of a slot.
 pub(crate) type SlotId = u32;
 
+/// Capacity (in keys) a drained queue keeps. Past it, the tables are shrunk when the queue
+/// empties: an informer's first list can queue every object at once, and a queue that keeps
+/// that peak forever costs about 90 bytes per cached object for nothing.
+const KEEP_WHEN_EMPTY: usize = 1024;
+
 struct Slot<K> {
     hash: u64,
     /// `None` when the slot is free; otherwise keyed ([`Deltas::key`] is `Some`).
@@ -112,6 +117,22 @@ impl<K> Keyed<K> {
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
+
+    /// Gives back the memory of an empty queue's tables, down to [`KEEP_WHEN_EMPTY`] keys.
+    fn shrink(&mut self) {
+        debug_assert!(self.queue.is_empty() && self.table.is_empty());
+        self.slots.shrink_to(KEEP_WHEN_EMPTY);
+        self.free.shrink_to(KEEP_WHEN_EMPTY);
+        self.queue.shrink_to(KEEP_WHEN_EMPTY);
+        // Empty: the rehash closure is never called.
+        self.table.shrink_to(KEEP_WHEN_EMPTY, |_| 0);
+    }
+
+    /// Capacity of the slot array (for tests).
+    #[cfg(test)]
+    fn slot_capacity(&self) -> usize {
+        self.slots.capacity()
+    }
 }
 
 impl<K> Pending<K> for Keyed<K> {
@@ -127,6 +148,9 @@ impl<K> Pending<K> for Keyed<K> {
             // Every slot is free: start again from slot 0, so slots stay dense and in order.
             self.slots.clear();
             self.free.clear();
+            if self.slots.capacity() > KEEP_WHEN_EMPTY {
+                self.shrink();
+            }
         } else {
             self.free.push(id);
         }
@@ -136,5 +160,48 @@ impl<K> Pending<K> for Keyed<K> {
 
     fn len(&self) -> usize {
         self.queue.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delta::DeltaType;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_drained_queue_gives_back_its_peak_capacity() {
+        let mut keyed = Keyed::new();
+        for i in 0..10_000u32 {
+            keyed.queue_delta(i.to_string(), Delta::new(DeltaType::Added, Arc::new(i)));
+        }
+        assert!(keyed.slot_capacity() >= 10_000);
+        let mut popped = 0;
+        while let Some(d) = keyed.take_front() {
+            assert_eq!(d.key(), Some(popped.to_string().as_str()));
+            popped += 1;
+        }
+        assert_eq!(popped, 10_000);
+        assert!(keyed.slot_capacity() <= KEEP_WHEN_EMPTY);
+        assert!(keyed.table.capacity() <= 2 * KEEP_WHEN_EMPTY);
+
+        // And it still works.
+        keyed.queue_delta("a".into(), Delta::new(DeltaType::Added, Arc::new(1)));
+        assert!(keyed.contains("a"));
+        assert_eq!(
+            keyed.take_front().and_then(|d| d.key().map(str::to_owned)),
+            Some("a".into())
+        );
+    }
+
+    #[test]
+    fn a_small_queue_keeps_its_capacity_when_it_drains() {
+        let mut keyed = Keyed::new();
+        for i in 0..100u32 {
+            keyed.queue_delta(i.to_string(), Delta::new(DeltaType::Added, Arc::new(i)));
+        }
+        let before = keyed.slot_capacity();
+        while keyed.take_front().is_some() {}
+        assert_eq!(keyed.slot_capacity(), before);
     }
 }
