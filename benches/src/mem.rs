@@ -232,26 +232,14 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
     source.push_watch(vec![WatchStep::Hang]);
     let (informer, counters) = w_inf::informer(source, 1);
     let counter = &counters[0];
-    let stop = CancellationToken::new();
-    let task = rt.spawn({
-        let (informer, stop) = (Arc::clone(&informer), stop.clone());
-        async move { informer.run(stop).await }
-    });
-    rt.block_on(async {
-        while !(informer.has_synced() && counter.saw(n, 0)) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    });
+    let (stop, task) = run_until_synced(&rt, &informer, counter, n);
     let (all_in, _) = per(n, heap(), h0);
     let rss_peak = rss_peak();
 
     // The breakdown, from the cached objects themselves (shared, so only overhead is counted).
     let cached = informer.lister().list(|_| true);
     assert_eq!(cached.len(), n);
-    stop.cancel();
-    rt.block_on(task)
-        .expect("informer task")
-        .expect("informer run");
+    stop_and_join(&rt, &stop, task);
     drop(informer);
     let store_overhead = |with_indexes: bool| {
         let before = heap();
@@ -355,22 +343,10 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
     informer
         .add_event_handler(Arc::clone(&counter))
         .expect("handler before start");
-    let stop = CancellationToken::new();
-    let task = rt.spawn({
-        let (informer, stop) = (Arc::clone(&informer), stop.clone());
-        async move { informer.run(stop).await }
-    });
-    rt.block_on(async {
-        while !(informer.has_synced() && counter.saw(n, 0)) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    });
+    let (stop, task) = run_until_synced(&rt, &informer, &counter, n);
     let (all_in, _) = per(n, heap(), h0);
     let rss_peak = rss_peak();
-    stop.cancel();
-    rt.block_on(task)
-        .expect("informer task")
-        .expect("informer run");
+    stop_and_join(&rt, &stop, task);
     Sample {
         pods: n,
         rss_peak,
@@ -379,4 +355,38 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
         all_in,
         ..Sample::default()
     }
+}
+
+type RunTask = tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>;
+
+/// Starts `informer` on `rt` and waits until it has synced and `counter` has seen `n` adds.
+fn run_until_synced<K, L>(
+    rt: &tokio::runtime::Runtime,
+    informer: &Arc<SharedIndexInformer<K, L>>,
+    counter: &w_inf::Counter,
+    n: usize,
+) -> (CancellationToken, RunTask)
+where
+    K: Send + Sync + 'static,
+    L: informer_reflector::ListerWatcher<K> + 'static,
+{
+    let stop = CancellationToken::new();
+    let task = rt.spawn({
+        let (informer, stop) = (Arc::clone(informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    rt.block_on(async {
+        while !(informer.has_synced() && counter.saw(n, 0)) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    (stop, task)
+}
+
+/// Stops an informer started by [`run_until_synced`] and waits for its run to end.
+fn stop_and_join(rt: &tokio::runtime::Runtime, stop: &CancellationToken, task: RunTask) {
+    stop.cancel();
+    rt.block_on(task)
+        .expect("informer task")
+        .expect("informer run");
 }
