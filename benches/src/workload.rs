@@ -66,7 +66,7 @@ pub fn namespace_index() -> IndexFunc<Pod> {
 
 /// `spec.nodeName`.
 pub fn node_index() -> IndexFunc<Pod> {
-    index_func(|p: &Pod| Ok(p.spec.as_ref().and_then(|s| s.node_name.as_deref()).into()))
+    informer_kube::pod_node_index_func()
 }
 
 /// The `namespace` and `node` indexes.

@@ -14,7 +14,7 @@
 use informers::apiserver::{ApiServer, Config};
 use informers::k8s_openapi::api::core::v1::Pod;
 use informers::kube_client;
-use informers::store::{IndexFunc, IndexValues, index_func};
+use informers::store::IndexFunc;
 
 /// The node a pod is scheduled on.
 pub fn node_of(pod: &Pod) -> Option<&str> {
@@ -23,7 +23,7 @@ pub fn node_of(pod: &Pod) -> Option<&str> {
 
 /// The `node` index function: a pod is filed under its node's name (unscheduled: nowhere).
 pub fn node_index() -> IndexFunc<Pod> {
-    index_func(|p: &Pod| Ok(node_of(p).map(IndexValues::one).unwrap_or_default()))
+    informers::kube::pod_node_index_func()
 }
 
 /// A pod named `name` in `namespace`, scheduled on `node`, labelled `app`.

@@ -369,33 +369,10 @@ async fn failures_carry_retry_after_in_json_and_plain_text() {
     // Only the requests of the named verb fail, and only as many as asked.
     faults.fail_next(Verb::Watch, 2, Failure::unavailable());
     assert_eq!(Exchange::get(&server, "/api/v1/pods").await.status, 200);
-    assert_eq!(
-        Exchange::get(
-            &server,
-            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
-        )
-        .await
-        .status,
-        503
-    );
-    assert_eq!(
-        Exchange::get(
-            &server,
-            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
-        )
-        .await
-        .status,
-        503
-    );
-    assert_eq!(
-        Exchange::get(
-            &server,
-            "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1"
-        )
-        .await
-        .status,
-        200
-    );
+    for expected in [503, 503, 200] {
+        let watch = "/api/v1/pods?watch=1&resourceVersion=1&timeoutSeconds=1";
+        assert_eq!(Exchange::get(&server, watch).await.status, expected);
+    }
 
     faults.set_unavailable(Some(2));
     let x = Exchange::get(&server, "/api/v1/pods").await;

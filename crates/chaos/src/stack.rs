@@ -11,9 +11,9 @@ use informer_apiserver::{
 use informer_controller::{
     HandlerRegistration, InformerError, ResourceEventHandlerExt, SharedIndexInformer,
 };
-use informer_kube::{KubeListerWatcher, key_func, namespace_index_func};
+use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
-use informer_store::{IndexValues, NAMESPACE_INDEX, index_func, indexers};
+use informer_store::{NAMESPACE_INDEX, indexers};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use serde_json::json;
@@ -144,16 +144,7 @@ fn informer(
         Duration::ZERO,
         indexers([
             (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
-            (
-                NODE_INDEX,
-                index_func(|p: &Pod| {
-                    Ok(p.spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.as_deref())
-                        .map(IndexValues::one)
-                        .unwrap_or_default())
-                }),
-            ),
+            (NODE_INDEX, pod_node_index_func()),
         ]),
     )
     .with_reflector_config(move |r| {

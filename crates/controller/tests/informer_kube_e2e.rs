@@ -8,9 +8,9 @@ use std::time::Duration;
 use informer_apiserver::{ApiServer, Config};
 use informer_controller::{ResourceEventHandler, SharedIndexInformer};
 use informer_fifo::DeletedObject;
-use informer_kube::{KubeListerWatcher, key_func, namespace_index_func};
+use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
-use informer_store::{IndexValues, NAMESPACE_INDEX, index_func, indexers};
+use informer_store::{NAMESPACE_INDEX, indexers};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use parking_lot::Mutex;
@@ -95,16 +95,7 @@ async fn informer_converges_through_kube_client_despite_faults() {
             Duration::ZERO,
             indexers([
                 (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
-                (
-                    "node",
-                    index_func(|p: &Pod| {
-                        Ok(p.spec
-                            .as_ref()
-                            .and_then(|s| s.node_name.as_deref())
-                            .map(IndexValues::one)
-                            .unwrap_or_default())
-                    }),
-                ),
+                ("node", pod_node_index_func()),
             ]),
         )
         .with_reflector_config(|r| {

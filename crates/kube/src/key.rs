@@ -1,6 +1,7 @@
 //! Key and index functions for any Kubernetes resource.
 
 use informer_store::{IndexFunc, IndexValues, KeyFunc, index_func, meta_namespace_key};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 
 /// client-go's `MetaNamespaceKeyFunc` for any [`Resource`]: `namespace/name`, or `name` for a
@@ -54,5 +55,29 @@ pub fn namespace_index_func<K: Resource + 'static>() -> IndexFunc<K> {
         Ok(IndexValues::one(
             o.meta().namespace.as_deref().unwrap_or_default(),
         ))
+    })
+}
+
+/// An index function for pods by node: a pod is filed under `spec.nodeName`, and an unscheduled
+/// pod under no value. The value borrows from the pod; nothing is allocated.
+///
+/// ```
+/// use informer_kube::pod_node_index_func;
+/// use k8s_openapi::api::core::v1::{Pod, PodSpec};
+///
+/// let pod = Pod {
+///     spec: Some(PodSpec { node_name: Some("node-1".into()), ..Default::default() }),
+///     ..Default::default()
+/// };
+/// assert_eq!(pod_node_index_func()(&pod).unwrap().as_slice(), ["node-1"]);
+/// assert!(pod_node_index_func()(&Pod::default()).unwrap().as_slice().is_empty());
+/// ```
+pub fn pod_node_index_func() -> IndexFunc<Pod> {
+    index_func(|p: &Pod| {
+        Ok(p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .map(IndexValues::one)
+            .unwrap_or_default())
     })
 }

@@ -65,7 +65,7 @@ pub use crate::factory::{
     ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
     MetadataInformer, default_client,
 };
-pub use crate::key::{key_func, namespace_index_func};
+pub use crate::key::{key_func, namespace_index_func, pod_node_index_func};
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
