@@ -61,6 +61,8 @@ fn runtime() -> tokio::runtime::Runtime {
 struct NullStore;
 
 impl ReflectorStore<Pod> for NullStore {
+    type Error = informer_store::Error;
+
     fn add(&self, obj: Arc<Pod>) -> informer_store::Result<()> {
         black_box(obj);
         Ok(())

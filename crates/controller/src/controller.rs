@@ -1,11 +1,14 @@
 //! [`Controller`]: a reflector feeding a queue, and a pop loop applying what comes out.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use informer_fifo::{Delta, Deltas, Queue, QueueClosed};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use informer_fifo::{DeletedFinalStateUnknown, DeletedObject, Delta, Deltas, Queue, QueueClosed};
 use informer_reflector::{ListerWatcher, Reflector};
-use informer_store::{Result, Store};
+use informer_store::{Error, Result, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::ResourceEventHandler;
@@ -18,33 +21,82 @@ use crate::thread::Joinable;
 ///   `on_update(old, new)`; otherwise add it and call `on_add(new, is_in_initial_list)`.
 /// * Deleted: remove the key (a tombstone is applied by its key) and call `on_delete`.
 ///
-/// A delta the store refuses (an index function failing on the object) is skipped: the cache
-/// keeps what it had for that key, the handler is not told, and the later deltas of the same
-/// key are still applied, so one bad version never hides the good ones after it. The first
-/// such error is returned once every delta has been tried; the handler has heard of exactly
-/// the deltas that were applied.
+/// A version the store refuses (an index function failing or panicking on it) is never left
+/// behind as a stale current one: the key's cached version, which that version superseded, is
+/// removed and the handler hears `on_delete` with a tombstone carrying it. The next version the
+/// store accepts adds the object back. Later deltas of the same key are still applied. Returns
+/// the store's error for every refused delta (empty when all applied); the handler has heard
+/// of exactly what the cache did.
 ///
 /// When the deltas carry their key ([`Deltas::key`], set by this stack's queues), the store is
 /// written by that key and the key function does not run again: the queue and the store must
 /// use the same key function — as they must anyway, since the queue reads the store back by key.
+#[must_use = "the refused deltas are returned, to be counted and logged"]
 pub fn process_deltas<K, S, H>(
     handler: &H,
     store: &S,
     deltas: Deltas<K>,
     is_in_initial_list: bool,
-) -> Result<()>
+) -> Vec<Error>
 where
     S: Store<K> + ?Sized,
     H: ResourceEventHandler<K> + ?Sized,
 {
     let (key, deltas) = deltas.into_parts();
-    let mut first_error = None;
+    let mut refused = Vec::new();
+    apply_deltas(
+        handler,
+        store,
+        key.as_deref(),
+        deltas,
+        is_in_initial_list,
+        &mut refused,
+    );
+    refused
+}
+
+/// [`process_deltas`] on a key and deltas taken apart, pushing refusals onto `refused`.
+pub(crate) fn apply_deltas<K, S, H>(
+    handler: &H,
+    store: &S,
+    key: Option<&str>,
+    deltas: impl Iterator<Item = Delta<K>>,
+    is_in_initial_list: bool,
+    refused: &mut Vec<Error>,
+) where
+    S: Store<K> + ?Sized,
+    H: ResourceEventHandler<K> + ?Sized,
+{
     for delta in deltas {
-        if let Err(e) = apply_delta(handler, store, key.as_deref(), delta, is_in_initial_list) {
-            first_error.get_or_insert(e);
+        if let Err(e) = apply_delta(handler, store, key, delta, is_in_initial_list) {
+            withdraw(handler, store, key.or(e.key()), &e);
+            refused.push(e);
         }
     }
-    first_error.map_or(Ok(()), Err)
+}
+
+/// A version of `key` was refused: remove the version it superseded and tell the handler.
+fn withdraw<K, S, H>(handler: &H, store: &S, key: Option<&str>, error: &Error)
+where
+    S: Store<K> + ?Sized,
+    H: ResourceEventHandler<K> + ?Sized,
+{
+    let Some(key) = key else {
+        // A key function failure: nothing tells which entry the object had.
+        return;
+    };
+    match store.delete_by_key(key) {
+        Ok(Some(stale)) => handler.on_delete(DeletedObject::Tombstone(Box::new(
+            DeletedFinalStateUnknown {
+                key: key.to_owned(),
+                obj: Some(stale),
+            },
+        ))),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(key, error = %e, refused = %error, "could not withdraw a stale version");
+        }
+    }
 }
 
 fn apply_delta<K, S, H>(
@@ -167,31 +219,77 @@ where
 
     /// Runs until `stop` is cancelled: the reflector on this task, the pop loop on its own
     /// thread popping in batches ([`Queue::pop_batch`]) and calling `process` for every popped
-    /// key. On stop the queue is closed, the pop loop drains it and ends, and this returns once
-    /// its thread has been joined.
+    /// key.
+    ///
+    /// On stop the queue is closed and the pop loop ends after the change it is processing:
+    /// what is still queued is dropped unprocessed, so stopping takes no longer with a long
+    /// queue. This returns once the pop thread has been joined.
+    ///
+    /// If `process` panics, the pop loop ends, the reflector is stopped, and the panic is
+    /// resumed out of this call at once (as client-go's controller crashes): a controller never
+    /// goes on listing into a queue nobody pops.
+    ///
+    /// Dropping the future (a `select!`, a timeout, an aborted task, a runtime shut down) does
+    /// the same clean-up without waiting: the queue is closed and the pop thread ends by
+    /// itself.
     pub async fn run<P>(&self, stop: CancellationToken, process: P) -> std::io::Result<()>
     where
         P: ProcessDeltas<K>,
     {
-        let pop = spawn_pop_loop(Arc::clone(&self.queue), process)?;
-        self.reflector.run(stop).await;
-        self.queue.close();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut pop = spawn_pop_loop(Arc::clone(&self.queue), process, Arc::clone(&stopping))?;
+        let guard = StopOnDrop {
+            queue: &*self.queue,
+            stopping,
+            _object: PhantomData,
+        };
+        tokio::select! {
+            () = self.reflector.run(stop) => {}
+            // The pop loop only ends by itself when `process` panicked.
+            () = pop.finished() => {}
+        }
+        drop(guard);
         pop.join().await;
         Ok(())
     }
 }
 
-fn spawn_pop_loop<K, Q, P>(queue: Arc<Q>, mut process: P) -> std::io::Result<Joinable>
+/// Closes the queue and tells the pop loop to stop, when a run ends however it ends.
+struct StopOnDrop<'a, K, Q: Queue<K> + ?Sized> {
+    queue: &'a Q,
+    stopping: Arc<AtomicBool>,
+    _object: PhantomData<fn(K)>,
+}
+
+impl<K, Q: Queue<K> + ?Sized> Drop for StopOnDrop<'_, K, Q> {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Release);
+        // Closing wakes a pop blocked on an empty queue.
+        self.queue.close();
+    }
+}
+
+fn spawn_pop_loop<K, Q, P>(
+    queue: Arc<Q>,
+    mut process: P,
+    stopping: Arc<AtomicBool>,
+) -> std::io::Result<Joinable>
 where
     K: Send + Sync + 'static,
     Q: Queue<K> + ?Sized + 'static,
     P: ProcessDeltas<K>,
 {
     Joinable::spawn("informer-pop".to_owned(), move || {
-        while queue.pop_batch(POP_BATCH, &mut |deltas, initial| {
-            process.process(deltas, initial)
-        }) != Err(QueueClosed)
-        {
+        while !stopping.load(Ordering::Acquire) {
+            let popped = queue.pop_batch(POP_BATCH, &mut |deltas, initial| {
+                // Once stopping, what is popped is dropped: nobody will read the cache.
+                if !stopping.load(Ordering::Acquire) {
+                    process.process(deltas, initial);
+                }
+            });
+            if popped == Err(QueueClosed) {
+                break;
+            }
             process.end_batch();
         }
     })

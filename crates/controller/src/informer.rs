@@ -2,30 +2,38 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{
     DeletedObject, DeltaFIFO, DeltaFIFOOptions, Deltas, InOrderFIFO, InOrderFIFOOptions, Queue,
-    TransformFunc,
+    QueueClosed, RefusalHandler, TransformFunc,
 };
 use informer_reflector::{ListerWatcher, Reflector, WatchErrorHandler};
-use informer_store::{Indexer, Indexers, KeyFunc, Lister, Store, ThreadSafeStore};
+use informer_store::{
+    Indexer, Indexers, KeyFunc, Lister, ReflectorStore, Store, ThreadSafeStore, catch_panic,
+};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ProcessDeltas, process_deltas};
+use crate::controller::{Controller, ProcessDeltas, apply_deltas};
 use crate::handler::ResourceEventHandler;
-use crate::processor::{HandlerRegistration, Notification, PanicPolicy, Processor, UpstreamSynced};
+use crate::processor::{HandlerRegistration, Notification, PanicPolicy, Processor, Upstream};
 
 /// Reads an object's `metadata.resourceVersion`; used to tell a resync (same version) from a
 /// real update.
 pub type ResourceVersionFunc<K> = Arc<dyn for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync>;
 
 /// Builds the queue an informer runs on, from the informer's key function, its cache (the
-/// queue's known objects) and the transform. See [`QueueKind::Custom`].
+/// queue's known objects), the transform and the informer's refusal handler (which counts and
+/// logs what the queue refuses). See [`QueueKind::Custom`].
 pub type QueueFactory<K> = Arc<
-    dyn Fn(KeyFunc<K>, Arc<dyn Indexer<K>>, Option<TransformFunc<K>>) -> Arc<dyn Queue<K>>
+    dyn Fn(
+            KeyFunc<K>,
+            Arc<dyn Indexer<K>>,
+            Option<TransformFunc<K>>,
+            RefusalHandler,
+        ) -> Arc<dyn Queue<K>>
         + Send
         + Sync,
 >;
@@ -75,6 +83,9 @@ pub enum InformerError {
     /// A worker thread could not be started.
     #[error("could not start a thread: {0}")]
     Thread(#[from] std::io::Error),
+    /// The registration was made by another informer; nothing was removed.
+    #[error("the handler registration belongs to another informer")]
+    ForeignRegistration,
 }
 
 struct Settings<K, L> {
@@ -85,6 +96,14 @@ struct Settings<K, L> {
     watch_error_handler: Option<WatchErrorHandler>,
     queue_kind: QueueKind<K>,
     reflector_config: Option<ReflectorConfig<K, L>>,
+    streaming_list: bool,
+}
+
+/// What an informer counts about the input it could not take.
+#[derive(Debug, Default)]
+struct Counters {
+    refused: AtomicU64,
+    panics: AtomicU64,
 }
 
 /// One resource's cache, kept current by a reflector through a queue, and shared by any number
@@ -98,6 +117,7 @@ struct Settings<K, L> {
 /// Each handler has its own unbounded buffer and worker thread: the pop loop never waits for a
 /// handler, and a slow handler delays nobody else.
 pub struct SharedIndexInformer<K, L> {
+    name: Arc<str>,
     key_func: KeyFunc<K>,
     resource_version: ResourceVersionFunc<K>,
     indexer: Arc<ThreadSafeStore<K>>,
@@ -106,20 +126,23 @@ pub struct SharedIndexInformer<K, L> {
     /// Held while deltas are applied and distributed, and while a late handler takes its
     /// snapshot: nothing is missed or repeated between the two.
     block_deltas: Arc<Mutex<()>>,
-    /// The queue, once running; shared with every handler registration for its `has_synced`.
+    /// The queue, once running; read by `has_synced` (the informer's and its registrations').
     queue: Arc<Mutex<Option<Arc<dyn Queue<K>>>>>,
+    /// Synced and stopped, and the signal every wait is woken by.
+    upstream: Arc<Upstream>,
+    counters: Arc<Counters>,
     last_sync_resource_version: Mutex<Option<Arc<dyn Fn() -> String + Send + Sync>>>,
     started: AtomicBool,
-    stopped: AtomicBool,
 }
 
 impl<K, L> fmt::Debug for SharedIndexInformer<K, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
+            .field("name", &self.name)
             .field("indexer", &self.indexer)
             .field("processor", &self.processor)
             .field("started", &self.started.load(Ordering::Relaxed))
-            .field("stopped", &self.stopped.load(Ordering::Relaxed))
+            .field("stopped", &self.upstream.is_stopped())
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +151,27 @@ impl<K, L> fmt::Debug for SharedIndexInformer<K, L> {
 struct Distributor<K> {
     processor: Arc<Processor<K>>,
     resource_version: ResourceVersionFunc<K>,
+    name: Arc<str>,
+    counters: Arc<Counters>,
+}
+
+impl<K> Distributor<K> {
+    /// Whether an update is a resync: the same resource version on both sides. A panicking
+    /// resource-version function is caught and counted, and the update is taken as a real one.
+    fn is_sync(&self, old: &K, new: &K) -> bool {
+        let same =
+            catch_panic(
+                || match ((self.resource_version)(old), (self.resource_version)(new)) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => false,
+                },
+            );
+        same.unwrap_or_else(|panicked| {
+            self.counters.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(informer = %self.name, %panicked, "the resource-version function panicked; taking the change as an update");
+            false
+        })
+    }
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
@@ -140,10 +184,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
 
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
         // Same version on both sides: a resync, or a relist of an unchanged object.
-        let is_sync = match ((self.resource_version)(old), (self.resource_version)(new)) {
-            (Some(a), Some(b)) => a == b,
-            _ => false,
-        };
+        let is_sync = self.is_sync(old, new);
         self.processor.distribute(
             Notification::Update(Arc::clone(old), Arc::clone(new)),
             is_sync,
@@ -161,23 +202,148 @@ struct ApplyDeltas<K> {
     distributor: Distributor<K>,
     indexer: Arc<ThreadSafeStore<K>>,
     block_deltas: Arc<Mutex<()>>,
+    upstream: Arc<Upstream>,
+    /// Found synced at the end of a batch: the wait for it has been woken.
+    synced: bool,
 }
 
 impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool) {
         let _block = self.block_deltas.lock();
-        if let Err(e) = process_deltas(
-            &self.distributor,
-            &*self.indexer,
-            deltas,
-            is_in_initial_list,
-        ) {
-            tracing::error!(error = %e, "could not apply a change to the cache; dropped");
+        let (key, deltas) = deltas.into_parts();
+        let mut refused = Vec::new();
+        // User code on this path (index functions, the resource-version function) is caught
+        // where it runs; this catches whatever else panics (a custom store), so the pop loop
+        // never dies and the cache never silently freezes.
+        let outcome = catch_panic(|| {
+            apply_deltas(
+                &self.distributor,
+                &*self.indexer,
+                key.as_deref(),
+                deltas,
+                is_in_initial_list,
+                &mut refused,
+            );
+        });
+        let counters = &self.distributor.counters;
+        let name = &self.distributor.name;
+        for error in &refused {
+            counters.refused.fetch_add(1, Ordering::Relaxed);
+            if error.is_panic() {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::warn!(informer = %name, key = key.as_deref().or(error.key()), %error, "the cache refused a change; its stale version was withdrawn");
+        }
+        if let Err(panicked) = outcome {
+            counters.refused.fetch_add(1, Ordering::Relaxed);
+            counters.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(informer = %name, key = key.as_deref(), %panicked, "applying a change panicked; it was dropped");
         }
     }
 
     fn end_batch(&mut self) {
         self.distributor.processor.flush();
+        if !self.synced && self.upstream.has_synced() {
+            self.synced = true;
+            self.upstream.notify();
+        }
+    }
+}
+
+/// The informer's queue, as the reflector writes to it: wakes the waits for sync when a write
+/// makes the queue synced (an empty first list, or a write before any list), which no pop
+/// would report.
+struct Signalling<K> {
+    queue: Arc<dyn Queue<K>>,
+    upstream: Arc<Upstream>,
+    /// The queue has been seen synced and the waits woken: writes need not look any more.
+    announced: AtomicBool,
+}
+
+impl<K> Signalling<K> {
+    fn signal(&self) {
+        if !self.announced.load(Ordering::Relaxed)
+            && self.queue.has_synced()
+            && !self.announced.swap(true, Ordering::AcqRel)
+        {
+            self.upstream.notify();
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static> ReflectorStore<K> for Signalling<K> {
+    type Error = informer_fifo::Error;
+
+    fn add(&self, obj: Arc<K>) -> Result<(), Self::Error> {
+        let result = self.queue.add(obj);
+        self.signal();
+        result
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<(), Self::Error> {
+        let result = self.queue.update(obj);
+        self.signal();
+        result
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<(), Self::Error> {
+        let result = self.queue.delete(obj);
+        self.signal();
+        result
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), Self::Error> {
+        let result = self.queue.replace(list, resource_version);
+        self.signal();
+        result
+    }
+
+    fn resync(&self) -> Result<(), Self::Error> {
+        self.queue.resync()
+    }
+
+    fn bookmark(&self, resource_version: &str) -> Result<(), Self::Error> {
+        self.queue.bookmark(resource_version)
+    }
+}
+
+impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
+    fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed> {
+        self.queue.pop(process)
+    }
+
+    fn pop_batch(
+        &self,
+        max: usize,
+        process: &mut dyn FnMut(Deltas<K>, bool),
+    ) -> Result<usize, QueueClosed> {
+        self.queue.pop_batch(max, process)
+    }
+
+    fn has_synced(&self) -> bool {
+        self.queue.has_synced()
+    }
+
+    fn close(&self) {
+        self.queue.close();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.queue.is_closed()
+    }
+}
+
+/// Marks the informer stopped and stops its handlers when a run ends, however it ends: a run
+/// future dropped mid-way (a `select!`, a timeout, an aborted task, a runtime shut down) leaves
+/// no thread blocked and no wait hanging. The workers are detached then, not joined: each ends
+/// after the notification it is handling.
+struct StopInformer<'a, K: Send + Sync + 'static, L: ListerWatcher<K> + 'static> {
+    informer: &'a SharedIndexInformer<K, L>,
+}
+
+impl<K: Send + Sync + 'static, L: ListerWatcher<K> + 'static> Drop for StopInformer<'_, K, L> {
+    fn drop(&mut self) {
+        drop(self.informer.stop_handlers());
     }
 }
 
@@ -198,14 +364,23 @@ where
         resync_period: Duration,
         indexers: Indexers<K>,
     ) -> Self {
+        let queue: Arc<Mutex<Option<Arc<dyn Queue<K>>>>> = Arc::new(Mutex::new(None));
+        let upstream = Arc::new(Upstream::new({
+            let queue = Arc::clone(&queue);
+            move || queue.lock().as_ref().is_some_and(|q| q.has_synced())
+        }));
         Self {
+            name: std::any::type_name::<K>().into(),
             indexer: Arc::new(ThreadSafeStore::with_indexers(
                 Arc::clone(&key_func),
                 indexers,
             )),
             key_func,
             resource_version,
-            processor: Arc::new(Processor::new(PanicPolicy::default())),
+            processor: Arc::new(Processor::new(
+                PanicPolicy::default(),
+                Arc::clone(&upstream),
+            )),
             settings: Mutex::new(Settings {
                 lister_watcher: Some(lister_watcher),
                 default_resync: resync_period,
@@ -214,24 +389,47 @@ where
                 watch_error_handler: None,
                 queue_kind: QueueKind::DeltaFifo,
                 reflector_config: None,
+                streaming_list: false,
             }),
             block_deltas: Arc::new(Mutex::new(())),
-            queue: Arc::new(Mutex::new(None)),
+            queue,
+            upstream,
+            counters: Arc::new(Counters::default()),
             last_sync_resource_version: Mutex::new(None),
             started: AtomicBool::new(false),
-            stopped: AtomicBool::new(false),
         }
+    }
+
+    /// The same informer under another name, used in its log lines and its reflector's (the
+    /// default is the object type's name; a factory names each informer by resource and
+    /// selection).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into().into();
+        self
+    }
+
+    /// The informer's name, as its log lines give it.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The same informer with another panic policy for its handlers (before any handler).
     pub fn with_panic_policy(mut self, policy: PanicPolicy) -> Self {
-        self.processor = Arc::new(Processor::new(policy));
+        self.processor = Arc::new(Processor::new(policy, Arc::clone(&self.upstream)));
         self
     }
 
     /// The same informer on another queue.
     pub fn with_queue(self, kind: QueueKind<K>) -> Self {
         self.settings.lock().queue_kind = kind;
+        self
+    }
+
+    /// The same informer getting its initial state as a streaming list (a watch with
+    /// `sendInitialEvents=true`), falling back to list and watch when the server refuses; the
+    /// informer's own key function files the objects.
+    pub fn with_streaming_list(self, enabled: bool) -> Self {
+        self.settings.lock().streaming_list = enabled;
         self
     }
 
@@ -246,9 +444,20 @@ where
         self
     }
 
-    fn upstream_synced(&self) -> UpstreamSynced {
-        let queue = Arc::clone(&self.queue);
-        Arc::new(move || queue.lock().as_ref().is_some_and(|q| q.has_synced()))
+    /// Objects (or versions of objects) the queue or the cache refused so far: a key function,
+    /// index function or transform that failed or panicked on them. Each was logged with the
+    /// informer's name and the object's key; none stops the informer, and none leaves a
+    /// superseded version in the cache as if current (see
+    /// [`process_deltas`](crate::process_deltas) and [`Queue`]).
+    pub fn refused_deltas(&self) -> u64 {
+        self.counters.refused.load(Ordering::Relaxed)
+    }
+
+    /// Panics caught in user code on the informer's own path (key, index, transform and
+    /// resource-version functions) so far; each was logged. Handler panics are counted per
+    /// handler ([`HandlerRegistration::panics`]).
+    pub fn caught_panics(&self) -> u64 {
+        self.counters.panics.load(Ordering::Relaxed)
     }
 
     /// Registers `handler` with the informer's default resync period.
@@ -273,7 +482,7 @@ where
         resync_period: Duration,
     ) -> Result<HandlerRegistration, InformerError> {
         let mut settings = self.settings.lock();
-        if self.stopped.load(Ordering::Acquire) {
+        if self.upstream.is_stopped() {
             return Err(InformerError::Stopped);
         }
         let mut period = resync_period;
@@ -307,40 +516,60 @@ where
         } else {
             Vec::new()
         };
-        Ok(self.processor.add_listener(
-            Box::new(handler),
-            period,
-            check,
-            self.upstream_synced(),
-            snapshot,
-        )?)
+        Ok(self
+            .processor
+            .add_listener(Box::new(handler), period, check, snapshot)?)
     }
 
-    /// Unregisters a handler. Idempotent; an unknown registration is ignored.
+    /// Unregisters a handler. Idempotent: a registration already removed is ignored. A
+    /// registration of another informer is refused with
+    /// [`InformerError::ForeignRegistration`] and removes nothing.
     ///
     /// The handler stops receiving new notifications at once; what is already buffered for it
-    /// is still delivered (client-go drops it), and then its worker thread ends — see
-    /// [`HandlerRegistration::is_stopped`]. Nothing is lost silently.
-    pub fn remove_event_handler(&self, registration: &HandlerRegistration) {
+    /// is still delivered (client-go drops it), and then its worker thread ends. Await
+    /// [`HandlerRegistration::stopped`] to know that none of its code runs any more (client-go's
+    /// `ShutDownEventHandler`); the informer's shutdown also waits for it. Nothing is lost
+    /// silently.
+    pub fn remove_event_handler(
+        &self,
+        registration: &HandlerRegistration,
+    ) -> Result<(), InformerError> {
+        if registration.informer() != self.processor.id() {
+            return Err(InformerError::ForeignRegistration);
+        }
         let _block = self.block_deltas.lock();
-        // The worker finishes on its own once drained; it is detached, not joined.
-        drop(self.processor.remove_listener(registration.id()));
+        self.processor.remove_listener(registration.id());
+        Ok(())
     }
 
     /// Whether the informer's queue has delivered the whole first list to the cache and to the
     /// handlers' buffers.
     pub fn has_synced(&self) -> bool {
-        (self.upstream_synced())()
+        self.upstream.has_synced()
     }
 
-    /// Waits until [`has_synced`](Self::has_synced). Wrap it in `tokio::time::timeout` to bound
-    /// the wait.
-    pub async fn wait_for_sync(&self) {
-        let mut delay = Duration::from_millis(1);
-        while !self.has_synced() {
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(100));
-        }
+    /// Waits until [`has_synced`](Self::has_synced), woken by the change itself (no polling);
+    /// cancel-safe. Returns `true` once synced, or `false` if the informer stops first. Bound
+    /// the wait with [`wait_for_sync_timeout`](Self::wait_for_sync_timeout).
+    pub async fn wait_for_sync(&self) -> bool {
+        self.upstream
+            .wait(|| {
+                if self.has_synced() {
+                    Some(true)
+                } else if self.upstream.is_stopped() {
+                    Some(false)
+                } else {
+                    None
+                }
+            })
+            .await
+    }
+
+    /// [`wait_for_sync`](Self::wait_for_sync), giving up (`false`) after `timeout`.
+    pub async fn wait_for_sync_timeout(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.wait_for_sync())
+            .await
+            .unwrap_or(false)
     }
 
     /// The resource version the reflector last synced to; `""` before the informer runs.
@@ -373,7 +602,7 @@ where
 
     /// Adds indexes to the cache, before or after start; existing objects are indexed at once.
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
-        if self.stopped.load(Ordering::Acquire) {
+        if self.upstream.is_stopped() {
             return Err(InformerError::Stopped);
         }
         Ok(self.indexer.add_indexers(indexers)?)
@@ -401,18 +630,24 @@ where
 
     /// Whether the informer has stopped (it never restarts).
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+        self.upstream.is_stopped()
     }
 
-    /// Runs the informer until `stop` is cancelled, then shuts everything down: the watch ends,
-    /// the queue is closed and drained, every handler worker is stopped (what is still
-    /// buffered for a handler is dropped, as in client-go) and every thread is joined before
-    /// this returns. A second call returns at once.
+    /// Runs the informer until `stop` is cancelled, then shuts everything down promptly: the
+    /// watch ends, the queue is closed and what is still queued is dropped (stopping takes no
+    /// longer with a long queue), every handler worker — removed ones included — stops after the
+    /// notification it is handling (what is still buffered for a handler is dropped, as in
+    /// client-go), and every thread is joined before this returns. A second call returns at
+    /// once.
+    ///
+    /// Dropping this future instead (a `select!`, a timeout, an aborted task, a runtime shut
+    /// down) cleans up the same way without waiting for the threads: the queue is closed, the
+    /// handlers are stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
-        let (lister_watcher, queue, reflector_config, check, error_handler) = {
+        let (lister_watcher, queue, reflector_config, check, error_handler, streaming) = {
             let mut settings = self.settings.lock();
             if self.started.swap(true, Ordering::AcqRel) {
-                tracing::warn!("the informer has already been started; it runs only once");
+                tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
                 return Ok(());
             }
             let Some(lister_watcher) = settings.lister_watcher.take() else {
@@ -420,18 +655,22 @@ where
             };
             let known = self.indexer();
             let transform = settings.transform.clone();
+            let on_refused = self.refusal_handler();
             let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
                 QueueKind::DeltaFifo => {
                     let mut options = DeltaFIFOOptions::default()
                         .known_objects(known)
-                        .emit_delta_type_replaced(true);
+                        .emit_delta_type_replaced(true)
+                        .on_refused(on_refused);
                     if let Some(t) = transform {
                         options = options.transform(t);
                     }
                     Arc::new(DeltaFIFO::with_options(Arc::clone(&self.key_func), options))
                 }
                 QueueKind::InOrder => {
-                    let mut options = InOrderFIFOOptions::default().known_objects(known);
+                    let mut options = InOrderFIFOOptions::default()
+                        .known_objects(known)
+                        .on_refused(on_refused);
                     if let Some(t) = transform {
                         options = options.transform(t);
                     }
@@ -440,26 +679,40 @@ where
                         options,
                     ))
                 }
-                QueueKind::Custom(make) => make(Arc::clone(&self.key_func), known, transform),
+                QueueKind::Custom(make) => {
+                    make(Arc::clone(&self.key_func), known, transform, on_refused)
+                }
             };
+            let queue: Arc<dyn Queue<K>> = Arc::new(Signalling {
+                queue,
+                upstream: Arc::clone(&self.upstream),
+                announced: AtomicBool::new(false),
+            });
             (
                 lister_watcher,
                 queue,
                 settings.reflector_config.take(),
                 settings.resync_check_period,
                 settings.watch_error_handler.clone(),
+                settings.streaming_list,
             )
         };
+        // From here on, however the run ends, the informer ends stopped.
+        let _stop = StopInformer { informer: self };
         *self.queue.lock() = Some(Arc::clone(&queue));
 
         let processor = Arc::clone(&self.processor);
         let mut reflector = Reflector::new(lister_watcher, Arc::clone(&queue))
+            .with_name(self.name.to_string())
             .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()));
         if !check.is_zero() {
             reflector = reflector.with_resync_period(check);
         }
         if let Some(handler) = error_handler {
             reflector = reflector.with_watch_error_handler(move |e| handler(e));
+        }
+        if streaming {
+            reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
         }
         if let Some(config) = reflector_config {
             reflector = config(reflector);
@@ -472,23 +725,43 @@ where
         let distributor = Distributor {
             processor: Arc::clone(&self.processor),
             resource_version: Arc::clone(&self.resource_version),
+            name: Arc::clone(&self.name),
+            counters: Arc::clone(&self.counters),
         };
         let apply = ApplyDeltas {
             distributor,
             indexer: Arc::clone(&self.indexer),
             block_deltas: Arc::clone(&self.block_deltas),
+            upstream: Arc::clone(&self.upstream),
+            synced: false,
         };
         let result = controller.run(stop, apply).await;
 
-        self.stopped.store(true, Ordering::Release);
-        let workers = {
-            let _settings = self.settings.lock();
-            self.processor.stop()
-        };
-        for worker in workers {
+        for worker in self.stop_handlers() {
             worker.join().await;
         }
         Ok(result?)
+    }
+
+    /// Marks the informer stopped and stops every handler; returns their workers to join.
+    /// Under the settings lock, so no handler can be added in between and never be stopped.
+    fn stop_handlers(&self) -> Vec<crate::thread::Joinable> {
+        let _settings = self.settings.lock();
+        self.upstream.mark_stopped();
+        self.processor.stop()
+    }
+
+    /// Counts and logs, with the informer's name and the key, every object the queue refuses.
+    fn refusal_handler(&self) -> RefusalHandler {
+        let counters = Arc::clone(&self.counters);
+        let name = Arc::clone(&self.name);
+        Arc::new(move |error: &informer_fifo::Error| {
+            counters.refused.fetch_add(1, Ordering::Relaxed);
+            if error.is_panic() {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::warn!(informer = %name, key = error.key(), %error, "the queue refused an object");
+        })
     }
 }
 

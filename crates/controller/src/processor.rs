@@ -1,15 +1,16 @@
 //! The processor: one buffered listener per handler, each with its own worker thread.
 
-use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use informer_fifo::DeletedObject;
+use informer_store::panic_message;
 use parking_lot::Mutex;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::handler::ResourceEventHandler;
@@ -88,16 +89,71 @@ impl ListenerState {
     }
 }
 
-/// Whether the informer feeding a handler has synced.
-pub(crate) type UpstreamSynced = Arc<dyn Fn() -> bool + Send + Sync>;
+/// An informer's readiness, shared with its handlers' registrations: whether it has synced,
+/// whether it has stopped, and a signal sent on every change of either or of a handler's own
+/// sync, which every wait is woken by.
+pub(crate) struct Upstream {
+    synced: Box<dyn Fn() -> bool + Send + Sync>,
+    stopped: AtomicBool,
+    progress: watch::Sender<()>,
+}
+
+impl Upstream {
+    /// Readiness read through `synced`, not stopped.
+    pub(crate) fn new(synced: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            synced: Box::new(synced),
+            stopped: AtomicBool::new(false),
+            progress: watch::Sender::new(()),
+        }
+    }
+
+    pub(crate) fn has_synced(&self) -> bool {
+        (self.synced)()
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Marks the informer stopped and wakes every wait.
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.notify();
+    }
+
+    /// Wakes every wait, to look at the state again.
+    pub(crate) fn notify(&self) {
+        self.progress.send_replace(());
+    }
+
+    /// Waits until `decide` says `Some(answer)`, looking again on every signal. Cancel-safe:
+    /// it holds nothing but a receiver.
+    pub(crate) async fn wait(&self, mut decide: impl FnMut() -> Option<bool>) -> bool {
+        // Subscribed before the first look, so no signal between a look and the wait is lost.
+        let mut signals = self.progress.subscribe();
+        loop {
+            if let Some(answer) = decide() {
+                return answer;
+            }
+            if signals.changed().await.is_err() {
+                return decide().unwrap_or(false);
+            }
+        }
+    }
+}
+
+/// Every processor's identity, so a registration names the informer it came from.
+static NEXT_PROCESSOR: AtomicU64 = AtomicU64::new(0);
 
 /// What [`add_event_handler`](crate::SharedIndexInformer::add_event_handler) returns: the
-/// handler's identity and its own sync state.
+/// handler's identity (which names its informer) and its own sync state.
 #[derive(Clone)]
 pub struct HandlerRegistration {
     id: u64,
+    informer: u64,
     state: Arc<ListenerState>,
-    upstream: UpstreamSynced,
+    upstream: Arc<Upstream>,
 }
 
 impl fmt::Debug for HandlerRegistration {
@@ -118,7 +174,8 @@ impl HandlerRegistration {
         if self.state.synced.load(Ordering::Acquire) {
             return true;
         }
-        let synced = (self.upstream)() && self.state.pending_initial.load(Ordering::Acquire) == 0;
+        let synced =
+            self.upstream.has_synced() && self.state.pending_initial.load(Ordering::Acquire) == 0;
         if synced {
             self.state.synced.store(true, Ordering::Release);
         }
@@ -146,8 +203,48 @@ impl HandlerRegistration {
         self.state.stopped.load(Ordering::Acquire)
     }
 
+    /// Waits until this handler [has synced](Self::has_synced): woken by the change itself,
+    /// cancel-safe. Returns `false` instead if the handler or its informer stops first.
+    /// Bound the wait with [`wait_for_sync_timeout`](Self::wait_for_sync_timeout) or
+    /// `tokio::time::timeout`.
+    pub async fn wait_for_sync(&self) -> bool {
+        self.upstream
+            .wait(|| {
+                if self.has_synced() {
+                    Some(true)
+                } else if self.is_stopped() || self.upstream.is_stopped() {
+                    Some(false)
+                } else {
+                    None
+                }
+            })
+            .await
+    }
+
+    /// [`wait_for_sync`](Self::wait_for_sync), giving up (`false`) after `timeout`.
+    pub async fn wait_for_sync_timeout(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.wait_for_sync())
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Waits until this handler's worker has stopped and none of its code runs any more
+    /// (client-go's `ShutDownEventHandler` wait): after
+    /// [`remove_event_handler`](crate::SharedIndexInformer::remove_event_handler), once what
+    /// was buffered for it has been handled; after the informer stops, once its current
+    /// notification returns. Cancel-safe.
+    pub async fn stopped(&self) {
+        self.upstream
+            .wait(|| self.is_stopped().then_some(true))
+            .await;
+    }
+
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    pub(crate) fn informer(&self) -> u64 {
+        self.informer
     }
 }
 
@@ -192,12 +289,16 @@ pub(crate) fn determine_resync_period(requested: Duration, check: Duration) -> D
 
 /// Fans notifications out to every listener.
 pub(crate) struct Processor<K> {
+    id: u64,
     inner: Mutex<Inner<K>>,
     policy: PanicPolicy,
+    upstream: Arc<Upstream>,
 }
 
 struct Inner<K> {
     listeners: Vec<Listener<K>>,
+    /// Removed listeners whose workers may still be handling what was buffered for them.
+    removed: Vec<(Arc<ListenerState>, Joinable)>,
     next_id: u64,
     /// Notifications for every listener, not handed over yet (see [`Processor::flush`]).
     pending: Vec<Notification<K>>,
@@ -229,15 +330,23 @@ impl<K> fmt::Debug for Processor<K> {
 }
 
 impl<K: Send + Sync + 'static> Processor<K> {
-    pub(crate) fn new(policy: PanicPolicy) -> Self {
+    pub(crate) fn new(policy: PanicPolicy, upstream: Arc<Upstream>) -> Self {
         Self {
+            id: NEXT_PROCESSOR.fetch_add(1, Ordering::Relaxed),
             inner: Mutex::new(Inner {
                 listeners: Vec::new(),
+                removed: Vec::new(),
                 next_id: 0,
                 pending: Vec::new(),
             }),
             policy,
+            upstream,
         }
+    }
+
+    /// This processor's identity, which its registrations carry.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Registers `handler` and starts its worker. `initial` objects are queued to it first, as
@@ -248,7 +357,6 @@ impl<K: Send + Sync + 'static> Processor<K> {
         handler: Box<dyn ResourceEventHandler<K>>,
         requested_resync: Duration,
         check_period: Duration,
-        upstream: UpstreamSynced,
         initial: Vec<Arc<K>>,
     ) -> std::io::Result<HandlerRegistration> {
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -273,8 +381,9 @@ impl<K: Send + Sync + 'static> Processor<K> {
         inner.next_id += 1;
         let worker_state = Arc::clone(&state);
         let policy = self.policy;
+        let upstream = Arc::clone(&self.upstream);
         let worker = Joinable::spawn(format!("informer-handler-{id}"), move || {
-            run_listener(id, handler, rx, worker_state, policy)
+            run_listener(id, handler, rx, worker_state, policy, &upstream)
         })?;
         let resync_period = determine_resync_period(requested_resync, check_period);
         inner.listeners.push(Listener {
@@ -289,21 +398,29 @@ impl<K: Send + Sync + 'static> Processor<K> {
         });
         Ok(HandlerRegistration {
             id,
+            informer: self.id,
             state,
-            upstream,
+            upstream: Arc::clone(&self.upstream),
         })
     }
 
     /// Unregisters listener `id`: it handles what is already buffered, then its worker exits.
-    /// Returns the worker to join, or `None` if `id` is unknown (already removed).
-    pub(crate) fn remove_listener(&self, id: u64) -> Option<Joinable> {
+    /// The worker is kept until [`stop`](Self::stop), which joins it. Unknown ids (already
+    /// removed) are ignored.
+    pub(crate) fn remove_listener(&self, id: u64) {
         let mut inner = self.inner.lock();
         // What was distributed before the removal is still delivered to it.
         inner.flush();
-        let at = inner.listeners.iter().position(|l| l.id == id)?;
+        // Workers of earlier removals that have finished need no joining.
+        inner.removed.retain(|(_, worker)| !worker.is_finished());
+        let Some(at) = inner.listeners.iter().position(|l| l.id == id) else {
+            return;
+        };
         let mut listener = inner.listeners.remove(at);
         // Dropping the sender (with the listener) ends the worker once the buffer is drained.
-        listener.worker.take()
+        if let Some(worker) = listener.worker.take() {
+            inner.removed.push((Arc::clone(&listener.state), worker));
+        }
     }
 
     /// Sends `n` to every listener, or, for a resync (`is_sync`), to those whose resync is due.
@@ -364,18 +481,24 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
-    /// Stops every listener without delivering what is buffered; returns their workers.
+    /// Stops every listener, removed ones included, without delivering what is buffered
+    /// (each worker ends after the notification it is handling); returns their workers.
     pub(crate) fn stop(&self) -> Vec<Joinable> {
         let mut inner = self.inner.lock();
         inner.pending.clear();
-        inner
+        let mut workers: Vec<Joinable> = inner
             .listeners
             .drain(..)
             .filter_map(|mut l| {
                 l.state.discard.store(true, Ordering::Release);
                 l.worker.take()
             })
-            .collect()
+            .collect();
+        for (state, worker) in inner.removed.drain(..) {
+            state.discard.store(true, Ordering::Release);
+            workers.push(worker);
+        }
+        workers
     }
 
     #[cfg(test)]
@@ -389,20 +512,13 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(non-string panic payload)")
-}
-
 fn run_listener<K>(
     id: u64,
     handler: Box<dyn ResourceEventHandler<K>>,
     rx: Receiver<Batch<K>>,
     state: Arc<ListenerState>,
     policy: PanicPolicy,
+    upstream: &Upstream,
 ) {
     'batches: while let Ok(batch) = rx.recv() {
         for n in batch.iter() {
@@ -418,8 +534,9 @@ fn run_listener<K>(
                 Notification::Update(old, new) => handler.on_update(old, new),
                 Notification::Delete(obj) => handler.on_delete(obj.clone()),
             }));
-            if initial {
-                state.pending_initial.fetch_sub(1, Ordering::AcqRel);
+            if initial && state.pending_initial.fetch_sub(1, Ordering::AcqRel) == 1 {
+                // The last initial add: this handler may have synced now.
+                upstream.notify();
             }
             state.delivered.fetch_add(1, Ordering::AcqRel);
             if let Err(panic) = outcome {
@@ -454,4 +571,5 @@ fn run_listener<K>(
         }
     }
     state.stopped.store(true, Ordering::Release);
+    upstream.notify();
 }

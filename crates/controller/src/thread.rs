@@ -21,10 +21,20 @@ impl Joinable {
         Ok(Self { handle, done })
     }
 
-    /// Waits for the thread to finish, then joins it.
-    pub(crate) async fn join(self) {
+    /// Whether the thread has finished.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Waits for the thread to finish, without joining it (cancel-safe).
+    pub(crate) async fn finished(&mut self) {
         // The sender is dropped even if `f` panics, so this always returns.
-        let _ = self.done.await;
+        let _ = (&mut self.done).await;
+    }
+
+    /// Waits for the thread to finish, then joins it, resuming its panic if it panicked.
+    pub(crate) async fn join(mut self) {
+        self.finished().await;
         if let Err(panic) = self.handle.join() {
             std::panic::resume_unwind(panic);
         }

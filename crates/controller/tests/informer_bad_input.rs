@@ -29,8 +29,10 @@ fn strict_index() -> informer_store::Indexers<Obj> {
 
 on_both_queues!(
     a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on,
-    a_version_an_index_function_refuses_is_skipped_and_later_versions_apply,
-    a_list_holding_an_object_without_a_name_is_refused_whole_and_retried,
+    a_version_an_index_function_refuses_withdraws_the_stale_one_and_later_versions_apply,
+    a_list_holding_an_object_without_a_name_applies_the_rest_and_syncs,
+    a_list_holding_an_object_the_cache_refuses_applies_the_rest_and_syncs,
+    panics_in_key_index_transform_and_version_functions_are_refusals_not_stalls,
     a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_heard,
 );
 
@@ -60,11 +62,17 @@ async fn a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on(kind: Kin
         1,
         "a key error is not a reason to relist"
     );
+    assert_eq!(informer.refused_deltas(), 1, "the refused event is counted");
     stop.cancel();
     task.await.unwrap().unwrap();
 }
 
-async fn a_version_an_index_function_refuses_is_skipped_and_later_versions_apply(kind: Kind) {
+/// A version the cache refuses must not leave the version it superseded in the cache as if
+/// current (it used to): the stale version is withdrawn, with a tombstone deletion handlers hear
+/// of, and the next good version adds the object back.
+async fn a_version_an_index_function_refuses_withdraws_the_stale_one_and_later_versions_apply(
+    kind: Kind,
+) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let watch = source.open_watch();
@@ -73,49 +81,131 @@ async fn a_version_an_index_function_refuses_is_skipped_and_later_versions_apply
     let rec = Recorder::new();
     informer.add_event_handler(rec.clone()).unwrap();
     let (stop, task) = start(&informer);
-    informer.wait_for_sync().await;
+    assert!(informer.wait_for_sync().await);
 
-    // The refused version leaves the cached one in place and is never announced.
+    // The refused version withdraws the cached one, and handlers hear of it as a deletion.
     watch.modified(&on_node("a", "x", 2, "bad"));
     watch.added(&obj("a", "marker", 3));
-    eventually("the marker", || rec.len() == 2).await;
-    assert_eq!(cache(&informer)["a/x"], 1);
-    assert_eq!(rec.seen()[1], Seen::Add("a/marker".into(), 3, false));
+    eventually("the marker", || rec.len() == 3).await;
+    assert!(
+        !cache(&informer).contains_key("a/x"),
+        "no stale version left"
+    );
+    assert_eq!(rec.seen()[1], Seen::Delete("a/x".into(), true));
+    assert_eq!(rec.seen()[2], Seen::Add("a/marker".into(), 3, false));
+    assert_eq!(informer.refused_deltas(), 1);
 
-    // The next good version applies on top of the last good one.
+    // The next good version adds it back.
     watch.modified(&on_node("a", "x", 4, "good"));
-    eventually("the good version", || rec.len() == 3).await;
-    assert_eq!(rec.seen()[2], Seen::Update("a/x".into(), 1, 4));
+    eventually("the good version", || rec.len() == 4).await;
+    assert_eq!(rec.seen()[3], Seen::Add("a/x".into(), 4, false));
     assert_eq!(cache(&informer), rec.replay());
     let indexer = informer.indexer();
     assert_eq!(indexer.index_keys("strict", "good").unwrap(), ["a/x"]);
     assert_eq!(source.lists_served(), 1);
+    assert_eq!(informer.refused_deltas(), 1);
     stop.cancel();
     task.await.unwrap().unwrap();
 }
 
-async fn a_list_holding_an_object_without_a_name_is_refused_whole_and_retried(kind: Kind) {
+/// One object the queue cannot key used to fail the whole relist, so the informer relisted
+/// forever and never synced. Now the rest of the list applies and the informer syncs.
+async fn a_list_holding_an_object_without_a_name_applies_the_rest_and_syncs(kind: Kind) {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1), obj("a", "", 2)], 2);
-    source.push_list(vec![obj("a", "x", 1), obj("a", "y", 3)], 3);
     let _watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    let registration = informer.add_event_handler(rec.clone()).unwrap();
     let (stop, task) = start(&informer);
-    informer.wait_for_sync().await;
+    assert!(
+        informer
+            .wait_for_sync_timeout(Duration::from_secs(10))
+            .await,
+        "the informer syncs on the rest of the list"
+    );
+    assert!(registration.wait_for_sync().await);
+    assert_eq!(source.lists_served(), 1, "no relist for one bad object");
+    assert_eq!(rec.seen(), [Seen::Add("a/x".into(), 1, true)]);
+    assert_eq!(cache(&informer), rec.replay());
+    assert_eq!(informer.refused_deltas(), 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
 
-    // Nothing of the refused list reached the cache or the handler.
-    eventually("the second list's adds", || rec.len() == 2).await;
-    assert_eq!(source.lists_served(), 2);
+/// The same for an object the cache refuses (an index function failing on it) at pop time.
+async fn a_list_holding_an_object_the_cache_refuses_applies_the_rest_and_syncs(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![
+            obj("a", "x", 1),
+            on_node("a", "y", 2, "bad"),
+            obj("a", "z", 3),
+        ],
+        3,
+    );
+    let _watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    informer.add_indexers(strict_index()).unwrap();
+    let rec = Recorder::new();
+    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+    assert!(registration.wait_for_sync().await);
+    assert_eq!(source.lists_served(), 1);
     assert_eq!(
-        rec.seen(),
-        [
-            Seen::Add("a/x".into(), 1, true),
-            Seen::Add("a/y".into(), 3, true)
-        ]
+        cache(&informer).keys().collect::<Vec<_>>(),
+        ["a/x", "a/z"],
+        "the rest of the list is cached"
     );
     assert_eq!(cache(&informer), rec.replay());
+    assert_eq!(informer.refused_deltas(), 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A panic in a key, index, transform or resource-version function used to kill the thread it
+/// ran on: the cache froze while `has_synced` stayed true and `is_stopped` false. Now each is
+/// caught: the object is refused (counted, logged) and later changes still apply.
+async fn panics_in_key_index_transform_and_version_functions_are_refusals_not_stalls(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1), obj("a", "y", 1)], 1);
+    let watch = source.open_watch();
+    let informer = Arc::new(panicking_informer(&source, kind));
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+
+    watch.added(&obj("a", "key-panics", 2)); // the key function panics
+    watch.modified(&on_node("a", "x", 3, "index-panics")); // the index function panics
+    watch.modified(&obj("a", "y", 666)); // the transform panics
+    watch.added(&obj("a", "version-panics", 777)); // an add: the version function is not asked
+    watch.modified(&obj("a", "version-panics", 777)); // the version function panics
+    watch.added(&obj("a", "marker", 4));
+    eventually("the marker after the panics", || {
+        rec.seen().contains(&Seen::Add("a/marker".into(), 4, false))
+    })
+    .await;
+    assert!(!informer.is_stopped());
+    let cached = cache(&informer);
+    assert!(
+        !cached.contains_key("a/x") && !cached.contains_key("a/y"),
+        "refused versions withdraw the stale ones: {cached:?}"
+    );
+    assert_eq!(
+        cached["a/version-panics"], 777,
+        "a version panic refuses nothing"
+    );
+    assert_eq!(cached["a/marker"], 4);
+    assert_eq!(cached, rec.replay());
+    assert_eq!(informer.refused_deltas(), 3, "key, index and transform");
+    assert_eq!(
+        informer.caught_panics(),
+        4,
+        "key, index, transform and version"
+    );
+    assert_eq!(source.lists_served(), 1);
     stop.cancel();
     task.await.unwrap().unwrap();
 }
@@ -141,10 +231,10 @@ async fn a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_he
     assert_eq!(source.lists_served(), 0);
 }
 
-/// One key's deltas popped together: a refused version in the middle does not hide the ones
-/// after it.
+/// One key's deltas popped together: a refused version in the middle withdraws the stale one
+/// and does not hide the ones after it.
 #[test]
-fn process_deltas_skips_a_refused_delta_and_applies_the_rest() {
+fn process_deltas_withdraws_a_refused_version_and_applies_the_rest() {
     let store = ThreadSafeStore::with_indexers(
         informer_store::key_func(|o: &Obj| Ok(key(o))),
         strict_index(),
@@ -157,10 +247,19 @@ fn process_deltas_skips_a_refused_delta_and_applies_the_rest() {
     ])
     .unwrap();
 
-    let result = process_deltas(&*rec, &store, deltas, false);
+    let refused = process_deltas(&*rec, &store, deltas, false);
 
-    assert!(matches!(result, Err(Error::IndexFunc { .. })), "{result:?}");
-    assert_eq!(rec.seen(), [Seen::Update("a/x".into(), 1, 3)]);
+    assert!(
+        matches!(refused.as_slice(), [Error::IndexFunc { .. }]),
+        "{refused:?}"
+    );
+    assert_eq!(
+        rec.seen(),
+        [
+            Seen::Delete("a/x".into(), true),
+            Seen::Add("a/x".into(), 3, false)
+        ]
+    );
     assert_eq!(store.get_by_key("a/x").map(|o| o.rv), Some(3));
     assert_eq!(store.index_keys("strict", "n3").unwrap(), ["a/x"]);
     assert!(store.index_keys("strict", "n1").unwrap().is_empty());

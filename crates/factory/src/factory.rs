@@ -48,6 +48,8 @@ trait Runnable: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<(), InformerError>> + Send>>;
     fn has_synced(&self) -> bool;
     fn is_stopped(&self) -> bool;
+    /// Resolves once the informer has synced or stopped.
+    fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>>;
 }
 
 impl<O, L> Runnable for SharedIndexInformer<O, L>
@@ -68,6 +70,10 @@ where
 
     fn is_stopped(&self) -> bool {
         SharedIndexInformer::is_stopped(self)
+    }
+
+    fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+        Box::pin(async move { SharedIndexInformer::wait_for_sync(&self).await })
     }
 }
 
@@ -148,6 +154,7 @@ pub struct SharedInformerFactory<S> {
     source: S,
     defaults: Selection,
     default_resync: Duration,
+    streaming_list: bool,
     resync_for: HashMap<TypeId, Duration>,
     configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     runtime: Option<Handle>,
@@ -189,6 +196,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             source,
             defaults: Selection::default(),
             default_resync: Duration::ZERO,
+            streaming_list: false,
             resync_for: HashMap::new(),
             configure: HashMap::new(),
             runtime: None,
@@ -220,6 +228,15 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     #[must_use]
     pub fn with_default_resync(mut self, period: Duration) -> Self {
         self.default_resync = period;
+        self
+    }
+
+    /// Every informer gets its initial state as a streaming list (a watch with
+    /// `sendInitialEvents=true`), falling back to list and watch where the server refuses,
+    /// unless its options say otherwise. Off by default.
+    #[must_use]
+    pub fn with_streaming_list(mut self, enabled: bool) -> Self {
+        self.streaming_list = enabled;
         self
     }
 
@@ -316,7 +333,13 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             self.source.resource_version_func(),
             resync,
             self.source.indexers(),
-        );
+        )
+        .with_name(describe(
+            type_name::<R>(),
+            &selection,
+            transform_name.as_deref(),
+        ))
+        .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list));
         if let Some(configure) = self
             .configure
             .get(&key.resource)
@@ -393,12 +416,12 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     }
 
     /// Waits until every started informer has synced (delivered its first full list to its
-    /// cache and handlers), one has stopped unsynced, or `timeout` (if any) has passed, and
-    /// reports on each started informer (client-go's `WaitForCacheSync`).
+    /// cache and handlers) or stopped, or until `timeout` (if any) has passed, and reports on
+    /// each started informer (client-go's `WaitForCacheSync`). The wait is woken by each
+    /// informer's own change of state, never by polling, and is cancel-safe.
     ///
     /// Informers not started are not waited for and not reported, as in client-go.
     pub async fn wait_for_cache_sync(&self, timeout: Option<Duration>) -> CacheSyncReport {
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let runners: Vec<_> = {
             let state = self.state.lock();
             state
@@ -408,17 +431,17 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
                 .map(|e| Arc::clone(&e.runner))
                 .collect()
         };
-        let mut delay = Duration::from_millis(1);
-        while runners.iter().any(|r| !r.has_synced() && !r.is_stopped()) {
-            let mut wake = tokio::time::Instant::now() + delay;
-            if let Some(deadline) = deadline {
-                if tokio::time::Instant::now() >= deadline {
-                    break;
-                }
-                wake = wake.min(deadline);
+        // Each wait is woken by its informer's own change (synced or stopped): no polling.
+        let all = async {
+            for runner in runners {
+                runner.wait_for_sync().await;
             }
-            tokio::time::sleep_until(wake).await;
-            delay = (delay * 2).min(Duration::from_millis(50));
+        };
+        match timeout {
+            Some(timeout) => {
+                let _ = tokio::time::timeout(timeout, all).await;
+            }
+            None => all.await,
         }
         let state = self.state.lock();
         CacheSyncReport {

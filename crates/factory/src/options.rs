@@ -20,6 +20,7 @@ pub struct InformerOptions<O> {
     pub(crate) field_selector: Option<String>,
     pub(crate) transform: Option<(String, TransformFunc<O>)>,
     pub(crate) resync: Option<Duration>,
+    pub(crate) streaming_list: Option<bool>,
 }
 
 impl<O> Default for InformerOptions<O> {
@@ -30,6 +31,7 @@ impl<O> Default for InformerOptions<O> {
             field_selector: None,
             transform: None,
             resync: None,
+            streaming_list: None,
         }
     }
 }
@@ -42,6 +44,7 @@ impl<O> Clone for InformerOptions<O> {
             field_selector: self.field_selector.clone(),
             transform: self.transform.clone(),
             resync: self.resync,
+            streaming_list: self.streaming_list,
         }
     }
 }
@@ -54,6 +57,7 @@ impl<O> fmt::Debug for InformerOptions<O> {
             .field("field_selector", &self.field_selector)
             .field("transform", &self.transform.as_ref().map(|(name, _)| name))
             .field("resync", &self.resync)
+            .field("streaming_list", &self.streaming_list)
             .finish()
     }
 }
@@ -98,6 +102,15 @@ impl<O> InformerOptions<O> {
     #[must_use]
     pub fn resync(mut self, period: Duration) -> Self {
         self.resync = Some(period);
+        self
+    }
+
+    /// Get a new informer's initial state as a streaming list (`sendInitialEvents`), falling
+    /// back to list and watch where the server refuses, instead of the factory's default. Not
+    /// part of the sharing key: an informer that exists already keeps its own.
+    #[must_use]
+    pub fn streaming_list(mut self, enabled: bool) -> Self {
+        self.streaming_list = Some(enabled);
         self
     }
 

@@ -15,6 +15,7 @@
 //!     let mut options = DeltaFIFOOptions::default();
 //!     options.known_objects = parts.known_objects;
 //!     options.transform = parts.transform;
+//!     options.on_refused = parts.on_refused;
 //!     DeltaFIFO::with_options(parts.key_func, options)
 //! });
 //! ```
@@ -26,10 +27,12 @@ use std::sync::Arc;
 use std::thread;
 
 pub use informer_store::conformance::{TestObject, key_func, obj};
-use informer_store::{Error, KeyFunc, KnownObjects, ReflectorStore, ThreadSafeStore};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, ThreadSafeStore};
+
+use crate::error::Error;
 
 use crate::delta::{Delta, Deltas};
-use crate::queue::{Queue, QueueClosed, TransformFunc, transform_func};
+use crate::queue::{Queue, QueueClosed, RefusalHandler, TransformFunc, transform_func};
 
 /// What the suite hands the queue constructor.
 #[non_exhaustive]
@@ -40,6 +43,8 @@ pub struct QueueParts {
     pub known_objects: Option<Arc<dyn KnownObjects<TestObject>>>,
     /// A transform, when the check needs one.
     pub transform: Option<TransformFunc<TestObject>>,
+    /// The refusal handler, when the check needs one.
+    pub on_refused: Option<RefusalHandler>,
 }
 
 impl std::fmt::Debug for QueueParts {
@@ -149,6 +154,7 @@ fn parts() -> QueueParts {
         key_func: key_func(),
         known_objects: None,
         transform: None,
+        on_refused: None,
     }
 }
 
@@ -173,6 +179,7 @@ where
     relist_tombstones_carry_the_last_known_state(&make);
     resync_redelivers_known_objects_with_nothing_queued(&make);
     transform_applies_to_entering_objects_only(&make);
+    refused_objects_never_stall_and_never_leave_a_stale_version(&make);
     close_wakes_a_blocked_pop_and_drains_first(&make);
     panicking_process_leaves_the_queue_usable(&make);
     producers_lose_nothing_and_keep_their_order(&make);
@@ -219,6 +226,8 @@ fn distinct_keys_are_delivered_in_arrival_order<Q: Queue<TestObject>>(
     );
 }
 
+/// A key error refuses a write and changes nothing. (In a `replace` it refuses that one object
+/// and the rest applies: `refused_objects_never_stall_and_never_leave_a_stale_version`.)
 fn key_errors_are_typed_and_change_nothing<Q: Queue<TestObject>>(make: &impl Fn(QueueParts) -> Q) {
     let cache = cache(&[obj("ns", "known", 1)]);
     let q = make(with_cache(&cache));
@@ -227,7 +236,6 @@ fn key_errors_are_typed_and_change_nothing<Q: Queue<TestObject>>(make: &impl Fn(
         q.add(nameless.clone()),
         q.update(nameless.clone()),
         q.delete(nameless.clone()),
-        q.replace(vec![obj("ns", "a", 1), nameless.clone()], "1".into()),
     ] {
         assert!(
             matches!(result, Err(Error::Key(_))),
@@ -238,10 +246,7 @@ fn key_errors_are_typed_and_change_nothing<Q: Queue<TestObject>>(make: &impl Fn(
         !q.has_synced(),
         "a failed write does not count as the first write"
     );
-    assert!(
-        drain(&q).is_empty(),
-        "a failed write queues nothing (replace included)"
-    );
+    assert!(drain(&q).is_empty(), "a failed write queues nothing");
 }
 
 fn has_synced_after_a_write_before_any_relist<Q: Queue<TestObject>>(
@@ -396,11 +401,9 @@ fn transform_applies_to_entering_objects_only<Q: Queue<TestObject>>(
     });
     let refused = q.add(obj("ns", "refused", 1));
     assert!(
-        matches!(refused, Err(Error::Transform(_))),
-        "a transform error is Error::Transform, got {refused:?}"
+        matches!(&refused, Err(Error::Transform { key, .. }) if key == "ns/refused"),
+        "a transform error is Error::Transform with the key, got {refused:?}"
     );
-    let refused = q.replace(vec![obj("ns", "x", 1), obj("ns", "refused", 1)], "1".into());
-    assert!(matches!(refused, Err(Error::Transform(_))));
     q.add(obj("ns", "a", 3)).unwrap();
     q.update(obj("ns", "a", 4)).unwrap();
     q.delete(obj("ns", "a", 5)).unwrap();
@@ -418,6 +421,65 @@ fn transform_applies_to_entering_objects_only<Q: Queue<TestObject>>(
         ),
         "added, updated, deleted and listed objects are transformed; resynced objects and \
          tombstones are not"
+    );
+}
+
+fn refused_objects_never_stall_and_never_leave_a_stale_version<Q: Queue<TestObject>>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    // The transform refuses version 99 of anything (an error) and version 98 (a panic).
+    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
+        99 => Err("refused by transform".into()),
+        98 => panic!("transform panicked"),
+        _ => Ok(o),
+    });
+    let refusals = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let on_refused: RefusalHandler = {
+        let refusals = Arc::clone(&refusals);
+        Arc::new(move |e: &Error| {
+            refusals
+                .lock()
+                .unwrap()
+                .push(e.key().unwrap_or("?").to_owned());
+        })
+    };
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1), obj("ns", "c", 1)]);
+    let q = make(QueueParts {
+        transform: Some(transform),
+        on_refused: Some(on_refused),
+        ..with_cache(&cache)
+    });
+    // A refused version of a cached key: the cached version is withdrawn with a tombstone.
+    let refused = q.update(obj("ns", "a", 99));
+    assert!(matches!(&refused, Err(Error::Transform { key, .. }) if key == "ns/a"));
+    // A panicking transform is a refusal too, not a panic out of the write.
+    let refused = q.update(obj("ns", "b", 98));
+    assert!(matches!(&refused, Err(Error::Transform { key, .. }) if key == "ns/b"));
+    // A refused version of an unknown key has nothing to withdraw.
+    assert!(q.add(obj("ns", "new", 99)).is_err());
+    // A relist with refused objects applies the rest: c is listed, "bad" and the nameless
+    // object are refused, so a's and b's tombstones stand and nothing else is deleted.
+    q.replace(
+        vec![obj("ns", "c", 2), obj("ns", "bad", 99), obj("ns", "", 3)],
+        "3".into(),
+    )
+    .expect("a relist with refused objects still applies the rest");
+    assert_eq!(
+        drain_per_key(&q),
+        per_key(
+            [
+                ("ns/a", &["Deleted~@1"]),
+                ("ns/b", &["Deleted~@1"]),
+                ("ns/c", &["Replaced@2"]),
+            ],
+            false
+        ),
+        "refused versions withdraw the cached ones; the rest of the relist applies"
+    );
+    assert_eq!(
+        *refusals.lock().unwrap(),
+        ["ns/a", "ns/b", "ns/new", "ns/bad", "?"],
+        "every refused object is reported, with its key when it has one"
     );
 }
 

@@ -5,12 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Result};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore};
 
 use crate::delta::{Delta, DeltaType};
+use crate::error::{Error, Result};
 use crate::intake::Intake;
 use crate::keyed::{Keyed, SlotId};
-use crate::queue::TransformFunc;
+use crate::queue::{RefusalHandler, TransformFunc};
 use crate::shared::{Pending, Shared};
 use crate::tombstone::DeletedObject;
 
@@ -41,6 +42,9 @@ pub struct DeltaFIFOOptions<K> {
     pub emit_delta_type_replaced: bool,
     /// Applied to every object as it enters (see [`TransformFunc`]).
     pub transform: Option<TransformFunc<K>>,
+    /// Told about every refused object (see [`RefusalHandler`]); without one, refusals are
+    /// logged through `tracing`.
+    pub on_refused: Option<RefusalHandler>,
 }
 
 impl<K> Default for DeltaFIFOOptions<K> {
@@ -49,6 +53,7 @@ impl<K> Default for DeltaFIFOOptions<K> {
             known_objects: None,
             emit_delta_type_replaced: true,
             transform: None,
+            on_refused: None,
         }
     }
 }
@@ -71,6 +76,12 @@ impl<K> DeltaFIFOOptions<K> {
         self.transform = Some(transform);
         self
     }
+
+    /// Sets [`on_refused`](Self::on_refused).
+    pub fn on_refused(mut self, handler: RefusalHandler) -> Self {
+        self.on_refused = Some(handler);
+        self
+    }
 }
 
 impl<K> fmt::Debug for DeltaFIFOOptions<K> {
@@ -79,6 +90,7 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
             .field("known_objects", &self.known_objects.is_some())
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .field("transform", &self.transform.is_some())
+            .field("on_refused", &self.on_refused.is_some())
             .finish()
     }
 }
@@ -100,8 +112,10 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
 ///   nothing queued (a queued change is newer than the cache).
 /// * [`has_synced`](crate::Queue::has_synced) becomes true once everything the first `replace` queued
 ///   (deletions included) has been popped, or at once if a write comes before any `replace`.
-/// * Keys and transforms are computed before anything changes: a failing write (key or transform
-///   error) leaves the queue exactly as it was, `replace` included.
+/// * Keys and transforms are computed before anything is queued. An object whose key function
+///   or transform fails (or panics) is refused as the [`Queue`](crate::Queue) contract says: a
+///   refused `add`/`update`/`delete` of a cached or queued key queues a tombstone for it instead;
+///   `replace` leaves the refused objects out of the list and applies the rest.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -139,6 +153,7 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
                 key_func,
                 known_objects: options.known_objects,
                 transform: options.transform,
+                on_refused: options.on_refused,
             },
             emit_delta_type_replaced: options.emit_delta_type_replaced,
             shared: Shared::new(Keyed::new()),
@@ -177,7 +192,11 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
 
     /// Add and Update: key and transform outside the lock, then queue.
     fn queue_live(&self, kind: DeltaType, obj: Arc<K>) -> Result<()> {
-        let (key, obj) = self.intake.admit(obj)?;
+        let key = self.intake.key(&obj)?;
+        let obj = match self.intake.transform(&key, obj) {
+            Ok(obj) => obj,
+            Err(err) => return Err(self.withdraw(key, err)),
+        };
         let mut state = self.shared.lock();
         state.populated = true;
         state.pending.queue_delta(key, Delta::new(kind, obj));
@@ -185,9 +204,30 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
         self.shared.notify_one();
         Ok(())
     }
+
+    /// A version of `key` was refused (`err`): if the key is queued or cached, queue a
+    /// tombstone with its last known state, so the superseded version is not kept as current.
+    /// Reports the refusal and hands the error back.
+    fn withdraw(&self, key: String, err: Error) -> Error {
+        let mut state = self.shared.lock();
+        let last = match state.pending.get(&key) {
+            Some(deltas) => Some(deltas.newest().object().cloned()),
+            None => self.intake.known(&key).map(Some),
+        };
+        if let Some(last) = last {
+            state.populated = true;
+            let tombstone = Delta::tombstone(key.as_str(), last);
+            state.pending.queue_delta(key, tombstone);
+            drop(state);
+            self.shared.notify_one();
+        }
+        self.intake.refuse(err)
+    }
 }
 
 impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
+    type Error = Error;
+
     fn add(&self, obj: Arc<K>) -> Result<()> {
         self.queue_live(DeltaType::Added, obj)
     }
@@ -205,7 +245,13 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
             return Ok(());
         }
         // Transformed under the lock, after the check, so an ignored delete never runs it.
-        let obj = self.intake.transform(obj)?;
+        let obj = match self.intake.transform(&key, obj) {
+            Ok(obj) => obj,
+            Err(err) => {
+                drop(state);
+                return Err(self.withdraw(key, err));
+            }
+        };
         state.populated = true;
         state
             .pending
@@ -216,8 +262,8 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
-        // Every key and transform first: an error aborts before anything is queued.
-        let listed = self.intake.admit_all(list)?;
+        // Every key and transform first, outside the lock; refused objects are left out.
+        let listed = self.intake.admit_listed(list);
         let kind = if self.emit_delta_type_replaced {
             DeltaType::Replaced
         } else {

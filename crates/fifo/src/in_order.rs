@@ -5,11 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Result};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore};
 
 use crate::delta::{Delta, DeltaType, Deltas};
+use crate::error::{Error, Result};
 use crate::intake::Intake;
-use crate::queue::TransformFunc;
+use crate::queue::{RefusalHandler, TransformFunc};
 use crate::shared::{Pending, Shared};
 
 /// How an [`InOrderFIFO`] is built, beyond its key function.
@@ -21,6 +22,9 @@ pub struct InOrderFIFOOptions<K> {
     pub known_objects: Option<Arc<dyn KnownObjects<K>>>,
     /// Applied to every object as it enters (see [`TransformFunc`]).
     pub transform: Option<TransformFunc<K>>,
+    /// Told about every refused object (see [`RefusalHandler`]); without one, refusals are
+    /// logged through `tracing`.
+    pub on_refused: Option<RefusalHandler>,
 }
 
 impl<K> Default for InOrderFIFOOptions<K> {
@@ -28,6 +32,7 @@ impl<K> Default for InOrderFIFOOptions<K> {
         Self {
             known_objects: None,
             transform: None,
+            on_refused: None,
         }
     }
 }
@@ -44,6 +49,12 @@ impl<K> InOrderFIFOOptions<K> {
         self.transform = Some(transform);
         self
     }
+
+    /// Sets [`on_refused`](Self::on_refused).
+    pub fn on_refused(mut self, handler: RefusalHandler) -> Self {
+        self.on_refused = Some(handler);
+        self
+    }
 }
 
 impl<K> fmt::Debug for InOrderFIFOOptions<K> {
@@ -51,6 +62,7 @@ impl<K> fmt::Debug for InOrderFIFOOptions<K> {
         f.debug_struct("InOrderFIFOOptions")
             .field("known_objects", &self.known_objects.is_some())
             .field("transform", &self.transform.is_some())
+            .field("on_refused", &self.on_refused.is_some())
             .finish()
     }
 }
@@ -67,6 +79,10 @@ impl<K> fmt::Debug for InOrderFIFOOptions<K> {
 ///   event is already a deletion; then for each known key the list lacks that nothing queued
 ///   names, a tombstone with the cache's object.
 /// * `resync` queues [`Sync`](DeltaType::Sync) for each known key that nothing queued names.
+/// * An object whose key function or transform fails (or panics) is refused as the
+///   [`Queue`](crate::Queue) contract says: a refused write of a key whose last queued event (or,
+///   with nothing queued, the cache) holds an object queues a tombstone for it instead; `replace`
+///   leaves the refused objects out of the list and applies the rest.
 /// * The first `replace` counts the whole queue as the initial list: `has_synced` turns true once
 ///   everything queued up to and including it has been popped. (client-go decrements that count
 ///   after `process` returns, this queue before calling it: nobody can tell, as `has_synced`
@@ -123,6 +139,7 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
                 key_func,
                 known_objects: options.known_objects,
                 transform: options.transform,
+                on_refused: options.on_refused,
             },
             shared: Shared::new(Log(VecDeque::new())),
         }
@@ -145,7 +162,11 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
     }
 
     fn push(&self, kind: DeltaType, obj: Arc<K>) -> Result<()> {
-        let (key, obj) = self.intake.admit(obj)?;
+        let key = self.intake.key(&obj)?;
+        let obj = match self.intake.transform(&key, obj) {
+            Ok(obj) => obj,
+            Err(err) => return Err(self.withdraw(key, err)),
+        };
         let mut state = self.shared.lock();
         state.populated = true;
         state.pending.0.push_back((key, Delta::new(kind, obj)));
@@ -155,7 +176,31 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
     }
 }
 
+impl<K: Send + Sync + 'static> InOrderFIFO<K> {
+    /// A version of `key` was refused (`err`): if the key's latest state (its last queued event,
+    /// else the cache) holds an object, queue a tombstone with it, so the superseded version is
+    /// not kept as current. Reports the refusal and hands the error back.
+    fn withdraw(&self, key: String, err: Error) -> Error {
+        let mut state = self.shared.lock();
+        let last = match state.pending.0.iter().rev().find(|(k, _)| *k == key) {
+            Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
+            Some((_, delta)) => Some(delta.object().cloned()),
+            None => self.intake.known(&key).map(Some),
+        };
+        if let Some(last) = last {
+            state.populated = true;
+            let tombstone = Delta::tombstone(key.as_str(), last);
+            state.pending.0.push_back((key, tombstone));
+            drop(state);
+            self.shared.notify_one();
+        }
+        self.intake.refuse(err)
+    }
+}
+
 impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
+    type Error = Error;
+
     fn add(&self, obj: Arc<K>) -> Result<()> {
         self.push(DeltaType::Added, obj)
     }
@@ -169,7 +214,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
     }
 
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
-        let listed = self.intake.admit_all(list)?;
+        let listed = self.intake.admit_listed(list);
         let new_keys: HashSet<&str, RandomState> =
             listed.iter().map(|(key, _)| key.as_str()).collect();
 

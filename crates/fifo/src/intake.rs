@@ -1,40 +1,68 @@
-//! What both queues do to an object on its way in: compute its key, then transform it.
+//! What both queues do to an object on its way in: compute its key, then transform it; and
+//! where the objects they refuse are reported.
 
 use std::fmt;
 use std::sync::Arc;
 
-use informer_store::{Error, KeyFunc, KnownObjects, Result};
+use informer_store::{BoxError, KeyFunc, KnownObjects, call_key_func, catch_panic};
 
-use crate::queue::TransformFunc;
+use crate::error::{Error, Result};
+use crate::queue::{RefusalHandler, TransformFunc};
 
-/// A queue's key function, optional transform and optional cache.
+/// A queue's key function, optional transform, optional cache and refusal handler.
 pub(crate) struct Intake<K> {
     pub(crate) key_func: KeyFunc<K>,
     pub(crate) known_objects: Option<Arc<dyn KnownObjects<K>>>,
     pub(crate) transform: Option<TransformFunc<K>>,
+    pub(crate) on_refused: Option<RefusalHandler>,
 }
 
 impl<K> Intake<K> {
+    /// The key of `obj`; a failing or panicking key function is reported and returned.
     pub(crate) fn key(&self, obj: &K) -> Result<String> {
-        Ok((self.key_func)(obj)?)
+        call_key_func(&self.key_func, obj).map_err(|e| self.refuse(Error::Key(e)))
     }
 
-    pub(crate) fn transform(&self, obj: Arc<K>) -> Result<Arc<K>> {
-        match &self.transform {
-            Some(transform) => transform(obj).map_err(Error::Transform),
-            None => Ok(obj),
+    /// The transformed object; a failing or panicking transform is returned, not reported (the
+    /// caller first withdraws the key's stale state, then reports).
+    pub(crate) fn transform(&self, key: &str, obj: Arc<K>) -> Result<Arc<K>> {
+        let Some(transform) = &self.transform else {
+            return Ok(obj);
+        };
+        catch_panic(|| transform(obj))
+            .unwrap_or_else(|panicked| Err(Box::new(panicked) as BoxError))
+            .map_err(|source| Error::Transform {
+                key: key.to_owned(),
+                source,
+            })
+    }
+
+    /// Key, then transform, for every object of a list: the objects refused are reported and
+    /// left out, so one bad object never blocks the rest of a relist.
+    pub(crate) fn admit_listed(&self, list: Vec<Arc<K>>) -> Vec<(String, Arc<K>)> {
+        let mut listed = Vec::with_capacity(list.len());
+        for obj in list {
+            let Ok(key) = self.key(&obj) else {
+                continue;
+            };
+            match self.transform(&key, obj) {
+                Ok(obj) => listed.push((key, obj)),
+                Err(err) => {
+                    self.refuse(err);
+                }
+            }
         }
+        listed
     }
 
-    /// Key, then transform (the key is computed from the object as received).
-    pub(crate) fn admit(&self, obj: Arc<K>) -> Result<(String, Arc<K>)> {
-        let key = self.key(&obj)?;
-        Ok((key, self.transform(obj)?))
-    }
-
-    /// [`admit`](Self::admit) for a whole list: the first error aborts, before anything is queued.
-    pub(crate) fn admit_all(&self, list: Vec<Arc<K>>) -> Result<Vec<(String, Arc<K>)>> {
-        list.into_iter().map(|obj| self.admit(obj)).collect()
+    /// Reports a refused object to the refusal handler (or, with none, through `tracing`), and
+    /// hands the error back.
+    pub(crate) fn refuse(&self, err: Error) -> Error {
+        match &self.on_refused {
+            Some(handler) => handler(&err),
+            None => tracing::warn!(key = err.key(), error = %err, "queue refused an object"),
+        }
+        err
     }
 
     /// The cache's object for `key`, if there is a cache and it has one.
@@ -48,6 +76,7 @@ impl<K> fmt::Debug for Intake<K> {
         f.debug_struct("Intake")
             .field("known_objects", &self.known_objects.is_some())
             .field("transform", &self.transform.is_some())
+            .field("on_refused", &self.on_refused.is_some())
             .finish()
     }
 }

@@ -68,6 +68,12 @@ impl<K> Keyed<K> {
         self.find(self.hasher.hash_one(key), key).is_some()
     }
 
+    /// The deltas queued for `key`, if any.
+    pub(crate) fn get(&self, key: &str) -> Option<&Deltas<K>> {
+        let id = self.find(self.hasher.hash_one(key), key)?;
+        self.slots[id as usize].deltas.as_ref()
+    }
+
     /// Appends `delta` to the deltas of `key`, queueing the key at the back if it is new.
     pub(crate) fn queue_delta(&mut self, key: String, delta: Delta<K>) {
         let hash = self.hasher.hash_one(key.as_str());

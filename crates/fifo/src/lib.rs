@@ -71,6 +71,7 @@
 
 mod delta;
 mod delta_fifo;
+mod error;
 mod in_order;
 mod intake;
 mod keyed;
@@ -86,8 +87,11 @@ pub mod model;
 
 pub use crate::delta::{Delta, DeltaType, Deltas, EmptyDeltas};
 pub use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
+pub use crate::error::{Error, Result};
 pub use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
-pub use crate::queue::{Queue, QueueClosed, QueueExt, TransformFunc, transform_func};
+pub use crate::queue::{
+    Queue, QueueClosed, QueueExt, RefusalHandler, TransformFunc, transform_func,
+};
 pub use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 #[cfg(test)]

@@ -21,7 +21,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use informer_store::{Error, KeyError, KnownObjects, key_func};
+use informer_store::{KeyError, KnownObjects, key_func};
+
+use crate::Error;
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
@@ -88,8 +90,7 @@ pub enum Failure {
 fn failure(result: Result<(), Error>) -> Result<(), Failure> {
     result.map_err(|e| match e {
         Error::Key(_) => Failure::Key,
-        Error::Transform(_) => Failure::Transform,
-        _ => Failure::Other,
+        Error::Transform { .. } => Failure::Transform,
     })
 }
 
@@ -158,10 +159,27 @@ impl Model {
         }
     }
 
+    /// A refused version of `key`: a tombstone with the last known state, if there is one.
+    fn withdraw(&mut self, key: &str, failure: Failure) -> Result<(), Failure> {
+        let last = match self.queue.iter().find(|(k, _)| k == key) {
+            Some((_, deltas)) => Some(deltas.last().and_then(|d| d.object()).cloned()),
+            None if self.config.known_objects => self.known.get(key).cloned().map(Some),
+            None => None,
+        };
+        if let Some(last) = last {
+            self.populated = true;
+            self.push(key, Delta::tombstone(key, last));
+        }
+        Err(failure)
+    }
+
     /// `add` (`kind` Added) or `update` (`kind` Updated).
     pub fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
         let key = Self::key(obj)?;
-        let obj = self.transform(obj)?;
+        let obj = match self.transform(obj) {
+            Ok(obj) => obj,
+            Err(failure) => return self.withdraw(&key, failure),
+        };
         self.populated = true;
         self.push(&key, Delta::new(kind, obj));
         Ok(())
@@ -175,7 +193,10 @@ impl Model {
             self.populated = true;
             return Ok(());
         }
-        let obj = self.transform(obj)?;
+        let obj = match self.transform(obj) {
+            Ok(obj) => obj,
+            Err(failure) => return self.withdraw(&key, failure),
+        };
         self.populated = true;
         self.push(&key, Delta::Deleted(DeletedObject::Object(obj)));
         Ok(())
@@ -183,11 +204,11 @@ impl Model {
 
     /// `replace`.
     pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        let mut listed = Vec::new();
-        for obj in list {
-            let key = Self::key(obj)?;
-            listed.push((key, self.transform(obj)?));
-        }
+        // Refused objects are left out; the rest of the list applies.
+        let listed: Vec<_> = list
+            .iter()
+            .filter_map(|obj| Some((Self::key(obj).ok()?, self.transform(obj).ok()?)))
+            .collect();
         let new_keys: BTreeSet<String> = listed.iter().map(|(k, _)| k.clone()).collect();
         let mut deletions = Vec::new();
         for (key, deltas) in &self.queue {
@@ -290,9 +311,26 @@ impl InOrderModel {
         Ok((key, transform(self.config, obj)?))
     }
 
-    /// `add`, `update` or `delete`: always one event.
+    /// `add`, `update` or `delete`: always one event; a refused version of a key whose latest
+    /// state holds an object queues a tombstone instead.
     pub fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure> {
-        let (key, obj) = self.admit(obj)?;
+        let key = Model::key(obj)?;
+        let obj = match transform(self.config, obj) {
+            Ok(obj) => obj,
+            Err(failure) => {
+                let last = match self.events.iter().rev().find(|(k, _)| *k == key) {
+                    Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
+                    Some((_, delta)) => Some(delta.object().cloned()),
+                    None if self.config.known_objects => self.known.get(&key).cloned().map(Some),
+                    None => None,
+                };
+                if let Some(last) = last {
+                    self.populated = true;
+                    self.events.push_back(tombstone(&key, last));
+                }
+                return Err(failure);
+            }
+        };
         self.populated = true;
         self.events.push_back((key, Delta::new(kind, obj)));
         Ok(())
@@ -300,10 +338,8 @@ impl InOrderModel {
 
     /// `replace`: deletions first, then Replaced in list order.
     pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        let mut listed = Vec::new();
-        for obj in list {
-            listed.push(self.admit(obj)?);
-        }
+        // Refused objects are left out; the rest of the list applies.
+        let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
         let listed_keys: BTreeSet<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
         // Queued keys in order of first appearance, and the last event of each.
         let mut first_seen: Vec<&str> = Vec::new();
@@ -497,6 +533,7 @@ impl Real {
             let options = InOrderFIFOOptions {
                 known_objects: known,
                 transform,
+                on_refused: None,
             };
             Self::InOrder(InOrderFIFO::with_options(key, options))
         } else {

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use informer_store::{BoxError, ReflectorStore};
 
+use crate::error::Error;
+
 use crate::delta::Deltas;
 
 /// Turns an object into the form the queue keeps, as it enters the queue (client-go's
@@ -11,8 +13,14 @@ use crate::delta::Deltas;
 ///
 /// It is applied to objects from `add`, `update`, `delete` and `replace`; never to tombstones and
 /// never to the objects a `resync` re-delivers from the cache (they were transformed on their way
-/// in). An error refuses the write, which then changes nothing.
+/// in). An error (or a panic, which the queue catches) refuses the object: see [`Queue`] for what
+/// a refusal does.
 pub type TransformFunc<K> = Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync>;
+
+/// Told about every object a queue refuses: a key function or transform that failed or
+/// panicked, in any write, `replace` included. Without one a queue logs each refusal through
+/// `tracing` at warn level. An informer installs one that counts and logs with its name.
+pub type RefusalHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 
 /// Wraps a closure as a [`TransformFunc`].
 pub fn transform_func<K, F>(f: F) -> TransformFunc<K>
@@ -30,10 +38,21 @@ pub struct QueueClosed;
 /// A queue of changes between a reflector and a controller (client-go's `Queue`).
 ///
 /// **Writes.** The reflector-facing writes are [`ReflectorStore`]'s, so a reflector can feed a
-/// queue or a plain store alike. A write is quick, never blocks on the consumer, and either
-/// queues its change or fails with a typed error having changed nothing. Writes after
+/// queue or a plain store alike. A write is quick and never blocks on the consumer. Writes after
 /// [`close`](Self::close) are accepted (as in client-go): they are queued and a draining `pop`
 /// delivers them.
+///
+/// **Refused objects.** A key function or transform that fails or panics refuses that one
+/// object, which is reported to the queue's [`RefusalHandler`] and never stalls the queue:
+///
+/// * an `add`, `update` or `delete` returns the error; if the refused object's key is known
+///   (only the transform failed) and the key is cached or queued, a tombstone deletion carrying
+///   the last known state is queued for it, so the consumer never keeps a superseded version as
+///   if it were current; the next accepted version adds the object back;
+/// * a `replace` applies the rest of its list: a refused object counts as absent from it, so a
+///   cached version of it is deleted with a tombstone like any object the list lacks;
+/// * a key function failure leaves nothing to withdraw (the queue cannot tell which key the
+///   object had); a relist removes a stale entry, since its key is then absent from the list.
 ///
 /// **Pop.** [`pop`](Self::pop) blocks until a change is ready, removes it from the queue, and
 /// hands it to `process` together with `is_in_initial_list`: whether it belongs to the first
@@ -53,7 +72,7 @@ pub struct QueueClosed;
 /// what is queued and returns [`QueueClosed`] only once the queue is empty.
 ///
 /// The trait is object-safe: the controller can hold an `Arc<dyn Queue<K>>`.
-pub trait Queue<K>: ReflectorStore<K> {
+pub trait Queue<K>: ReflectorStore<K, Error = Error> {
     /// Blocks until a change is ready, then hands it to `process` (see the trait docs).
     ///
     /// Returns [`QueueClosed`] if the queue is closed and empty.

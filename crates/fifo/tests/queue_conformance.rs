@@ -8,6 +8,7 @@ fn delta_fifo_passes_the_queue_suite() {
         let mut options = DeltaFIFOOptions::default();
         options.known_objects = parts.known_objects;
         options.transform = parts.transform;
+        options.on_refused = parts.on_refused;
         DeltaFIFO::with_options(parts.key_func, options)
     });
 }
@@ -18,6 +19,7 @@ fn in_order_fifo_passes_the_queue_suite() {
         let mut options = InOrderFIFOOptions::default();
         options.known_objects = parts.known_objects;
         options.transform = parts.transform;
+        options.on_refused = parts.on_refused;
         InOrderFIFO::with_options(parts.key_func, options)
     });
 }

@@ -185,9 +185,9 @@ pub enum Error {
     )]
     VeryShortWatch,
 
-    /// The store refused a write.
-    #[error("store error")]
-    Store(#[from] informer_store::Error),
+    /// The store (or queue) refused a write: its own error, boxed.
+    #[error("the store refused a write: {0}")]
+    Store(#[source] BoxError),
 
     /// The list failed and the reflector will list again after a backoff delay.
     #[error("failed to list")]

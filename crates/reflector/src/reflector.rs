@@ -371,7 +371,8 @@ where
         }
         tracing::debug!(reflector = %self.name, items = page.items.len(), resource_version = %page.resource_version, "listed");
         self.store
-            .replace(page.items, page.resource_version.clone())?;
+            .replace(page.items, page.resource_version.clone())
+            .map_err(|e| Error::Store(Box::new(e)))?;
         self.set_last_sync_resource_version(&page.resource_version);
         Ok(())
     }
@@ -453,7 +454,9 @@ where
                     Ok(Some((items, rv))) => {
                         state.rv_unavailable = false;
                         tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
-                        self.store.replace(items, rv.clone())?;
+                        self.store
+                            .replace(items, rv.clone())
+                            .map_err(|e| Error::Store(Box::new(e)))?;
                         self.set_last_sync_resource_version(&rv);
                         return Ok(stream);
                     }
@@ -633,7 +636,7 @@ where
                     () = timer.as_mut() => {
                         if self.config.should_resync.as_ref().is_none_or(|f| f()) {
                             tracing::trace!(reflector = %self.name, "resync");
-                            self.store.resync()?;
+                            self.store.resync().map_err(|e| Error::Store(Box::new(e)))?;
                         }
                         if let Some(period) = self.config.resync_period {
                             timer.as_mut().reset(Instant::now() + period);
@@ -666,7 +669,8 @@ where
                 WatchEvent::Error(status) => return Err(Error::Api(status.clone())),
             };
             if let Err(err) = written {
-                tracing::warn!(reflector = %self.name, event = event.type_name(), error = %err, "store refused a watch event");
+                // Not a reason to relist; the store reports (and counts) what it refuses.
+                tracing::debug!(reflector = %self.name, event = event.type_name(), error = %err, "store refused a watch event");
             }
             if (propagate_from_start || past_initial)
                 && let Some(rv) = event.resource_version().filter(|rv| !rv.is_empty())

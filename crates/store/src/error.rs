@@ -8,7 +8,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Everything a [`Store`](crate::Store) or [`Indexer`](crate::Indexer) operation can fail with.
 ///
 /// Every failing operation leaves the store exactly as it was: an error is never a half-applied
-/// change.
+/// change. Like every error of this project, its `Display` carries its cause (and `source()`
+/// returns it too, for downcasting).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -16,7 +17,8 @@ pub enum Error {
     #[error(transparent)]
     Key(#[from] KeyError),
 
-    /// An index function failed for the object stored (or about to be stored) under `key`.
+    /// An index function failed (or panicked: the source is then a
+    /// [`Panicked`](crate::Panicked)) for the object stored (or about to be stored) under `key`.
     ///
     /// client-go panics in this case; here the operation is refused and the store is unchanged.
     #[error("unable to calculate an index entry for key {key:?} on index {index:?}: {source}")]
@@ -37,15 +39,25 @@ pub enum Error {
     /// `add_indexers` was given names that are already registered; nothing was added.
     #[error("indexer conflict: {0:?}")]
     IndexerConflict(Vec<String>),
+}
 
-    /// A transform function (applied by a queue to objects as they enter) failed; nothing was
-    /// queued.
-    #[error("transform failed: {0}")]
-    Transform(#[source] BoxError),
+impl Error {
+    /// The key of the object the error is about, when the error names one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::IndexFunc { key, .. } => Some(key),
+            _ => None,
+        }
+    }
 
-    /// A write was made to a queue or store that has been closed.
-    #[error("store is closed")]
-    Closed,
+    /// Whether the error stands for a panic caught in a user function.
+    pub fn is_panic(&self) -> bool {
+        match self {
+            Self::Key(key) => matches!(key, KeyError::Panicked(_)),
+            Self::IndexFunc { source, .. } => source.is::<crate::Panicked>(),
+            _ => false,
+        }
+    }
 }
 
 /// `Result` with this crate's [`Error`] as the default error type.

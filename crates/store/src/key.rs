@@ -32,6 +32,23 @@ pub enum KeyError {
     /// The key function failed for another reason.
     #[error("couldn't create key for object: {0}")]
     Other(String),
+    /// The key function panicked; the panic was caught (see [`catch_panic`](crate::catch_panic)).
+    #[error("the key function panicked: {0}")]
+    Panicked(String),
+}
+
+/// Calls `key_func` on `obj`, turning a panic into [`KeyError::Panicked`]: how every layer of
+/// the stack computes keys, so a panicking key function refuses one object and kills nothing.
+///
+/// ```
+/// use informer_store::{call_key_func, key_func, KeyError};
+/// let keys = key_func(|s: &String| if s.is_empty() { panic!("no key") } else { Ok(s.clone()) });
+/// assert_eq!(call_key_func(&keys, &"a".to_string()), Ok("a".to_string()));
+/// assert_eq!(call_key_func(&keys, &String::new()), Err(KeyError::Panicked("no key".into())));
+/// ```
+pub fn call_key_func<K: ?Sized>(key_func: &KeyFunc<K>, obj: &K) -> Result<String, KeyError> {
+    crate::panic::catch_panic(|| key_func(obj))
+        .unwrap_or_else(|p| Err(KeyError::Panicked(p.message().to_owned())))
 }
 
 /// Builds the key of an object from its namespace and name: `namespace/name`, or `name` when the

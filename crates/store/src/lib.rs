@@ -60,6 +60,7 @@ mod error;
 mod index;
 mod key;
 mod lister;
+mod panic;
 mod store;
 mod sync;
 mod thread_safe;
@@ -73,9 +74,11 @@ pub mod model;
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 pub use crate::key::{
-    KeyError, KeyFunc, ObjectName, key_func, meta_namespace_key, split_meta_namespace_key,
+    KeyError, KeyFunc, ObjectName, call_key_func, key_func, meta_namespace_key,
+    split_meta_namespace_key,
 };
 pub use crate::lister::Lister;
+pub use crate::panic::{Panicked, catch_panic, panic_message};
 pub use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 pub use crate::thread_safe::ThreadSafeStore;
 

@@ -13,28 +13,36 @@ use crate::index::Indexers;
 ///
 /// Every method is quick and never blocks on I/O. A failing write (a key or index function
 /// error) changes nothing.
+///
+/// What a write can fail with is the implementation's own [`Error`](Self::Error): a store's
+/// is this crate's [`Error`](crate::Error), a queue's is its layer's (it adds transforms).
 pub trait ReflectorStore<K>: Send + Sync {
+    /// What a refused write reports.
+    type Error: std::error::Error + Send + Sync + 'static;
+
     /// Adds an object. For a store this is an upsert, the same as [`update`](Self::update).
-    fn add(&self, obj: Arc<K>) -> Result<()>;
+    fn add(&self, obj: Arc<K>) -> Result<(), Self::Error>;
 
     /// Updates an object. For a store this is an upsert, the same as [`add`](Self::add).
-    fn update(&self, obj: Arc<K>) -> Result<()>;
+    fn update(&self, obj: Arc<K>) -> Result<(), Self::Error>;
 
     /// Deletes an object (found by its key). Deleting a key that is not present is a no-op.
-    fn delete(&self, obj: Arc<K>) -> Result<()>;
+    fn delete(&self, obj: Arc<K>) -> Result<(), Self::Error>;
 
     /// Replaces the whole content with `list`, which the server reported at `resource_version`.
     ///
-    /// For duplicate keys in `list` the last object wins. A key or index error aborts before
-    /// anything is changed.
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()>;
+    /// For duplicate keys in `list` the last object wins. What an object the implementation
+    /// cannot accept does is the implementation's rule: [`ThreadSafeStore`](crate::ThreadSafeStore)
+    /// refuses the whole list before changing anything; the queues apply the rest and report
+    /// the refused objects.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), Self::Error>;
 
     /// Asks for a resync. A plain store has nothing to do; a queue re-delivers what it knows.
-    fn resync(&self) -> Result<()>;
+    fn resync(&self) -> Result<(), Self::Error>;
 
     /// Records a bookmark: the server's state has reached `resource_version` with no change to
     /// this resource. The default does nothing.
-    fn bookmark(&self, resource_version: &str) -> Result<()> {
+    fn bookmark(&self, resource_version: &str) -> Result<(), Self::Error> {
         let _ = resource_version;
         Ok(())
     }
@@ -57,7 +65,7 @@ pub trait KnownObjects<K>: Send + Sync {
 /// `add` and `update` are both upserts; `delete` of a missing key is a no-op; `replace` swaps
 /// the whole content atomically and records the resource version; `resync` does nothing.
 /// Objects handed out are shared (`Arc<K>`) and must be treated as read-only.
-pub trait Store<K>: ReflectorStore<K> + KnownObjects<K> {
+pub trait Store<K>: ReflectorStore<K, Error = crate::Error> + KnownObjects<K> {
     /// Every object, in no particular order.
     fn list(&self) -> Vec<Arc<K>>;
 
@@ -132,14 +140,15 @@ pub trait Indexer<K>: Store<K> {
 macro_rules! forward_through {
     ($($ptr:ty),*) => {$(
         impl<K, T: ReflectorStore<K> + ?Sized> ReflectorStore<K> for $ptr {
-            fn add(&self, obj: Arc<K>) -> Result<()> { (**self).add(obj) }
-            fn update(&self, obj: Arc<K>) -> Result<()> { (**self).update(obj) }
-            fn delete(&self, obj: Arc<K>) -> Result<()> { (**self).delete(obj) }
-            fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()> {
+            type Error = T::Error;
+            fn add(&self, obj: Arc<K>) -> Result<(), T::Error> { (**self).add(obj) }
+            fn update(&self, obj: Arc<K>) -> Result<(), T::Error> { (**self).update(obj) }
+            fn delete(&self, obj: Arc<K>) -> Result<(), T::Error> { (**self).delete(obj) }
+            fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), T::Error> {
                 (**self).replace(list, resource_version)
             }
-            fn resync(&self) -> Result<()> { (**self).resync() }
-            fn bookmark(&self, resource_version: &str) -> Result<()> {
+            fn resync(&self) -> Result<(), T::Error> { (**self).resync() }
+            fn bookmark(&self, resource_version: &str) -> Result<(), T::Error> {
                 (**self).bookmark(resource_version)
             }
         }

@@ -9,9 +9,10 @@ use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::index::{IndexFunc, IndexValues, Indexers};
-use crate::key::KeyFunc;
+use crate::key::{KeyFunc, call_key_func};
+use crate::panic::catch_panic;
 use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 use crate::sync::RwLock;
 use crate::value_index::{SlotId, ValueIndex};
@@ -244,17 +245,19 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
 
     /// The key of `obj`, as this store computes it.
     pub fn key_of(&self, obj: &K) -> Result<String> {
-        Ok((self.key_func)(obj)?)
+        Ok(call_key_func(&self.key_func, obj)?)
     }
 
     fn put(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        let key = (self.key_func)(&obj)?;
+        let key = call_key_func(&self.key_func, &obj)?;
         self.inner.write().upsert(Cow::Owned(key), obj)
     }
 }
 
 fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexValues<'a>> {
-    (index.func)(obj).map_err(|source| Error::IndexFunc {
+    let values = catch_panic(|| (index.func)(obj))
+        .unwrap_or_else(|panicked| Err(Box::new(panicked) as BoxError));
+    values.map_err(|source| Error::IndexFunc {
         index: index.name.clone(),
         key: key.to_owned(),
         source,
@@ -329,6 +332,8 @@ impl<K> Inner<K> {
 }
 
 impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
+    type Error = Error;
+
     fn add(&self, obj: Arc<K>) -> Result<()> {
         self.put(obj).map(drop)
     }
@@ -338,7 +343,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
     }
 
     fn delete(&self, obj: Arc<K>) -> Result<()> {
-        let key = (self.key_func)(&obj)?;
+        let key = call_key_func(&self.key_func, &obj)?;
         self.inner.write().delete(&key);
         Ok(())
     }
@@ -346,7 +351,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()> {
         let mut items = Items::with_capacity(list.len());
         for obj in list {
-            let key = (self.key_func)(&obj)?;
+            let key = call_key_func(&self.key_func, &obj)?;
             let hash = items.hash(&key);
             match items
                 .find_hashed(hash, &key)
@@ -418,7 +423,7 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
     }
 
     fn get(&self, obj: &K) -> Result<Option<Arc<K>>> {
-        let key = (self.key_func)(obj)?;
+        let key = call_key_func(&self.key_func, obj)?;
         Ok(self.get_by_key(&key))
     }
 
@@ -539,6 +544,7 @@ mod tests {
     use super::*;
     use crate::conformance::{TestObject, key_func, labelled, namespace_index, obj};
     use crate::index::{index_func, indexers};
+    use crate::key::KeyError;
 
     fn label_values(o: &TestObject) -> Vec<String> {
         o.labels.iter().map(|(k, v)| format!("{k}={v}")).collect()
@@ -648,6 +654,44 @@ mod tests {
             "stale entry removed from the record"
         );
         assert!(s.get_by_key("a/y").is_none());
+    }
+
+    /// A panicking index or key function used to unwind through the store (and kill the thread
+    /// writing to it); now it is a typed error and the store is left as it was.
+    #[test]
+    fn panicking_index_and_key_functions_are_errors_that_change_nothing() {
+        let s = ThreadSafeStore::with_indexers(
+            key_func(),
+            indexers([(
+                "ns",
+                index_func(|o: &TestObject| {
+                    assert!(o.resource_version != 66, "index function panicked");
+                    Ok(IndexValues::one(o.namespace.as_str()))
+                }),
+            )]),
+        );
+        s.add(obj("a", "x", 1)).unwrap();
+        let err = s.update(obj("a", "x", 66)).unwrap_err();
+        assert!(
+            matches!(&err, Error::IndexFunc { key, source, .. }
+                if key == "a/x" && source.to_string().contains("index function panicked")),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("index function panicked"), "{err}");
+        assert_eq!(s.get_by_key("a/x").unwrap().resource_version, 1);
+        assert_eq!(s.index_keys("ns", "a").unwrap(), ["a/x"]);
+
+        let panicking_keys = ThreadSafeStore::new(crate::key_func(
+            |_: &TestObject| -> std::result::Result<String, KeyError> {
+                panic!("key function panicked")
+            },
+        ));
+        let err = panicking_keys.add(obj("a", "x", 1)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Key(KeyError::Panicked(m)) if m == "key function panicked"),
+            "{err:?}"
+        );
+        assert!(panicking_keys.is_empty());
     }
 
     #[test]

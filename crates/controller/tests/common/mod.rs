@@ -109,6 +109,43 @@ pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> In
     })
 }
 
+/// An informer whose user functions panic on purpose: the key function on objects named
+/// `key-panics`, the `node` index function on node `index-panics`, the transform on version
+/// 666, the resource-version function on version 777.
+pub fn panicking_informer(source: &Arc<ChannelSource>, kind: Kind) -> Informer {
+    let kind = match kind {
+        Kind::DeltaFifo => QueueKind::DeltaFifo,
+        Kind::InOrder => QueueKind::InOrder,
+    };
+    let informer = SharedIndexInformer::new(
+        Arc::clone(source),
+        key_func(|o: &Obj| {
+            assert!(o.name != "key-panics", "key function panicked");
+            meta_namespace_key(Some(&o.ns), &o.name)
+        }),
+        Arc::new(|o: &Obj| {
+            assert!(o.rv != 777, "resource-version function panicked");
+            Some(rv_str(o))
+        }),
+        Duration::ZERO,
+        indexers([(
+            "node",
+            index_func(|o: &Obj| {
+                assert!(o.node != "index-panics", "index function panicked");
+                Ok(IndexValues::one(o.node.as_str()))
+            }),
+        )]),
+    )
+    .with_queue(kind);
+    informer
+        .set_transform(informer_fifo::transform_func(|o: Arc<Obj>| {
+            assert!(o.rv != 666, "transform panicked");
+            Ok(o)
+        }))
+        .unwrap();
+    informer
+}
+
 /// Resource versions as strings, leaked once per distinct value (tests use few).
 fn rv_str(o: &Obj) -> &str {
     use std::sync::OnceLock;

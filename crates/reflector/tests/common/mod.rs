@@ -96,6 +96,8 @@ impl RecordingStore {
 }
 
 impl ReflectorStore<Obj> for RecordingStore {
+    type Error = informer_store::Error;
+
     fn add(&self, obj: Arc<Obj>) -> StoreResult<()> {
         self.log(Op::Add(obj.name.clone()));
         self.inner.add(obj)
@@ -117,7 +119,7 @@ impl ReflectorStore<Obj> for RecordingStore {
     fn resync(&self) -> StoreResult<()> {
         self.log(Op::Resync);
         if *self.fail_resync.lock() {
-            return Err(informer_store::Error::Closed);
+            return Err(informer_store::KeyError::Other("resync refused".into()).into());
         }
         Ok(())
     }
