@@ -7,7 +7,8 @@ use tokio::sync::oneshot;
 /// A thread that can be joined from async code without blocking the runtime.
 pub(crate) struct Joinable {
     handle: JoinHandle<()>,
-    done: oneshot::Receiver<()>,
+    /// Resolves when the thread ends; `None` once that has been seen.
+    done: Option<oneshot::Receiver<()>>,
 }
 
 impl Joinable {
@@ -18,7 +19,10 @@ impl Joinable {
             f();
             let _ = tx.send(());
         })?;
-        Ok(Self { handle, done })
+        Ok(Self {
+            handle,
+            done: Some(done),
+        })
     }
 
     /// Whether the thread has finished.
@@ -28,8 +32,11 @@ impl Joinable {
 
     /// Waits for the thread to finish, without joining it (cancel-safe).
     pub(crate) async fn finished(&mut self) {
-        // The sender is dropped even if `f` panics, so this always returns.
-        let _ = (&mut self.done).await;
+        if let Some(done) = &mut self.done {
+            // The sender is dropped even if `f` panics, so this always returns.
+            let _ = done.await;
+            self.done = None;
+        }
     }
 
     /// Waits for the thread to finish, then joins it, resuming its panic if it panicked.

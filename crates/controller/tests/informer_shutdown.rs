@@ -1,12 +1,23 @@
-//! Stopping an informer leaves no thread and no task behind. (Its own test binary: it counts
-//! the process's threads.)
+//! Stopping an informer leaves no thread and no task behind, however it is stopped, and
+//! promptly. (Its own test binary: it counts the process's threads, so its tests take turns.)
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use common::*;
+use informer_controller::{POP_BATCH, ResourceEventHandlerFuncs};
+use tokio::sync::Mutex;
+
+/// The tests count the whole process's threads: one at a time.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Waits until no informer thread is left.
+async fn no_informer_threads_left(what: &str) {
+    eventually(what, || informer_threads() == 0).await;
+}
 
 /// Threads of this process whose name starts with `informer-` (the pop loop, handler workers).
 fn informer_threads() -> usize {
@@ -22,6 +33,7 @@ fn informer_threads() -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_joins_every_thread_and_task() {
+    let _serial = SERIAL.lock().await;
     if !std::path::Path::new("/proc/self/task").exists() {
         eprintln!("no /proc: thread counting not available on this platform");
         return;
@@ -59,4 +71,250 @@ async fn stop_joins_every_thread_and_task() {
     // The runtime releases a finished task's slot on its worker thread, a moment after `await`.
     eventually("no task left behind", || metrics.num_alive_tasks() == 0).await;
     assert!(regs.iter().all(|r| r.is_stopped()));
+}
+
+/// A synced informer with two handlers, running on `informer.run(stop)` somewhere.
+fn synced_informer_parts() -> (Arc<ChannelSource>, Arc<Informer>, Watch) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
+    informer.add_event_handler(Recorder::new()).unwrap();
+    informer.add_event_handler(Recorder::new()).unwrap();
+    (source, informer, watch)
+}
+
+/// Dropping the run future used to leave the queue open: the pop thread and every handler
+/// thread blocked forever, `is_stopped` stayed false and `wait_for_sync` never returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_future_stops_every_thread_and_marks_the_informer_stopped() {
+    let _serial = SERIAL.lock().await;
+    let (_source, informer, _watch) = synced_informer_parts();
+    let stop = tokio_util::sync::CancellationToken::new();
+    {
+        let run = informer.run(stop.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            _ = &mut run => panic!("the informer runs until stopped"),
+            synced = informer.wait_for_sync() => assert!(synced),
+        }
+        // A new thread names itself once it runs: count until it has.
+        eventually("the pop loop and two workers", || informer_threads() == 3).await;
+        // `run` is dropped here, never stopped through its token.
+    }
+    assert!(
+        informer.is_stopped(),
+        "a dropped run marks the informer stopped"
+    );
+    no_informer_threads_left("every thread of a dropped run ends").await;
+    let unsynced = Arc::new(common::informer(
+        &ChannelSource::new(),
+        Duration::ZERO,
+        Kind::DeltaFifo,
+    ));
+    let run = tokio::time::timeout(Duration::from_millis(10), unsynced.run(stop.clone()));
+    assert!(run.await.is_err(), "cut short by the timeout");
+    assert!(
+        !unsynced.wait_for_sync().await,
+        "a wait for an informer whose run was dropped returns, unsynced"
+    );
+    no_informer_threads_left("the unsynced informer's pop thread ends").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_the_run_task_stops_every_thread() {
+    let _serial = SERIAL.lock().await;
+    let (_source, informer, _watch) = synced_informer_parts();
+    let (_stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+    eventually("the pop loop and two workers", || informer_threads() == 3).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert!(informer.is_stopped());
+    no_informer_threads_left("every thread of an aborted run ends").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_the_runtime_down_stops_every_thread() {
+    let _serial = SERIAL.lock().await;
+    let (_source, informer, _watch) = synced_informer_parts();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    runtime.spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    assert!(informer.wait_for_sync().await);
+    eventually("the pop loop and two workers", || informer_threads() == 3).await;
+    // The runtime goes away with the run still in it (no stop, no factory shutdown).
+    runtime.shutdown_background();
+    eventually("the informer is marked stopped", || informer.is_stopped()).await;
+    no_informer_threads_left("every thread ends with the runtime").await;
+}
+
+/// The pop loop of a controller over `source`, counting what it processes; the end of its
+/// first batch holds it until `release` (the queue's lock is free then, so the reflector goes
+/// on), after telling `entered`.
+struct Gated {
+    processed: Arc<AtomicUsize>,
+    gate: Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>,
+}
+
+impl informer_controller::ProcessDeltas<Obj> for Gated {
+    fn process(&mut self, _deltas: informer_fifo::Deltas<Obj>, _initial: bool) {
+        self.processed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn end_batch(&mut self) {
+        if let Some((entered, release)) = self.gate.take() {
+            entered.send(()).unwrap();
+            release.recv().unwrap();
+        }
+    }
+}
+
+/// Stopping used to drain the whole queue first (after a relist, 100,000 deltas inside a pod's
+/// grace period, all thrown away). Now the pop loop stops after the change it is on: here it is
+/// held after its first batch while the stop comes, and nothing queued after that is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_does_not_drain_a_long_queue() {
+    let _serial = SERIAL.lock().await;
+    const LISTED: u64 = 20_000;
+    let source = ChannelSource::new();
+    source.push_list(
+        (0..LISTED)
+            .map(|i| obj("a", &format!("o{i}"), i + 1))
+            .collect(),
+        LISTED,
+    );
+    let watch = source.open_watch();
+    let queue = Arc::new(informer_fifo::DeltaFIFO::new(informer_store::key_func(
+        |o: &Obj| Ok(key(o)),
+    )));
+    let controller = Arc::new(informer_controller::Controller::new(
+        Arc::clone(&queue),
+        informer_reflector::Reflector::new(Arc::clone(&source), Arc::clone(&queue)),
+    ));
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let processed = Arc::new(AtomicUsize::new(0));
+    let gated = Gated {
+        processed: Arc::clone(&processed),
+        gate: Some((entered_tx, release_rx)),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn({
+        let (controller, stop) = (Arc::clone(&controller), stop.clone());
+        async move { controller.run(stop, gated).await }
+    });
+    tokio::task::spawn_blocking(move || entered.recv().unwrap())
+        .await
+        .unwrap();
+    eventually("the reflector is watching", || {
+        source.watches_pending() == 0
+    })
+    .await;
+    stop.cancel();
+    eventually("the reflector has stopped", || watch.is_closed()).await;
+    release.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the stop is prompt")
+        .unwrap()
+        .unwrap();
+    let processed = processed.load(Ordering::SeqCst);
+    assert!(
+        processed <= 2 * POP_BATCH,
+        "at most the batches under way are processed, not the queue: {processed} of {LISTED}"
+    );
+    assert_eq!(informer_threads(), 0);
+}
+
+/// A panicking process function used to kill the pop thread while the reflector went on
+/// filling the queue; `run` returned only once stopped. Now the panic comes out of `run` at
+/// once (client-go's controller crashes the same way), with the reflector stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
+    let _serial = SERIAL.lock().await;
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1)], 1);
+    let watch = source.open_watch();
+    let queue = Arc::new(informer_fifo::DeltaFIFO::new(informer_store::key_func(
+        |o: &Obj| Ok(key(o)),
+    )));
+    let controller = Arc::new(informer_controller::Controller::new(
+        Arc::clone(&queue),
+        informer_reflector::Reflector::new(Arc::clone(&source), Arc::clone(&queue)),
+    ));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn({
+        let (controller, stop) = (Arc::clone(&controller), stop.clone());
+        async move {
+            controller
+                .run(stop, |_: informer_fifo::Deltas<Obj>, _| {
+                    panic!("process function panicked")
+                })
+                .await
+        }
+    });
+    let ended = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("run ends at once, without a stop");
+    let panic = ended.expect_err("the panic comes out of run").into_panic();
+    assert_eq!(
+        informer_store::panic_message(&*panic),
+        "process function panicked"
+    );
+    assert!(!stop.is_cancelled());
+    eventually("the reflector let go of its watch", || watch.is_closed()).await;
+    assert!(informer_fifo::Queue::is_closed(&*queue));
+    assert_eq!(informer_threads(), 0);
+}
+
+/// `shutdown` (here: the end of `run`) used to return while a removed handler, detached, could
+/// still be running its code. Now the removed handler's worker is joined too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_does_not_return_while_a_removed_handler_still_runs() {
+    let _serial = SERIAL.lock().await;
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1)], 1);
+    let _watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let returned = Arc::new(AtomicBool::new(false));
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = StdMutex::new(release_rx);
+    let registration = informer
+        .add_event_handler(ResourceEventHandlerFuncs::new().with_add({
+            let (entered, returned) = (Arc::clone(&entered), Arc::clone(&returned));
+            move |_: &Arc<Obj>, _| {
+                entered.fetch_add(1, Ordering::SeqCst);
+                release_rx.lock().unwrap().recv().unwrap();
+                returned.store(true, Ordering::SeqCst);
+            }
+        }))
+        .unwrap();
+    let (stop, mut task) = start(&informer);
+    eventually("the handler is inside its code", || {
+        entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    informer.remove_event_handler(&registration).unwrap();
+    stop.cancel();
+    // While the removed handler is held, the run cannot have returned.
+    tokio::select! {
+        _ = &mut task => panic!("run returned while a removed handler was still running"),
+        () = tokio::time::sleep(Duration::from_millis(200)) => {}
+    }
+    release.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), registration.stopped())
+        .await
+        .expect("the removed handler's worker ends");
+    task.await.unwrap().unwrap();
+    assert!(returned.load(Ordering::SeqCst));
+    assert_eq!(informer_threads(), 0);
 }

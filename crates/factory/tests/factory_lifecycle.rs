@@ -63,6 +63,40 @@ async fn wait_for_cache_sync_without_a_timeout_waits_for_every_started_informer(
     factory.shutdown().await.unwrap();
 }
 
+/// The wait used to poll every informer on a timer; now each informer's own change wakes it.
+/// On the paused clock a polling wait would let time jump forward; this one takes none.
+#[tokio::test(start_paused = true)]
+async fn wait_for_cache_sync_is_woken_by_the_syncs_not_a_timer() {
+    let factory = SharedInformerFactory::new(Source::with(objects()));
+    factory.informer_for::<Pods>();
+    factory.informer_with::<Secrets>(InformerOptions::new().namespace("b"));
+    factory.start().unwrap();
+    let begun = tokio::time::Instant::now();
+    let report = factory.wait_for_cache_sync(None).await;
+    assert!(report.all_synced(), "{report}");
+    assert_eq!(tokio::time::Instant::now(), begun, "no timer ran");
+    factory.shutdown().await.unwrap();
+}
+
+/// A wait without a timeout returns when an unsynced informer stops (here: the factory shuts
+/// down while the wait is on).
+#[tokio::test(start_paused = true)]
+async fn wait_for_cache_sync_returns_when_an_unsynced_informer_stops() {
+    let factory = Arc::new(SharedInformerFactory::new(Source::with(objects())));
+    let stuck = factory.informer_for::<Stuck>();
+    factory.start().unwrap();
+    let waiting = tokio::spawn({
+        let factory = Arc::clone(&factory);
+        async move { factory.wait_for_cache_sync(None).await }
+    });
+    tokio::task::yield_now().await;
+    factory.shutdown().await.unwrap();
+    let report = waiting.await.unwrap();
+    assert!(!report.all_synced());
+    assert!(report.informers[0].stopped, "{report}");
+    assert!(stuck.is_stopped());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_cache_sync_ignores_informers_not_started() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
@@ -83,14 +117,8 @@ async fn wait_for_cache_sync_with_a_timeout_reports_what_has_not_synced() {
     let pods = factory.informer_for::<Pods>();
     let stuck = factory.informer_for::<Stuck>();
     factory.start().unwrap();
-    // The pods sync on the informer's own thread, in real time, while the paused clock would
-    // jump: wait for them on the wall clock first.
-    let deadline = std::time::Instant::now() + LONG;
-    while !pods.has_synced() {
-        assert!(std::time::Instant::now() < deadline, "no sync");
-        std::thread::sleep(Duration::from_millis(1));
-        tokio::task::yield_now().await;
-    }
+    // The pods sync on the informer's own thread; the wait is woken by it, with no timer.
+    assert!(pods.wait_for_sync().await);
 
     let begun = tokio::time::Instant::now();
     let report = factory
@@ -312,6 +340,34 @@ async fn resync_periods_come_from_options_then_type_then_default() {
         counters[0].load(Ordering::SeqCst),
         0,
         "100 s has not passed"
+    );
+    factory.shutdown().await.unwrap();
+}
+
+/// Streaming lists are one option, on the factory or per informer: the informer files the
+/// streamed objects with its own key function (the user used to have to pass it again).
+#[tokio::test(start_paused = true)]
+async fn streaming_lists_are_one_option_on_the_factory_or_an_informer() {
+    let factory = SharedInformerFactory::new(Source::with(objects())).with_streaming_list(true);
+    factory.informer_for::<Pods>();
+    factory.informer_with::<Secrets>(InformerOptions::new().streaming_list(false));
+    factory.start().unwrap();
+    let made = factory.source().made();
+    assert_eq!(made.len(), 2);
+    for m in &made {
+        m.fake.wait_for_requests(1).await;
+    }
+    let first = |resource: &str| {
+        let m = made.iter().find(|m| m.resource == resource).unwrap();
+        m.fake.requests()[0].clone()
+    };
+    assert!(
+        matches!(first("Pods"), informer_reflector::Request::Watch { params, .. } if params.send_initial_events),
+        "the factory's default: a streaming list"
+    );
+    assert!(
+        first("Secrets").is_list(),
+        "the informer's own option: list and watch"
     );
     factory.shutdown().await.unwrap();
 }

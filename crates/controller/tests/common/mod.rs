@@ -200,12 +200,22 @@ impl ChannelSource {
     pub fn lists_asked(&self) -> usize {
         *self.lists_asked.lock()
     }
+
+    /// Watch streams opened by the test and not yet taken by a watch request.
+    pub fn watches_pending(&self) -> usize {
+        self.watches.lock().len()
+    }
 }
 
 /// The sending end of one watch stream; dropping it ends the stream cleanly.
 pub struct Watch(EventTx);
 
 impl Watch {
+    /// Whether the watcher has dropped its end (the reflector stopped watching).
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+
     pub fn added(&self, o: &Arc<Obj>) {
         let _ = self
             .0
