@@ -62,11 +62,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     // The async worker: reads the current state from the lister, never from the event.
     let lister = factory.lister::<Pod>();
+    // What the worker has handled, for `main` to wait on (instead of sleeping and hoping).
+    let (handled_tx, mut handled_rx) = mpsc::unbounded_channel::<Change>();
     let worker = tokio::spawn(async move {
         let mut handled = 0;
         while let Some(change) = rx.recv().await {
             tokio::time::sleep(Duration::from_millis(2)).await; // the "HTTP call"
-            match change {
+            match &change {
                 Change::Upserted(key) => {
                     let (ns, name) = key.split_once('/').unwrap_or(("", &key));
                     let node = lister
@@ -77,6 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 }
                 Change::Deleted(key) => println!("cleaned up after {key}"),
             }
+            let _ = handled_tx.send(change);
             handled += 1;
         }
         handled
@@ -92,7 +95,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "pod-1",
         &serde_json::json!({"spec": {"nodeName": "node-9"}}),
     )?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the worker has handled both changes (it handles in order, so these come
+    // after the initial adds).
+    let pods_now = factory.lister::<Pod>();
+    let (mut deleted, mut moved) = (false, false);
+    while !(deleted && moved) {
+        match handled_rx.recv().await {
+            Some(Change::Deleted(key)) if key == "ns-0/pod-0" => deleted = true,
+            Some(Change::Upserted(key))
+                if key == "ns-1/pod-1"
+                    && pods_now
+                        .namespace("ns-1")
+                        .get("pod-1")
+                        .and_then(|p| p.spec.as_ref()?.node_name.clone())
+                        .as_deref()
+                        == Some("node-9") =>
+            {
+                moved = true
+            }
+            Some(_) => {}
+            None => return Err("the worker ended early".into()),
+        }
+    }
 
     // Shutting down drops the handler, and with it the senders: the worker drains and ends.
     factory.shutdown().await?;

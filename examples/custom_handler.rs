@@ -16,11 +16,17 @@ use std::time::Duration;
 use informer_examples::simulator_with_pods;
 use informers::k8s_openapi::api::core::v1::Pod;
 use informers::prelude::*;
-use parking_lot::Mutex;
+use tokio::sync::watch;
 
-/// Pods per `app` label, kept from notifications alone.
-#[derive(Default)]
-struct PodsPerApp(Mutex<BTreeMap<String, usize>>);
+/// Pods per `app` label, kept from notifications alone. Kept in a `tokio::sync::watch` channel,
+/// so that async code can wait for a state of it (`wait_for`) instead of polling.
+struct PodsPerApp(watch::Sender<BTreeMap<String, usize>>);
+
+impl Default for PodsPerApp {
+    fn default() -> Self {
+        Self(watch::Sender::new(BTreeMap::new()))
+    }
+}
 
 fn app(pod: &Pod) -> Option<String> {
     pod.metadata.labels.as_ref()?.get("app").cloned()
@@ -29,27 +35,30 @@ fn app(pod: &Pod) -> Option<String> {
 impl ResourceEventHandler<Pod> for PodsPerApp {
     fn on_add(&self, pod: &Arc<Pod>, _is_in_initial_list: bool) {
         if let Some(app) = app(pod) {
-            *self.0.lock().entry(app).or_default() += 1;
+            self.0
+                .send_modify(|counts| *counts.entry(app).or_default() += 1);
         }
     }
 
     fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
         let (before, after) = (app(old), app(new));
         if before != after {
-            let mut counts = self.0.lock();
-            if let Some(app) = before {
-                *counts.entry(app).or_default() -= 1;
-            }
-            if let Some(app) = after {
-                *counts.entry(app).or_default() += 1;
-            }
+            self.0.send_modify(|counts| {
+                if let Some(app) = before {
+                    *counts.entry(app).or_default() -= 1;
+                }
+                if let Some(app) = after {
+                    *counts.entry(app).or_default() += 1;
+                }
+            });
         }
     }
 
     fn on_delete(&self, pod: DeletedObject<Pod>) {
         // A deletion seen only by a relist carries the last cached state, if there was one.
         if let Some(app) = pod.object().and_then(|p| app(p)) {
-            *self.0.lock().entry(app).or_default() -= 1;
+            self.0
+                .send_modify(|counts| *counts.entry(app).or_default() -= 1);
         }
     }
 }
@@ -78,15 +87,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         &serde_json::json!({"metadata": {"labels": {"app": "app-9"}}}),
     )?;
     server.delete::<Pod>(Some("ns-1"), "pod-1")?;
-    // Wait until both handlers have seen everything so far: 30 adds, an update, a delete.
-    while !(all.has_synced() && all.delivered() == 32 && ns0.has_synced()) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    while ns0.backlog() > 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    println!("pods per app, everywhere: {:?}", per_app.0.lock());
-    println!("pods per app, in ns-0:    {:?}", in_ns0.0.lock());
+    // Wait until both handlers have seen everything so far: every handler has its own sync,
+    // then the update (pod-0 moves to app-9) and, for the unfiltered one, the delete.
+    assert!(all.wait_for_sync().await && ns0.wait_for_sync().await);
+    let total = |counts: &BTreeMap<String, usize>| counts.values().sum::<usize>();
+    per_app
+        .0
+        .subscribe()
+        .wait_for(|c| c.get("app-9") == Some(&1) && total(c) == 29)
+        .await?;
+    in_ns0
+        .0
+        .subscribe()
+        .wait_for(|c| c.get("app-9") == Some(&1))
+        .await?;
+    println!("pods per app, everywhere: {:?}", *per_app.0.borrow());
+    println!("pods per app, in ns-0:    {:?}", *in_ns0.0.borrow());
 
     factory.shutdown().await?;
     server.shutdown().await;

@@ -40,11 +40,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         );
     }
 
-    // The index follows the cluster: a new pod on node-1 shows up there.
+    // The index follows the cluster: a new pod on node-1 shows up there. A handler hears of a
+    // change after the cache (and its indexes) has it, so it tells when to look again.
+    let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
+    let arrived_tx = std::sync::Mutex::new(Some(arrived_tx));
+    pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add(
+        move |p: &std::sync::Arc<Pod>, _| {
+            if p.metadata.name.as_deref() == Some("late-arrival")
+                && let Some(tx) = arrived_tx.lock().ok().and_then(|mut tx| tx.take())
+            {
+                let _ = tx.send(());
+            }
+        },
+    ))?;
     server.create(&pod("ns-0", "late-arrival", "node-1", "app-0"))?;
-    while !on_node("node-1")?.contains(&"ns-0/late-arrival".to_owned()) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    arrived.await?;
+    assert!(on_node("node-1")?.contains(&"ns-0/late-arrival".to_owned()));
     println!(
         "after a new pod, node-1 runs {} pods",
         on_node("node-1")?.len()

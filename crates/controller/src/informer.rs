@@ -840,6 +840,19 @@ mod tests {
         assert_eq!(i.settings.lock().resync_check_period, Duration::ZERO);
     }
 
+    /// `Display` carries the cause (the project's rule for every error type).
+    #[test]
+    fn informer_errors_display_their_cause() {
+        let err = InformerError::from(informer_store::Error::IndexFunc {
+            index: "node".into(),
+            key: "a/x".into(),
+            source: "no node".into(),
+        });
+        assert!(err.to_string().contains("no node"), "{err}");
+        let err = InformerError::from(std::io::Error::other("out of threads"));
+        assert!(err.to_string().contains("out of threads"), "{err}");
+    }
+
     #[test]
     fn setters_refuse_after_start() {
         let i = informer(Duration::ZERO);

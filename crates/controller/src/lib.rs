@@ -11,6 +11,14 @@
 //! delivers every change to every registered [`ResourceEventHandler`] — after the cache has been
 //! updated, in order, each handler on its own worker thread with its own unbounded buffer.
 //!
+//! It fails loud and never stalls: a key, index, transform or resource-version function that
+//! fails or panics refuses one object (counted in
+//! [`refused_deltas`](SharedIndexInformer::refused_deltas), logged with the informer's name and
+//! the key) and the informer goes on; a refused version never stays in the cache as if current.
+//! Readiness is awaited ([`wait_for_sync`](SharedIndexInformer::wait_for_sync),
+//! [`HandlerRegistration::wait_for_sync`]), woken by the change itself. Dropping the `run`
+//! future stops everything it started.
+//!
 //! # Example
 //!
 //! ```
@@ -46,11 +54,9 @@
 //!     let (informer, stop) = (informer.clone(), stop.clone());
 //!     async move { informer.run(stop).await }
 //! });
-//! informer.wait_for_sync().await;
+//! assert!(informer.wait_for_sync().await); // woken by the sync itself
 //! assert_eq!(informer.indexer().by_index("colour", "red").unwrap().len(), 1);
-//! while !registration.has_synced() {
-//!     tokio::task::yield_now().await;
-//! }
+//! assert!(registration.wait_for_sync().await); // the handler has handled the first list
 //! stop.cancel();
 //! running.await.unwrap().unwrap();
 //! # }

@@ -16,7 +16,7 @@ pub enum FactoryError {
     #[error("the informer factory has been shut down")]
     ShutDown,
     /// An informer's run ended with an error.
-    #[error("informer for {informer} failed")]
+    #[error("informer for {informer} failed: {source}")]
     Informer {
         /// The informer: its resource type and selection.
         informer: String,
@@ -30,4 +30,24 @@ pub enum FactoryError {
         /// The informer: its resource type and selection.
         informer: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule of every error type here: `Display` carries the cause, so logging `{err}` loses
+    /// nothing (and `source()` still returns it).
+    #[test]
+    fn display_carries_the_cause() {
+        let cause = std::io::Error::other("no threads left");
+        let err = FactoryError::Informer {
+            informer: "Pod (namespace=a)".into(),
+            source: InformerError::Thread(cause),
+        };
+        let shown = err.to_string();
+        assert!(shown.contains("Pod (namespace=a)"), "{shown}");
+        assert!(shown.contains("no threads left"), "{shown}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
 }

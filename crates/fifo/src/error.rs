@@ -47,3 +47,21 @@ impl Error {
 
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Display` carries the cause (the project's rule for every error type).
+    #[test]
+    fn display_carries_the_cause() {
+        let err = Error::Transform {
+            key: "ns/a".into(),
+            source: "bad label".into(),
+        };
+        assert_eq!(err.to_string(), r#"transform failed for "ns/a": bad label"#);
+        let err = Error::Key(KeyError::Panicked("boom".into()));
+        assert_eq!(err.to_string(), "the key function panicked: boom");
+        assert!(err.is_panic());
+    }
+}

@@ -99,9 +99,8 @@ assert!(report.all_synced(), "{report}");
 assert_eq!(pods.indexer().index_keys("node", "node-1")?, ["shop/db-0", "shop/web-0"]);
 let lister = factory.lister::<Pod>();
 assert!(lister.namespace("shop").get("web-1").is_some());
-while !handler.has_synced() {
-    tokio::time::sleep(Duration::from_millis(5)).await;
-}
+// The handler's own sync: it has handled every pod of the first list.
+assert!(handler.wait_for_sync().await);
 assert_eq!(added.load(Ordering::Relaxed), 3);
 
 // 6. Stop everything.
