@@ -50,7 +50,7 @@ pub fn error_from_kube(err: kube::Error) -> Error {
     match err {
         kube::Error::Api(status) => Error::Api(status_from_kube(&status)),
         kube::Error::SerdeError(e) => Error::Decode {
-            message: format!("undecodable response: {e}"),
+            message: "invalid JSON".to_owned(),
             source: Some(Box::new(e)),
         },
         kube::Error::FromUtf8(e) => Error::Decode {
