@@ -876,3 +876,28 @@ impl FieldName {
         })
     }
 }
+
+#[cfg(test)]
+mod error_tests {
+    use std::error::Error as _;
+
+    use super::Error;
+
+    #[test]
+    fn every_wrapping_variant_displays_its_cause() {
+        let json = serde_json::from_str::<serde_json::Value>("[").unwrap_err();
+        let json_text = json.to_string();
+        let err = Error::from(json);
+        assert!(err.to_string().contains(&json_text), "{err}");
+        assert!(err.source().is_some());
+
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let err = Error::from(io);
+        assert!(err.to_string().contains("address in use"), "{err}");
+        assert!(err.source().is_some());
+
+        let status = crate::status::StatusError::bad_request("no such field");
+        let err = Error::from(status);
+        assert!(err.to_string().contains("no such field"), "{err}");
+    }
+}

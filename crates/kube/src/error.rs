@@ -179,4 +179,26 @@ mod tests {
         assert!(matches!(mapped, Error::Decode { .. }));
         assert_eq!(mapped.kind(), ErrorKind::InternalError);
     }
+
+    #[test]
+    fn mapped_errors_display_the_kube_error_they_wrap() {
+        let serde = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let serde_text = serde.to_string();
+        let mapped = error_from_kube(kube::Error::SerdeError(serde));
+        let shown = mapped.to_string();
+        assert!(shown.contains(&serde_text), "{shown:?}");
+        assert!(StdError::source(&mapped).is_some());
+
+        let io = io::Error::new(io::ErrorKind::ConnectionReset, "reset by peer");
+        let mapped = error_from_kube(kube::Error::ReadEvents(io));
+        assert!(matches!(mapped, Error::Transport(_)));
+        assert!(mapped.to_string().contains("reset by peer"), "{mapped}");
+
+        let refused = io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "connection refused (os 111)",
+        );
+        let mapped = error_from_kube(kube::Error::ReadEvents(refused));
+        assert!(mapped.to_string().contains("os 111"), "{mapped}");
+    }
 }

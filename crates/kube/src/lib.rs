@@ -63,7 +63,7 @@ mod transform;
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
     ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
-    MetadataInformer, default_client,
+    MetadataInformer, client_from_config, default_client,
 };
 pub use crate::key::{key_func, namespace_index_func, pod_node_index_func};
 pub use crate::lister_watcher::{

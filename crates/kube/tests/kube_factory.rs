@@ -171,3 +171,61 @@ async fn factory_namespace_and_selectors_apply_to_every_informer() {
     factory.shutdown().await.unwrap();
     server.shutdown().await;
 }
+
+/// Starts a pod informer of `factory` that records every error reaching its watch error
+/// handler, and waits for its sync; returns the errors and the list requests the server saw.
+async fn sync_through_a_503_and_a_429(
+    server: &ApiServer,
+    factory: KubeInformerFactory,
+) -> (Vec<String>, usize) {
+    use informer_apiserver::{Failure, Verb};
+    server.clear_recorded_requests();
+    server.record_requests(true);
+    server
+        .faults()
+        .fail_next(Verb::List, 1, Failure::unavailable());
+    server
+        .faults()
+        .fail_next(Verb::List, 1, Failure::too_many_requests(1));
+    let informer = factory.informer::<Pod>();
+    let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    informer
+        .set_watch_error_handler(Arc::new(move |e: &informer_reflector::Error| {
+            seen.lock().push(e.to_string());
+        }))
+        .unwrap();
+    factory.start().unwrap();
+    let report = factory.wait_for_cache_sync(Some(LONG)).await;
+    assert!(report.all_synced(), "{report}");
+    factory.shutdown().await.unwrap();
+    let lists = server
+        .recorded_requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/pods") && !r.is_watch())
+        .count();
+    let errors = errors.lock().clone();
+    (errors, lists)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
+    let server = server().await;
+    // kube's own default for a config is to retry; the factory turns that off.
+    let config = kube::Config::new(server.url().parse().unwrap());
+    assert!(config.default_retry);
+    let factory = KubeInformerFactory::try_from_config(config).unwrap();
+    let (errors, lists) = sync_through_a_503_and_a_429(&server, factory).await;
+    // One request per reflector attempt: each failure reached the reflector (and its handler),
+    // which backed off and listed again.
+    assert_eq!(lists, 3, "{errors:?}");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("503"), "{errors:?}");
+    assert!(errors[1].contains("429"), "{errors:?}");
+
+    // For contrast, a client with kube-client's retry layer hides both from the reflector.
+    let hidden = KubeInformerFactory::new(client(&server));
+    let (errors, lists) = sync_through_a_503_and_a_429(&server, hidden).await;
+    assert_eq!(lists, 3);
+    assert!(errors.is_empty(), "{errors:?}");
+}
