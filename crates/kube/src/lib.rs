@@ -52,6 +52,7 @@
 //! # Ok(()) }
 //! ```
 
+mod check;
 mod error;
 mod factory;
 mod key;
@@ -60,6 +61,7 @@ mod lister_watcher;
 pub mod model;
 mod transform;
 
+pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
     ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,

@@ -229,3 +229,79 @@ async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
     assert_eq!(lists, 3);
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing() {
+    use informer_kube::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
+    let server = Arc::new(server().await);
+    let factory = KubeInformerFactory::try_from_config(kube::Config::new(
+        server.url().parse().unwrap(),
+    ))
+    .unwrap();
+    let pods = factory.informer::<Pod>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+
+    // Churn: creates, updates and deletes as fast as the server takes them, all through the
+    // check, so the latest state is never the cache's.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let churn = tokio::spawn({
+        let (server, stop) = (server.clone(), stop.clone());
+        async move {
+            let mut i = 0_u64;
+            while !stop.is_cancelled() {
+                let name = format!("churn-{}", i % 50);
+                let _ = server.delete::<Pod>(Some("c"), &name);
+                server.create(&pod("c", &name, "churn")).unwrap();
+                i += 1;
+                tokio::task::yield_now().await;
+            }
+            i
+        }
+    });
+    eventually("churn is going", || server.resource_version() > 200).await;
+    let api = kube::Api::<Pod>::all(client(&server));
+    let pause = || tokio::time::sleep(Duration::from_millis(50));
+
+    let verdict = check_at_same_version(&api, || informer_snapshot(&pods), 20, pause).await;
+    assert!(verdict.passed(), "{verdict}");
+
+    // A cache missing an object is caught, at its own version.
+    let missing = || {
+        informer_snapshot(&pods).map(|mut s: Snapshot| {
+            s.objects.remove("a/web-0");
+            s
+        })
+    };
+    let verdict = check_at_same_version(&api, missing, 3, pause).await;
+    match &verdict {
+        CacheCheck::Differs { differences, .. } => {
+            assert!(
+                differences.iter().any(|d| d.starts_with("a/web-0")),
+                "{verdict}"
+            );
+        }
+        other => panic!("expected a difference, got {other}"),
+    }
+    let writes = {
+        stop.cancel();
+        churn.await.unwrap()
+    };
+    assert!(writes > 100, "{writes}");
+
+    // A version the server has compacted away cannot be checked, and that is not a pass.
+    server.faults().compact_all();
+    let old = || {
+        Some(Snapshot {
+            resource_version: "2".into(),
+            objects: Default::default(),
+        })
+    };
+    let verdict = check_at_same_version(&api, old, 2, pause).await;
+    assert!(
+        matches!(verdict, CacheCheck::Unchecked { .. }),
+        "{verdict}"
+    );
+    assert!(!verdict.passed());
+    factory.shutdown().await.unwrap();
+}
