@@ -234,10 +234,9 @@ async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
 async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing() {
     use informer_kube::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
     let server = Arc::new(server().await);
-    let factory = KubeInformerFactory::try_from_config(kube::Config::new(
-        server.url().parse().unwrap(),
-    ))
-    .unwrap();
+    let factory =
+        KubeInformerFactory::try_from_config(kube::Config::new(server.url().parse().unwrap()))
+            .unwrap();
     let pods = factory.informer::<Pod>();
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
@@ -298,10 +297,7 @@ async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing
         })
     };
     let verdict = check_at_same_version(&api, old, 2, pause).await;
-    assert!(
-        matches!(verdict, CacheCheck::Unchecked { .. }),
-        "{verdict}"
-    );
+    assert!(matches!(verdict, CacheCheck::Unchecked { .. }), "{verdict}");
     assert!(!verdict.passed());
     factory.shutdown().await.unwrap();
 }
