@@ -411,6 +411,11 @@ where
         // at "0" or at a version, but one without it (or any server that pages) would otherwise
         // read the whole collection into one response.
         let limit = Some(self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE));
+        // With a limit, a list at a version and no match would be read at exactly that version
+        // (and fail with 410 once it is compacted): ask for "not older than" explicitly, which is
+        // what a list at a version means to the reflector.
+        let resource_version_match =
+            (!rv.is_empty() && rv != "0").then_some(ResourceVersionMatch::NotOlderThan);
         let (label_selector, field_selector) = self.selectors();
         let first = ListParams {
             label_selector,
@@ -418,7 +423,7 @@ where
             limit,
             continue_token: None,
             resource_version: rv,
-            resource_version_match: None,
+            resource_version_match,
         };
         let mut page = self.lister_watcher.list(&first).await?;
         while let Some(token) = page.continue_token.take() {

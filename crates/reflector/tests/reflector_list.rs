@@ -219,6 +219,12 @@ async fn every_list_sends_the_page_size_at_0_at_a_version_and_on_continue_pages(
         assert_eq!(params.limit, Some(500), "request {i}: {params:?}");
         assert_eq!(params.continue_token.as_deref(), want_continue);
     }
+    // A paged list at a version would be an exact read: it says "not older than".
+    assert_eq!(
+        list_params(&requests[2]).resource_version_match,
+        Some(informer_reflector::ResourceVersionMatch::NotOlderThan)
+    );
+    assert_eq!(list_params(&requests[0]).resource_version_match, None);
     assert_eq!(h.store.content(), [("a".into(), 1), ("b".into(), 1)]);
     h.stop().await;
 }
