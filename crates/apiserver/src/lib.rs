@@ -77,7 +77,7 @@ pub use config::{BookmarkShape, Config, ExpiredWatch};
 pub use faults::{Failure, Faults, SlowStream, Verb};
 pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};
-pub use server::{ApiServer, Error};
+pub use server::{ApiServer, Error, RecordedRequest};
 pub use status::{FieldError, FieldErrorKind, StatusError};
 
 /// The annotation on the bookmark that ends a streaming list's initial events.

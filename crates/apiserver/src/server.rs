@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -53,6 +53,34 @@ pub(crate) struct Shared {
     pub(crate) faults: Mutex<FaultState>,
     pub(crate) open_watches: AtomicUsize,
     pub(crate) shutdown: CancellationToken,
+    /// Whether resource requests are recorded, and the record.
+    pub(crate) recording: AtomicBool,
+    pub(crate) recorded: Mutex<Vec<RecordedRequest>>,
+}
+
+/// One resource request as it arrived (see [`ApiServer::record_requests`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// The HTTP method, e.g. `GET`.
+    pub method: String,
+    /// The path, e.g. `/api/v1/pods`.
+    pub path: String,
+    /// The raw query string (without the `?`), as sent.
+    pub query: String,
+}
+
+impl RecordedRequest {
+    /// The decoded value of query parameter `name`, if present (the first one).
+    pub fn param(&self, name: &str) -> Option<String> {
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    }
+
+    /// Whether this is a watch (`watch=true`/`watch=1`).
+    pub fn is_watch(&self) -> bool {
+        self.param("watch").is_some_and(|v| v == "true" || v == "1")
+    }
 }
 
 impl Shared {
@@ -77,6 +105,8 @@ impl Shared {
             faults: Mutex::new(FaultState::default()),
             open_watches: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
+            recording: AtomicBool::new(false),
+            recorded: Mutex::new(Vec::new()),
         })
     }
 }
@@ -221,6 +251,24 @@ impl ApiServer {
     /// How many watch streams are open right now.
     pub fn open_watches(&self) -> usize {
         self.shared.open_watches.load(Ordering::SeqCst)
+    }
+
+    /// Starts (or stops) recording every resource request (discovery excluded): method, path
+    /// and query string, as they arrived, before any fault applies. Off by default, so a
+    /// long-running server keeps no such log.
+    pub fn record_requests(&self, on: bool) -> &Self {
+        self.shared.recording.store(on, Ordering::SeqCst);
+        self
+    }
+
+    /// The resource requests recorded so far, oldest first.
+    pub fn recorded_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.recorded.lock().clone()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_recorded_requests(&self) {
+        self.shared.recorded.lock().clear();
     }
 
     /// The fault controls.
@@ -651,6 +699,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Route::NotFound => return StatusError::unknown_path().into_response(),
         Route::Resource(route) => route,
     };
+    if shared.recording.load(Ordering::SeqCst) {
+        shared.recorded.lock().push(RecordedRequest {
+            method: parts.method.as_str().to_owned(),
+            path: path.clone(),
+            query: query.clone(),
+        });
+    }
     let mut opts = match ListOptions::parse(&query) {
         Ok(opts) => opts,
         Err(status) => return status.into_response(),
@@ -819,5 +874,30 @@ impl FieldName {
             term.strip_prefix("metadata.name==")
                 .or_else(|| term.strip_prefix("metadata.name="))
         })
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use std::error::Error as _;
+
+    use super::Error;
+
+    #[test]
+    fn every_wrapping_variant_displays_its_cause() {
+        let json = serde_json::from_str::<serde_json::Value>("[").unwrap_err();
+        let json_text = json.to_string();
+        let err = Error::from(json);
+        assert!(err.to_string().contains(&json_text), "{err}");
+        assert!(err.source().is_some());
+
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let err = Error::from(io);
+        assert!(err.to_string().contains("address in use"), "{err}");
+        assert!(err.source().is_some());
+
+        let status = crate::status::StatusError::bad_request("no such field");
+        let err = Error::from(status);
+        assert!(err.to_string().contains("no such field"), "{err}");
     }
 }

@@ -50,7 +50,7 @@ pub fn error_from_kube(err: kube::Error) -> Error {
     match err {
         kube::Error::Api(status) => Error::Api(status_from_kube(&status)),
         kube::Error::SerdeError(e) => Error::Decode {
-            message: format!("undecodable response: {e}"),
+            message: "invalid JSON".to_owned(),
             source: Some(Box::new(e)),
         },
         kube::Error::FromUtf8(e) => Error::Decode {
@@ -178,5 +178,27 @@ mod tests {
         let mapped = error_from_kube(kube::Error::SerdeError(e));
         assert!(matches!(mapped, Error::Decode { .. }));
         assert_eq!(mapped.kind(), ErrorKind::InternalError);
+    }
+
+    #[test]
+    fn mapped_errors_display_the_kube_error_they_wrap() {
+        let serde = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let serde_text = serde.to_string();
+        let mapped = error_from_kube(kube::Error::SerdeError(serde));
+        let shown = mapped.to_string();
+        assert!(shown.contains(&serde_text), "{shown:?}");
+        assert!(StdError::source(&mapped).is_some());
+
+        let io = io::Error::new(io::ErrorKind::ConnectionReset, "reset by peer");
+        let mapped = error_from_kube(kube::Error::ReadEvents(io));
+        assert!(matches!(mapped, Error::Transport(_)));
+        assert!(mapped.to_string().contains("reset by peer"), "{mapped}");
+
+        let refused = io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "connection refused (os 111)",
+        );
+        let mapped = error_from_kube(kube::Error::ReadEvents(refused));
+        assert!(mapped.to_string().contains("os 111"), "{mapped}");
     }
 }

@@ -180,10 +180,29 @@ where
     }
 }
 
-/// A `kube::Client` built by kube's usual rules: `$KUBECONFIG` or `~/.kube/config` (its
-/// current context), else the in-cluster service account.
+/// A `kube::Client` built by kube's usual rules (`$KUBECONFIG` or `~/.kube/config` and its
+/// current context, else the in-cluster service account), without kube-client's retry layer:
+/// see [`client_from_config`].
 pub async fn default_client() -> Result<Client, kube::Error> {
-    Client::try_default().await
+    client_from_config(
+        kube::Config::infer()
+            .await
+            .map_err(kube::Error::InferConfig)?,
+    )
+}
+
+/// A `kube::Client` from `config`, with kube-client's own retry layer turned off
+/// (`default_retry = false`).
+///
+/// The reflector decides every retry and relist: a 429 waits for its Retry-After and re-watches,
+/// a 503 on a list backs off and lists again, and each of these reaches the watch error handler.
+/// kube-client's retry layer would instead repeat 429/503/504 answers inside one request, out
+/// of the reflector's sight and on top of its own backoff. A client built any other way (e.g.
+/// `Client::try_default()`) keeps that layer; [`KubeInformerFactory::new`] uses such a client
+/// as given.
+pub fn client_from_config(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
 }
 
 /// The shared informer factory over a `kube::Client` (client-go's
@@ -224,15 +243,27 @@ impl Deref for KubeInformerFactory {
 
 impl KubeInformerFactory {
     /// A factory over `client`: all namespaces, no selectors, no resync.
+    ///
+    /// The client is used as given. Build it with [`client_from_config`] (or with
+    /// `default_retry = false` in its `kube::Config`) so that the reflector sees every 429 and
+    /// 503: a client with kube-client's retry layer (the default of `Client::try_default()`)
+    /// retries them itself, invisibly, before the reflector's own rules apply.
     pub fn new(client: Client) -> Self {
         Self {
             inner: SharedInformerFactory::new(KubeSource::new(client)),
         }
     }
 
-    /// A factory over [`default_client`].
+    /// A factory over [`default_client`]: the usual kubeconfig or in-cluster configuration,
+    /// without kube-client's retry layer.
     pub async fn try_default() -> Result<Self, kube::Error> {
         Ok(Self::new(default_client().await?))
+    }
+
+    /// A factory over a client built from `config` by [`client_from_config`] (without
+    /// kube-client's retry layer, whatever `config.default_retry` says).
+    pub fn try_from_config(config: kube::Config) -> Result<Self, kube::Error> {
+        Ok(Self::new(client_from_config(config)?))
     }
 
     fn map(

@@ -52,6 +52,7 @@
 //! # Ok(()) }
 //! ```
 
+mod check;
 mod error;
 mod factory;
 mod key;
@@ -60,10 +61,11 @@ mod lister_watcher;
 pub mod model;
 mod transform;
 
+pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
     ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
-    MetadataInformer, default_client,
+    MetadataInformer, client_from_config, default_client,
 };
 pub use crate::key::{key_func, namespace_index_func, pod_node_index_func};
 pub use crate::lister_watcher::{

@@ -36,9 +36,11 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 ///   event of an unknown type → [`Error::Decode`]. A last line torn by the server's close is
 ///   dropped by kube-client and the stream simply ends.
 ///
-/// kube-client leaves `resourceVersion=0` out of a list request that has a `limit` (the server's
-/// cache would ignore the limit anyway). So that a list at `"0"` keeps its "any version, from the
-/// cache" meaning, this adapter sends such a list without a limit.
+/// Every list carries the reflector's `limit`, at `"0"` too. kube-client leaves
+/// `resourceVersion=0` out of a list request that has a `limit`; such a list would become a
+/// consistent read from etcd, so this adapter builds that one request itself and sends
+/// `limit=…&resourceVersion=0`, as client-go does: a server whose watch cache is on answers it
+/// whole from the cache, any other server answers it in pages.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -95,12 +97,7 @@ impl Selectors {
             label_selector: Self::join(&self.labels, &params.label_selector),
             field_selector: Self::join(&self.fields, &params.field_selector),
             continue_token: params.continue_token.clone(),
-            // See the type's docs: kube-client drops RV "0" when a limit is set.
-            limit: if rv == "0" && !continuing {
-                None
-            } else {
-                params.limit
-            },
+            limit: params.limit,
             resource_version: at_version.then(|| rv.to_owned()),
             version_match: params
                 .resource_version_match
@@ -111,6 +108,12 @@ impl Selectors {
                 }),
             ..kube::api::ListParams::default()
         }
+    }
+
+    /// Whether kube-client would drop the resource version of this list: `"0"` with a limit
+    /// (see [`list_at_zero`]).
+    fn drops_zero(params: &ListParams) -> bool {
+        params.resource_version == "0" && params.continue_token.is_none() && params.limit.is_some()
     }
 
     fn watch_params(&self, params: &WatchParams) -> kube::api::WatchParams {
@@ -180,7 +183,15 @@ where
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
-        async move { page_from_list(api.list(&lp).await.map_err(error_from_kube)?) }
+        let zero = Selectors::drops_zero(params);
+        async move {
+            let list = if zero {
+                list_at_zero(api, &lp, false).await?
+            } else {
+                api.list(&lp).await.map_err(error_from_kube)?
+            };
+            page_from_list(list)
+        }
     }
 
     fn watch(
@@ -208,7 +219,15 @@ where
     ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
-        async move { page_from_list(api.list_metadata(&lp).await.map_err(error_from_kube)?) }
+        let zero = Selectors::drops_zero(params);
+        async move {
+            let list = if zero {
+                list_at_zero(api, &lp, true).await?
+            } else {
+                api.list_metadata(&lp).await.map_err(error_from_kube)?
+            };
+            page_from_list(list)
+        }
     }
 
     fn watch(
@@ -226,6 +245,41 @@ where
             Ok(watch_stream(events))
         }
     }
+}
+
+/// A list at `resourceVersion=0` with a limit, which kube-client's `list` cannot send (it drops
+/// the version when a limit is set): the same request kube-client would build, with
+/// `resourceVersion=0` (and `resourceVersionMatch`, if any) appended, sent through the api's
+/// client.
+async fn list_at_zero<K, T>(
+    api: Api<K>,
+    lp: &kube::api::ListParams,
+    metadata: bool,
+) -> Result<ObjectList<T>, Error>
+where
+    K: Resource,
+    T: Clone + DeserializeOwned + fmt::Debug,
+{
+    let request = kube::core::Request::new(api.resource_url());
+    let built = if metadata {
+        request.list_metadata(lp)
+    } else {
+        request.list(lp)
+    };
+    let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+    let mut uri = req.uri().to_string();
+    uri.push_str("&resourceVersion=0");
+    match lp.version_match {
+        Some(VersionMatch::NotOlderThan) => uri.push_str("&resourceVersionMatch=NotOlderThan"),
+        Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
+        None => {}
+    }
+    *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
+    req.extensions_mut().insert("list");
+    api.into_client()
+        .request::<ObjectList<T>>(req)
+        .await
+        .map_err(error_from_kube)
 }
 
 /// kube-client's watch stream as the reflector's.

@@ -138,7 +138,7 @@ async fn list_requests_carry_the_reflectors_parameters() {
     let lw = KubeListerWatcher::new(Api::<Pod>::namespaced(server.client.clone(), "demo"))
         .labels("app=web");
 
-    // The first list at "0" with a limit: the limit is left out so that RV=0 is sent.
+    // The first list at "0" with a limit: both are sent (kube-client alone would drop RV=0).
     let page = lw
         .list(&ListParams {
             limit: Some(500),
@@ -185,7 +185,7 @@ async fn list_requests_carry_the_reflectors_parameters() {
     );
     assert_eq!(
         query(&uris[0]),
-        ["labelSelector=app%3Dweb", "resourceVersion=0"]
+        ["labelSelector=app%3Dweb", "limit=500", "resourceVersion=0"]
     );
     assert_eq!(
         query(&uris[1]),

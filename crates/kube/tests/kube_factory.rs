@@ -171,3 +171,133 @@ async fn factory_namespace_and_selectors_apply_to_every_informer() {
     factory.shutdown().await.unwrap();
     server.shutdown().await;
 }
+
+/// Starts a pod informer of `factory` that records every error reaching its watch error
+/// handler, and waits for its sync; returns the errors and the list requests the server saw.
+async fn sync_through_a_503_and_a_429(
+    server: &ApiServer,
+    factory: KubeInformerFactory,
+) -> (Vec<String>, usize) {
+    use informer_apiserver::{Failure, Verb};
+    server.clear_recorded_requests();
+    server.record_requests(true);
+    server
+        .faults()
+        .fail_next(Verb::List, 1, Failure::unavailable());
+    server
+        .faults()
+        .fail_next(Verb::List, 1, Failure::too_many_requests(1));
+    let informer = factory.informer::<Pod>();
+    let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    informer
+        .set_watch_error_handler(Arc::new(move |e: &informer_reflector::Error| {
+            seen.lock().push(e.to_string());
+        }))
+        .unwrap();
+    factory.start().unwrap();
+    let report = factory.wait_for_cache_sync(Some(LONG)).await;
+    assert!(report.all_synced(), "{report}");
+    factory.shutdown().await.unwrap();
+    let lists = server
+        .recorded_requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/pods") && !r.is_watch())
+        .count();
+    let errors = errors.lock().clone();
+    (errors, lists)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
+    let server = server().await;
+    // kube's own default for a config is to retry; the factory turns that off.
+    let config = kube::Config::new(server.url().parse().unwrap());
+    assert!(config.default_retry);
+    let factory = KubeInformerFactory::try_from_config(config).unwrap();
+    let (errors, lists) = sync_through_a_503_and_a_429(&server, factory).await;
+    // One request per reflector attempt: each failure reached the reflector (and its handler),
+    // which backed off and listed again.
+    assert_eq!(lists, 3, "{errors:?}");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("503"), "{errors:?}");
+    assert!(errors[1].contains("429"), "{errors:?}");
+
+    // For contrast, a client with kube-client's retry layer hides both from the reflector.
+    let hidden = KubeInformerFactory::new(client(&server));
+    let (errors, lists) = sync_through_a_503_and_a_429(&server, hidden).await;
+    assert_eq!(lists, 3);
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing() {
+    use informer_kube::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
+    let server = Arc::new(server().await);
+    let factory =
+        KubeInformerFactory::try_from_config(kube::Config::new(server.url().parse().unwrap()))
+            .unwrap();
+    let pods = factory.informer::<Pod>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+
+    // Churn: creates, updates and deletes as fast as the server takes them, all through the
+    // check, so the latest state is never the cache's.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let churn = tokio::spawn({
+        let (server, stop) = (server.clone(), stop.clone());
+        async move {
+            let mut i = 0_u64;
+            while !stop.is_cancelled() {
+                let name = format!("churn-{}", i % 50);
+                let _ = server.delete::<Pod>(Some("c"), &name);
+                server.create(&pod("c", &name, "churn")).unwrap();
+                i += 1;
+                tokio::task::yield_now().await;
+            }
+            i
+        }
+    });
+    eventually("churn is going", || server.resource_version() > 200).await;
+    let api = kube::Api::<Pod>::all(client(&server));
+    let pause = || tokio::time::sleep(Duration::from_millis(50));
+
+    let verdict = check_at_same_version(&api, || informer_snapshot(&pods), 20, pause).await;
+    assert!(verdict.passed(), "{verdict}");
+
+    // A cache missing an object is caught, at its own version.
+    let missing = || {
+        informer_snapshot(&pods).map(|mut s: Snapshot| {
+            s.objects.remove("a/web-0");
+            s
+        })
+    };
+    let verdict = check_at_same_version(&api, missing, 3, pause).await;
+    match &verdict {
+        CacheCheck::Differs { differences, .. } => {
+            assert!(
+                differences.iter().any(|d| d.starts_with("a/web-0")),
+                "{verdict}"
+            );
+        }
+        other => panic!("expected a difference, got {other}"),
+    }
+    let writes = {
+        stop.cancel();
+        churn.await.unwrap()
+    };
+    assert!(writes > 100, "{writes}");
+
+    // A version the server has compacted away cannot be checked, and that is not a pass.
+    server.faults().compact_all();
+    let old = || {
+        Some(Snapshot {
+            resource_version: "2".into(),
+            objects: Default::default(),
+        })
+    };
+    let verdict = check_at_same_version(&api, old, 2, pause).await;
+    assert!(matches!(verdict, CacheCheck::Unchecked { .. }), "{verdict}");
+    assert!(!verdict.passed());
+    factory.shutdown().await.unwrap();
+}

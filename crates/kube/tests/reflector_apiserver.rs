@@ -815,3 +815,69 @@ async fn a_large_collection_is_listed_in_pages_on_a_consistent_relist() {
     assert_eq!(env.store.len(), 1_200);
     env.stop().await;
 }
+
+/// The list requests the server received, as `(resourceVersion, limit, continue)` query values.
+fn list_queries(server: &ApiServer) -> Vec<(Option<String>, Option<String>, Option<String>)> {
+    server
+        .recorded_requests()
+        .iter()
+        .filter(|r| r.method == "GET" && !r.is_watch())
+        .map(|r| {
+            (
+                r.param("resourceVersion"),
+                r.param("limit"),
+                r.param("continue"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_continue_pages() {
+    let env = start(
+        Config::for_tests(Duration::from_millis(100)),
+        |server| {
+            server.record_requests(true);
+            // More than two pages of 500.
+            for i in 0..1_100 {
+                server.create(&pod(&format!("p{i:04}"), 0)).unwrap();
+            }
+        },
+        None,
+        |r| r,
+    )
+    .await;
+    // The first list at "0" is served whole from the server's cache, which ignores the limit.
+    let first = list_queries(&env.server);
+    assert_eq!(
+        first,
+        [(Some("0".into()), Some("500".into()), None)],
+        "{:?}",
+        env.server.recorded_requests()
+    );
+
+    // A relist at the last version: read at exactly that version, in pages.
+    env.watching_for_a_while().await;
+    let last = env.reflector.last_sync_resource_version();
+    env.server
+        .faults()
+        .inject_watch_error(StatusError::expired("too old resource version"));
+    env.wait_for("the relist's three pages", |e| {
+        list_queries(&e.server).len() >= 4
+    })
+    .await;
+    env.converged("after the paginated relist").await;
+    let lists = list_queries(&env.server);
+    assert_eq!(
+        lists[1],
+        (Some(last), Some("500".into()), None),
+        "{lists:?}"
+    );
+    for (rv, limit, token) in &lists[2..4] {
+        assert_eq!(limit.as_deref(), Some("500"), "{lists:?}");
+        assert!(token.is_some(), "a continue page: {lists:?}");
+        assert_eq!(*rv, None, "a continue page carries no version: {lists:?}");
+    }
+    assert_eq!(lists.len(), 4, "{lists:?}");
+    env.stop().await;
+}

@@ -1,4 +1,5 @@
-//! The reflector's backoff: exponential, jittered, capped, and reset after a healthy spell.
+//! The reflector's backoff: exponential, jittered, capped, and reset after a quiet spell or a
+//! healthy watch.
 
 use std::time::Duration;
 
@@ -9,8 +10,12 @@ use tokio::time::Instant;
 /// Delays start at `initial` and grow by `factor` per step up to `cap`; each delay `d` is then
 /// jittered to a value in `[d, d + jitter·d)`. With the defaults (800 ms, ×2, cap 30 s,
 /// jitter 1.0) the nominal delays are 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, … seconds, each
-/// stretched by up to 100 %. When more than `reset_after` (2 minutes) has passed since the
-/// previous delay was taken, the sequence starts again from `initial`.
+/// stretched by up to 100 %. The sequence starts again from `initial`
+///
+/// * when more than `reset_after` (2 minutes) has passed since the previous delay was taken, and
+/// * when a watch has been healthy: open for at least
+///   [`HEALTHY_WATCH`](crate::HEALTHY_WATCH) (the server was back, whatever ended the watch
+///   afterwards), so that every outage after a recovery starts again from the short delays.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BackoffConfig {
     /// The first delay.
@@ -52,6 +57,12 @@ impl Backoff {
             next: config.initial,
             last_step: None,
         }
+    }
+
+    /// Starts the sequence again from `initial` (after a healthy watch).
+    pub(crate) fn reset(&mut self) {
+        self.next = self.config.initial;
+        self.last_step = None;
     }
 
     /// The next delay. `random` is a uniform sample in `[0, 1)`.
@@ -112,6 +123,18 @@ mod tests {
         let t = t + Duration::from_secs(120);
         assert_eq!(secs(b.step(t, 0.0)), 25.6);
         let t = t + Duration::from_secs(121);
+        assert_eq!(secs(b.step(t, 0.0)), 0.8);
+        assert_eq!(secs(b.step(t, 0.0)), 1.6);
+    }
+
+    #[test]
+    fn reset_starts_again_from_the_initial_delay() {
+        let mut b = Backoff::new(BackoffConfig::default());
+        let t = Instant::now();
+        for _ in 0..6 {
+            b.step(t, 0.0);
+        }
+        b.reset();
         assert_eq!(secs(b.step(t, 0.0)), 0.8);
         assert_eq!(secs(b.step(t, 0.0)), 1.6);
     }

@@ -160,17 +160,17 @@ pub enum Error {
     Api(Status),
 
     /// The connection to the server was refused.
-    #[error("connection refused")]
+    #[error("connection refused: {0}")]
     ConnectionRefused(#[source] BoxError),
 
     /// The request could not be sent or its response could not be read.
-    #[error("transport error")]
+    #[error("transport error: {0}")]
     Transport(#[source] BoxError),
 
     /// A response or watch event could not be decoded, or lacked a required field (an object
     /// without a name or a resourceVersion, a list without a resourceVersion, an event of an
     /// unknown type).
-    #[error("undecodable response: {message}")]
+    #[error("undecodable response: {message}{}", source_suffix(source.as_ref()))]
     Decode {
         /// What was wrong.
         message: String,
@@ -190,16 +190,21 @@ pub enum Error {
     Store(#[source] BoxError),
 
     /// The list failed and the reflector will list again after a backoff delay.
-    #[error("failed to list")]
+    #[error("failed to list: {0}")]
     List(#[source] Box<Error>),
 
     /// A streaming list failed and the reflector falls back to a list.
-    #[error("failed to stream the initial list")]
+    #[error("failed to stream the initial list: {0}")]
     StreamingList(#[source] Box<Error>),
 
     /// Something else.
     #[error(transparent)]
     Other(BoxError),
+}
+
+/// `": cause"` for an optional cause, nothing without one.
+fn source_suffix(source: Option<&BoxError>) -> String {
+    source.map(|s| format!(": {s}")).unwrap_or_default()
 }
 
 impl Error {
@@ -315,6 +320,48 @@ mod tests {
     fn a_non_status_error_event_is_other() {
         assert_eq!(Status::default().kind(), ErrorKind::Other);
         assert_eq!(Status::new(403, "Forbidden", "no").kind(), ErrorKind::Other);
+    }
+
+    #[test]
+    fn every_wrapping_variant_displays_its_cause() {
+        use std::error::Error as _;
+        let boom = || Error::Api(Status::internal_error("boom"));
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::ConnectionRefused("tcp connect: refused".into()),
+                "tcp connect: refused",
+            ),
+            (Error::Transport("reset by peer".into()), "reset by peer"),
+            (
+                Error::Decode {
+                    message: "bad line".into(),
+                    source: Some("expected value at line 1".into()),
+                },
+                "expected value at line 1",
+            ),
+            (Error::List(Box::new(boom())), "500 InternalError: boom"),
+            (
+                Error::StreamingList(Box::new(boom())),
+                "500 InternalError: boom",
+            ),
+            (Error::Other("something else".into()), "something else"),
+        ];
+        for (err, cause) in cases {
+            let shown = err.to_string();
+            assert!(shown.contains(cause), "{shown:?} lacks {cause:?}");
+            // The cause is still reachable for downcasting.
+            if !matches!(err, Error::Other(_)) {
+                assert!(err.source().is_some(), "{err:?} has no source");
+            }
+        }
+        assert_eq!(
+            Error::List(Box::new(boom())).to_string(),
+            "failed to list: the server reported 500 InternalError: boom"
+        );
+        assert_eq!(
+            Error::decode("bad line").to_string(),
+            "undecodable response: bad line"
+        );
     }
 
     #[test]

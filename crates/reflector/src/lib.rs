@@ -79,8 +79,8 @@ pub use crate::lister_watcher::{
     ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
 };
 pub use crate::reflector::{
-    DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, Reflector, ShouldResync, WatchErrorHandler,
-    default_watch_error_handler,
+    DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, HEALTHY_WATCH, Reflector, ShouldResync,
+    WatchErrorHandler, default_watch_error_handler,
 };
 
 /// `Result` with this crate's [`Error`] as the default error type.

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -26,6 +26,14 @@ pub const DEFAULT_PAGE_SIZE: u32 = 500;
 /// a random timeout in `[min, 2·min)`.
 pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
+/// A watch that has stayed open this long counts as a recovery: whatever ends it, the next
+/// backoff delay starts again from [`BackoffConfig::initial`].
+///
+/// Ten seconds is long enough that a server which accepts watches and then fails them at once
+/// (or after a burst of events) still sees the delays grow, and short enough that any recovery
+/// between two outages of a restarting server is noticed.
+pub const HEALTHY_WATCH: Duration = Duration::from_secs(10);
+
 /// A watch that ends sooner than this with no event is an error.
 const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
@@ -44,8 +52,9 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 /// The behaviour is client-go's `tools/cache/reflector.go`:
 ///
 /// * **List.** The first list asks for resource version `"0"` (any state, cheap, served from the
-///   server's cache), in pages of [`DEFAULT_PAGE_SIZE`] following `continue`. Later lists ask for
-///   the last synced version (not older than it, one unpaginated request). When a list fails with
+///   server's cache). Later lists ask for the last synced version (not older than it). Every
+///   list asks for pages of [`DEFAULT_PAGE_SIZE`] (or [`with_page_size`](Self::with_page_size))
+///   and follows `continue` to the last page. When a list fails with
 ///   410 Expired or a too-large version, the reflector at once lists again at `""` (a consistent
 ///   read). When a continue token expires, it makes one full list at the original version. The
 ///   result goes to [`ReflectorStore::replace`] with the list's resource version.
@@ -103,6 +112,7 @@ pub struct Reflector<K, L, S> {
     config: Config<K>,
     last_sync_resource_version: RwLock<String>,
     running: AtomicBool,
+    streaming_fallbacks: AtomicU64,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -175,6 +185,7 @@ where
             },
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),
+            streaming_fallbacks: AtomicU64::new(0),
             _object: PhantomData,
         }
     }
@@ -215,9 +226,10 @@ where
         self
     }
 
-    /// Uses pages of `page_size` for every list (client-go's `WatchListPageSize`). Without it,
-    /// lists at `""` or `"0"` use pages of [`DEFAULT_PAGE_SIZE`] and lists at a version are not
-    /// paginated (the server's cache answers them whole).
+    /// Uses pages of `page_size` for every list (client-go's `WatchListPageSize`); without it,
+    /// or with zero, pages of [`DEFAULT_PAGE_SIZE`]. Every list sends the limit, at `"0"` and at a
+    /// version too: a server whose watch cache serves such lists ignores it, and any other
+    /// server pages instead of reading the whole collection into one response.
     pub fn with_page_size(mut self, page_size: u32) -> Self {
         self.config.page_size = (page_size != 0).then_some(page_size);
         self
@@ -271,6 +283,13 @@ where
         self.last_sync_resource_version.read().clone()
     }
 
+    /// How many times a streaming list failed and this reflector fell back to a list (0 without
+    /// [`with_streaming_list`](Self::with_streaming_list)). Only the first fallback is logged
+    /// as a warning.
+    pub fn streaming_fallbacks(&self) -> u64 {
+        self.streaming_fallbacks.load(Ordering::Relaxed)
+    }
+
     /// The store the reflector writes to.
     pub fn store(&self) -> &S {
         &self.store
@@ -320,9 +339,7 @@ where
         if let Some(key) = &self.config.streaming_list_key {
             match self.streaming_list(state, key).await {
                 Ok(s) => stream = Some(s),
-                Err(err) => {
-                    tracing::debug!(reflector = %self.name, error = %err, "streaming list failed, falling back to list");
-                }
+                Err(err) => self.note_streaming_fallback(&err),
             }
         }
         let propagate_from_start = stream.is_some();
@@ -331,6 +348,18 @@ where
         }
         self.watch(state, stream.map(|s| (s, propagate_from_start)))
             .await
+    }
+
+    /// Counts a fallback from a streaming list to a list, and logs it: the first one of this
+    /// reflector as a warning with the server's answer (a server that cannot stream lists, e.g.
+    /// on etcd 3.4, says why), every later one at debug level.
+    fn note_streaming_fallback(&self, err: &Error) {
+        let before = self.streaming_fallbacks.fetch_add(1, Ordering::Relaxed);
+        if before == 0 {
+            tracing::warn!(reflector = %self.name, error = %err, "the server refused a streaming list; falling back to list (further fallbacks are logged at debug level)");
+        } else {
+            tracing::debug!(reflector = %self.name, error = %err, "streaming list failed, falling back to list");
+        }
     }
 
     fn set_last_sync_resource_version(&self, rv: &str) {
@@ -351,13 +380,13 @@ where
     /// that version is known to be unavailable.
     async fn list(&self, state: &mut RunState) -> Result<(), Error> {
         let rv = state.relist_resource_version(&self.last_sync_resource_version());
-        let page = match self.paginated_list(state, rv).await {
+        let page = match self.paginated_list(rv).await {
             Ok(page) => page,
             Err(err) if err.is_expired() || err.is_too_large_resource_version() => {
                 tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
                 state.rv_unavailable = true;
                 let rv = state.relist_resource_version(&self.last_sync_resource_version());
-                self.paginated_list(state, rv)
+                self.paginated_list(rv)
                     .await
                     .map_err(|e| Error::List(Box::new(e)))?
             }
@@ -378,12 +407,16 @@ where
     }
 
     /// All pages of one list, concatenated (client-go's pager).
-    async fn paginated_list(&self, state: &mut RunState, rv: String) -> Result<ListPage<K>, Error> {
-        let limit = match self.config.page_size {
-            Some(size) => Some(size),
-            None if state.paginated_result || rv.is_empty() || rv == "0" => Some(DEFAULT_PAGE_SIZE),
-            None => None,
-        };
+    async fn paginated_list(&self, rv: String) -> Result<ListPage<K>, Error> {
+        // Every list asks for pages: a server with its watch cache on ignores the limit for lists
+        // at "0" or at a version, but one without it (or any server that pages) would otherwise
+        // read the whole collection into one response.
+        let limit = Some(self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE));
+        // With a limit, a list at a version and no match would be read at exactly that version
+        // (and fail with 410 once it is compacted): ask for "not older than" explicitly, which is
+        // what a list at a version means to the reflector.
+        let resource_version_match =
+            (!rv.is_empty() && rv != "0").then_some(ResourceVersionMatch::NotOlderThan);
         let (label_selector, field_selector) = self.selectors();
         let first = ListParams {
             label_selector,
@@ -391,13 +424,9 @@ where
             limit,
             continue_token: None,
             resource_version: rv,
-            resource_version_match: None,
+            resource_version_match,
         };
         let mut page = self.lister_watcher.list(&first).await?;
-        if first.resource_version == "0" && page.continue_token.is_some() {
-            // The server's cache is off: "0" lists are paginated, so keep paginating relists too.
-            state.paginated_result = true;
-        }
         while let Some(token) = page.continue_token.take() {
             let next = ListParams {
                 continue_token: Some(token),
@@ -582,6 +611,10 @@ where
             let end = self
                 .handle_watch(stream, propagate_from_start, &mut events)
                 .await;
+            if started.elapsed() >= HEALTHY_WATCH {
+                // The server was back and serving: the next failure is a new outage.
+                state.backoff.reset();
+            }
             let end = match end {
                 // A transport failure mid-stream loses nothing that was applied: resume like a
                 // clean close.
@@ -685,7 +718,6 @@ where
 /// The mutable state of one [`Reflector::run`].
 struct RunState {
     rv_unavailable: bool,
-    paginated_result: bool,
     backoff: Backoff,
     rng: fastrand::Rng,
     min_watch_timeout: Duration,
@@ -696,7 +728,6 @@ impl RunState {
     fn new<K>(config: &Config<K>) -> Self {
         Self {
             rv_unavailable: false,
-            paginated_result: false,
             backoff: Backoff::new(config.backoff),
             rng: config
                 .seed
@@ -779,7 +810,7 @@ pub fn default_watch_error_handler(err: &Error) {
         }
         _ => match err {
             Error::VeryShortWatch => tracing::warn!(error = %err, "watch ended with an error"),
-            Error::List(inner) => tracing::warn!(error = %err, cause = %inner, "failed to list"),
+            Error::List(_) => tracing::warn!(error = %err, "failed to list"),
             other => tracing::warn!(error = %other, "failed to watch"),
         },
     }

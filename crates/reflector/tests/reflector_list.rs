@@ -155,8 +155,8 @@ async fn a_too_large_resource_version_on_list_relists_at_once_with_a_consistent_
     assert_eq!(requests[3].at(), requests[2].at());
     assert_eq!(
         list_params(&requests[2]).limit,
-        None,
-        "a list at a version is not paginated"
+        Some(500),
+        "a list at a version asks for pages too"
     );
     assert_eq!(h.store.content(), [("b".into(), 1)]);
     h.stop().await;
@@ -192,6 +192,40 @@ async fn a_list_without_a_resource_version_is_an_error_and_changes_nothing() {
     assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "3".into())]);
     assert_eq!(h.errors.lock().len(), 1);
     assert_eq!(gap(requests[0].at(), requests[1].at()), 0.8);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_list_sends_the_page_size_at_0_at_a_version_and_on_continue_pages() {
+    let fake = Fake::new();
+    // The first list at "0" is answered whole (a watch cache ignores the limit) ...
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "9"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("old"),
+    ))]);
+    // ... the relist at 9 is paged by a server without one.
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "15").with_continue("t1"));
+    fake.push_list(ListPage::new(vec![obj("b", 1)], "15"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r).start();
+
+    let requests = h.requests(5).await;
+    assert_eq!(
+        shapes(&requests),
+        r#"list@0 watch@9 list@9 list@"" watch@15"#
+    );
+    for (i, want_continue) in [(0, None), (2, None), (3, Some("t1"))] {
+        let params = list_params(&requests[i]);
+        assert_eq!(params.limit, Some(500), "request {i}: {params:?}");
+        assert_eq!(params.continue_token.as_deref(), want_continue);
+    }
+    // A paged list at a version would be an exact read: it says "not older than".
+    assert_eq!(
+        list_params(&requests[2]).resource_version_match,
+        Some(informer_reflector::ResourceVersionMatch::NotOlderThan)
+    );
+    assert_eq!(list_params(&requests[0]).resource_version_match, None);
+    assert_eq!(h.store.content(), [("a".into(), 1), ("b".into(), 1)]);
     h.stop().await;
 }
 

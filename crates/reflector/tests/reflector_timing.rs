@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use informer_reflector::{BackoffConfig, Error, ListPage, Request, Status, WatchStep};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 fn failing_lists(fake: &Fake, n: usize) {
@@ -294,4 +295,145 @@ async fn a_second_run_while_one_is_going_returns_at_once() {
     let stop = CancellationToken::new();
     stop.cancel();
     reflector.run(stop).await;
+}
+
+/// A server that restarts five times, 45 s apart, each time down for 3 s.
+///
+/// While it is down every request is refused (connection refused). While it is up, lists answer
+/// at once and a watch stays open until the next outage begins, when it ends with the 503 a
+/// server shutting down sends.
+struct RestartingServer {
+    t0: Instant,
+    /// `(is_list, at, answered)` for every request.
+    requests: parking_lot::Mutex<Vec<(bool, Instant, bool)>>,
+}
+
+const OUTAGES: u32 = 5;
+const OUTAGE_EVERY: Duration = Duration::from_secs(45);
+const OUTAGE_LASTS: Duration = Duration::from_secs(3);
+
+impl RestartingServer {
+    fn outage(&self, k: u32) -> (Instant, Instant) {
+        let start = self.t0 + OUTAGE_EVERY * (k + 1);
+        (start, start + OUTAGE_LASTS)
+    }
+
+    fn is_down(&self, at: Instant) -> bool {
+        (0..OUTAGES).any(|k| {
+            let (start, end) = self.outage(k);
+            at >= start && at < end
+        })
+    }
+
+    fn next_outage_after(&self, at: Instant) -> Option<Instant> {
+        (0..OUTAGES).map(|k| self.outage(k).0).find(|s| *s > at)
+    }
+
+    fn record(&self, is_list: bool) -> Result<Instant, Error> {
+        let now = Instant::now();
+        let up = !self.is_down(now);
+        self.requests.lock().push((is_list, now, up));
+        if up {
+            Ok(now)
+        } else {
+            Err(Error::ConnectionRefused(
+                "tcp connect error: connection refused".into(),
+            ))
+        }
+    }
+}
+
+impl informer_reflector::ListerWatcher<Obj> for RestartingServer {
+    fn list(
+        &self,
+        _: &informer_reflector::ListParams,
+    ) -> impl std::future::Future<Output = Result<ListPage<Obj>, Error>> + Send {
+        let answer = self.record(true).map(|now| {
+            let rv = (now - self.t0).as_millis() + 1;
+            ListPage::new(vec![obj("a", 1)], rv.to_string())
+        });
+        async move { answer }
+    }
+
+    fn watch(
+        &self,
+        _: &informer_reflector::WatchParams,
+    ) -> impl std::future::Future<Output = Result<informer_reflector::WatchStream<Obj>, Error>> + Send
+    {
+        use futures::StreamExt;
+        let answer = self
+            .record(false)
+            .map(|now| match self.next_outage_after(now) {
+                Some(at) => futures::stream::once(async move {
+                    tokio::time::sleep_until(at).await;
+                    Ok(informer_reflector::WatchEvent::Error(Status::new(
+                        503,
+                        "ServiceUnavailable",
+                        "apiserver is shutting down",
+                    )))
+                })
+                .boxed(),
+                None => futures::stream::pending().boxed(),
+            });
+        async move { answer }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_outage_after_a_healthy_watch_starts_again_from_the_initial_delay() {
+    let server = Arc::new(RestartingServer {
+        t0: Instant::now(),
+        requests: parking_lot::Mutex::new(Vec::new()),
+    });
+    let store = Arc::new(RecordingStore::new());
+    let reflector = Arc::new(
+        informer_reflector::Reflector::new(server.clone(), store.clone())
+            .with_seed(7)
+            .with_watch_error_handler(|_| {}),
+    );
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (reflector, stop) = (reflector.clone(), stop.clone());
+        async move { reflector.run(stop).await }
+    });
+    // On the paused clock this runs the whole scenario: five outages, then a quiet minute.
+    tokio::time::sleep(OUTAGE_EVERY * (OUTAGES + 1) + Duration::from_secs(60)).await;
+    stop.cancel();
+    task.await.unwrap();
+
+    let requests = server.requests.lock().clone();
+    let mut report = Vec::new();
+    for k in 0..OUTAGES {
+        let (start, end) = server.outage(k);
+        let lists: Vec<(Instant, bool)> = requests
+            .iter()
+            .filter(|(is_list, at, _)| *is_list && *at >= start)
+            .map(|(_, at, ok)| (*at, *ok))
+            .collect();
+        let first_retry = lists[0].0 - start;
+        let relisted = lists
+            .iter()
+            .find(|(_, ok)| *ok)
+            .expect("a relist once the server is back")
+            .0;
+        let stale_after_back = relisted - end;
+        report.push((first_retry.as_secs_f64(), stale_after_back.as_secs_f64()));
+        // The first retry waits the initial delay, jittered: [0.8 s, 1.6 s).
+        assert!(
+            first_retry >= Duration::from_millis(800) && first_retry < Duration::from_millis(1600),
+            "outage {k}: first retry after {first_retry:?}; all: {report:?}"
+        );
+        // Within a 3 s outage the fresh sequence (0.8, 1.6, 3.2 s, each up to doubled) reaches
+        // the server less than 6.4 s after it is back.
+        assert!(
+            stale_after_back < Duration::from_millis(6400),
+            "outage {k}: relisted {stale_after_back:?} after the server was back; all: {report:?}"
+        );
+    }
+    // Every failed list was answered by the outage, none while the server was up.
+    assert!(
+        requests
+            .iter()
+            .all(|(_, at, ok)| *ok != server.is_down(*at))
+    );
 }
