@@ -21,9 +21,10 @@
 //! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
 //!
-//! Features: `default = ["kube"]`, which turns on every layer (each layer's feature turns on
-//! the ones below it). Without default features, pick layers one by one: only `kube` brings
-//! in kube-client and k8s-openapi, so a program with its own `ListerWatcher` can use
+//! Features: `default = ["kube", "rustls-tls", "ring"]`, which turns on every layer (each
+//! layer's feature turns on the ones below it) and kube-client's TLS ([Cargo
+//! features](#cargo-features)). Without default features, pick layers one by one: only `kube`
+//! brings in kube-client and k8s-openapi, so a program with its own `ListerWatcher` can use
 //! `factory` alone. `apiserver` is not a default: it is for tests, and brings in an HTTP
 //! server. [`kube_client`] and [`k8s_openapi`] re-export the versions the adapter is built on.
 //!
@@ -114,6 +115,34 @@ server.shutdown().await;
 //! More: `examples/` in the repository (the demo, an index lookup, a custom handler, handing
 //! events to async code, a metadata-only informer), `docs/architecture.md` and
 //! `docs/semantics.md` (every behaviour against client-go's).
+//!
+//! # Cargo features
+//!
+//! Layers: `store`, `fifo`, `reflector`, `controller`, `factory` and `kube`, each turning on
+//! the ones below it (see the table above); `apiserver` adds the simulator.
+//!
+//! TLS, for kube-client's connections to `https://` servers (each one implies `kube`):
+//!
+//! * `rustls-tls` — rustls, with the crypto provider that `ring` or `aws-lc-rs` picks, or
+//!   one the application installs as rustls' process default before it builds a client.
+//! * `ring` — rustls on ring.
+//! * `aws-lc-rs` — rustls on aws-lc-rs.
+//! * `openssl-tls` — the system's OpenSSL instead of rustls.
+//!
+//! `default = ["kube", "rustls-tls", "ring"]`. For another stack, turn defaults off and
+//! name it: `default-features = false, features = ["aws-lc-rs"]`. With `kube` and no TLS
+//! feature, kube-client speaks plain `http://` only, enough for the simulator or
+//! `kubectl proxy`.
+//!
+//! Kubernetes version: no crate of this project enables a k8s-openapi version feature.
+//! Enable exactly one in your application, in its own dependency on the same k8s-openapi
+//! release as [`k8s_openapi`]:
+//!
+//! ```toml
+//! [dependencies]
+//! informers = { git = "https://github.com/informers-rs/informers" }
+//! k8s-openapi = { version = "0.29", features = ["v1_36"] }
+//! ```
 
 #[cfg(feature = "controller")]
 pub use informer_controller as controller;

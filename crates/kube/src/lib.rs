@@ -51,6 +51,23 @@
 //! stop.cancel();
 //! # Ok(()) }
 //! ```
+//!
+//! # Cargo features
+//!
+//! The TLS stack kube-client uses for `https://` servers, passed through to kube's features
+//! of the same names:
+//!
+//! * `rustls-tls` — rustls, with the crypto provider that `ring` or `aws-lc-rs` picks, or
+//!   one the application installs as rustls' process default before it builds a client.
+//! * `ring` (default, with `rustls-tls`) — rustls on ring.
+//! * `aws-lc-rs` — rustls on aws-lc-rs.
+//! * `openssl-tls` — the system's OpenSSL instead of rustls.
+//!
+//! `default-features = false` builds no TLS stack at all: plain `http://` servers (the API
+//! server simulator, `kubectl proxy`) still work.
+//!
+//! This crate enables no k8s-openapi version feature: enable exactly one (`v1_33` … `v1_37`)
+//! in your application's own k8s-openapi dependency.
 
 mod check;
 mod error;
