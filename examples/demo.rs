@@ -334,6 +334,15 @@ impl Display {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // `RUST_LOG` (e.g. `RUST_LOG=informer_reflector=debug`) selects what the stack logs; warnings
+    // by default. Log lines go to stderr, away from the progress display on stdout.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let settings = Settings::from(&args);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

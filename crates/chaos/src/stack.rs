@@ -147,19 +147,14 @@ fn informer(
             (NODE_INDEX, pod_node_index_func()),
         ]),
     )
+    .with_streaming_list(streaming_list)
     .with_reflector_config(move |r| {
-        let r = r
-            .with_backoff(BackoffConfig {
-                initial: Duration::from_millis(10),
-                cap: Duration::from_millis(250),
-                ..BackoffConfig::default()
-            })
-            .with_min_watch_timeout(min_watch_timeout);
-        if streaming_list {
-            r.with_streaming_list(key_func::<Pod>())
-        } else {
-            r
-        }
+        r.with_backoff(BackoffConfig {
+            initial: Duration::from_millis(10),
+            cap: Duration::from_millis(250),
+            ..BackoffConfig::default()
+        })
+        .with_min_watch_timeout(min_watch_timeout)
     })
 }
 

@@ -293,6 +293,15 @@ impl KubeInformerFactory {
         self.map(|f| f.with_default_resync(period))
     }
 
+    /// Every informer gets its initial state as a streaming list (`sendInitialEvents=true`),
+    /// falling back to list and watch where the server refuses (with a warning naming the
+    /// server's reason), unless its options say otherwise. The informer's own key function
+    /// files the streamed objects: nothing to repeat here.
+    #[must_use]
+    pub fn with_streaming_list(self, enabled: bool) -> Self {
+        self.map(|f| f.with_streaming_list(enabled))
+    }
+
     /// The resync period of `K`'s informers.
     #[must_use]
     pub fn with_resync_for<K: 'static>(self, period: Duration) -> Self {
