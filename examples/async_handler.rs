@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             tokio::time::sleep(Duration::from_millis(2)).await; // the "HTTP call"
             match &change {
                 Change::Upserted(key) => {
-                    let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                    let (ns, name) = key.split_once('/').unwrap_or(("", key));
                     let node = lister
                         .namespace(ns)
                         .get(name)

@@ -553,15 +553,7 @@ where
     /// the wait with [`wait_for_sync_timeout`](Self::wait_for_sync_timeout).
     pub async fn wait_for_sync(&self) -> bool {
         self.upstream
-            .wait(|| {
-                if self.has_synced() {
-                    Some(true)
-                } else if self.upstream.is_stopped() {
-                    Some(false)
-                } else {
-                    None
-                }
-            })
+            .wait(|| self.has_synced(), || self.upstream.is_stopped())
             .await
     }
 

@@ -127,17 +127,18 @@ impl Upstream {
         self.progress.send_replace(());
     }
 
-    /// Waits until `decide` says `Some(answer)`, looking again on every signal. Cancel-safe:
-    /// it holds nothing but a receiver.
-    pub(crate) async fn wait(&self, mut decide: impl FnMut() -> Option<bool>) -> bool {
+    /// Waits until `done` holds (`true`) or `gave_up` does (`false`), looking again on every
+    /// signal. Cancel-safe: it holds nothing but a receiver.
+    pub(crate) async fn wait(&self, done: impl Fn() -> bool, gave_up: impl Fn() -> bool) -> bool {
         // Subscribed before the first look, so no signal between a look and the wait is lost.
         let mut signals = self.progress.subscribe();
         loop {
-            if let Some(answer) = decide() {
-                return answer;
+            if done() {
+                return true;
             }
-            if signals.changed().await.is_err() {
-                return decide().unwrap_or(false);
+            // The sender lives as long as `self`: `changed` never fails while it is borrowed.
+            if gave_up() || signals.changed().await.is_err() {
+                return done();
             }
         }
     }
@@ -209,15 +210,10 @@ impl HandlerRegistration {
     /// `tokio::time::timeout`.
     pub async fn wait_for_sync(&self) -> bool {
         self.upstream
-            .wait(|| {
-                if self.has_synced() {
-                    Some(true)
-                } else if self.is_stopped() || self.upstream.is_stopped() {
-                    Some(false)
-                } else {
-                    None
-                }
-            })
+            .wait(
+                || self.has_synced(),
+                || self.is_stopped() || self.upstream.is_stopped(),
+            )
             .await
     }
 
@@ -234,9 +230,7 @@ impl HandlerRegistration {
     /// was buffered for it has been handled; after the informer stops, once its current
     /// notification returns. Cancel-safe.
     pub async fn stopped(&self) {
-        self.upstream
-            .wait(|| self.is_stopped().then_some(true))
-            .await;
+        self.upstream.wait(|| self.is_stopped(), || false).await;
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -35,11 +35,12 @@
 //! let server = Arc::new(FakeListerWatcher::new());
 //! let obj = |name: &str| Arc::new(name.to_string());
 //! server.push_list(ListPage::new(vec![obj("a"), obj("b")], "10"));
+//! // A watch with two events that then closes; the reflector resumes with a second watch.
 //! server.push_watch(vec![
 //!     WatchStep::Event(WatchEvent::added(obj("c"), "11")),
 //!     WatchStep::Event(WatchEvent::deleted(obj("a"), "12")),
-//!     WatchStep::Hang,
 //! ]);
+//! server.push_watch(vec![WatchStep::Hang]);
 //!
 //! let store = Arc::new(ThreadSafeStore::new(key_func(|s: &String| Ok(s.clone()))));
 //! let reflector = Arc::new(Reflector::new(server.clone(), store.clone()));
@@ -49,10 +50,10 @@
 //!     async move { reflector.run(stop).await }
 //! });
 //!
-//! server.wait_for_requests(2).await; // list, watch
-//! while reflector.last_sync_resource_version() != "12" {
-//!     tokio::task::yield_now().await;
-//! }
+//! // The list, the first watch, and the watch resumed once the first one had been applied.
+//! server.wait_for_requests(3).await;
+//! assert_eq!(reflector.last_sync_resource_version(), "12");
+//! assert_eq!(server.requests()[2].resource_version(), "12");
 //! let mut keys = store.list_keys();
 //! keys.sort();
 //! assert_eq!(keys, ["b", "c"]);
