@@ -36,7 +36,7 @@ fn key(pod: &Pod) -> String {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (server, client) = simulator_with_pods(12).await?;
-    let factory = KubeInformerFactory::new(client);
+    let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
 
     let (tx, mut rx) = mpsc::unbounded_channel();

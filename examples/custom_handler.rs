@@ -66,7 +66,7 @@ impl ResourceEventHandler<Pod> for PodsPerApp {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (server, client) = simulator_with_pods(30).await?;
-    let factory = KubeInformerFactory::new(client);
+    let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
 
     let per_app = Arc::new(PodsPerApp::default());

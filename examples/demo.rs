@@ -30,8 +30,7 @@ use informer_examples::{node_index, node_of, pod};
 use informers::apiserver::{ApiServer, Config};
 use informers::k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use informers::kube::{
-    CacheCheck, KubeInformer, KubeInformerFactory, Snapshot, check_at_same_version,
-    informer_snapshot,
+    CacheCheck, KubeInformerFactory, KubeSource, Snapshot, check_at_same_version, informer_snapshot,
 };
 use informers::kube_client::{self, Resource, ResourceExt};
 use informers::prelude::*;
@@ -231,8 +230,8 @@ struct Counters {
 }
 
 struct Informers {
-    pods: Arc<KubeInformer<Pod>>,
-    configmaps: Arc<KubeInformer<ConfigMap>>,
+    pods: Arc<SharedIndexInformer<Pod>>,
+    configmaps: Arc<SharedIndexInformer<ConfigMap>>,
     pod_mirror: Arc<Mirror<Pod>>,
     configmap_mirror: Arc<Mirror<ConfigMap>>,
     per_node: Arc<PodsPerNode>,
@@ -522,7 +521,7 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
         cap: Duration::from_secs(1),
         ..BackoffConfig::default()
     };
-    let factory = KubeInformerFactory::new(client)
+    let factory = KubeInformerFactory::new(KubeSource::new(client))
         .configure::<Pod>(move |i| i.with_reflector_config(move |r| r.with_backoff(backoff())))
         .configure::<ConfigMap>(move |i| {
             i.with_reflector_config(move |r| r.with_backoff(backoff()))
@@ -784,7 +783,7 @@ where
     Ok(items.iter().map(|o| (key_of(o), rv_of(o))).collect())
 }
 
-fn cache_state<K>(informer: &KubeInformer<K>) -> HashMap<String, String>
+fn cache_state<K>(informer: &SharedIndexInformer<K>) -> HashMap<String, String>
 where
     K: Resource + Send + Sync + 'static + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -855,8 +854,10 @@ fn check(server: &ApiServer, informers: &Informers) -> Result<Verdict, BoxError>
 
 /// `--cluster`: the same informers against the current kubeconfig's cluster, read-only.
 async fn run_cluster(settings: &Settings) -> Result<bool, BoxError> {
-    let factory = KubeInformerFactory::try_default().await?;
-    let client = factory.client().clone();
+    let factory = KubeSource::try_default()
+        .await
+        .map(KubeInformerFactory::new)?;
+    let client = factory.source().client().clone();
     println!(
         "informers demo against the cluster of the current kubeconfig (default namespace {}), \
          read-only, for {:.0?}",
@@ -940,7 +941,10 @@ async fn run_cluster(settings: &Settings) -> Result<bool, BoxError> {
 }
 
 /// An informer's cache at its last resourceVersion, if its handlers' view is the same.
-fn settled<K>(informer: &KubeInformer<K>, mirror: &HashMap<String, String>) -> Option<Snapshot>
+fn settled<K>(
+    informer: &SharedIndexInformer<K>,
+    mirror: &HashMap<String, String>,
+) -> Option<Snapshot>
 where
     K: Resource + Send + Sync + 'static + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,

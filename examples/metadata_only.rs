@@ -1,6 +1,6 @@
 //! A metadata-only informer: names, labels, annotations, owners — without specs and statuses.
 //!
-//! `metadata_informer::<Pod>()` lists and watches through the API server's metadata view
+//! `informer::<Metadata<Pod>>()` lists and watches through the API server's metadata view
 //! (`PartialObjectMetadata`), so the cache holds `PartialObjectMeta<Pod>`s: a fraction of the
 //! memory when a program only needs to know what exists and how it is labelled.
 //!
@@ -18,8 +18,8 @@ use informers::prelude::*;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (server, client) = simulator_with_pods(25).await?;
-    let factory = KubeInformerFactory::new(client);
-    let metadata = factory.metadata_informer::<Pod>();
+    let factory = KubeInformerFactory::new(KubeSource::new(client));
+    let metadata = factory.informer::<Metadata<Pod>>();
     factory.start()?;
     let report = factory
         .wait_for_cache_sync(Some(Duration::from_secs(30)))

@@ -17,7 +17,7 @@ use informers::prelude::*;
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (server, client) = simulator_with_pods(40).await?;
 
-    let factory = KubeInformerFactory::new(client);
+    let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
     // The index function: a pod's node name (see `informer_examples::node_index`).
     pods.add_indexers(indexers([("node", node_index())]))?;

@@ -360,15 +360,14 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
 type RunTask = tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>;
 
 /// Starts `informer` on `rt` and waits until it has synced and `counter` has seen `n` adds.
-fn run_until_synced<K, L>(
+fn run_until_synced<K>(
     rt: &tokio::runtime::Runtime,
-    informer: &Arc<SharedIndexInformer<K, L>>,
+    informer: &Arc<SharedIndexInformer<K>>,
     counter: &w_inf::Counter,
     n: usize,
 ) -> (CancellationToken, RunTask)
 where
     K: Send + Sync + 'static,
-    L: informer_reflector::ListerWatcher<K> + 'static,
 {
     let stop = CancellationToken::new();
     let task = rt.spawn({

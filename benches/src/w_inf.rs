@@ -115,7 +115,7 @@ pub fn runtime() -> Runtime {
 pub fn informer<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
-) -> (Arc<SharedIndexInformer<Pod, L>>, Vec<Arc<Counter>>) {
+) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
     let informer = Arc::new(SharedIndexInformer::new(
         source,
         key_func(),

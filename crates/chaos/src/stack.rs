@@ -27,7 +27,7 @@ use crate::scenario::{
 };
 
 /// An informer of pods over HTTP whose requests are recorded.
-pub type PodInformer = SharedIndexInformer<Pod, Recording<KubeListerWatcher<Pod>>>;
+pub type PodInformer = SharedIndexInformer<Pod>;
 
 /// The name of the node index.
 pub const NODE_INDEX: &str = "node";

@@ -9,7 +9,7 @@ use informer_fifo::{
     DeletedObject, DeltaFIFO, DeltaFIFOOptions, Deltas, InOrderFIFO, InOrderFIFOOptions, Queue,
     QueueClosed, RefusalHandler, TransformFunc,
 };
-use informer_reflector::{ListerWatcher, Reflector, WatchErrorHandler};
+use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{
     Indexer, Indexers, KeyFunc, Lister, ReflectorStore, Store, ThreadSafeStore, catch_panic,
 };
@@ -39,9 +39,10 @@ pub type QueueFactory<K> = Arc<
 >;
 
 /// Adjusts the reflector before it runs (backoff, page size, selectors, streaming list...).
-pub type ReflectorConfig<K, L> = Box<
-    dyn FnOnce(Reflector<K, L, Arc<dyn Queue<K>>>) -> Reflector<K, L, Arc<dyn Queue<K>>> + Send,
->;
+pub type ReflectorConfig<K> = Box<dyn FnOnce(InformerReflector<K>) -> InformerReflector<K> + Send>;
+
+/// The reflector an informer runs: over its (boxed) lister-watcher, into its queue.
+pub type InformerReflector<K> = Reflector<K, BoxListerWatcher<K>, Arc<dyn Queue<K>>>;
 
 /// The minimum resync period of a handler (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -88,14 +89,14 @@ pub enum InformerError {
     ForeignRegistration,
 }
 
-struct Settings<K, L> {
-    lister_watcher: Option<L>,
+struct Settings<K> {
+    lister_watcher: Option<BoxListerWatcher<K>>,
     default_resync: Duration,
     resync_check_period: Duration,
     transform: Option<TransformFunc<K>>,
     watch_error_handler: Option<WatchErrorHandler>,
     queue_kind: QueueKind<K>,
-    reflector_config: Option<ReflectorConfig<K, L>>,
+    reflector_config: Option<ReflectorConfig<K>>,
     streaming_list: bool,
 }
 
@@ -116,13 +117,13 @@ struct Counters {
 ///
 /// Each handler has its own unbounded buffer and worker thread: the pop loop never waits for a
 /// handler, and a slow handler delays nobody else.
-pub struct SharedIndexInformer<K, L> {
+pub struct SharedIndexInformer<K> {
     name: Arc<str>,
     key_func: KeyFunc<K>,
     resource_version: ResourceVersionFunc<K>,
     indexer: Arc<ThreadSafeStore<K>>,
     processor: Arc<Processor<K>>,
-    settings: Mutex<Settings<K, L>>,
+    settings: Mutex<Settings<K>>,
     /// Held while deltas are applied and distributed, and while a late handler takes its
     /// snapshot: nothing is missed or repeated between the two.
     block_deltas: Arc<Mutex<()>>,
@@ -135,7 +136,7 @@ pub struct SharedIndexInformer<K, L> {
     started: AtomicBool,
 }
 
-impl<K, L> fmt::Debug for SharedIndexInformer<K, L> {
+impl<K> fmt::Debug for SharedIndexInformer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
             .field("name", &self.name)
@@ -337,20 +338,19 @@ impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
 /// future dropped mid-way (a `select!`, a timeout, an aborted task, a runtime shut down) leaves
 /// no thread blocked and no wait hanging. The workers are detached then, not joined: each ends
 /// after the notification it is handling.
-struct StopInformer<'a, K: Send + Sync + 'static, L: ListerWatcher<K> + 'static> {
-    informer: &'a SharedIndexInformer<K, L>,
+struct StopInformer<'a, K: Send + Sync + 'static> {
+    informer: &'a SharedIndexInformer<K>,
 }
 
-impl<K: Send + Sync + 'static, L: ListerWatcher<K> + 'static> Drop for StopInformer<'_, K, L> {
+impl<K: Send + Sync + 'static> Drop for StopInformer<'_, K> {
     fn drop(&mut self) {
         drop(self.informer.stop_handlers());
     }
 }
 
-impl<K, L> SharedIndexInformer<K, L>
+impl<K> SharedIndexInformer<K>
 where
     K: Send + Sync + 'static,
-    L: ListerWatcher<K> + 'static,
 {
     /// An informer over `lister_watcher`, with a cache keyed by `key_func`, the given
     /// `indexers`, and `resync_period` as every handler's default (`Duration::ZERO`: none).
@@ -358,7 +358,7 @@ where
     /// `resource_version` reads an object's resource version (a resync is an update whose two
     /// sides have the same one).
     pub fn new(
-        lister_watcher: L,
+        lister_watcher: impl ListerWatcher<K> + 'static,
         key_func: KeyFunc<K>,
         resource_version: ResourceVersionFunc<K>,
         resync_period: Duration,
@@ -382,7 +382,7 @@ where
                 Arc::clone(&upstream),
             )),
             settings: Mutex::new(Settings {
-                lister_watcher: Some(lister_watcher),
+                lister_watcher: Some(BoxListerWatcher::new(lister_watcher)),
                 default_resync: resync_period,
                 resync_check_period: resync_period,
                 transform: None,
@@ -436,9 +436,7 @@ where
     /// The same informer with its reflector adjusted by `f` before it runs.
     pub fn with_reflector_config(
         self,
-        f: impl FnOnce(Reflector<K, L, Arc<dyn Queue<K>>>) -> Reflector<K, L, Arc<dyn Queue<K>>>
-        + Send
-        + 'static,
+        f: impl FnOnce(InformerReflector<K>) -> InformerReflector<K> + Send + 'static,
     ) -> Self {
         self.settings.lock().reflector_config = Some(Box::new(f));
         self
@@ -765,7 +763,7 @@ mod tests {
     use super::*;
     use crate::handler::ResourceEventHandlerFuncs;
 
-    fn informer(resync: Duration) -> SharedIndexInformer<String, FakeListerWatcher<String>> {
+    fn informer(resync: Duration) -> SharedIndexInformer<String> {
         SharedIndexInformer::new(
             FakeListerWatcher::new(),
             key_func(|s: &String| Ok(s.clone())),

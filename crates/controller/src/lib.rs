@@ -74,18 +74,17 @@ pub use crate::handler::{
     ResourceEventHandlerFuncs,
 };
 pub use crate::informer::{
-    InformerError, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind, ReflectorConfig,
-    ResourceVersionFunc, SharedIndexInformer,
+    InformerError, InformerReflector, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind,
+    ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
 };
 pub use crate::processor::{HandlerRegistration, PanicPolicy};
 
 #[cfg(test)]
 mod send_sync {
     use super::*;
-    use informer_reflector::FakeListerWatcher;
 
     const fn assert_send_sync<T: Send + Sync>() {}
-    const _: () = assert_send_sync::<SharedIndexInformer<String, FakeListerWatcher<String>>>();
+    const _: () = assert_send_sync::<SharedIndexInformer<String>>();
     const _: () = assert_send_sync::<HandlerRegistration>();
     const _: () = assert_send_sync::<ResourceEventHandlerFuncs<String>>();
     const _: () = assert_send_sync::<InformerError>();

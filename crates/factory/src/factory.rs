@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer_controller::{InformerError, SharedIndexInformer};
-use informer_reflector::ListerWatcher;
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -22,15 +21,11 @@ use crate::source::{ListerWatcherSource, Selection};
 use crate::sync_report::{CacheSyncReport, InformerStatus};
 
 /// The informer a factory over source `S` hands out for resource `R`.
-pub type FactoryInformer<S, R> = SharedIndexInformer<
-    <S as ListerWatcherSource<R>>::Object,
-    <S as ListerWatcherSource<R>>::ListerWatcher,
->;
+pub type FactoryInformer<S, R> = SharedIndexInformer<<S as ListerWatcherSource<R>>::Object>;
 
 /// Adjusts a new informer of one resource before it is stored (see
 /// [`SharedInformerFactory::configure`]).
-type Configure<O, L> =
-    Arc<dyn Fn(SharedIndexInformer<O, L>) -> SharedIndexInformer<O, L> + Send + Sync>;
+type Configure<O> = Arc<dyn Fn(SharedIndexInformer<O>) -> SharedIndexInformer<O> + Send + Sync>;
 
 /// What an informer is shared under.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -52,10 +47,9 @@ trait Runnable: Send + Sync {
     fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>>;
 }
 
-impl<O, L> Runnable for SharedIndexInformer<O, L>
+impl<O> Runnable for SharedIndexInformer<O>
 where
     O: Send + Sync + 'static,
-    L: ListerWatcher<O> + 'static,
 {
     fn run(
         self: Arc<Self>,
@@ -139,7 +133,7 @@ struct State {
 /// The factory gets lister-watchers from a [`ListerWatcherSource`] and knows nothing else about
 /// the server: `informer-kube`'s `KubeInformerFactory` is this factory over a `kube::Client`.
 ///
-/// * [`informer_for`](Self::informer_for) / [`informer_with`](Self::informer_with) return the
+/// * [`informer`](Self::informer) / [`informer_with`](Self::informer_with) return the
 ///   shared informer of a resource, creating it on first request. Register handlers and
 ///   indexes on it before or after [`start`](Self::start).
 /// * [`start`](Self::start) runs every informer requested so far that is not running yet, on
@@ -273,7 +267,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
     {
-        let f: Configure<S::Object, S::ListerWatcher> = Arc::new(f);
+        let f: Configure<S::Object> = Arc::new(f);
         self.configure.insert(TypeId::of::<R>(), Arc::new(f));
         self
     }
@@ -290,7 +284,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
 
     /// The shared informer of resource `R` with the factory's defaults, created on first
     /// request (client-go's `InformerFor`).
-    pub fn informer_for<R>(&self) -> Arc<FactoryInformer<S, R>>
+    pub fn informer<R>(&self) -> Arc<FactoryInformer<S, R>>
     where
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
@@ -343,7 +337,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         if let Some(configure) = self
             .configure
             .get(&key.resource)
-            .and_then(|c| c.downcast_ref::<Configure<S::Object, S::ListerWatcher>>())
+            .and_then(|c| c.downcast_ref::<Configure<S::Object>>())
         {
             informer = configure(informer);
         }
@@ -380,12 +374,12 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
 
     /// A typed lister on the shared informer of `R` with the factory's defaults (created if
     /// need be; it reads an empty cache until the informer is started and synced).
-    pub fn lister_for<R>(&self) -> ResourceLister<S::Object>
+    pub fn lister<R>(&self) -> ResourceLister<S::Object>
     where
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
     {
-        ResourceLister::new(self.informer_for::<R>().indexer())
+        ResourceLister::new(self.informer::<R>().indexer())
     }
 
     /// Starts every informer requested so far that has not been started, each on its own task

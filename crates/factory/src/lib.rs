@@ -2,7 +2,7 @@
 //! synced and stopped together (client-go's `SharedInformerFactory`).
 //!
 //! ```text
-//! ListerWatcherSource ──lister_watcher(selection)──▶ SharedIndexInformer ◀── informer_for::<R>()
+//! ListerWatcherSource ──lister_watcher(selection)──▶ SharedIndexInformer ◀── informer::<R>()
 //!     (e.g. a kube::Client)                            one per (R, selection, transform)   (every caller)
 //! ```
 //!
@@ -12,7 +12,7 @@
 //! function and default indexes per resource. `informer-kube` provides the source and a
 //! `KubeInformerFactory` for a `kube::Client`.
 //!
-//! * [`SharedInformerFactory::informer_for`] / [`informer_with`](SharedInformerFactory::informer_with)
+//! * [`SharedInformerFactory::informer`] / [`informer_with`](SharedInformerFactory::informer_with)
 //!   hand back the shared informer for a resource (with [`InformerOptions`]: namespace,
 //!   selectors, a named transform, a resync period);
 //! * [`start`](SharedInformerFactory::start) (idempotent),
@@ -55,8 +55,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let factory = SharedInformerFactory::new(Names);
-//! let informer = factory.informer_for::<String>();
-//! assert!(Arc::ptr_eq(&informer, &factory.informer_for::<String>())); // one, shared
+//! let informer = factory.informer::<String>();
+//! assert!(Arc::ptr_eq(&informer, &factory.informer::<String>())); // one, shared
 //! informer.add_event_handler(ResourceEventHandlerFuncs::new().with_add(|name: &Arc<String>, _| {
 //!     println!("added {name}");
 //! }))?;
@@ -64,7 +64,7 @@
 //! factory.start()?;
 //! let report = factory.wait_for_cache_sync(Some(Duration::from_secs(10))).await;
 //! assert!(report.all_synced(), "{report}");
-//! let lister = factory.lister_for::<String>();
+//! let lister = factory.lister::<String>();
 //! assert_eq!(lister.get("web-0").as_deref().map(String::as_str), Some("web-0"));
 //! assert_eq!(lister.list(&Everything).len(), 1);
 //!

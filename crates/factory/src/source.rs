@@ -53,7 +53,7 @@ impl Selection {
 /// A source of lister-watchers for the resources a factory serves: the factory's only link to
 /// an API server.
 ///
-/// `R` names the resource asked for (`factory.informer_for::<R>()`); the informer caches
+/// `R` names the resource asked for (`factory.informer::<R>()`); the informer caches
 /// [`Object`](Self::Object)s, which is usually `R` itself. Keeping the two apart lets one source
 /// serve several views of a type (a kube source serves `Pod` as full objects and
 /// `Metadata<Pod>` as metadata only), each with its own informer.

@@ -23,11 +23,11 @@ fn lists(made: &common::Made) -> usize {
 async fn start_is_idempotent_and_starts_informers_requested_since() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
     assert_eq!(factory.start().unwrap(), 0, "nothing requested yet");
-    let pods = factory.informer_for::<Pods>();
+    let pods = factory.informer::<Pods>();
     assert!(!pods.has_started());
     assert_eq!(factory.start().unwrap(), 1);
     assert_eq!(factory.start().unwrap(), 0);
-    let secrets = factory.informer_for::<Secrets>();
+    let secrets = factory.informer::<Secrets>();
     assert!(!secrets.has_started(), "not until the next start");
     assert_eq!(factory.start().unwrap(), 1);
     assert_eq!(factory.start().unwrap(), 0);
@@ -45,7 +45,7 @@ async fn start_is_idempotent_and_starts_informers_requested_since() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_cache_sync_without_a_timeout_waits_for_every_started_informer() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let pods = factory.informer_for::<Pods>();
+    let pods = factory.informer::<Pods>();
     let in_b = factory.informer_with::<Secrets>(InformerOptions::new().namespace("b"));
     factory.start().unwrap();
     let report = factory.wait_for_cache_sync(None).await;
@@ -68,7 +68,7 @@ async fn wait_for_cache_sync_without_a_timeout_waits_for_every_started_informer(
 #[tokio::test(start_paused = true)]
 async fn wait_for_cache_sync_is_woken_by_the_syncs_not_a_timer() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    factory.informer_for::<Pods>();
+    factory.informer::<Pods>();
     factory.informer_with::<Secrets>(InformerOptions::new().namespace("b"));
     factory.start().unwrap();
     let begun = tokio::time::Instant::now();
@@ -83,7 +83,7 @@ async fn wait_for_cache_sync_is_woken_by_the_syncs_not_a_timer() {
 #[tokio::test(start_paused = true)]
 async fn wait_for_cache_sync_returns_when_an_unsynced_informer_stops() {
     let factory = Arc::new(SharedInformerFactory::new(Source::with(objects())));
-    let stuck = factory.informer_for::<Stuck>();
+    let stuck = factory.informer::<Stuck>();
     factory.start().unwrap();
     let waiting = tokio::spawn({
         let factory = Arc::clone(&factory);
@@ -100,9 +100,9 @@ async fn wait_for_cache_sync_returns_when_an_unsynced_informer_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_cache_sync_ignores_informers_not_started() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    factory.informer_for::<Pods>();
+    factory.informer::<Pods>();
     factory.start().unwrap();
-    factory.informer_for::<Stuck>(); // requested, never started: not waited for
+    factory.informer::<Stuck>(); // requested, never started: not waited for
     let report = factory.wait_for_cache_sync(None).await;
     assert!(report.all_synced(), "{report}");
     assert_eq!(report.informers.len(), 1);
@@ -114,8 +114,8 @@ async fn wait_for_cache_sync_ignores_informers_not_started() {
 #[tokio::test(start_paused = true)]
 async fn wait_for_cache_sync_with_a_timeout_reports_what_has_not_synced() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let pods = factory.informer_for::<Pods>();
-    let stuck = factory.informer_for::<Stuck>();
+    let pods = factory.informer::<Pods>();
+    let stuck = factory.informer::<Stuck>();
     factory.start().unwrap();
     // The pods sync on the informer's own thread; the wait is woken by it, with no timer.
     assert!(pods.wait_for_sync().await);
@@ -148,9 +148,9 @@ async fn wait_for_cache_sync_with_a_timeout_reports_what_has_not_synced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
     let factory = Arc::new(SharedInformerFactory::new(Source::with(objects())));
-    let pods = factory.informer_for::<Pods>();
-    let secrets = factory.informer_for::<Secrets>();
-    let stuck = factory.informer_for::<Stuck>();
+    let pods = factory.informer::<Pods>();
+    let secrets = factory.informer::<Secrets>();
+    let stuck = factory.informer::<Stuck>();
     let registrations: Vec<_> = [&pods, &secrets, &stuck]
         .iter()
         .flat_map(|i| {
@@ -208,7 +208,7 @@ async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
 async fn shutdown_before_start_and_without_informers_returns_at_once() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
     factory.shutdown().await.unwrap();
-    let pods = factory.informer_for::<Pods>();
+    let pods = factory.informer::<Pods>();
     assert!(matches!(factory.start(), Err(FactoryError::ShutDown)));
     assert!(!pods.has_started());
 }
@@ -216,7 +216,7 @@ async fn shutdown_before_start_and_without_informers_returns_at_once() {
 #[test]
 fn start_outside_a_runtime_needs_a_handle() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    factory.informer_for::<Pods>();
+    factory.informer::<Pods>();
     assert!(matches!(factory.start(), Err(FactoryError::NoRuntime)));
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -234,7 +234,7 @@ fn start_outside_a_runtime_needs_a_handle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listers_read_the_shared_cache_by_namespace_and_selector() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let lister = factory.lister_for::<Pods>();
+    let lister = factory.lister::<Pods>();
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
 
@@ -255,7 +255,7 @@ async fn listers_read_the_shared_cache_by_namespace_and_selector() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transform_applies_to_its_informer_only() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let plain = factory.informer_for::<Pods>();
+    let plain = factory.informer::<Pods>();
     let renamed = factory.informer_with::<Pods>(InformerOptions::new().transform(
         "app-upper",
         transform_func(|o: Arc<Obj>| {
@@ -279,8 +279,8 @@ async fn resync_periods_come_from_options_then_type_then_default() {
         .with_resync_for::<Secrets>(Duration::from_secs(10));
     let counters: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
     let informers = [
-        factory.informer_for::<Pods>(),
-        factory.informer_for::<Secrets>(),
+        factory.informer::<Pods>(),
+        factory.informer::<Secrets>(),
         factory.informer_with::<Pods>(
             InformerOptions::new()
                 .namespace("a")
@@ -349,7 +349,7 @@ async fn resync_periods_come_from_options_then_type_then_default() {
 #[tokio::test(start_paused = true)]
 async fn streaming_lists_are_one_option_on_the_factory_or_an_informer() {
     let factory = SharedInformerFactory::new(Source::with(objects())).with_streaming_list(true);
-    factory.informer_for::<Pods>();
+    factory.informer::<Pods>();
     factory.informer_with::<Secrets>(InformerOptions::new().streaming_list(false));
     factory.start().unwrap();
     let made = factory.source().made();

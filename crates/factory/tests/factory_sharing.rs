@@ -12,8 +12,8 @@ use informer_fifo::transform_func;
 #[test]
 fn the_same_resource_and_options_get_the_same_informer() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let first = factory.informer_for::<Pods>();
-    let again = factory.informer_for::<Pods>();
+    let first = factory.informer::<Pods>();
+    let again = factory.informer::<Pods>();
     let explicit = factory.informer_with::<Pods>(InformerOptions::new());
     let everything = factory.informer_with::<Pods>(InformerOptions::new().namespace(""));
     assert!(Arc::ptr_eq(&first, &again));
@@ -32,8 +32,8 @@ fn the_same_resource_and_options_get_the_same_informer() {
 #[test]
 fn different_types_selections_and_transforms_get_different_informers() {
     let factory = SharedInformerFactory::new(Source::with(objects()));
-    let pods = factory.informer_for::<Pods>();
-    let secrets = factory.informer_for::<Secrets>();
+    let pods = factory.informer::<Pods>();
+    let secrets = factory.informer::<Secrets>();
     let in_a = factory.informer_with::<Pods>(InformerOptions::new().namespace("a"));
     let web = factory.informer_with::<Pods>(InformerOptions::new().labels("app=web"));
     let on_node = factory.informer_with::<Pods>(InformerOptions::new().fields("spec.nodeName=n1"));
@@ -76,7 +76,7 @@ fn factory_defaults_fill_in_what_options_leave_unset() {
     let factory = SharedInformerFactory::new(Source::with(objects()))
         .with_namespace("a")
         .with_selectors("app=web", "");
-    let default = factory.informer_for::<Pods>();
+    let default = factory.informer::<Pods>();
     let same = factory.informer_with::<Pods>(InformerOptions::new().namespace("a"));
     assert!(Arc::ptr_eq(&default, &same));
     factory.informer_with::<Pods>(InformerOptions::new().namespace("").labels(""));
@@ -110,9 +110,9 @@ fn configure_runs_once_per_new_informer_of_its_type() {
             informer
         }
     });
-    factory.informer_for::<Pods>();
-    factory.informer_for::<Pods>();
-    factory.informer_for::<Secrets>();
+    factory.informer::<Pods>();
+    factory.informer::<Pods>();
+    factory.informer::<Secrets>();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     factory.informer_with::<Pods>(InformerOptions::new().namespace("b"));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
@@ -123,7 +123,7 @@ fn sharing_holds_under_concurrent_requests() {
     let factory = Arc::new(SharedInformerFactory::new(Source::with(objects())));
     let informers: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
-            .map(|_| s.spawn(|| factory.informer_for::<Pods>()))
+            .map(|_| s.spawn(|| factory.informer::<Pods>()))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });

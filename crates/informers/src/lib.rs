@@ -30,7 +30,7 @@
 //!
 //! # From zero to a running informer
 //!
-//! 1. **A client.** [`KubeInformerFactory::try_default`](informer_kube::KubeInformerFactory::try_default)
+//! 1. **A client.** [`KubeSource::try_default`](informer_kube::KubeSource::try_default)
 //!    reads your kubeconfig (or the in-cluster service account). The example below uses the
 //!    embedded API server simulator instead, so it runs anywhere.
 //! 2. **A factory and an informer.** `factory.informer::<Pod>()` is the shared pod informer:
@@ -71,7 +71,7 @@ let client = informers::kube_client::Client::try_from(
 )?;
 
 // 2. The factory and its shared pod informer.
-let factory = KubeInformerFactory::new(client);
+let factory = KubeInformerFactory::new(KubeSource::new(client));
 let pods = factory.informer::<Pod>();
 
 // 3. An index of pods by node.
@@ -181,7 +181,7 @@ pub mod prelude {
     #[cfg(feature = "fifo")]
     pub use informer_fifo::DeletedObject;
     #[cfg(feature = "kube")]
-    pub use informer_kube::{KubeInformerFactory, LabelSelector, Metadata};
+    pub use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
     #[cfg(feature = "store")]
     pub use informer_store::{
         IndexValues, Indexer, Lister, NAMESPACE_INDEX, Store, index_func, indexers,

@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams, VersionMatch};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::factory::KubeInformer;
+use informer_controller::SharedIndexInformer;
 
 /// A cache's content at one resource version: `namespace/name` (or `name`) → the object's
 /// `resourceVersion`.
@@ -90,7 +90,7 @@ fn key_of<K: Resource>(object: &K) -> String {
 ///
 /// The informer's version is its reflector's; the cache can trail it by the events still queued,
 /// which [`check_at_same_version`] absorbs by trying again at a later version.
-pub fn informer_snapshot<K>(informer: &KubeInformer<K>) -> Option<Snapshot>
+pub fn informer_snapshot<K>(informer: &SharedIndexInformer<K>) -> Option<Snapshot>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {

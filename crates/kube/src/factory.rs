@@ -2,15 +2,10 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::sync::Arc;
-use std::time::Duration;
 
-use informer_controller::{ResourceVersionFunc, SharedIndexInformer};
-use informer_factory::{
-    InformerOptions, ListerWatcherSource, ResourceLister, Selection, Selector,
-    SharedInformerFactory,
-};
+use informer_controller::ResourceVersionFunc;
+use informer_factory::{ListerWatcherSource, Selection, Selector, SharedInformerFactory};
 use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};
 use kube::core::{ClusterResourceScope, NamespaceResourceScope, PartialObjectMeta, SelectorExt};
 use kube::{Api, Client, Resource};
@@ -19,13 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::key::{key_func, namespace_index_func};
 use crate::lister_watcher::{KubeListerWatcher, MetadataListerWatcher};
 
-/// The informer a [`KubeInformerFactory`] hands out for `K`.
-pub type KubeInformer<K> = SharedIndexInformer<K, KubeListerWatcher<K>>;
-
-/// The metadata-only informer a [`KubeInformerFactory`] hands out for `K`.
-pub type MetadataInformer<K> = SharedIndexInformer<PartialObjectMeta<K>, MetadataListerWatcher<K>>;
-
-/// Names the metadata-only view of `K` to a factory: `factory.informer_for::<Metadata<Pod>>()`
+/// Names the metadata-only view of `K` to a factory: `factory.informer::<Metadata<Pod>>()`
 /// caches [`PartialObjectMeta<Pod>`](PartialObjectMeta), listed and watched through the
 /// metadata API, in an informer of its own.
 pub struct Metadata<K>(PhantomData<fn() -> K>);
@@ -78,6 +67,12 @@ pub struct KubeSource {
     client: Client,
 }
 
+impl From<Client> for KubeSource {
+    fn from(client: Client) -> Self {
+        Self::new(client)
+    }
+}
+
 impl fmt::Debug for KubeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeSource")
@@ -87,9 +82,24 @@ impl fmt::Debug for KubeSource {
 }
 
 impl KubeSource {
-    /// A source over `client`.
+    /// A source over `client`, used as given. Build it with [`client_from_config`] (or with
+    /// `default_retry = false` in its `kube::Config`) so that the reflector sees every 429 and
+    /// 503: a client with kube-client's retry layer (the default of `Client::try_default()`)
+    /// retries them itself, invisibly, before the reflector's own rules apply.
     pub fn new(client: Client) -> Self {
         Self { client }
+    }
+
+    /// A source over [`default_client`]: the usual kubeconfig or in-cluster configuration,
+    /// without kube-client's retry layer.
+    pub async fn try_default() -> Result<Self, kube::Error> {
+        Ok(Self::new(default_client().await?))
+    }
+
+    /// A source over a client built from `config` by [`client_from_config`] (without
+    /// kube-client's retry layer, whatever `config.default_retry` says).
+    pub fn try_from_config(config: kube::Config) -> Result<Self, kube::Error> {
+        Ok(Self::new(client_from_config(config)?))
     }
 
     /// The client.
@@ -208,17 +218,17 @@ pub fn client_from_config(mut config: kube::Config) -> Result<Client, kube::Erro
 /// The shared informer factory over a `kube::Client` (client-go's
 /// `informers.NewSharedInformerFactory`): one informer per resource type and selection.
 ///
-/// Everything of [`SharedInformerFactory`] is reachable through `Deref`: `start`,
-/// `wait_for_cache_sync`, `shutdown`, `informers`... The builder methods here return the kube
-/// factory itself.
+/// It is [`SharedInformerFactory`] over a [`KubeSource`], so every operation has one name:
+/// `informer::<Pod>()`, `informer_with::<Pod>(options)`, `informer::<Metadata<Pod>>()` for
+/// the metadata-only view, `lister::<Pod>()`, `start`, `wait_for_cache_sync`, `shutdown`.
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use informer_kube::KubeInformerFactory;
+/// use informer_kube::{KubeInformerFactory, KubeSource};
 /// use k8s_openapi::api::core::v1::{Node, Pod};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let factory = KubeInformerFactory::try_default().await?;
+/// let factory = KubeInformerFactory::new(KubeSource::try_default().await?);
 /// let pods = factory.informer::<Pod>();
 /// let nodes = factory.lister::<Node>();
 /// factory.start()?;
@@ -228,153 +238,9 @@ pub fn client_from_config(mut config: kube::Config) -> Result<Client, kube::Erro
 /// factory.shutdown().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
-pub struct KubeInformerFactory {
-    inner: SharedInformerFactory<KubeSource>,
-}
+pub type KubeInformerFactory = SharedInformerFactory<KubeSource>;
 
-impl Deref for KubeInformerFactory {
-    type Target = SharedInformerFactory<KubeSource>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inner
-    }
-}
-
-impl KubeInformerFactory {
-    /// A factory over `client`: all namespaces, no selectors, no resync.
-    ///
-    /// The client is used as given. Build it with [`client_from_config`] (or with
-    /// `default_retry = false` in its `kube::Config`) so that the reflector sees every 429 and
-    /// 503: a client with kube-client's retry layer (the default of `Client::try_default()`)
-    /// retries them itself, invisibly, before the reflector's own rules apply.
-    pub fn new(client: Client) -> Self {
-        Self {
-            inner: SharedInformerFactory::new(KubeSource::new(client)),
-        }
-    }
-
-    /// A factory over [`default_client`]: the usual kubeconfig or in-cluster configuration,
-    /// without kube-client's retry layer.
-    pub async fn try_default() -> Result<Self, kube::Error> {
-        Ok(Self::new(default_client().await?))
-    }
-
-    /// A factory over a client built from `config` by [`client_from_config`] (without
-    /// kube-client's retry layer, whatever `config.default_retry` says).
-    pub fn try_from_config(config: kube::Config) -> Result<Self, kube::Error> {
-        Ok(Self::new(client_from_config(config)?))
-    }
-
-    fn map(
-        self,
-        f: impl FnOnce(SharedInformerFactory<KubeSource>) -> SharedInformerFactory<KubeSource>,
-    ) -> Self {
-        Self {
-            inner: f(self.inner),
-        }
-    }
-
-    /// Every informer watches `namespace` only, unless its options say otherwise (`""`: all).
-    #[must_use]
-    pub fn with_namespace(self, namespace: impl Into<String>) -> Self {
-        self.map(|f| f.with_namespace(namespace))
-    }
-
-    /// Every informer is narrowed by these label and field selectors (`""`: none).
-    #[must_use]
-    pub fn with_selectors(self, labels: impl Into<String>, fields: impl Into<String>) -> Self {
-        self.map(|f| f.with_selectors(labels, fields))
-    }
-
-    /// The resync period of every informer without a per-type one.
-    #[must_use]
-    pub fn with_default_resync(self, period: Duration) -> Self {
-        self.map(|f| f.with_default_resync(period))
-    }
-
-    /// Every informer gets its initial state as a streaming list (`sendInitialEvents=true`),
-    /// falling back to list and watch where the server refuses (with a warning naming the
-    /// server's reason), unless its options say otherwise. The informer's own key function
-    /// files the streamed objects: nothing to repeat here.
-    #[must_use]
-    pub fn with_streaming_list(self, enabled: bool) -> Self {
-        self.map(|f| f.with_streaming_list(enabled))
-    }
-
-    /// The resync period of `K`'s informers.
-    #[must_use]
-    pub fn with_resync_for<K: 'static>(self, period: Duration) -> Self {
-        self.map(|f| f.with_resync_for::<K>(period))
-    }
-
-    /// Adjusts each new informer of `K` (queue, reflector settings, panic policy); see
-    /// [`SharedInformerFactory::configure`].
-    #[must_use]
-    pub fn configure<K>(
-        self,
-        f: impl Fn(KubeInformer<K>) -> KubeInformer<K> + Send + Sync + 'static,
-    ) -> Self
-    where
-        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: ApiScope,
-    {
-        self.map(|factory| factory.configure::<K>(f))
-    }
-
-    /// The client informers list and watch through.
-    pub fn client(&self) -> &Client {
-        self.inner.source().client()
-    }
-
-    /// The factory underneath.
-    pub fn into_inner(self) -> SharedInformerFactory<KubeSource> {
-        self.inner
-    }
-
-    /// The shared informer of `K` with the factory's defaults.
-    pub fn informer<K>(&self) -> Arc<KubeInformer<K>>
-    where
-        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: ApiScope,
-    {
-        self.inner.informer_for::<K>()
-    }
-
-    /// The shared informer of `K` with `options` over the factory's defaults.
-    pub fn informer_with_options<K>(&self, options: InformerOptions<K>) -> Arc<KubeInformer<K>>
-    where
-        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: ApiScope,
-    {
-        self.inner.informer_with::<K>(options)
-    }
-
-    /// The shared metadata-only informer of `K` (its own informer, beside `K`'s full one).
-    pub fn metadata_informer<K>(&self) -> Arc<MetadataInformer<K>>
-    where
-        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: ApiScope,
-    {
-        self.inner.informer_for::<Metadata<K>>()
-    }
-
-    /// A typed lister on the shared informer of `K`.
-    pub fn lister<K>(&self) -> ResourceLister<K>
-    where
-        K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: ApiScope,
-    {
-        self.inner.lister_for::<K>()
-    }
-}
-
-/// A label selector for [`ResourceLister::list`] over Kubernetes objects: kube's
+/// A label selector for [`ResourceLister::list`](informer_factory::ResourceLister::list) over Kubernetes objects: kube's
 /// [`Selector`](kube::core::Selector), matched against `metadata.labels`.
 ///
 /// ```

@@ -15,7 +15,7 @@
 //! * [`key_func`] and [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
 //!   `MetaNamespaceIndexFunc` for any k8s-openapi (or custom) resource.
 //! * [`KubeInformerFactory`] is the shared informer factory over a `kube::Client`
-//!   (`informer::<Pod>()`, `metadata_informer::<Pod>()`, `lister::<Node>()`, `start`,
+//!   (`informer::<Pod>()`, `informer::<Metadata<Pod>>()`, `lister::<Node>()`, `start`,
 //!   `wait_for_cache_sync`, `shutdown`), on [`KubeSource`]; [`default_client`] builds the
 //!   client from the kubeconfig or the in-cluster service account, and [`LabelSelector`]
 //!   selects from a lister by labels.
@@ -81,8 +81,8 @@ mod transform;
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
-    ApiScope, KubeInformer, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
-    MetadataInformer, client_from_config, default_client,
+    ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
+    default_client,
 };
 pub use crate::key::{key_func, namespace_index_func, pod_node_index_func};
 pub use crate::lister_watcher::{
@@ -99,6 +99,8 @@ mod send_sync {
     const _: () = assert_send_sync::<KubeListerWatcher<Pod>>();
     const _: () = assert_send_sync::<MetadataListerWatcher<Pod>>();
     const _: () = assert_send_sync::<KubeInformerFactory>();
-    const _: () = assert_send_sync::<KubeInformer<Pod>>();
-    const _: () = assert_send_sync::<MetadataInformer<Pod>>();
+    const _: () = assert_send_sync::<informer_controller::SharedIndexInformer<Pod>>();
+    const _: () = assert_send_sync::<
+        informer_controller::SharedIndexInformer<kube::core::PartialObjectMeta<Pod>>,
+    >();
 }

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
+use informer_controller::SharedIndexInformer;
 use informer_factory::{Everything, InformerOptions, Selection};
-use informer_kube::{KubeInformerFactory, LabelSelector, Metadata};
+use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
 use informer_store::NAMESPACE_INDEX;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::core::Expression;
@@ -61,17 +62,14 @@ fn client(server: &ApiServer) -> kube::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_factory_shares_syncs_lists_and_shuts_down() {
     let server = server().await;
-    let factory = KubeInformerFactory::new(client(&server));
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
     let pods = factory.informer::<Pod>();
     assert!(Arc::ptr_eq(&pods, &factory.informer::<Pod>()));
     let nodes = factory.lister::<Node>();
-    let pod_meta = factory.metadata_informer::<Pod>();
-    assert!(Arc::ptr_eq(
-        &pod_meta,
-        &factory.informer_for::<Metadata<Pod>>()
-    ));
-    let in_b = factory.informer_with_options::<Pod>(InformerOptions::new().namespace("b"));
-    let web = factory.informer_with_options::<Pod>(InformerOptions::new().labels("app=web"));
+    let pod_meta = factory.informer::<Metadata<Pod>>();
+    assert!(Arc::ptr_eq(&pod_meta, &factory.informer::<Metadata<Pod>>()));
+    let in_b = factory.informer_with::<Pod>(InformerOptions::new().namespace("b"));
+    let web = factory.informer_with::<Pod>(InformerOptions::new().labels("app=web"));
     let configmaps = factory.informer::<ConfigMap>();
     assert_eq!(factory.informers().len(), 6);
 
@@ -150,16 +148,15 @@ async fn kube_factory_shares_syncs_lists_and_shuts_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn factory_namespace_and_selectors_apply_to_every_informer() {
     let server = server().await;
-    let factory = KubeInformerFactory::new(client(&server))
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)))
         .with_namespace("a")
         .with_selectors("app=web", "");
     let pods = factory.informer::<Pod>();
     let nodes = factory.informer::<Node>(); // cluster-scoped: the namespace does not apply
-    let everywhere =
-        factory.informer_with_options::<Pod>(InformerOptions::new().namespace("").labels(""));
+    let everywhere = factory.informer_with::<Pod>(InformerOptions::new().namespace("").labels(""));
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
-    let keys = |i: &informer_kube::KubeInformer<Pod>| {
+    let keys = |i: &SharedIndexInformer<Pod>| {
         let mut keys = i.store().list_keys();
         keys.sort();
         keys
@@ -214,7 +211,7 @@ async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
     // kube's own default for a config is to retry; the factory turns that off.
     let config = kube::Config::new(server.url().parse().unwrap());
     assert!(config.default_retry);
-    let factory = KubeInformerFactory::try_from_config(config).unwrap();
+    let factory = KubeInformerFactory::new(KubeSource::try_from_config(config).unwrap());
     let (errors, lists) = sync_through_a_503_and_a_429(&server, factory).await;
     // One request per reflector attempt: each failure reached the reflector (and its handler),
     // which backed off and listed again.
@@ -224,7 +221,7 @@ async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
     assert!(errors[1].contains("429"), "{errors:?}");
 
     // For contrast, a client with kube-client's retry layer hides both from the reflector.
-    let hidden = KubeInformerFactory::new(client(&server));
+    let hidden = KubeInformerFactory::new(KubeSource::new(client(&server)));
     let (errors, lists) = sync_through_a_503_and_a_429(&server, hidden).await;
     assert_eq!(lists, 3);
     assert!(errors.is_empty(), "{errors:?}");
@@ -234,9 +231,9 @@ async fn the_factorys_client_leaves_every_429_and_503_to_the_reflector() {
 async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing() {
     use informer_kube::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
     let server = Arc::new(server().await);
-    let factory =
-        KubeInformerFactory::try_from_config(kube::Config::new(server.url().parse().unwrap()))
-            .unwrap();
+    let factory = KubeInformerFactory::new(
+        KubeSource::try_from_config(kube::Config::new(server.url().parse().unwrap())).unwrap(),
+    );
     let pods = factory.informer::<Pod>();
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());

@@ -77,7 +77,8 @@ pub use crate::error::{
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
+    BoxListerWatcher, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    WatchParams, WatchStream,
 };
 pub use crate::reflector::{
     DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, HEALTHY_WATCH, Reflector, ShouldResync,

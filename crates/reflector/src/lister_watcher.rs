@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{Error, Status};
@@ -253,6 +254,70 @@ impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
         params: &WatchParams,
     ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send {
         (**self).watch(params)
+    }
+}
+
+/// Any [`ListerWatcher`] behind one type: what an informer keeps, so that its own type does not
+/// name where it lists from (a kube-client `Api`, a metadata client, a fake in a test).
+///
+/// Each call costs one boxed future, nothing next to a request to a server.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_reflector::{BoxListerWatcher, FakeListerWatcher};
+///
+/// let fake: FakeListerWatcher<String> = FakeListerWatcher::new();
+/// let boxed: BoxListerWatcher<String> = BoxListerWatcher::new(fake);
+/// let _shared = boxed.clone(); // cheap: one reference count
+/// ```
+pub struct BoxListerWatcher<K>(Arc<dyn DynListerWatcher<K>>);
+
+impl<K> Clone for BoxListerWatcher<K> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K> fmt::Debug for BoxListerWatcher<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BoxListerWatcher")
+    }
+}
+
+impl<K: 'static> BoxListerWatcher<K> {
+    /// `lister_watcher`, boxed.
+    pub fn new(lister_watcher: impl ListerWatcher<K> + 'static) -> Self {
+        Self(Arc::new(lister_watcher))
+    }
+}
+
+/// The object-safe form of [`ListerWatcher`] behind [`BoxListerWatcher`].
+trait DynListerWatcher<K>: Send + Sync {
+    fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
+    fn watch<'a>(&'a self, params: &'a WatchParams)
+    -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
+}
+
+impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
+    fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        Box::pin(ListerWatcher::list(self, params))
+    }
+
+    fn watch<'a>(
+        &'a self,
+        params: &'a WatchParams,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        Box::pin(ListerWatcher::watch(self, params))
+    }
+}
+
+impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
+    async fn list(&self, params: &ListParams) -> Result<ListPage<K>, Error> {
+        self.0.list(params).await
+    }
+
+    async fn watch(&self, params: &WatchParams) -> Result<WatchStream<K>, Error> {
+        self.0.watch(params).await
     }
 }
 

@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(url.starts_with("http://"), "{url}");
     let client = kube_client::Client::try_from(kube_client::Config::new(url.parse()?))?;
 
-    let factory = KubeInformerFactory::new(client);
+    let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
     factory.start()?;
     let report = factory

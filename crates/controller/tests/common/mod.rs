@@ -43,7 +43,7 @@ pub fn key(o: &Obj) -> String {
     format!("{}/{}", o.ns, o.name)
 }
 
-pub type Informer = SharedIndexInformer<Obj, Arc<ChannelSource>>;
+pub type Informer = SharedIndexInformer<Obj>;
 
 /// The queues the informer suite runs on.
 #[derive(Debug, Clone, Copy)]
