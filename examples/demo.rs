@@ -789,8 +789,8 @@ where
     K::DynamicType: Default,
 {
     informer
-        .store()
-        .list()
+        .lister()
+        .list(&informer_store::Everything)
         .iter()
         .map(|o| (key_of(&**o), rv_of(&**o)))
         .collect()
@@ -817,7 +817,7 @@ fn check(server: &ApiServer, informers: &Informers) -> Result<Verdict, BoxError>
             *by_node.entry(node.to_owned()).or_default() += 1;
         }
     }
-    let indexer = informers.pods.indexer();
+    let indexer = informers.pods.lister();
     for (node, count) in &by_node {
         let indexed = indexer.index_keys("node", node)?.len();
         if indexed != *count {
@@ -826,7 +826,7 @@ fn check(server: &ApiServer, informers: &Informers) -> Result<Verdict, BoxError>
             ));
         }
     }
-    let indexed_nodes = indexer.list_index_func_values("node");
+    let indexed_nodes = indexer.index_values("node");
     for node in indexed_nodes
         .iter()
         .filter(|n| !by_node.contains_key(n.as_str()))

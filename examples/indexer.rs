@@ -200,7 +200,9 @@ fn run(n: usize) -> Result<(), String> {
     phase("replace (relist of half)", 1, &store, t)?;
 
     let lister = Lister::new(store.clone());
-    let web_in_ns0 = lister.list_namespace("ns-0", |p| app_of(p) == Some("app-0"));
+    let web_in_ns0 = lister
+        .namespace("ns-0")
+        .list(&|p: &Pod| app_of(p) == Some("app-0"));
     let first = lister
         .get_namespaced("ns-1", "pod-1")
         .map(|p| node_of(&p).unwrap_or_default().to_owned());

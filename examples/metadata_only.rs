@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .await;
     assert!(report.all_synced(), "{report}");
 
-    let lister = ResourceLister::new(metadata.indexer());
+    let lister = metadata.lister();
     println!("{} pods known by metadata alone", lister.len());
     let app_2 = LabelSelector::from(Expression::Equal("app".into(), "app-2".into()));
     for pod in lister.namespace("ns-1").list(&app_2) {

@@ -28,15 +28,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     assert!(report.all_synced(), "{report}");
 
     let on_node = |node: &str| -> Result<Vec<String>, informers::store::Error> {
-        pods.indexer().index_keys("node", node)
+        pods.lister().index_keys("node", node)
     };
     println!("node-1 runs {:?}", on_node("node-1")?);
-    let mut nodes = pods.indexer().list_index_func_values("node");
+    let mut nodes = pods.lister().index_values("node");
     nodes.sort();
     for node in nodes {
         println!(
             "{node}: {} pods",
-            pods.indexer().by_index("node", &node)?.len()
+            pods.lister().by_index("node", &node)?.len()
         );
     }
 

@@ -237,7 +237,7 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
     let rss_peak = rss_peak();
 
     // The breakdown, from the cached objects themselves (shared, so only overhead is counted).
-    let cached = informer.lister().list(|_| true);
+    let cached = informer.lister().list(&informer_store::Everything);
     assert_eq!(cached.len(), n);
     stop_and_join(&rt, &stop, task);
     drop(informer);

@@ -334,7 +334,7 @@ async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
     report.notifications = stack.notifications();
     report.relists = stack.relists();
     report.tombstones = stack.tombstones();
-    report.final_objects = stack.all.store().list().len();
+    report.final_objects = stack.all.lister().list(&informer_store::Everything).len();
     report.lag = lag(&writes, stack.main.take_times());
     report.problems.extend(stack.shutdown(SOAK_BOUND).await);
     report

@@ -262,7 +262,7 @@ impl Stack {
             .filter(|p| is_gold(p))
             .map(|p| (key_of(p), rv_of(p)))
             .collect();
-        let cached = self.all.store().list();
+        let cached = self.all.lister().list(&informer_store::Everything);
         let cache: BTreeMap<String, u64> = cached.iter().map(|p| (key_of(p), rv_of(p))).collect();
         let even: BTreeMap<String, u64> = cached
             .iter()
@@ -271,8 +271,8 @@ impl Stack {
             .collect();
         let gold_cache: BTreeMap<String, u64> = self
             .gold
-            .store()
-            .list()
+            .lister()
+            .list(&informer_store::Everything)
             .iter()
             .map(|p| (key_of(p), rv_of(p)))
             .collect();
@@ -409,10 +409,10 @@ fn compare(
 
 /// The namespace and node indexes of an informer's cache, against its contents.
 fn check_indexes(informer: &PodInformer) -> Vec<String> {
-    let indexer = informer.indexer();
+    let indexer = informer.lister();
     let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut by_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for p in informer.store().list() {
+    for p in informer.lister().list(&informer_store::Everything) {
         let key = key_of(&p);
         if let Some(ns) = p.metadata.namespace.clone() {
             by_namespace.entry(ns).or_default().push(key.clone());
@@ -423,7 +423,7 @@ fn check_indexes(informer: &PodInformer) -> Vec<String> {
     }
     let mut problems = Vec::new();
     for (index, expected) in [(NAMESPACE_INDEX, by_namespace), (NODE_INDEX, by_node)] {
-        let mut values = indexer.list_index_func_values(index);
+        let mut values = indexer.index_values(index);
         values.sort();
         let keys: Vec<String> = expected.keys().cloned().collect();
         if values != keys {

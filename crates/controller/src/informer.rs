@@ -598,19 +598,11 @@ where
         Ok(self.indexer.add_indexers(indexers)?)
     }
 
-    /// The cache, as an indexer. Treat the objects as read-only.
-    pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>
-    }
-
-    /// The cache, as a store.
-    pub fn store(&self) -> Arc<dyn Store<K>> {
-        Arc::clone(&self.indexer) as Arc<dyn Store<K>>
-    }
-
-    /// A read-only handle on the cache.
+    /// The read handle on the cache — the one way to read it: by key, by namespace and name,
+    /// by selector, a namespace's view, index lookups. Cheap to clone; the same whether the
+    /// informer came from a factory or was built by hand. Treat the objects as read-only.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.indexer())
+        Lister::new(Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>)
     }
 
     /// Whether [`run`](Self::run) has been called.
@@ -643,7 +635,7 @@ where
             let Some(lister_watcher) = settings.lister_watcher.take() else {
                 return Ok(());
             };
-            let known = self.indexer();
+            let known = Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>;
             let transform = settings.transform.clone();
             let on_refused = self.refusal_handler();
             let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {

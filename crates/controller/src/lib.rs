@@ -55,7 +55,7 @@
 //!     async move { informer.run(stop).await }
 //! });
 //! assert!(informer.wait_for_sync().await); // woken by the sync itself
-//! assert_eq!(informer.indexer().by_index("colour", "red").unwrap().len(), 1);
+//! assert_eq!(informer.lister().by_index("colour", "red").unwrap().len(), 1);
 //! assert!(registration.wait_for_sync().await); // the handler has handled the first list
 //! stop.cancel();
 //! running.await.unwrap().unwrap();

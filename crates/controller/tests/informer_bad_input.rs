@@ -100,7 +100,7 @@ async fn a_version_an_index_function_refuses_withdraws_the_stale_one_and_later_v
     eventually("the good version", || rec.len() == 4).await;
     assert_eq!(rec.seen()[3], Seen::Add("a/x".into(), 4, false));
     assert_eq!(cache(&informer), rec.replay());
-    let indexer = informer.indexer();
+    let indexer = informer.lister();
     assert_eq!(indexer.index_keys("strict", "good").unwrap(), ["a/x"]);
     assert_eq!(source.lists_served(), 1);
     assert_eq!(informer.refused_deltas(), 1);
@@ -227,7 +227,12 @@ async fn a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_he
     assert!(!informer.has_synced());
     assert!(!registration.has_synced());
     assert_eq!(rec.len(), 0);
-    assert!(informer.store().list().is_empty());
+    assert!(
+        informer
+            .lister()
+            .list(&informer_store::Everything)
+            .is_empty()
+    );
     assert_eq!(source.lists_served(), 0);
 }
 

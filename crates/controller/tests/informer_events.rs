@@ -428,10 +428,17 @@ async fn transform_indexes_and_lister_see_the_transformed_objects(kind: Kind) {
         informer.set_transform(transform_func(Ok)),
         Err(InformerError::AlreadyStarted)
     ));
-    let indexer = informer.indexer();
+    let indexer = informer.lister();
     assert_eq!(indexer.index_keys("node", "N1").unwrap(), ["a/x", "b/y"]);
     assert!(indexer.by_index("node", "n1").unwrap().is_empty());
-    assert_eq!(informer.lister().list_namespace("b", |_| true).len(), 1);
+    assert_eq!(
+        informer
+            .lister()
+            .namespace("b")
+            .list(&informer_store::Everything)
+            .len(),
+        1
+    );
     // Indexes added after start cover what is cached.
     informer
         .add_indexers(informer_store::indexers([(

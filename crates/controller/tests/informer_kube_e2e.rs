@@ -118,8 +118,8 @@ async fn informer_converges_through_kube_client_despite_faults() {
         .unwrap();
     let cache = || -> BTreeMap<String, String> {
         informer
-            .store()
-            .list()
+            .lister()
+            .list(&informer_store::Everything)
             .iter()
             .map(|p| (key_of(p), rv_of(p)))
             .collect()
@@ -130,10 +130,7 @@ async fn informer_converges_through_kube_client_despite_faults() {
         "synced cache equals the server"
     );
     eventually("handler synced", || reg.has_synced()).await;
-    assert_eq!(
-        informer.indexer().index_keys("node", "n1").unwrap().len(),
-        8
-    );
+    assert_eq!(informer.lister().index_keys("node", "n1").unwrap().len(), 8);
 
     // Churn, a dropped watch, more churn, then history compacted under a dropped watch: the
     // re-watch gets 410 and the informer relists.
@@ -165,11 +162,7 @@ async fn informer_converges_through_kube_client_despite_faults() {
     eventually("cache converges", || cache() == expected).await;
     eventually("handler converges", || *replay.0.lock() == expected).await;
     assert_eq!(
-        informer
-            .indexer()
-            .index_keys("node", "moved")
-            .unwrap()
-            .len(),
+        informer.lister().index_keys("node", "moved").unwrap().len(),
         9
     );
     // The reflector records the version after the store has the change: wait for it too.

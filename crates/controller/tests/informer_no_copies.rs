@@ -105,7 +105,7 @@ async fn objects_are_shared_never_cloned_from_source_to_handlers() {
     .expect("every handler sees every add and update");
     stop.cancel();
     task.await.unwrap().unwrap();
-    assert_eq!(informer.store().len(), OBJECTS);
+    assert_eq!(informer.lister().len(), OBJECTS);
     assert_eq!(CLONES.load(Ordering::SeqCst), 0, "no object was cloned");
     // The counter does count: one deliberate clone shows up.
     let _copy = (*counted(0, 0)).clone();

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer_controller::{InformerError, SharedIndexInformer};
+use informer_store::Lister;
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::FactoryError;
-use crate::lister::ResourceLister;
 use crate::options::InformerOptions;
 use crate::source::{ListerWatcherSource, Selection};
 use crate::sync_report::{CacheSyncReport, InformerStatus};
@@ -374,12 +374,12 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
 
     /// A typed lister on the shared informer of `R` with the factory's defaults (created if
     /// need be; it reads an empty cache until the informer is started and synced).
-    pub fn lister<R>(&self) -> ResourceLister<S::Object>
+    pub fn lister<R>(&self) -> Lister<S::Object>
     where
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
     {
-        ResourceLister::new(self.informer::<R>().indexer())
+        self.informer::<R>().lister()
     }
 
     /// Starts every informer requested so far that has not been started, each on its own task

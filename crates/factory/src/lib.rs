@@ -20,8 +20,9 @@
 //!   timeout, returning a [`CacheSyncReport`]) and
 //!   [`shutdown`](SharedInformerFactory::shutdown) (stops every informer, waits for every
 //!   thread);
-//! * [`ResourceLister`] and [`NamespaceLister`]: typed reads of a cache,
-//!   `lister.namespace("ns").get("name")`, `lister.list(&selector)`.
+//! * [`lister`](SharedInformerFactory::lister): the informer's read handle
+//!   ([`Lister`](informer_store::Lister)), `lister.namespace("ns").get("name")`,
+//!   `lister.list(&selector)`.
 //!
 //! # Example
 //!
@@ -32,7 +33,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use informer_controller::{ResourceEventHandlerFuncs, ResourceVersionFunc};
-//! use informer_factory::{Everything, ListerWatcherSource, Selection, SharedInformerFactory};
+//! use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
+//! use informer_store::Everything;
 //! use informer_reflector::{FakeListerWatcher, ListPage};
 //! use informer_store::KeyFunc;
 //!
@@ -75,14 +77,12 @@
 
 mod error;
 mod factory;
-mod lister;
 mod options;
 mod source;
 mod sync_report;
 
 pub use crate::error::FactoryError;
 pub use crate::factory::{FactoryInformer, SharedInformerFactory};
-pub use crate::lister::{Everything, NamespaceLister, ResourceLister, Selector};
 pub use crate::options::InformerOptions;
 pub use crate::source::{ListerWatcherSource, Selection};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};
@@ -93,8 +93,6 @@ mod send_sync {
 
     const fn assert_send_sync<T: Send + Sync>() {}
     const _: () = assert_send_sync::<SharedInformerFactory<()>>();
-    const _: () = assert_send_sync::<ResourceLister<String>>();
-    const _: () = assert_send_sync::<NamespaceLister<String>>();
     const _: () = assert_send_sync::<InformerOptions<String>>();
     const _: () = assert_send_sync::<CacheSyncReport>();
     const _: () = assert_send_sync::<FactoryError>();

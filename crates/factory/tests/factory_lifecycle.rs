@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use common::{Obj, Pods, Secrets, Source, Stuck, objects};
 use informer_controller::ResourceEventHandlerFuncs;
-use informer_factory::{
-    Everything, FactoryError, InformerOptions, Selection, SharedInformerFactory,
-};
+use informer_factory::{FactoryError, InformerOptions, Selection, SharedInformerFactory};
 use informer_fifo::transform_func;
+use informer_store::Everything;
 
 const LONG: Duration = Duration::from_secs(30);
 

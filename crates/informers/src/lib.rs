@@ -97,7 +97,7 @@ let handler = pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add({
 factory.start()?;
 let report = factory.wait_for_cache_sync(Some(Duration::from_secs(30))).await;
 assert!(report.all_synced(), "{report}");
-assert_eq!(pods.indexer().index_keys("node", "node-1")?, ["shop/db-0", "shop/web-0"]);
+assert_eq!(pods.lister().index_keys("node", "node-1")?, ["shop/db-0", "shop/web-0"]);
 let lister = factory.lister::<Pod>();
 assert!(lister.namespace("shop").get("web-1").is_some());
 // The handler's own sync: it has handled every pod of the first list.
@@ -175,16 +175,15 @@ pub mod prelude {
         ResourceEventHandlerFuncs, SharedIndexInformer,
     };
     #[cfg(feature = "factory")]
-    pub use informer_factory::{
-        Everything, InformerOptions, ResourceLister, Selector, SharedInformerFactory,
-    };
+    pub use informer_factory::{InformerOptions, SharedInformerFactory};
     #[cfg(feature = "fifo")]
     pub use informer_fifo::DeletedObject;
     #[cfg(feature = "kube")]
     pub use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
     #[cfg(feature = "store")]
     pub use informer_store::{
-        IndexValues, Indexer, Lister, NAMESPACE_INDEX, Store, index_func, indexers,
+        Everything, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister, Selector,
+        Store, index_func, indexers,
     };
     #[cfg(feature = "controller")]
     pub use tokio_util::sync::CancellationToken;

@@ -96,8 +96,8 @@ where
 {
     let before = informer.last_sync_resource_version();
     let objects = informer
-        .store()
-        .list()
+        .lister()
+        .list(&informer_store::Everything)
         .iter()
         .map(|o| (key_of(&**o), o.resource_version().unwrap_or_default()))
         .collect();

@@ -5,7 +5,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use informer_controller::ResourceVersionFunc;
-use informer_factory::{ListerWatcherSource, Selection, Selector, SharedInformerFactory};
+use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
+use informer_store::Selector;
 use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};
 use kube::core::{ClusterResourceScope, NamespaceResourceScope, PartialObjectMeta, SelectorExt};
 use kube::{Api, Client, Resource};
@@ -240,11 +241,11 @@ pub fn client_from_config(mut config: kube::Config) -> Result<Client, kube::Erro
 /// ```
 pub type KubeInformerFactory = SharedInformerFactory<KubeSource>;
 
-/// A label selector for [`ResourceLister::list`](informer_factory::ResourceLister::list) over Kubernetes objects: kube's
+/// A label selector for [`Lister::list`](informer_store::Lister::list) over Kubernetes objects: kube's
 /// [`Selector`](kube::core::Selector), matched against `metadata.labels`.
 ///
 /// ```
-/// use informer_factory::Selector;
+/// use informer_store::Selector;
 /// use informer_kube::LabelSelector;
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kube::core::Expression;

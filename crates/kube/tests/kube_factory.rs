@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
 use informer_controller::SharedIndexInformer;
-use informer_factory::{Everything, InformerOptions, Selection};
+use informer_factory::{InformerOptions, Selection};
 use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
+use informer_store::Everything;
 use informer_store::NAMESPACE_INDEX;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::core::Expression;
@@ -94,13 +95,13 @@ async fn kube_factory_shares_syncs_lists_and_shuts_down() {
     );
     // The namespace index is there, for cluster-scoped kinds too (as in client-go).
     assert_eq!(
-        pods.indexer().index_keys(NAMESPACE_INDEX, "a").unwrap(),
+        pods.lister().index_keys(NAMESPACE_INDEX, "a").unwrap(),
         ["a/db-0", "a/web-0", "a/web-1"]
     );
     assert_eq!(
         factory
             .informer::<Node>()
-            .indexer()
+            .lister()
             .index_keys(NAMESPACE_INDEX, "")
             .unwrap()
             .len(),
@@ -157,7 +158,7 @@ async fn factory_namespace_and_selectors_apply_to_every_informer() {
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
     let keys = |i: &SharedIndexInformer<Pod>| {
-        let mut keys = i.store().list_keys();
+        let mut keys = i.lister().keys();
         keys.sort();
         keys
     };

@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use informer_store::{index_func, indexers, key_func, meta_namespace_key, Indexer, IndexValues, Lister,
+//! use informer_store::{index_func, indexers, key_func, meta_namespace_key, Everything, Indexer, IndexValues, Lister,
 //!     ReflectorStore, Store, ThreadSafeStore, NAMESPACE_INDEX};
 //!
 //! #[derive(Debug)]
@@ -52,7 +52,7 @@
 //!
 //! // A lister reads through the namespace index.
 //! let lister = Lister::new(store.clone());
-//! assert_eq!(lister.list_namespace("default", |_| true).len(), 2);
+//! assert_eq!(lister.namespace("default").list(&Everything).len(), 2);
 //! assert_eq!(lister.get("kube-system/dns").unwrap().node, "node-a");
 //! ```
 
@@ -77,7 +77,7 @@ pub use crate::key::{
     KeyError, KeyFunc, ObjectName, call_key_func, key_func, meta_namespace_key,
     split_meta_namespace_key,
 };
-pub use crate::lister::Lister;
+pub use crate::lister::{Everything, Lister, NamespaceLister, Selector};
 pub use crate::panic::{Panicked, catch_panic, panic_message};
 pub use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 pub use crate::thread_safe::ThreadSafeStore;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use informer_store::conformance::{TestObject, key_func, labelled, namespace_index};
 use informer_store::{
-    Indexers, Lister, NAMESPACE_INDEX, ReflectorStore, ThreadSafeStore, indexers,
+    Everything, Indexers, Lister, NAMESPACE_INDEX, ReflectorStore, ThreadSafeStore, indexers,
 };
 
 fn fill(indexers: Indexers<TestObject>) -> Lister<TestObject> {
@@ -40,18 +40,18 @@ fn list_namespace_is_the_same_with_and_without_the_namespace_index() {
         for only_web in [false, true] {
             let pred = |o: &TestObject| !only_web || is_web(o);
             assert_eq!(
-                names(indexed.list_namespace(ns, pred)),
-                names(scanned.list_namespace(ns, pred)),
+                names(indexed.namespace(ns).list(&pred)),
+                names(scanned.namespace(ns).list(&pred)),
                 "namespace {ns:?}"
             );
         }
     }
     assert_eq!(
-        names(indexed.list_namespace("a", is_web)),
+        names(indexed.namespace("a").list(&is_web)),
         BTreeSet::from(["a/x".to_owned()])
     );
     assert_eq!(
-        indexed.list_namespace("", |_| true).len(),
+        indexed.namespace("").list(&Everything).len(),
         4,
         "\"\" means every namespace"
     );
@@ -69,7 +69,7 @@ fn get_and_list_with_a_predicate() {
     );
     assert!(lister.get_namespaced("b", "").is_none());
     assert!(lister.get("nope/x").is_none());
-    assert_eq!(lister.list(is_web).len(), 3);
+    assert_eq!(lister.list(&is_web).len(), 3);
     assert_eq!(lister.len(), 4);
     assert!(!lister.is_empty());
     assert!(

@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .wait_for_cache_sync(Some(Duration::from_secs(30)))
         .await;
     assert!(report.all_synced(), "{report}");
-    let mut keys = pods.indexer().list_keys();
+    let mut keys = pods.lister().keys();
     keys.sort();
     assert_eq!(keys, ["default/web-0", "default/web-1"]);
 

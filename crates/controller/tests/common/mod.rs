@@ -360,8 +360,8 @@ pub fn start(
 /// The cache's contents: key → resource version.
 pub fn cache(informer: &Informer) -> BTreeMap<String, u64> {
     informer
-        .store()
-        .list()
+        .lister()
+        .list(&informer_store::Everything)
         .iter()
         .map(|o| (key(o), o.rv))
         .collect()
