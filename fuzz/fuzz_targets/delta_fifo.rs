@@ -3,7 +3,7 @@
 //! reference model, and panics at the first difference.
 #![no_main]
 
-use informer_fifo::model::{decode, run};
+use informer_testing::fifo::model::{decode, run};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

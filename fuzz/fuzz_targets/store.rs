@@ -3,7 +3,7 @@
 //! `ThreadSafeStore` and on its reference model, and panics at the first difference.
 #![no_main]
 
-use informer_store::model::{check, decode};
+use informer_testing::store::model::{check, decode};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| check(&decode(data)));

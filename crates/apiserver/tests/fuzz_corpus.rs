@@ -3,7 +3,7 @@
 //! `informer_apiserver::fuzzing`.
 
 use informer_apiserver::fuzzing::check;
-use informer_store::model::replay_corpus;
+use informer_testing::replay_corpus;
 
 #[test]
 fn every_corpus_input_passes_the_checks() {

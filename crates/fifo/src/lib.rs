@@ -80,11 +80,6 @@ mod shared;
 mod sync;
 mod tombstone;
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
-#[cfg(feature = "model")]
-pub mod model;
-
 pub use crate::delta::{Delta, DeltaType, Deltas, EmptyDeltas};
 pub use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
 pub use crate::error::{Error, Result};

@@ -3,9 +3,9 @@
 use std::alloc::System;
 use std::sync::Arc;
 
-use informer_fifo::conformance::{TestObject, key_func, obj};
 use informer_fifo::{DeltaFIFO, Queue};
 use informer_store::{IndexValues, ReflectorStore, Store, ThreadSafeStore, index_func, indexers};
+use informer_testing::fifo::conformance::{TestObject, key_func, obj};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

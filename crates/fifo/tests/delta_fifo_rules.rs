@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use informer_fifo::conformance::{TestObject, drain, key_func, obj, render, render_delta};
 use informer_fifo::{
     DeletedObject, Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Queue, QueueExt, transform_func,
 };
 use informer_store::{KnownObjects, ReflectorStore, Store, ThreadSafeStore};
+use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj, render, render_delta};
 
 fn fifo() -> DeltaFIFO<TestObject> {
     DeltaFIFO::new(key_func())

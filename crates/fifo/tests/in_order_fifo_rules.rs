@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use informer_fifo::conformance::{TestObject, drain, key_func, obj};
 use informer_fifo::{InOrderFIFO, InOrderFIFOOptions};
 use informer_store::{KnownObjects, ReflectorStore, ThreadSafeStore};
+use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj};
 
 fn fifo() -> InOrderFIFO<TestObject> {
     InOrderFIFO::new(key_func())

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use informer_fifo::conformance::{TestObject, key_func, obj, render};
 use informer_fifo::{DeltaFIFO, InOrderFIFO, Queue, QueueClosed};
 use informer_store::ReflectorStore;
+use informer_testing::fifo::conformance::{TestObject, key_func, obj, render};
 use loom::thread;
 
 fn pop_rendered(q: &dyn Queue<TestObject>) -> Result<String, QueueClosed> {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread;
 
-use informer_fifo::conformance::{TestObject, key_func, obj};
 use informer_fifo::{DeltaFIFO, InOrderFIFO, Queue};
+use informer_testing::fifo::conformance::{TestObject, key_func, obj};
 
 const PRODUCERS: usize = 4;
 const KEYS_PER_PRODUCER: u64 = 8;

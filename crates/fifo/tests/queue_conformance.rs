@@ -1,6 +1,7 @@
 //! Every queue passes the shared `Queue` conformance suite.
 
-use informer_fifo::{DeltaFIFO, DeltaFIFOOptions, InOrderFIFO, InOrderFIFOOptions, conformance};
+use informer_fifo::{DeltaFIFO, DeltaFIFOOptions, InOrderFIFO, InOrderFIFOOptions};
+use informer_testing::fifo::conformance;
 
 #[test]
 fn delta_fifo_passes_the_queue_suite() {

@@ -1,6 +1,6 @@
 //! Both queues against their reference models over random operation sequences.
 
-use informer_fifo::model::{Config, Obj, Op, decode, run};
+use informer_testing::fifo::model::{Config, Obj, Op, decode, run};
 use proptest::prelude::*;
 
 fn object() -> impl Strategy<Value = Obj> {

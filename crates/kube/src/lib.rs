@@ -74,8 +74,6 @@ mod error;
 mod factory;
 mod key;
 mod lister_watcher;
-#[cfg(feature = "model")]
-pub mod model;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
 use informer_kube::{KubeListerWatcher, MetadataListerWatcher};
-use informer_reflector::conformance::{Backend, check};
+use informer_testing::reflector::conformance::{Backend, check};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Resource};
 

@@ -64,8 +64,6 @@
 //! ```
 
 mod backoff;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod error;
 mod fake;
 mod lister_watcher;

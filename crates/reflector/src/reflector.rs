@@ -63,18 +63,27 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 ///   `add` / `update` / `delete`; a bookmark becomes [`ReflectorStore::bookmark`]. The resource
 ///   version of each event becomes the resume point — except the synthetic `ADDED` events that
 ///   open a watch started at `""` or `"0"`, whose versions are not ordered.
-/// * **When a watch ends**: a clean close resumes at once from the last version, with no relist;
-///   a close within a second with no event is an error ([`Error::VeryShortWatch`]); 429 waits
-///   for Retry-After (or a backoff delay) and re-watches; connection refused backs off and
-///   re-watches; 410 Expired relists at the last version; a too-large version relists at `""`;
-///   an internal error re-watches while inside an optional retry window; anything else relists.
+/// * **When a watch cannot start**: 429 waits for Retry-After (or a backoff delay) and
+///   re-watches; connection refused backs off and re-watches; a too-large version relists at
+///   `""`; anything else (410 Expired included) relists at the last version.
+/// * **When a watch ends**: a clean close (or a transport failure mid-stream) resumes at once
+///   from the last version, with no relist; a close within a second with no event is an error
+///   ([`Error::VeryShortWatch`]); 429 waits for Retry-After (or a backoff delay) and re-watches;
+///   an internal error re-watches at once while inside an optional retry window; a too-large
+///   version relists at `""`; anything else (410 Expired included) relists at the last version.
+/// * **Errors**: what the reflector does about an error depends only on its [`ErrorKind`] and
+///   on the step it failed (a list, a continue page, a streaming list, a watch's start, a
+///   watch's end), and one table in the source decides it for every step (the private function
+///   `react` in `reflector.rs`); the bullets here and `docs/semantics.md` (RL-5, RL-6, RL-9,
+///   RL-11, RL-15) describe that table.
 /// * **Backoff** between list-and-watch cycles: see [`BackoffConfig`].
 /// * **Resync**: with a resync period, [`ReflectorStore::resync`] is called on that period while
 ///   watching, when the [`ShouldResync`] callback (if any) agrees.
 /// * **Streaming list** (optional, [`with_streaming_list`](Self::with_streaming_list)): the
 ///   initial state comes as a watch with `sendInitialEvents=true`, collected aside and handed to
 ///   `replace` at the initial-events-end bookmark; the same stream then goes on as the watch.
-///   If the server refuses, the reflector falls back to a list.
+///   429 and connection refused wait and retry it, 410 Expired and a too-large version retry it
+///   from `""`, anything else falls back to a list.
 ///
 /// It stops promptly when its [`CancellationToken`] is cancelled: every wait and request is
 /// abandoned, and no store write is ever left half-done (each write is one synchronous call).
@@ -382,15 +391,18 @@ where
         let rv = state.relist_resource_version(&self.last_sync_resource_version());
         let page = match self.paginated_list(rv).await {
             Ok(page) => page,
-            Err(err) if err.is_expired() || err.is_too_large_resource_version() => {
-                tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
-                state.rv_unavailable = true;
-                let rv = state.relist_resource_version(&self.last_sync_resource_version());
-                self.paginated_list(rv)
-                    .await
-                    .map_err(|e| Error::List(Box::new(e)))?
-            }
-            Err(err) => return Err(Error::List(Box::new(err))),
+            Err(err) => match state.react(&err, Step::List) {
+                Reaction::ReadLatest => {
+                    tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
+                    state.rv_unavailable = true;
+                    let rv = state.relist_resource_version(&self.last_sync_resource_version());
+                    // A failure of this second list ends the cycle, whatever it is.
+                    self.paginated_list(rv)
+                        .await
+                        .map_err(|e| Error::List(Box::new(e)))?
+                }
+                reaction => return Err(state.fail(reaction, Error::List(Box::new(err)))),
+            },
         };
         state.rv_unavailable = false;
         if page.resource_version.is_empty() {
@@ -440,16 +452,19 @@ where
                     page.resource_version = more.resource_version;
                     page.continue_token = more.continue_token;
                 }
-                Err(err) if err.is_expired() => {
-                    tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
-                    let full = ListParams {
-                        limit: None,
-                        continue_token: None,
-                        ..first.clone()
-                    };
-                    return self.lister_watcher.list(&full).await;
-                }
-                Err(err) => return Err(err),
+                Err(err) => match react(err.kind(), Step::ListPage, || false) {
+                    Reaction::ListWhole => {
+                        tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
+                        let full = ListParams {
+                            limit: None,
+                            continue_token: None,
+                            ..first.clone()
+                        };
+                        return self.lister_watcher.list(&full).await;
+                    }
+                    // The list's own failure: its caller reacts to it as a list error.
+                    _ => return Err(err),
+                },
             }
         }
         Ok(page)
@@ -501,19 +516,19 @@ where
                 },
                 Err(err) => err,
             };
-            match failure.kind() {
-                ErrorKind::TooManyRequests { retry_after } => {
-                    let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
-                    tokio::time::sleep(delay).await;
+            match state.react(&failure, Step::StreamingList) {
+                Reaction::Retry { after } => {
+                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list failed, retrying");
+                    state.wait(after).await;
                 }
-                ErrorKind::ConnectionRefused => {
-                    let delay = state.backoff_delay();
-                    tokio::time::sleep(delay).await;
-                }
-                ErrorKind::Expired | ErrorKind::TooLargeResourceVersion => {
+                Reaction::ReadLatest => {
+                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list from a version the server no longer has, streaming the latest state");
                     state.rv_unavailable = true;
                 }
-                _ => return Err(Error::StreamingList(Box::new(failure))),
+                // The caller falls back to a list, in the same cycle.
+                reaction => {
+                    return Err(state.fail(reaction, Error::StreamingList(Box::new(failure))));
+                }
             }
         }
     }
@@ -583,24 +598,13 @@ where
                     };
                     match self.lister_watcher.watch(&params).await {
                         Ok(s) => (s, propagate),
-                        Err(err) => match err.kind() {
-                            ErrorKind::TooManyRequests { retry_after } => {
-                                let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
-                                tracing::debug!(reflector = %self.name, ?delay, "watch refused with 429, retrying");
-                                tokio::time::sleep(delay).await;
+                        Err(err) => match state.react(&err, Step::WatchStart) {
+                            Reaction::Retry { after } => {
+                                tracing::debug!(reflector = %self.name, error = %err, "watch refused, retrying");
+                                state.wait(after).await;
                                 continue;
                             }
-                            ErrorKind::ConnectionRefused => {
-                                let delay = state.backoff_delay();
-                                tracing::debug!(reflector = %self.name, ?delay, "watch connection refused, retrying");
-                                tokio::time::sleep(delay).await;
-                                continue;
-                            }
-                            ErrorKind::TooLargeResourceVersion => {
-                                state.rv_unavailable = true;
-                                return Err(err);
-                            }
-                            _ => return Err(err),
+                            reaction => return Err(state.fail(reaction, err)),
                         },
                     }
                 }
@@ -631,20 +635,12 @@ where
                 Ok(()) => {
                     tracing::trace!(reflector = %self.name, events, "watch closed, resuming");
                 }
-                Err(err) => match err.kind() {
-                    ErrorKind::TooManyRequests { retry_after } => {
-                        let delay = retry_after.unwrap_or_else(|| state.backoff_delay());
-                        tracing::debug!(reflector = %self.name, ?delay, "watch ended with 429, retrying");
-                        tokio::time::sleep(delay).await;
+                Err(err) => match state.react(&err, Step::WatchEnd) {
+                    Reaction::Retry { after } => {
+                        tracing::debug!(reflector = %self.name, error = %err, "watch ended with an error, re-watching");
+                        state.wait(after).await;
                     }
-                    ErrorKind::InternalError if state.internal_error_should_retry() => {
-                        tracing::debug!(reflector = %self.name, error = %err, "watch ended with an internal error, retrying");
-                    }
-                    ErrorKind::TooLargeResourceVersion => {
-                        state.rv_unavailable = true;
-                        return Err(err);
-                    }
-                    _ => return Err(err),
+                    reaction => return Err(state.fail(reaction, err)),
                 },
             }
         }
@@ -715,6 +711,128 @@ where
     }
 }
 
+/// Where an error reached the reflector: each step has its own column in [`react`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// A list: its first page, at the version [`RunState::relist_resource_version`] picks.
+    List,
+    /// A continue page of a paginated list.
+    ListPage,
+    /// The request of a streaming list, or its stream before the initial-events-end bookmark.
+    StreamingList,
+    /// The request that opens a watch.
+    WatchStart,
+    /// An open watch stream that ended with an error (an `ERROR` event, an undecodable line, a
+    /// failed resync). A clean close, a transport failure mid-stream and a very short watch are
+    /// not errors of the stream: [`Reflector::watch`] handles them before asking.
+    WatchEnd,
+}
+
+/// What the reflector does about an error, as [`react`] decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reaction {
+    /// Send the same request again after the delay: a watch re-watches from the last version
+    /// (no relist), a streaming list streams again.
+    Retry {
+        /// How long to wait first.
+        after: Delay,
+    },
+    /// The version asked for is gone: mark it unavailable and read again at once, in the same
+    /// cycle, from `""` (a consistent read) — a list once more, or a streaming list.
+    ReadLatest,
+    /// A continue token expired: one full list at the original version, without a limit.
+    ListWhole,
+    /// Give up on the step with the error. A list or a watch ends the cycle (the watch error
+    /// handler, a backoff delay, a relist); a streaming list falls back to a list in the same
+    /// cycle.
+    Fail {
+        /// The version the next list asks for.
+        relist_at: RelistAt,
+    },
+}
+
+/// How long a [`Reaction::Retry`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delay {
+    /// Not at all.
+    None,
+    /// A backoff delay.
+    Backoff,
+    /// The server's Retry-After, or a backoff delay without one.
+    RetryAfter(Option<Duration>),
+}
+
+/// The version the list after a [`Reaction::Fail`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RelistAt {
+    /// Whatever [`RunState::relist_resource_version`] picks: the last synced version (`"0"`
+    /// before the first sync), or `""` if it was already marked unavailable.
+    LastSynced,
+    /// `""`: the version is marked unavailable now.
+    Latest,
+}
+
+/// The reflector's reaction to an error of kind `kind` at `step`: the one table of client-go's
+/// rules (`list()`, `watch()`, `watchList()`, `isWatchErrorRetriable`, `retryWithDeadline`), with
+/// this crate's differences (docs/semantics.md, RL-5, RL-6, RL-9, RL-11, RL-12, RL-15).
+///
+/// `within_internal_error_window` is asked (and advances the window, RL-12) only for an internal
+/// error at the end of a watch.
+fn react(
+    kind: ErrorKind,
+    step: Step,
+    within_internal_error_window: impl FnOnce() -> bool,
+) -> Reaction {
+    use ErrorKind as K;
+    use Step as S;
+    let relist = Reaction::Fail {
+        relist_at: RelistAt::LastSynced,
+    };
+    match (step, kind) {
+        // A list at a version the server no longer has (or not yet): read the latest state now.
+        (S::List, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
+        (S::List, _) => relist,
+
+        // An expired continue token: the whole list at once; anything else fails the list.
+        (S::ListPage, K::Expired) => Reaction::ListWhole,
+        (S::ListPage, _) => relist,
+
+        // A streaming list retries what a watch would retry, and restarts from "" when its
+        // version is gone; anything else falls back to a list.
+        (S::StreamingList, K::TooManyRequests { retry_after }) => Reaction::Retry {
+            after: Delay::RetryAfter(retry_after),
+        },
+        (S::StreamingList, K::ConnectionRefused) => Reaction::Retry {
+            after: Delay::Backoff,
+        },
+        (S::StreamingList, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
+        (S::StreamingList, _) => relist,
+
+        // Watch start: 429 and connection refused re-watch after a wait; a too-large version
+        // relists at ""; anything else (410 included) relists at the last version.
+        (S::WatchStart, K::TooManyRequests { retry_after }) => Reaction::Retry {
+            after: Delay::RetryAfter(retry_after),
+        },
+        (S::WatchStart, K::ConnectionRefused) => Reaction::Retry {
+            after: Delay::Backoff,
+        },
+        (S::WatchStart | S::WatchEnd, K::TooLargeResourceVersion) => Reaction::Fail {
+            relist_at: RelistAt::Latest,
+        },
+        (S::WatchStart, _) => relist,
+
+        // Watch end: 429 re-watches after a wait, an internal error at once while inside the
+        // retry window; anything else (410 included) relists at the last version.
+        (S::WatchEnd, K::TooManyRequests { retry_after }) => Reaction::Retry {
+            after: Delay::RetryAfter(retry_after),
+        },
+        (S::WatchEnd, K::InternalError) if within_internal_error_window() => {
+            Reaction::Retry { after: Delay::None }
+        }
+        (S::WatchEnd, _) => relist,
+    }
+}
+
 /// The mutable state of one [`Reflector::run`].
 struct RunState {
     rv_unavailable: bool,
@@ -765,6 +883,38 @@ impl RunState {
 
     fn internal_error_should_retry(&mut self) -> bool {
         self.internal_errors.should_retry(Instant::now())
+    }
+
+    /// [`react`] to `err` at `step`, with this run's internal-error window.
+    fn react(&mut self, err: &Error, step: Step) -> Reaction {
+        react(err.kind(), step, || self.internal_error_should_retry())
+    }
+
+    /// Waits out a [`Delay`] (no wait at all for [`Delay::None`]).
+    async fn wait(&mut self, after: Delay) {
+        let delay = match after {
+            Delay::None => return,
+            Delay::Backoff => self.backoff_delay(),
+            Delay::RetryAfter(retry_after) => retry_after.unwrap_or_else(|| self.backoff_delay()),
+        };
+        tracing::trace!(?delay, "waiting before the retry");
+        tokio::time::sleep(delay).await;
+    }
+
+    /// Carries out a reaction that gives up on the step ([`Reaction::Fail`]) and returns the
+    /// error to end it with.
+    fn fail(&mut self, reaction: Reaction, err: Error) -> Error {
+        debug_assert!(
+            matches!(reaction, Reaction::Fail { .. }),
+            "{reaction:?} is not a failure"
+        );
+        if let Reaction::Fail {
+            relist_at: RelistAt::Latest,
+        } = reaction
+        {
+            self.rv_unavailable = true;
+        }
+        err
     }
 }
 
@@ -819,6 +969,73 @@ pub fn default_watch_error_handler(err: &Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reaction_table() {
+        use ErrorKind as K;
+        use Step as S;
+        let retry_after = K::TooManyRequests {
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        let relist = Reaction::Fail {
+            relist_at: RelistAt::LastSynced,
+        };
+        let relist_latest = Reaction::Fail {
+            relist_at: RelistAt::Latest,
+        };
+        let wait = |after| Reaction::Retry { after };
+        let rows = [
+            (S::List, K::Expired, Reaction::ReadLatest),
+            (S::List, K::TooLargeResourceVersion, Reaction::ReadLatest),
+            (S::List, retry_after, relist),
+            (S::List, K::InternalError, relist),
+            (S::ListPage, K::Expired, Reaction::ListWhole),
+            (S::ListPage, K::TooLargeResourceVersion, relist),
+            (S::StreamingList, K::Expired, Reaction::ReadLatest),
+            (
+                S::StreamingList,
+                K::TooLargeResourceVersion,
+                Reaction::ReadLatest,
+            ),
+            (
+                S::StreamingList,
+                retry_after,
+                wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
+            ),
+            (S::StreamingList, K::ConnectionRefused, wait(Delay::Backoff)),
+            (S::StreamingList, K::InternalError, relist),
+            (S::WatchStart, K::Expired, relist),
+            (S::WatchStart, K::TooLargeResourceVersion, relist_latest),
+            (
+                S::WatchStart,
+                K::TooManyRequests { retry_after: None },
+                wait(Delay::RetryAfter(None)),
+            ),
+            (S::WatchStart, K::ConnectionRefused, wait(Delay::Backoff)),
+            (S::WatchStart, K::InternalError, relist),
+            (S::WatchStart, K::Other, relist),
+            (S::WatchEnd, K::Expired, relist),
+            (S::WatchEnd, K::TooLargeResourceVersion, relist_latest),
+            (
+                S::WatchEnd,
+                retry_after,
+                wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
+            ),
+            (S::WatchEnd, K::ConnectionRefused, relist),
+            (S::WatchEnd, K::Other, relist),
+        ];
+        for (step, kind, want) in rows {
+            let got = react(kind, step, || {
+                panic!("asked the window at {step:?} for {kind:?}")
+            });
+            assert_eq!(got, want, "{step:?}, {kind:?}");
+        }
+        assert_eq!(
+            react(K::InternalError, S::WatchEnd, || true),
+            wait(Delay::None)
+        );
+        assert_eq!(react(K::InternalError, S::WatchEnd, || false), relist);
+    }
 
     #[test]
     fn internal_error_window_retries_only_within_its_duration() {

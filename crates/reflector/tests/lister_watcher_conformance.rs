@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use common::Obj;
 use common::model_server::ModelServer;
-use informer_reflector::conformance::{Backend, check};
+use informer_testing::reflector::conformance::{Backend, check};
 
 struct ModelBackend(Arc<ModelServer>);
 

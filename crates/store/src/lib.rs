@@ -66,11 +66,6 @@ mod sync;
 mod thread_safe;
 mod value_index;
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
-#[cfg(feature = "model")]
-pub mod model;
-
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 pub use crate::key::{

@@ -542,9 +542,47 @@ mod tests {
     use std::sync::{OnceLock, Weak};
 
     use super::*;
-    use crate::conformance::{TestObject, key_func, labelled, namespace_index, obj};
     use crate::index::{index_func, indexers};
-    use crate::key::KeyError;
+    use crate::key::{KeyError, meta_namespace_key};
+
+    // The conformance suite's object (`informer-testing`), written out again: a unit test cannot
+    // use that crate (it would see a second copy of this one).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct TestObject {
+        namespace: String,
+        name: String,
+        resource_version: u64,
+        labels: Vec<(String, String)>,
+    }
+
+    fn obj(namespace: &str, name: &str, resource_version: u64) -> Arc<TestObject> {
+        labelled(namespace, name, resource_version, &[])
+    }
+
+    fn labelled(
+        namespace: &str,
+        name: &str,
+        resource_version: u64,
+        labels: &[(&str, &str)],
+    ) -> Arc<TestObject> {
+        Arc::new(TestObject {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            resource_version,
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        })
+    }
+
+    fn key_func() -> KeyFunc<TestObject> {
+        Arc::new(|o: &TestObject| meta_namespace_key(Some(&o.namespace), &o.name))
+    }
+
+    fn namespace_index() -> IndexFunc<TestObject> {
+        index_func(|o: &TestObject| Ok(IndexValues::one(o.namespace.as_str())))
+    }
 
     fn label_values(o: &TestObject) -> Vec<String> {
         o.labels.iter().map(|(k, v)| format!("{k}={v}")).collect()

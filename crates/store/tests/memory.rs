@@ -4,10 +4,10 @@
 use std::alloc::System;
 use std::sync::Arc;
 
-use informer_store::conformance::{TestObject, key_func, labelled};
 use informer_store::{
     IndexValues, Indexer, NAMESPACE_INDEX, ReflectorStore, ThreadSafeStore, index_func, indexers,
 };
+use informer_testing::store::conformance::{TestObject, key_func, labelled};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

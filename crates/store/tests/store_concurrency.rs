@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
-use informer_store::conformance::{TestObject, key_func, label_index, labelled, namespace_index};
 use informer_store::{
     Indexer, KnownObjects, NAMESPACE_INDEX, ReflectorStore, Store, ThreadSafeStore, indexers,
+};
+use informer_testing::store::conformance::{
+    TestObject, key_func, label_index, labelled, namespace_index,
 };
 
 const WRITERS: usize = 4;

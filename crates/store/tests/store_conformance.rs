@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use informer_store::conformance::{TestObject, indexer_suite, store_suite};
 use informer_store::{Indexer, ThreadSafeStore};
+use informer_testing::store::conformance::{TestObject, indexer_suite, store_suite};
 
 #[test]
 fn thread_safe_store_passes_the_store_suite() {

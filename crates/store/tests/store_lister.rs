@@ -3,10 +3,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use informer_store::conformance::{TestObject, key_func, labelled, namespace_index};
 use informer_store::{
     Everything, Indexers, Lister, NAMESPACE_INDEX, ReflectorStore, ThreadSafeStore, indexers,
 };
+use informer_testing::store::conformance::{TestObject, key_func, labelled, namespace_index};
 
 fn fill(indexers: Indexers<TestObject>) -> Lister<TestObject> {
     let s = Arc::new(ThreadSafeStore::with_indexers(key_func(), indexers));

@@ -1,11 +1,11 @@
-//! Property test: `ThreadSafeStore` against the reference model in `informer_store::model` — a
+//! Property test: `ThreadSafeStore` against the reference model in `informer_testing::store::model` — a
 //! `BTreeMap` of objects plus indexes recomputed from scratch after every step.
 
 use std::sync::Arc;
 
-use informer_store::conformance::{TestObject, failing_index, key_func, labelled};
-use informer_store::model::{INDEX_NAMES, Op, check};
 use informer_store::{Indexer, KnownObjects, ReflectorStore, ThreadSafeStore, indexers};
+use informer_testing::store::conformance::{TestObject, failing_index, key_func, labelled};
+use informer_testing::store::model::{INDEX_NAMES, Op, check};
 use proptest::prelude::*;
 
 fn object() -> impl Strategy<Value = Arc<TestObject>> {

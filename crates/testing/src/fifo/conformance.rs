@@ -1,4 +1,4 @@
-//! A conformance suite for any [`Queue`] implementation (feature `conformance`).
+//! A conformance suite for any [`Queue`] implementation.
 //!
 //! The suite checks what every queue shares: what a write queues, per key and in order; typed key
 //! errors that change nothing; `has_synced` and the initial-list flag; tombstones on relist;
@@ -9,7 +9,8 @@
 //! Objects are the store layer's [`TestObject`], keyed `namespace/name`.
 //!
 //! ```
-//! use informer_fifo::{conformance, DeltaFIFO, DeltaFIFOOptions};
+//! use informer_fifo::{DeltaFIFO, DeltaFIFOOptions};
+//! use informer_testing::fifo::conformance;
 //!
 //! conformance::queue_suite(|parts| {
 //!     let mut options = DeltaFIFOOptions::default();
@@ -26,13 +27,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread;
 
-pub use informer_store::conformance::{TestObject, key_func, obj};
+pub use crate::store::conformance::{TestObject, key_func, obj};
 use informer_store::{KeyFunc, KnownObjects, ReflectorStore, ThreadSafeStore};
 
-use crate::error::Error;
+use informer_fifo::Error;
 
-use crate::delta::{Delta, Deltas};
-use crate::queue::{Queue, QueueClosed, RefusalHandler, TransformFunc, transform_func};
+use informer_fifo::{
+    Delta, Deltas, Queue, QueueClosed, RefusalHandler, TransformFunc, transform_func,
+};
 
 /// What the suite hands the queue constructor.
 #[non_exhaustive]

@@ -1,5 +1,5 @@
 //! Reference models of [`DeltaFIFO`] and [`InOrderFIFO`] and a harness that checks the real
-//! queues against them (feature `model`).
+//! queues against them.
 //!
 //! The models are deliberately plain: the DeltaFIFO is a `Vec<(key, Vec<Delta>)>` searched
 //! linearly, the in-order FIFO a `Vec<(key, Delta)>`, the known objects a `BTreeMap`; each rule is
@@ -13,7 +13,7 @@
 //! module, so they check the same thing; [`decode`] turns arbitrary bytes into a run.
 //!
 //! ```
-//! use informer_fifo::model::{decode, run};
+//! use informer_testing::fifo::model::{decode, run};
 //! let (config, ops) = decode(&[0b111, 0, 1, 3, 2, 0, 5, 4, 7, 2, 1]);
 //! run(config, &ops);
 //! ```
@@ -23,13 +23,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use informer_store::{KeyError, KnownObjects, key_func};
 
-use crate::Error;
+use informer_fifo::Error;
 
-use crate::delta::{Delta, DeltaType, Deltas};
-use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
-use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
-use crate::queue::{Queue, QueueClosed, transform_func};
-use crate::tombstone::DeletedObject;
+use informer_fifo::{
+    DeletedObject, Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Deltas, InOrderFIFO,
+    InOrderFIFOOptions, Queue, QueueClosed, transform_func,
+};
 
 /// The object the model queues: keyed by `name` (an empty name is a key error).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +90,7 @@ fn failure(result: Result<(), Error>) -> Result<(), Failure> {
     result.map_err(|e| match e {
         Error::Key(_) => Failure::Key,
         Error::Transform { .. } => Failure::Transform,
+        _ => Failure::Other,
     })
 }
 
@@ -530,11 +530,10 @@ impl Real {
             }
         });
         if config.in_order {
-            let options = InOrderFIFOOptions {
-                known_objects: known,
-                transform,
-                on_refused: None,
-            };
+            let mut options = InOrderFIFOOptions::default();
+            options.known_objects = known;
+            options.transform = transform;
+            options.on_refused = None;
             Self::InOrder(InOrderFIFO::with_options(key, options))
         } else {
             let mut options =

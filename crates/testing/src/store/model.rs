@@ -1,5 +1,5 @@
 //! A reference model of [`ThreadSafeStore`] and a harness that checks the real store against it
-//! (feature `model`).
+//! .
 //!
 //! The model is deliberately plain: a `BTreeMap` from key to object, the list of registered index
 //! names, and the last synced resource version; indexes are recomputed from scratch whenever they
@@ -12,20 +12,20 @@
 //! module; [`decode`] turns arbitrary bytes into operations.
 //!
 //! ```
-//! use informer_store::model::{check, decode};
+//! use informer_testing::store::model::{check, decode};
 //! check(&decode(&[5, 2, 0, 0x11, 4, 1, 0, 3, 2, 0x40, 0x22, 7]));
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::conformance::{
+use informer_store::{
+    Error, IndexFunc, Indexer, KnownObjects, ReflectorStore, Store, ThreadSafeStore, indexers,
+};
+
+use super::conformance::{
     TestObject, failing_index, key_func, label_index, labelled, namespace_index,
 };
-use crate::error::Error;
-use crate::index::{IndexFunc, indexers};
-use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
-use crate::thread_safe::ThreadSafeStore;
 
 /// The index functions a run may register, by name: one value per object (`namespace`), one per
 /// label (`label`), and one that fails on objects labelled `poison=true` (`fails`).
@@ -317,34 +317,4 @@ pub fn decode(data: &[u8]) -> Vec<Op> {
         }
     }
     ops
-}
-
-/// Runs `check` on every file of the committed fuzz corpus `fuzz/corpus/<target>` of this
-/// repository, naming each file on stderr first (so a panic says which input), and returns how
-/// many there were.
-///
-/// The stable replay tests of every fuzz target (in this crate and the others) use it.
-///
-/// # Panics
-///
-/// If the directory cannot be read, if it holds fewer than `at_least` files (the corpus is
-/// missing), or if `check` panics.
-pub fn replay_corpus(target: &str, at_least: usize, mut check: impl FnMut(&[u8])) -> usize {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let mut replayed = 0;
-    for entry in entries {
-        let path = entry.expect("a readable corpus entry").path();
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        eprintln!("replaying {}", path.display());
-        check(&bytes);
-        replayed += 1;
-    }
-    assert!(
-        replayed >= at_least,
-        "the corpus of {target} is missing ({replayed} files)"
-    );
-    replayed
 }

@@ -1,10 +1,11 @@
-//! A conformance suite for any [`Store`] or [`Indexer`] implementation (feature `conformance`).
+//! A conformance suite for any [`Store`] or [`Indexer`] implementation.
 //!
 //! Each implementation runs the same checks with the same small object type, [`TestObject`],
 //! keyed by [`key_func`]. A failing check panics with the rule it pins.
 //!
 //! ```
-//! use informer_store::{conformance, ThreadSafeStore};
+//! use informer_store::ThreadSafeStore;
+//! use informer_testing::store::conformance;
 //! conformance::store_suite(ThreadSafeStore::new);
 //! conformance::indexer_suite(ThreadSafeStore::with_indexers);
 //! ```
@@ -12,10 +13,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::error::Error;
-use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
-use crate::key::{KeyError, KeyFunc, meta_namespace_key};
-use crate::store::{Indexer, Store};
+use informer_store::{
+    Error, IndexFunc, IndexValues, Indexer, Indexers, KeyError, KeyFunc, NAMESPACE_INDEX, Store,
+    index_func, indexers, meta_namespace_key,
+};
 
 /// The object every conformance check stores.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::{ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream};
+use informer_reflector::{ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream};
 
 /// How the suite changes the backend's state and reads an object's name.
 pub trait Backend<K>: Send + Sync {

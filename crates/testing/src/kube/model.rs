@@ -1,4 +1,4 @@
-//! The watch-decoding path end to end against a reference model (feature `model`): arbitrary bytes
+//! The watch-decoding path end to end against a reference model: arbitrary bytes
 //! as the body of a watch response, through kube-client, [`KubeListerWatcher`] and a [`Reflector`]
 //! into a store.
 //!
@@ -33,7 +33,7 @@
 //! once.
 //!
 //! ```
-//! informer_kube::model::check(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n");
+//! informer_testing::kube::model::check(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n");
 //! ```
 
 use std::cell::RefCell;
@@ -56,8 +56,7 @@ use kube::api::Api;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::INITIAL_EVENTS_END_ANNOTATION;
-use crate::lister_watcher::KubeListerWatcher;
+use informer_kube::{INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher};
 
 /// What the reflector pulled from the watch stream, one item per event or error.
 #[derive(Debug, Clone, PartialEq)]
@@ -402,7 +401,7 @@ pub fn check(body: &[u8]) {
             inner: KubeListerWatcher::new(api),
             seen: Arc::clone(&seen),
         };
-        let store = Arc::new(ThreadSafeStore::new(crate::key_func::<ConfigMap>()));
+        let store = Arc::new(ThreadSafeStore::new(informer_kube::key_func::<ConfigMap>()));
         let reflector = Arc::new(
             Reflector::new(lw, Arc::clone(&store))
                 .with_max_internal_error_retry(std::time::Duration::ZERO)
