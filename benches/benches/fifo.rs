@@ -1,4 +1,4 @@
-//! W-FIFO-A, W-FIFO-B, W-FIFO-C: the queue layer, for the DeltaFIFO and the in-order FIFO
+//! W-FIFO-A, W-FIFO-B, W-FIFO-C: the queue layer, for the DeltaFifo and the in-order FIFO
 //! (`informer_benches::w_fifo`; kube-runtime has no queue).
 //!
 //! Each benchmark times a whole workload; criterion's throughput figure is per operation (per

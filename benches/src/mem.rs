@@ -10,7 +10,7 @@
 //! * **heap**: bytes allocated and still live, counted by the `mem` binary's global allocator
 //!   (the [`HeapProbe`]), per pod: the object itself, and the cache's overhead beyond it; for
 //!   ours the overhead is also split into the store's key and slot, the index entries, what a
-//!   DeltaFIFO keeps after every object has been added and popped, and the rest (processor,
+//!   DeltaFifo keeps after every object has been added and popped, and the rest (processor,
 //!   reflector, runtime).
 //!
 //! Our informer shares the built `Arc<Pod>` with its cache, so the object is counted once; the
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use informer_controller::SharedIndexInformer;
-use informer_fifo::{DeltaFIFO, Queue};
+use informer_fifo::{DeltaFifo, Queue};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
 use informer_store::ReflectorStore;
 use k8s_openapi::api::core::v1::Pod;
@@ -53,7 +53,7 @@ pub type HeapProbe = fn() -> Option<Heap>;
 pub enum Mode {
     /// Builds the pods as our informer gets them (`Arc<Pod>`) and caches nothing.
     OursBaseline,
-    /// Builds the pods and syncs them into our informer (DeltaFIFO, two indexes, one handler).
+    /// Builds the pods and syncs them into our informer (DeltaFifo, two indexes, one handler).
     Ours,
     /// Builds the pods as kube-runtime's watcher yields them (`InitApply` events) and caches
     /// nothing.
@@ -61,7 +61,7 @@ pub enum Mode {
     /// Builds the events and runs them through kube-runtime's `reflector` into its store.
     KubeRuntime,
     /// Builds each pod's metadata only (`PartialObjectMeta<Pod>`, what a metadata-only informer
-    /// caches) and syncs it into our informer (DeltaFIFO, the namespace index, one handler).
+    /// caches) and syncs it into our informer (DeltaFifo, the namespace index, one handler).
     OursMetadata,
 }
 
@@ -111,7 +111,7 @@ pub struct Sample {
     pub key_and_slot: Option<f64>,
     /// Ours: the two indexes' entries per object.
     pub index_entries: Option<f64>,
-    /// Ours: what a DeltaFIFO keeps once every object has been added and popped.
+    /// Ours: what a DeltaFifo keeps once every object has been added and popped.
     pub queue_leftovers: Option<f64>,
 }
 
@@ -253,7 +253,7 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
     let indexed = store_overhead(true);
     let queue_leftovers = {
         let before = heap();
-        let q = DeltaFIFO::new(key_func());
+        let q = DeltaFifo::new(key_func());
         for p in &cached {
             q.add(Arc::clone(p)).expect("add");
         }

@@ -493,7 +493,7 @@ fn mem_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     ));
     emit(Row::new(
         "MEM",
-        "heap overhead: queue leftovers (a drained DeltaFIFO)",
+        "heap overhead: queue leftovers (a drained DeltaFifo)",
         heap(&ours, |s| s.queue_leftovers),
         Figure::NotApplicable,
     ));

@@ -1,11 +1,11 @@
-//! W-FIFO-A, W-FIFO-B, W-FIFO-C: the queue layer, for the DeltaFIFO and the in-order FIFO.
+//! W-FIFO-A, W-FIFO-B, W-FIFO-C: the queue layer, for the DeltaFifo and the in-order FIFO.
 //! kube-runtime has no queue between its watcher and its store, so it has no side here.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::thread;
 
-use informer_fifo::{DeltaFIFO, InOrderFIFO, Queue};
+use informer_fifo::{DeltaFifo, InOrderFifo, Queue};
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::workload::{key_func, pod_at};
@@ -16,8 +16,8 @@ pub type MakeQueue = fn() -> Arc<dyn Queue<Pod>>;
 /// Both queues, by name, built with `new(key_func())`: no known objects, no transform.
 pub fn queues() -> [(&'static str, MakeQueue); 2] {
     [
-        ("delta_fifo", || Arc::new(DeltaFIFO::new(key_func()))),
-        ("in_order_fifo", || Arc::new(InOrderFIFO::new(key_func()))),
+        ("delta_fifo", || Arc::new(DeltaFifo::new(key_func()))),
+        ("in_order_fifo", || Arc::new(InOrderFifo::new(key_func()))),
     ]
 }
 

@@ -10,7 +10,7 @@
 //! replays them from its history to the watch, as fast as the client reads. A figure is the
 //! list time plus the watch time.
 //!
-//! * **Ours**: a `SharedIndexInformer` (DeltaFIFO, the two indexes) over a `KubeListerWatcher`
+//! * **Ours**: a `SharedIndexInformer` (DeltaFifo, the two indexes) over a `KubeListerWatcher`
 //!   (kube `Api::<Pod>::all`), 4 counting handlers, client-go's paging (pages of 500).
 //! * **kube-runtime**: `watcher(Api::<Pod>::all, Config::default())` (pages of 500) into
 //!   `reflector` over a shared store with 4 subscribers counting what they receive (see

@@ -4,7 +4,7 @@
 //! that every event is a real change, which W-HTTP's API server needs) — timed from start until
 //! every handler has seen everything.
 //!
-//! * **Ours**: a `SharedIndexInformer` (DeltaFIFO, the `namespace` and `node` indexes, no
+//! * **Ours**: a `SharedIndexInformer` (DeltaFifo, the `namespace` and `node` indexes, no
 //!   resync) over a scripted in-memory `ListerWatcher`, with handlers that count adds and
 //!   updates; done when each has counted every listed pod as an add and every event as an
 //!   update.

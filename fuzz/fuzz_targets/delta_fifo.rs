@@ -1,5 +1,5 @@
 //! Decodes bytes into a queue configuration and a sequence of operations, runs them on a real
-//! queue (the `DeltaFIFO`, or the `InOrderFIFO` when bit 3 of the first byte is set) and on its
+//! queue (the `DeltaFifo`, or the `InOrderFifo` when bit 3 of the first byte is set) and on its
 //! reference model, and panics at the first difference.
 #![no_main]
 

@@ -10,7 +10,7 @@
 //! that lose the history, bookmarks off, slow streams) and the server's settings — so that a
 //! failing seed replays the same schedule. [`run_seed`] runs one on a runtime of its own
 //! against two informers over HTTP (kube-client → `KubeListerWatcher` → reflector →
-//! DeltaFIFO → `SharedIndexInformer`): one of every pod with the `namespace` and `node` indexes
+//! DeltaFifo → `SharedIndexInformer`): one of every pod with the `namespace` and `node` indexes
 //! and three handlers (plain, filtered, slow), one of the pods matching [`SELECTOR`] with one.
 //! When the churn stops it checks:
 //!

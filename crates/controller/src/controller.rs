@@ -237,7 +237,12 @@ where
         P: ProcessDeltas<K>,
     {
         let stopping = Arc::new(AtomicBool::new(false));
-        let mut pop = spawn_pop_loop(Arc::clone(&self.queue), process, Arc::clone(&stopping))?;
+        let mut pop = spawn_pop_loop(
+            format!("informer-pop {}", self.reflector.name()),
+            Arc::clone(&self.queue),
+            process,
+            Arc::clone(&stopping),
+        )?;
         let guard = StopOnDrop {
             queue: &*self.queue,
             stopping,
@@ -270,6 +275,7 @@ impl<K, Q: Queue<K> + ?Sized> Drop for StopOnDrop<'_, K, Q> {
 }
 
 fn spawn_pop_loop<K, Q, P>(
+    name: String,
     queue: Arc<Q>,
     mut process: P,
     stopping: Arc<AtomicBool>,
@@ -279,7 +285,7 @@ where
     Q: Queue<K> + ?Sized + 'static,
     P: ProcessDeltas<K>,
 {
-    Joinable::spawn("informer-pop".to_owned(), move || {
+    Joinable::spawn(name, move || {
         while !stopping.load(Ordering::Acquire) {
             let popped = queue.pop_batch(POP_BATCH, &mut |deltas, initial| {
                 // Once stopping, what is popped is dropped: nobody will read the cache.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{
-    DeletedObject, DeltaFIFO, DeltaFIFOOptions, Deltas, InOrderFIFO, InOrderFIFOOptions, Queue,
+    DeletedObject, DeltaFifo, DeltaFifoOptions, Deltas, InOrderFifo, InOrderFifoOptions, Queue,
     QueueClosed, RefusalHandler, TransformFunc,
 };
 use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
@@ -516,7 +516,7 @@ where
         };
         Ok(self
             .processor
-            .add_listener(Box::new(handler), period, check, snapshot)?)
+            .add_listener(Box::new(handler), period, check, snapshot, &self.name)?)
     }
 
     /// Unregisters a handler. Idempotent: a registration already removed is ignored. A
@@ -640,23 +640,23 @@ where
             let on_refused = self.refusal_handler();
             let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
                 QueueKind::DeltaFifo => {
-                    let mut options = DeltaFIFOOptions::default()
+                    let mut options = DeltaFifoOptions::default()
                         .known_objects(known)
                         .emit_delta_type_replaced(true)
                         .on_refused(on_refused);
                     if let Some(t) = transform {
                         options = options.transform(t);
                     }
-                    Arc::new(DeltaFIFO::with_options(Arc::clone(&self.key_func), options))
+                    Arc::new(DeltaFifo::with_options(Arc::clone(&self.key_func), options))
                 }
                 QueueKind::InOrder => {
-                    let mut options = InOrderFIFOOptions::default()
+                    let mut options = InOrderFifoOptions::default()
                         .known_objects(known)
                         .on_refused(on_refused);
                     if let Some(t) = transform {
                         options = options.transform(t);
                     }
-                    Arc::new(InOrderFIFO::with_options(
+                    Arc::new(InOrderFifo::with_options(
                         Arc::clone(&self.key_func),
                         options,
                     ))

@@ -352,6 +352,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         requested_resync: Duration,
         check_period: Duration,
         initial: Vec<Arc<K>>,
+        informer: &str,
     ) -> std::io::Result<HandlerRegistration> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let state = Arc::new(ListenerState::new());
@@ -376,7 +377,9 @@ impl<K: Send + Sync + 'static> Processor<K> {
         let worker_state = Arc::clone(&state);
         let policy = self.policy;
         let upstream = Arc::clone(&self.upstream);
-        let worker = Joinable::spawn(format!("informer-handler-{id}"), move || {
+        // `informer-` first: the OS shows 15 bytes of a thread's name; the rest names the
+        // informer in panics, debuggers and `std::thread::current().name()`.
+        let worker = Joinable::spawn(format!("informer-handler-{id} {informer}"), move || {
             run_listener(id, handler, rx, worker_state, policy, &upstream)
         })?;
         let resync_period = determine_resync_period(requested_resync, check_period);

@@ -192,7 +192,7 @@ async fn stop_does_not_drain_a_long_queue() {
         LISTED,
     );
     let watch = source.open_watch();
-    let queue = Arc::new(informer_fifo::DeltaFIFO::new(informer_store::key_func(
+    let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
         |o: &Obj| Ok(key(o)),
     )));
     let controller = Arc::new(informer_controller::Controller::new(
@@ -243,7 +243,7 @@ async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let watch = source.open_watch();
-    let queue = Arc::new(informer_fifo::DeltaFIFO::new(informer_store::key_func(
+    let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
         |o: &Obj| Ok(key(o)),
     )));
     let controller = Arc::new(informer_controller::Controller::new(

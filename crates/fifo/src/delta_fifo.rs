@@ -1,4 +1,4 @@
-//! [`DeltaFIFO`]: a queue of keys, each with the changes not yet processed for it.
+//! [`DeltaFifo`]: a queue of keys, each with the changes not yet processed for it.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -15,21 +15,21 @@ use crate::queue::{RefusalHandler, TransformFunc};
 use crate::shared::{Pending, Shared};
 use crate::tombstone::DeletedObject;
 
-/// How a [`DeltaFIFO`] is built, beyond its key function.
+/// How a [`DeltaFifo`] is built, beyond its key function.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_fifo::{transform_func, DeltaFIFOOptions};
+/// use informer_fifo::{transform_func, DeltaFifoOptions};
 /// use informer_store::{key_func, ThreadSafeStore};
 ///
 /// let cache = Arc::new(ThreadSafeStore::new(key_func(|s: &String| Ok(s.clone()))));
-/// let options = DeltaFIFOOptions::default()
+/// let options = DeltaFifoOptions::default()
 ///     .known_objects(cache)
 ///     .transform(transform_func(|s: Arc<String>| Ok(Arc::new(s.trim().to_owned()))));
 /// assert!(options.emit_delta_type_replaced);
 /// ```
 #[non_exhaustive]
-pub struct DeltaFIFOOptions<K> {
+pub struct DeltaFifoOptions<K> {
     /// The cache the consumer applies popped changes to. With it, `replace` also emits a
     /// tombstone for every cached key the new list lacks, `delete` of a cached key is queued, and
     /// `resync` re-delivers the cache. Without it, `resync` does nothing.
@@ -47,7 +47,7 @@ pub struct DeltaFIFOOptions<K> {
     pub on_refused: Option<RefusalHandler>,
 }
 
-impl<K> Default for DeltaFIFOOptions<K> {
+impl<K> Default for DeltaFifoOptions<K> {
     fn default() -> Self {
         Self {
             known_objects: None,
@@ -58,7 +58,7 @@ impl<K> Default for DeltaFIFOOptions<K> {
     }
 }
 
-impl<K> DeltaFIFOOptions<K> {
+impl<K> DeltaFifoOptions<K> {
     /// Sets [`known_objects`](Self::known_objects).
     pub fn known_objects(mut self, known_objects: Arc<dyn KnownObjects<K>>) -> Self {
         self.known_objects = Some(known_objects);
@@ -84,9 +84,9 @@ impl<K> DeltaFIFOOptions<K> {
     }
 }
 
-impl<K> fmt::Debug for DeltaFIFOOptions<K> {
+impl<K> fmt::Debug for DeltaFifoOptions<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DeltaFIFOOptions")
+        f.debug_struct("DeltaFifoOptions")
             .field("known_objects", &self.known_objects.is_some())
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .field("transform", &self.transform.is_some())
@@ -119,10 +119,10 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_fifo::{DeltaFIFO, DeltaType, Queue, QueueExt};
+/// use informer_fifo::{DeltaFifo, DeltaType, Queue, QueueExt};
 /// use informer_store::{key_func, ReflectorStore};
 ///
-/// let fifo = DeltaFIFO::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
+/// let fifo = DeltaFifo::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
 /// fifo.add(Arc::new(("a", 1))).unwrap();
 /// fifo.add(Arc::new(("b", 1))).unwrap();
 /// fifo.update(Arc::new(("a", 2))).unwrap(); // "a" keeps its place at the front
@@ -133,21 +133,21 @@ impl<K> fmt::Debug for DeltaFIFOOptions<K> {
 /// assert_eq!(newest.unwrap().unwrap().0, "b");
 /// assert!(fifo.is_empty());
 /// ```
-pub struct DeltaFIFO<K> {
+pub struct DeltaFifo<K> {
     intake: Intake<K>,
     emit_delta_type_replaced: bool,
     shared: Shared<Keyed<K>>,
 }
 
-impl<K: Send + Sync + 'static> DeltaFIFO<K> {
+impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// A queue with the default options: no known objects, `replace` emits Replaced, no
     /// transform.
     pub fn new(key_func: KeyFunc<K>) -> Self {
-        Self::with_options(key_func, DeltaFIFOOptions::default())
+        Self::with_options(key_func, DeltaFifoOptions::default())
     }
 
     /// A queue with the given options.
-    pub fn with_options(key_func: KeyFunc<K>, options: DeltaFIFOOptions<K>) -> Self {
+    pub fn with_options(key_func: KeyFunc<K>, options: DeltaFifoOptions<K>) -> Self {
         Self {
             intake: Intake {
                 key_func,
@@ -225,7 +225,7 @@ impl<K: Send + Sync + 'static> DeltaFIFO<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
+impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     type Error = Error;
 
     fn add(&self, obj: Arc<K>) -> Result<()> {
@@ -344,12 +344,12 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFIFO<K> {
     }
 }
 
-crate::shared::queue_via_shared!(DeltaFIFO);
+crate::shared::queue_via_shared!(DeltaFifo);
 
-impl<K> fmt::Debug for DeltaFIFO<K> {
+impl<K> fmt::Debug for DeltaFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.shared
-            .debug_fields(&mut f.debug_struct("DeltaFIFO"))
+            .debug_fields(&mut f.debug_struct("DeltaFifo"))
             .field("intake", &self.intake)
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .finish()

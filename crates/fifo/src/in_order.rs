@@ -1,4 +1,4 @@
-//! [`InOrderFIFO`]: every change kept and delivered in arrival order.
+//! [`InOrderFifo`]: every change kept and delivered in arrival order.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -13,9 +13,9 @@ use crate::intake::Intake;
 use crate::queue::{RefusalHandler, TransformFunc};
 use crate::shared::{Pending, Shared};
 
-/// How an [`InOrderFIFO`] is built, beyond its key function.
+/// How an [`InOrderFifo`] is built, beyond its key function.
 #[non_exhaustive]
-pub struct InOrderFIFOOptions<K> {
+pub struct InOrderFifoOptions<K> {
     /// The cache the consumer applies popped changes to: `replace` emits a tombstone for every
     /// cached key the new list lacks (and nothing queued names), and `resync` re-delivers it.
     /// Without it, `resync` does nothing.
@@ -27,7 +27,7 @@ pub struct InOrderFIFOOptions<K> {
     pub on_refused: Option<RefusalHandler>,
 }
 
-impl<K> Default for InOrderFIFOOptions<K> {
+impl<K> Default for InOrderFifoOptions<K> {
     fn default() -> Self {
         Self {
             known_objects: None,
@@ -37,7 +37,7 @@ impl<K> Default for InOrderFIFOOptions<K> {
     }
 }
 
-impl<K> InOrderFIFOOptions<K> {
+impl<K> InOrderFifoOptions<K> {
     /// Sets [`known_objects`](Self::known_objects).
     pub fn known_objects(mut self, known_objects: Arc<dyn KnownObjects<K>>) -> Self {
         self.known_objects = Some(known_objects);
@@ -57,9 +57,9 @@ impl<K> InOrderFIFOOptions<K> {
     }
 }
 
-impl<K> fmt::Debug for InOrderFIFOOptions<K> {
+impl<K> fmt::Debug for InOrderFifoOptions<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InOrderFIFOOptions")
+        f.debug_struct("InOrderFifoOptions")
             .field("known_objects", &self.known_objects.is_some())
             .field("transform", &self.transform.is_some())
             .field("on_refused", &self.on_refused.is_some())
@@ -89,14 +89,14 @@ impl<K> fmt::Debug for InOrderFIFOOptions<K> {
 ///   needs the lock `process` runs under, and a panicking item still counts as popped.)
 ///
 /// Use it when a consumer must see every intermediate state (audit, event forwarding); use
-/// [`DeltaFIFO`](crate::DeltaFIFO) to let a slow consumer skip ahead per key.
+/// [`DeltaFifo`](crate::DeltaFifo) to let a slow consumer skip ahead per key.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_fifo::{InOrderFIFO, QueueExt};
+/// use informer_fifo::{InOrderFifo, QueueExt};
 /// use informer_store::{key_func, ReflectorStore};
 ///
-/// let fifo = InOrderFIFO::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
+/// let fifo = InOrderFifo::new(key_func(|o: &(&str, u32)| Ok(o.0.to_owned())));
 /// fifo.add(Arc::new(("a", 1))).unwrap();
 /// fifo.add(Arc::new(("b", 1))).unwrap();
 /// fifo.update(Arc::new(("a", 2))).unwrap();
@@ -106,7 +106,7 @@ impl<K> fmt::Debug for InOrderFIFOOptions<K> {
 /// }
 /// assert_eq!(order, [("a", 1), ("b", 1), ("a", 2)]);
 /// ```
-pub struct InOrderFIFO<K> {
+pub struct InOrderFifo<K> {
     intake: Intake<K>,
     shared: Shared<Log<K>>,
 }
@@ -126,14 +126,14 @@ impl<K> Pending<K> for Log<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> InOrderFIFO<K> {
+impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// A queue with no known objects and no transform.
     pub fn new(key_func: KeyFunc<K>) -> Self {
-        Self::with_options(key_func, InOrderFIFOOptions::default())
+        Self::with_options(key_func, InOrderFifoOptions::default())
     }
 
     /// A queue with the given options.
-    pub fn with_options(key_func: KeyFunc<K>, options: InOrderFIFOOptions<K>) -> Self {
+    pub fn with_options(key_func: KeyFunc<K>, options: InOrderFifoOptions<K>) -> Self {
         Self {
             intake: Intake {
                 key_func,
@@ -176,7 +176,7 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> InOrderFIFO<K> {
+impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// A version of `key` was refused (`err`): if the key's latest state (its last queued event,
     /// else the cache) holds an object, queue a tombstone with it, so the superseded version is
     /// not kept as current. Reports the refusal and hands the error back.
@@ -198,7 +198,7 @@ impl<K: Send + Sync + 'static> InOrderFIFO<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
+impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
     type Error = Error;
 
     fn add(&self, obj: Arc<K>) -> Result<()> {
@@ -289,12 +289,12 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFIFO<K> {
     }
 }
 
-crate::shared::queue_via_shared!(InOrderFIFO);
+crate::shared::queue_via_shared!(InOrderFifo);
 
-impl<K> fmt::Debug for InOrderFIFO<K> {
+impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.shared
-            .debug_fields(&mut f.debug_struct("InOrderFIFO"))
+            .debug_fields(&mut f.debug_struct("InOrderFifo"))
             .field("intake", &self.intake)
             .finish()
     }

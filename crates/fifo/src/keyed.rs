@@ -1,4 +1,4 @@
-//! The DeltaFIFO's pending changes: per key, in key arrival order.
+//! The DeltaFifo's pending changes: per key, in key arrival order.
 //!
 //! Slots hold `(hash, deltas)`, the deltas carrying their key; a `HashTable` of slot numbers finds
 //! a key's slot, and the FIFO is a ring of slot numbers. The table holds 4-byte slot numbers, not

@@ -16,9 +16,9 @@
 //!   [`ReflectorStore`](informer_store::ReflectorStore), so a reflector feeds a queue or a plain
 //!   store alike; it adds a blocking [`pop`](Queue::pop), [`has_synced`](Queue::has_synced) and
 //!   [`close`](Queue::close).
-//! * [`DeltaFIFO`]: client-go's DeltaFIFO. One queue entry per key, holding every change not yet
+//! * [`DeltaFifo`]: client-go's DeltaFIFO. One queue entry per key, holding every change not yet
 //!   popped ([`Deltas`]): the consumer sees each object's history in one go, in key arrival order.
-//! * [`InOrderFIFO`]: every change kept and delivered in arrival order (client-go's RealFIFO
+//! * [`InOrderFifo`]: every change kept and delivered in arrival order (client-go's RealFIFO
 //!   idea), for consumers that must see every intermediate state.
 //! * [`Delta`], [`DeltaType`], [`Deltas`]; a relist-discovered deletion carries a
 //!   [`DeletedFinalStateUnknown`] tombstone inside a [`DeletedObject`].
@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use informer_fifo::{Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Queue, QueueExt};
+//! use informer_fifo::{Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Queue, QueueExt};
 //! use informer_store::{key_func, ReflectorStore, Store, ThreadSafeStore};
 //!
 //! #[derive(Debug, PartialEq)]
@@ -39,7 +39,7 @@
 //!
 //! // The cache the consumer fills, which the queue reads back.
 //! let cache = Arc::new(ThreadSafeStore::new(key.clone()));
-//! let fifo = DeltaFIFO::with_options(key, DeltaFIFOOptions::default().known_objects(cache.clone()));
+//! let fifo = DeltaFifo::with_options(key, DeltaFifoOptions::default().known_objects(cache.clone()));
 //!
 //! // What a consumer does with each popped key: apply its newest state to the cache.
 //! let apply = |deltas: informer_fifo::Deltas<Pod>, _initial: bool| match deltas.newest() {
@@ -81,9 +81,9 @@ mod sync;
 mod tombstone;
 
 pub use crate::delta::{Delta, DeltaType, Deltas, EmptyDeltas};
-pub use crate::delta_fifo::{DeltaFIFO, DeltaFIFOOptions};
+pub use crate::delta_fifo::{DeltaFifo, DeltaFifoOptions};
 pub use crate::error::{Error, Result};
-pub use crate::in_order::{InOrderFIFO, InOrderFIFOOptions};
+pub use crate::in_order::{InOrderFifo, InOrderFifoOptions};
 pub use crate::queue::{
     Queue, QueueClosed, QueueExt, RefusalHandler, TransformFunc, transform_func,
 };
@@ -94,8 +94,8 @@ mod send_sync {
     use super::*;
 
     const fn assert_send_sync<T: Send + Sync>() {}
-    const _: () = assert_send_sync::<DeltaFIFO<String>>();
-    const _: () = assert_send_sync::<InOrderFIFO<String>>();
+    const _: () = assert_send_sync::<DeltaFifo<String>>();
+    const _: () = assert_send_sync::<InOrderFifo<String>>();
     const _: () = assert_send_sync::<std::sync::Arc<dyn Queue<String>>>();
     const _: () = assert_send_sync::<Deltas<String>>();
     const _: () = assert_send_sync::<QueueClosed>();

@@ -112,10 +112,10 @@ pub trait QueueExt<K>: Queue<K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use informer_fifo::{DeltaFIFO, Queue, QueueExt, QueueClosed};
+    /// use informer_fifo::{DeltaFifo, Queue, QueueExt, QueueClosed};
     /// use informer_store::{key_func, ReflectorStore};
     ///
-    /// let fifo = DeltaFIFO::new(key_func(|s: &String| Ok(s.clone())));
+    /// let fifo = DeltaFifo::new(key_func(|s: &String| Ok(s.clone())));
     /// fifo.add(Arc::new("a".to_string())).unwrap();
     /// let n = fifo.pop_with(|deltas, _| deltas.len()).unwrap();
     /// assert_eq!(n, 1);

@@ -3,7 +3,7 @@
 use std::alloc::System;
 use std::sync::Arc;
 
-use informer_fifo::{DeltaFIFO, Queue};
+use informer_fifo::{DeltaFifo, Queue};
 use informer_store::{IndexValues, ReflectorStore, Store, ThreadSafeStore, index_func, indexers};
 use informer_testing::fifo::conformance::{TestObject, key_func, obj};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -26,9 +26,9 @@ fn main() {
 }
 
 fn allocations_per_change() {
-    // DeltaFIFO, steady state (the queue has held keys before): adding a new key allocates only
+    // DeltaFifo, steady state (the queue has held keys before): adding a new key allocates only
     // its key; popping it allocates nothing (a single delta is held inline).
-    let fifo = DeltaFIFO::new(key_func());
+    let fifo = DeltaFifo::new(key_func());
     let objects: Vec<Arc<TestObject>> = (0..100).map(|i| obj("ns", &format!("o{i}"), 1)).collect();
     for o in &objects {
         fifo.add(Arc::clone(o)).unwrap();

@@ -1,15 +1,15 @@
-//! DeltaFIFO's own rules: coalescing per key, delete dedup, relist tombstones, resync, sync.
+//! DeltaFifo's own rules: coalescing per key, delete dedup, relist tombstones, resync, sync.
 
 use std::sync::Arc;
 
 use informer_fifo::{
-    DeletedObject, Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Queue, QueueExt, transform_func,
+    DeletedObject, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Queue, QueueExt, transform_func,
 };
 use informer_store::{KnownObjects, ReflectorStore, Store, ThreadSafeStore};
 use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj, render, render_delta};
 
-fn fifo() -> DeltaFIFO<TestObject> {
-    DeltaFIFO::new(key_func())
+fn fifo() -> DeltaFifo<TestObject> {
+    DeltaFifo::new(key_func())
 }
 
 fn cache(objects: &[Arc<TestObject>]) -> Arc<ThreadSafeStore<TestObject>> {
@@ -20,9 +20,9 @@ fn cache(objects: &[Arc<TestObject>]) -> Arc<ThreadSafeStore<TestObject>> {
     cache
 }
 
-fn fifo_over(cache: &Arc<ThreadSafeStore<TestObject>>) -> DeltaFIFO<TestObject> {
+fn fifo_over(cache: &Arc<ThreadSafeStore<TestObject>>) -> DeltaFifo<TestObject> {
     let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
-    DeltaFIFO::with_options(key_func(), DeltaFIFOOptions::default().known_objects(known))
+    DeltaFifo::with_options(key_func(), DeltaFifoOptions::default().known_objects(known))
 }
 
 #[test]
@@ -166,9 +166,9 @@ fn replace_emits_replaced_for_every_listed_object_in_list_order() {
 
 #[test]
 fn replace_emits_sync_when_replaced_is_turned_off() {
-    let f = DeltaFIFO::with_options(
+    let f = DeltaFifo::with_options(
         key_func(),
-        DeltaFIFOOptions::default().emit_delta_type_replaced(false),
+        DeltaFifoOptions::default().emit_delta_type_replaced(false),
     );
     f.replace(vec![obj("ns", "a", 1)], "1".into()).unwrap();
     assert_eq!(drain(&f), ["initial ns/a: Sync@1"]);
@@ -233,9 +233,9 @@ fn replace_tombstone_carries_no_object_when_the_cache_lost_it() {
             None
         }
     }
-    let f = DeltaFIFO::with_options(
+    let f = DeltaFifo::with_options(
         key_func(),
-        DeltaFIFOOptions::default().known_objects(Arc::new(Forgetful)),
+        DeltaFifoOptions::default().known_objects(Arc::new(Forgetful)),
     );
     f.replace(Vec::new(), "1".into()).unwrap();
     let popped = f.pop_with(|deltas, _| deltas.into_vec()).unwrap();
@@ -275,9 +275,9 @@ fn first_replace_counts_its_deletions_towards_sync() {
 fn resync_skips_keys_with_queued_deltas_and_does_not_transform() {
     let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 2)]);
     let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
-    let f = DeltaFIFO::with_options(
+    let f = DeltaFifo::with_options(
         key_func(),
-        DeltaFIFOOptions::default()
+        DeltaFifoOptions::default()
             .known_objects(known)
             .transform(transform_func(|_| Err("transform must not run".into()))),
     );
@@ -295,9 +295,9 @@ fn resync_skips_keys_with_queued_deltas_and_does_not_transform() {
 
 #[test]
 fn delete_is_transformed_only_when_queued() {
-    let f = DeltaFIFO::with_options(
+    let f = DeltaFifo::with_options(
         key_func(),
-        DeltaFIFOOptions::default().transform(transform_func(|_| Err("no".into()))),
+        DeltaFifoOptions::default().transform(transform_func(|_| Err("no".into()))),
     );
     f.delete(obj("ns", "a", 1))
         .expect("an ignored delete never runs the transform");
@@ -309,9 +309,9 @@ fn delete_is_transformed_only_when_queued() {
 fn a_failing_transform_on_replace_refuses_only_that_object() {
     let cache = cache(&[obj("ns", "cached", 1)]);
     let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
-    let f = DeltaFIFO::with_options(
+    let f = DeltaFifo::with_options(
         key_func(),
-        DeltaFIFOOptions::default()
+        DeltaFifoOptions::default()
             .known_objects(known)
             .transform(transform_func(|o: Arc<TestObject>| {
                 if o.name == "bad" {

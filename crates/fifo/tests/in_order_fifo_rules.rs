@@ -1,24 +1,24 @@
-//! InOrderFIFO's own rules: one event per write, in order; deletions first on relist.
+//! InOrderFifo's own rules: one event per write, in order; deletions first on relist.
 
 use std::sync::Arc;
 
-use informer_fifo::{InOrderFIFO, InOrderFIFOOptions};
+use informer_fifo::{InOrderFifo, InOrderFifoOptions};
 use informer_store::{KnownObjects, ReflectorStore, ThreadSafeStore};
 use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj};
 
-fn fifo() -> InOrderFIFO<TestObject> {
-    InOrderFIFO::new(key_func())
+fn fifo() -> InOrderFifo<TestObject> {
+    InOrderFifo::new(key_func())
 }
 
-fn fifo_over(objects: &[Arc<TestObject>]) -> InOrderFIFO<TestObject> {
+fn fifo_over(objects: &[Arc<TestObject>]) -> InOrderFifo<TestObject> {
     let cache = Arc::new(ThreadSafeStore::new(key_func()));
     for o in objects {
         cache.add(Arc::clone(o)).unwrap();
     }
     let known: Arc<dyn KnownObjects<TestObject>> = cache;
-    InOrderFIFO::with_options(
+    InOrderFifo::with_options(
         key_func(),
-        InOrderFIFOOptions::default().known_objects(known),
+        InOrderFifoOptions::default().known_objects(known),
     )
 }
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use informer_fifo::{DeltaFIFO, InOrderFIFO, Queue, QueueClosed};
+use informer_fifo::{DeltaFifo, InOrderFifo, Queue, QueueClosed};
 use informer_store::ReflectorStore;
 use informer_testing::fifo::conformance::{TestObject, key_func, obj, render};
 use loom::thread;
@@ -19,7 +19,7 @@ fn pop_rendered(q: &dyn Queue<TestObject>) -> Result<String, QueueClosed> {
 #[test]
 fn pop_blocked_while_add_runs_gets_the_item() {
     loom::model(|| {
-        let q = Arc::new(DeltaFIFO::new(key_func()));
+        let q = Arc::new(DeltaFifo::new(key_func()));
         let popper = {
             let q = Arc::clone(&q);
             thread::spawn(move || pop_rendered(&*q))
@@ -33,7 +33,7 @@ fn pop_blocked_while_add_runs_gets_the_item() {
 #[test]
 fn close_wakes_every_blocked_pop() {
     loom::model(|| {
-        let q = Arc::new(DeltaFIFO::<TestObject>::new(key_func()));
+        let q = Arc::new(DeltaFifo::<TestObject>::new(key_func()));
         let poppers: Vec<_> = (0..2)
             .map(|_| {
                 let q = Arc::clone(&q);
@@ -50,7 +50,7 @@ fn close_wakes_every_blocked_pop() {
 #[test]
 fn close_after_add_lets_exactly_one_pop_drain_the_item() {
     loom::model(|| {
-        let q = Arc::new(DeltaFIFO::new(key_func()));
+        let q = Arc::new(DeltaFifo::new(key_func()));
         let poppers: Vec<_> = (0..2)
             .map(|_| {
                 let q = Arc::clone(&q);
@@ -68,7 +68,7 @@ fn close_after_add_lets_exactly_one_pop_drain_the_item() {
 #[test]
 fn replace_racing_pop_delivers_a_consistent_history() {
     loom::model(|| {
-        let q = Arc::new(DeltaFIFO::new(key_func()));
+        let q = Arc::new(DeltaFifo::new(key_func()));
         q.add(obj("ns", "a", 1)).unwrap();
         let popper = {
             let q = Arc::clone(&q);
@@ -91,7 +91,7 @@ fn replace_racing_pop_delivers_a_consistent_history() {
 #[test]
 fn first_replace_racing_pop_counts_the_initial_list() {
     loom::model(|| {
-        let q = Arc::new(DeltaFIFO::new(key_func()));
+        let q = Arc::new(DeltaFifo::new(key_func()));
         let popper = {
             let q = Arc::clone(&q);
             thread::spawn(move || pop_rendered(&*q))
@@ -111,7 +111,7 @@ fn first_replace_racing_pop_counts_the_initial_list() {
 #[test]
 fn in_order_pop_blocked_while_add_runs_gets_the_item() {
     loom::model(|| {
-        let q = Arc::new(InOrderFIFO::new(key_func()));
+        let q = Arc::new(InOrderFifo::new(key_func()));
         let popper = {
             let q = Arc::clone(&q);
             thread::spawn(move || pop_rendered(&*q))
@@ -124,7 +124,7 @@ fn in_order_pop_blocked_while_add_runs_gets_the_item() {
 #[test]
 fn in_order_replace_racing_pop_delivers_a_consistent_history() {
     loom::model(|| {
-        let q = Arc::new(InOrderFIFO::new(key_func()));
+        let q = Arc::new(InOrderFifo::new(key_func()));
         q.add(obj("ns", "a", 1)).unwrap();
         let popper = {
             let q = Arc::clone(&q);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::thread;
 
-use informer_fifo::{DeltaFIFO, InOrderFIFO, Queue};
+use informer_fifo::{DeltaFifo, InOrderFifo, Queue};
 use informer_testing::fifo::conformance::{TestObject, key_func, obj};
 
 const PRODUCERS: usize = 4;
@@ -63,9 +63,9 @@ fn expected_versions(key: u64) -> Vec<u64> {
 
 #[test]
 fn delta_fifo_keeps_every_change_of_every_key_in_order() {
-    // The DeltaFIFO coalesces per key but never drops a delta: each key's deltas, concatenated
+    // The DeltaFifo coalesces per key but never drops a delta: each key's deltas, concatenated
     // over its pops, are exactly what its producer wrote.
-    let seen = run(Arc::new(DeltaFIFO::new(key_func())));
+    let seen = run(Arc::new(DeltaFifo::new(key_func())));
     assert_eq!(seen.len(), PRODUCERS * KEYS_PER_PRODUCER as usize);
     for (key, versions) in &seen {
         let k: u64 = key.rsplit_once("/k").unwrap().1.parse().unwrap();
@@ -75,7 +75,7 @@ fn delta_fifo_keeps_every_change_of_every_key_in_order() {
 
 #[test]
 fn in_order_fifo_delivers_every_write_in_producer_order() {
-    let seen = run(Arc::new(InOrderFIFO::new(key_func())));
+    let seen = run(Arc::new(InOrderFifo::new(key_func())));
     for p in 0..PRODUCERS {
         for k in 0..KEYS_PER_PRODUCER {
             assert_eq!(

@@ -1,11 +1,11 @@
-//! Kubernetes informers for Rust: client-go's `tools/cache` machinery — Reflector, DeltaFIFO,
+//! Kubernetes informers for Rust: client-go's `tools/cache` machinery — Reflector, DeltaFifo,
 //! SharedIndexInformer, Indexer, SharedInformerFactory — typed, `Arc`-shared, tested hard.
 //!
 //! This crate is the front door: it re-exports every layer of the stack, each behind a
 //! feature, and [`prelude`] gathers what a program usually needs.
 //!
 //! ```text
-//!  API server ──list/watch──▶ Reflector ──▶ DeltaFIFO ──▶ Controller ──▶ Indexer (cache) ◀── listers
+//!  API server ──list/watch──▶ Reflector ──▶ DeltaFifo ──▶ Controller ──▶ Indexer (cache) ◀── listers
 //!                          (ListerWatcher)                    │
 //!                                                             └──▶ Processor ──▶ your handlers
 //!  SharedInformerFactory: one SharedIndexInformer per resource type and selection.
@@ -14,7 +14,7 @@
 //! | module | crate | feature | what it holds |
 //! |---|---|---|---|
 //! | [`store`] | `informer-store` | `store` | the cache: `Store`, `Indexer`, `ThreadSafeStore`, `Lister`, key and index functions |
-//! | [`fifo`] | `informer-fifo` | `fifo` | the queue: `DeltaFIFO`, `InOrderFIFO`, deltas and tombstones |
+//! | [`fifo`] | `informer-fifo` | `fifo` | the queue: `DeltaFifo`, `InOrderFifo`, deltas and tombstones |
 //! | [`reflector`] | `informer-reflector` | `reflector` | `ListerWatcher` and the `Reflector` (list, watch, relist, backoff) |
 //! | [`controller`] | `informer-controller` | `controller` | `SharedIndexInformer`, event handlers, the processor |
 //! | [`factory`] | `informer-factory` | `factory` | `SharedInformerFactory`, typed listers |

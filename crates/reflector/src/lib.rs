@@ -5,7 +5,7 @@
 //! In the pipeline
 //!
 //! ```text
-//! API server ──list/watch──▶ Reflector (this crate) ──add/update/delete/replace──▶ DeltaFIFO or store
+//! API server ──list/watch──▶ Reflector (this crate) ──add/update/delete/replace──▶ DeltaFifo or store
 //!            (ListerWatcher)
 //! ```
 //!

@@ -1,4 +1,4 @@
-//! The reflector feeding a DeltaFIFO through the same `ReflectorStore` contract as a store, with
+//! The reflector feeding a DeltaFifo through the same `ReflectorStore` contract as a store, with
 //! a consumer applying the popped deltas to a cache that the queue reads back: a deletion missed
 //! while no watch could see it reaches the consumer as a tombstone, and the cache converges.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::model_server::ModelServer;
 use common::*;
-use informer_fifo::{Delta, DeltaFIFO, DeltaFIFOOptions, Queue, QueueExt};
+use informer_fifo::{Delta, DeltaFifo, DeltaFifoOptions, Queue, QueueExt};
 use informer_reflector::Reflector;
 use informer_store::{KnownObjects, ReflectorStore, Store, ThreadSafeStore, key_func};
 use parking_lot::Mutex;
@@ -23,9 +23,9 @@ async fn a_missed_deletion_reaches_the_consumer_as_a_tombstone() {
 
     let key = key_func(|o: &Obj| Ok(o.name.clone()));
     let cache = Arc::new(ThreadSafeStore::new(key.clone()));
-    let fifo = Arc::new(DeltaFIFO::with_options(
+    let fifo = Arc::new(DeltaFifo::with_options(
         key,
-        DeltaFIFOOptions::default().known_objects(cache.clone()),
+        DeltaFifoOptions::default().known_objects(cache.clone()),
     ));
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
 

@@ -3,7 +3,7 @@
 //! In the pipeline
 //!
 //! ```text
-//! Reflector ──▶ Queue (DeltaFIFO) ──▶ Controller ──▶ Indexer (this crate) ──▶ listers
+//! Reflector ──▶ Queue (DeltaFifo) ──▶ Controller ──▶ Indexer (this crate) ──▶ listers
 //! ```
 //!
 //! this crate is the cache at the end: the controller applies every change to an [`Indexer`],

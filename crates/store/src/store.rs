@@ -8,7 +8,7 @@ use crate::index::Indexers;
 
 /// The writes a reflector makes: the whole contract between a reflector and whatever it feeds.
 ///
-/// A plain store and a queue (the DeltaFIFO) both implement it, so a reflector can feed either.
+/// A plain store and a queue (the DeltaFifo) both implement it, so a reflector can feed either.
 /// Objects travel as `Arc<K>`: nothing on this path deep-copies an object.
 ///
 /// Every method is quick and never blocks on I/O. A failing write (a key or index function
@@ -50,7 +50,7 @@ pub trait ReflectorStore<K>: Send + Sync {
 
 /// What a queue needs to read back from the cache it feeds: the keys and the object per key.
 ///
-/// The DeltaFIFO uses it to emit deletions for objects that vanished while no watch was open, and
+/// The DeltaFifo uses it to emit deletions for objects that vanished while no watch was open, and
 /// to resync. Lookups never fail: an in-memory cache either has the key or it does not.
 pub trait KnownObjects<K>: Send + Sync {
     /// Every key, in no particular order.

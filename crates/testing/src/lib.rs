@@ -9,7 +9,7 @@
 //! | [`store::conformance`] | any `Store` / `Indexer` implementation |
 //! | [`store::model`] | `ThreadSafeStore` against a `BTreeMap` model (property test, `store` fuzz target) |
 //! | [`fifo::conformance`] | any `Queue` implementation |
-//! | [`fifo::model`] | `DeltaFIFO` and `InOrderFIFO` against their models (property test, `delta_fifo` fuzz target) |
+//! | [`fifo::model`] | `DeltaFifo` and `InOrderFifo` against their models (property test, `delta_fifo` fuzz target) |
 //! | [`reflector::conformance`] | a `ListerWatcher` against a live backend |
 //! | [`kube::model`] | the watch-decoding path, kube-client to store (`watch_decode` fuzz target) |
 //! | [`replay_corpus`] | replays a fuzz target's committed corpus on stable |

@@ -9,15 +9,15 @@
 //! Objects are the store layer's [`TestObject`], keyed `namespace/name`.
 //!
 //! ```
-//! use informer_fifo::{DeltaFIFO, DeltaFIFOOptions};
+//! use informer_fifo::{DeltaFifo, DeltaFifoOptions};
 //! use informer_testing::fifo::conformance;
 //!
 //! conformance::queue_suite(|parts| {
-//!     let mut options = DeltaFIFOOptions::default();
+//!     let mut options = DeltaFifoOptions::default();
 //!     options.known_objects = parts.known_objects;
 //!     options.transform = parts.transform;
 //!     options.on_refused = parts.on_refused;
-//!     DeltaFIFO::with_options(parts.key_func, options)
+//!     DeltaFifo::with_options(parts.key_func, options)
 //! });
 //! ```
 

@@ -1,7 +1,7 @@
-//! Reference models of [`DeltaFIFO`] and [`InOrderFIFO`] and a harness that checks the real
+//! Reference models of [`DeltaFifo`] and [`InOrderFifo`] and a harness that checks the real
 //! queues against them.
 //!
-//! The models are deliberately plain: the DeltaFIFO is a `Vec<(key, Vec<Delta>)>` searched
+//! The models are deliberately plain: the DeltaFifo is a `Vec<(key, Vec<Delta>)>` searched
 //! linearly, the in-order FIFO a `Vec<(key, Delta)>`, the known objects a `BTreeMap`; each rule is
 //! written out as client-go's documentation states it. [`run`] drives a model and the real queue
 //! with the same operations, each fed by its own
@@ -26,8 +26,8 @@ use informer_store::{KeyError, KnownObjects, key_func};
 use informer_fifo::Error;
 
 use informer_fifo::{
-    DeletedObject, Delta, DeltaFIFO, DeltaFIFOOptions, DeltaType, Deltas, InOrderFIFO,
-    InOrderFIFOOptions, Queue, QueueClosed, transform_func,
+    DeletedObject, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, InOrderFifo,
+    InOrderFifoOptions, Queue, QueueClosed, transform_func,
 };
 
 /// The object the model queues: keyed by `name` (an empty name is a key error).
@@ -53,7 +53,7 @@ pub struct Config {
     pub emit_replaced: bool,
     /// Install a transform that adds [`TRANSFORMED`] and fails on poisoned objects.
     pub transform: bool,
-    /// Check [`InOrderFIFO`] against [`InOrderModel`] instead of [`DeltaFIFO`] against
+    /// Check [`InOrderFifo`] against [`InOrderModel`] instead of [`DeltaFifo`] against
     /// [`Model`].
     pub in_order: bool,
 }
@@ -107,7 +107,7 @@ fn transform(config: Config, obj: &Obj) -> Result<Arc<Obj>, Failure> {
     Ok(Arc::new(obj))
 }
 
-/// The reference model of [`DeltaFIFO`]: a `Vec` of `(key, deltas)` plus the known objects.
+/// The reference model of [`DeltaFifo`]: a `Vec` of `(key, deltas)` plus the known objects.
 #[derive(Debug, Default)]
 pub struct Model {
     config: Config,
@@ -287,7 +287,7 @@ impl Model {
     }
 }
 
-/// The reference model of [`InOrderFIFO`]: a list of `(key, delta)` events.
+/// The reference model of [`InOrderFifo`]: a list of `(key, delta)` events.
 #[derive(Debug, Default)]
 pub struct InOrderModel {
     config: Config,
@@ -503,8 +503,8 @@ impl KnownObjects<Obj> for Cache {
 
 /// The queue under test.
 enum Real {
-    Delta(DeltaFIFO<Obj>),
-    InOrder(InOrderFIFO<Obj>),
+    Delta(DeltaFifo<Obj>),
+    InOrder(InOrderFifo<Obj>),
 }
 
 impl Real {
@@ -530,17 +530,17 @@ impl Real {
             }
         });
         if config.in_order {
-            let mut options = InOrderFIFOOptions::default();
+            let mut options = InOrderFifoOptions::default();
             options.known_objects = known;
             options.transform = transform;
             options.on_refused = None;
-            Self::InOrder(InOrderFIFO::with_options(key, options))
+            Self::InOrder(InOrderFifo::with_options(key, options))
         } else {
             let mut options =
-                DeltaFIFOOptions::default().emit_delta_type_replaced(config.emit_replaced);
+                DeltaFifoOptions::default().emit_delta_type_replaced(config.emit_replaced);
             options.known_objects = known;
             options.transform = transform;
-            Self::Delta(DeltaFIFO::with_options(key, options))
+            Self::Delta(DeltaFifo::with_options(key, options))
         }
     }
 
@@ -582,7 +582,7 @@ fn pop_real(fifo: &dyn Queue<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bo
     Ok(out.expect("pop returned Ok, so process ran"))
 }
 
-/// Runs `ops` on the model and on a real queue (a [`DeltaFIFO`], or an [`InOrderFIFO`] if
+/// Runs `ops` on the model and on a real queue (a [`DeltaFifo`], or an [`InOrderFifo`] if
 /// `config.in_order`); panics at the first difference.
 ///
 /// After the last operation both are closed and drained, and must agree to the end.
@@ -659,7 +659,7 @@ const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
 /// Decodes arbitrary bytes into a configuration and a sequence of operations.
 ///
 /// The first byte is the configuration (bit 0: known objects, bit 1: emit Replaced, bit 2:
-/// transform, bit 3: the in-order FIFO instead of the DeltaFIFO). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
+/// transform, bit 3: the in-order FIFO instead of the DeltaFifo). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
 /// three kinds of pop), followed by one byte per object (`% 6` picks the key, one of five names or
 /// the empty, failing one; `>= 240` poisons it for the transform); a replace first reads its list
 /// length (`% 6`). Versions count up from 1 in object order. Missing bytes end the run.
