@@ -121,7 +121,7 @@ pub struct SharedIndexInformer<K> {
     name: Arc<str>,
     key_func: KeyFunc<K>,
     resource_version: ResourceVersionFunc<K>,
-    indexer: Arc<ThreadSafeStore<K>>,
+    indexer: Arc<dyn Indexer<K>>,
     processor: Arc<Processor<K>>,
     settings: Mutex<Settings<K>>,
     /// Held while deltas are applied and distributed, and while a late handler takes its
@@ -140,7 +140,7 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
             .field("name", &self.name)
-            .field("indexer", &self.indexer)
+            .field("cached", &self.indexer.len())
             .field("processor", &self.processor)
             .field("started", &self.started.load(Ordering::Relaxed))
             .field("stopped", &self.upstream.is_stopped())
@@ -201,7 +201,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
 /// hands them to the handlers at the end of each batch.
 struct ApplyDeltas<K> {
     distributor: Distributor<K>,
-    indexer: Arc<ThreadSafeStore<K>>,
+    indexer: Arc<dyn Indexer<K>>,
     block_deltas: Arc<Mutex<()>>,
     upstream: Arc<Upstream>,
     /// Found synced at the end of a batch: the wait for it has been woken.
@@ -364,6 +364,31 @@ where
         resync_period: Duration,
         indexers: Indexers<K>,
     ) -> Self {
+        let cache = Arc::new(ThreadSafeStore::with_indexers(
+            Arc::clone(&key_func),
+            indexers,
+        ));
+        Self::with_cache(
+            lister_watcher,
+            key_func,
+            resource_version,
+            resync_period,
+            cache,
+        )
+    }
+
+    /// An informer like [`new`](Self::new) on a cache of your own: any [`Indexer`] (with the
+    /// indexes it already has). It must file objects by `key_func`, which the queue uses too.
+    /// The queue is chosen with [`with_queue`](Self::with_queue) (any [`Queue`] through
+    /// [`QueueKind::Custom`]): both layers are taken through their traits, with
+    /// [`ThreadSafeStore`] and [`DeltaFifo`] as the defaults.
+    pub fn with_cache(
+        lister_watcher: impl ListerWatcher<K> + 'static,
+        key_func: KeyFunc<K>,
+        resource_version: ResourceVersionFunc<K>,
+        resync_period: Duration,
+        cache: Arc<dyn Indexer<K>>,
+    ) -> Self {
         let queue: Arc<Mutex<Option<Arc<dyn Queue<K>>>>> = Arc::new(Mutex::new(None));
         let upstream = Arc::new(Upstream::new({
             let queue = Arc::clone(&queue);
@@ -371,10 +396,7 @@ where
         }));
         Self {
             name: std::any::type_name::<K>().into(),
-            indexer: Arc::new(ThreadSafeStore::with_indexers(
-                Arc::clone(&key_func),
-                indexers,
-            )),
+            indexer: cache,
             key_func,
             resource_version,
             processor: Arc::new(Processor::new(
@@ -602,7 +624,7 @@ where
     /// by selector, a namespace's view, index lookups. Cheap to clone; the same whether the
     /// informer came from a factory or was built by hand. Treat the objects as read-only.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>)
+        Lister::new(Arc::clone(&self.indexer))
     }
 
     /// Whether [`run`](Self::run) has been called.
@@ -635,7 +657,7 @@ where
             let Some(lister_watcher) = settings.lister_watcher.take() else {
                 return Ok(());
             };
-            let known = Arc::clone(&self.indexer) as Arc<dyn Indexer<K>>;
+            let known = Arc::clone(&self.indexer);
             let transform = settings.transform.clone();
             let on_refused = self.refusal_handler();
             let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {

@@ -27,7 +27,7 @@ fn strict_index() -> informer_store::Indexers<Obj> {
     )])
 }
 
-on_both_queues!(
+on_each_setup!(
     a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on,
     a_version_an_index_function_refuses_withdraws_the_stale_one_and_later_versions_apply,
     a_list_holding_an_object_without_a_name_applies_the_rest_and_syncs,

@@ -2,7 +2,7 @@
 
 mod common;
 
-on_both_queues!(
+on_each_setup!(
     initial_list_arrives_as_initial_adds_then_watch_events_follow,
     the_cache_is_updated_before_handlers_hear_of_a_change,
     a_relist_turns_a_vanished_object_into_a_tombstone_deletion,

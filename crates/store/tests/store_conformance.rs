@@ -22,3 +22,12 @@ fn shared_dyn_indexer_passes_the_indexer_suite() {
         Arc::new(ThreadSafeStore::with_indexers(key_func, indexers))
     });
 }
+
+/// The plain-map cache the informer's suites also run on passes the same suites, so what
+/// they show on it holds for any conforming cache.
+#[test]
+fn the_map_cache_passes_the_store_and_indexer_suites() {
+    use informer_testing::store::map_cache::MapCache;
+    store_suite(|key_func| MapCache::new(key_func, Default::default()));
+    indexer_suite(MapCache::new);
+}

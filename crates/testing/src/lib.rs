@@ -7,6 +7,7 @@
 //! | module | checks |
 //! |---|---|
 //! | [`store::conformance`] | any `Store` / `Indexer` implementation |
+//! | [`store::map_cache`] | a second `Indexer` (a plain map), to run the layers above on a cache that is not `ThreadSafeStore` |
 //! | [`store::model`] | `ThreadSafeStore` against a `BTreeMap` model (property test, `store` fuzz target) |
 //! | [`fifo::conformance`] | any `Queue` implementation |
 //! | [`fifo::model`] | `DeltaFifo` and `InOrderFifo` against their models (property test, `delta_fifo` fuzz target) |
@@ -24,6 +25,7 @@
 /// Oracles of the store layer (`informer-store`).
 pub mod store {
     pub mod conformance;
+    pub mod map_cache;
     pub mod model;
 }
 

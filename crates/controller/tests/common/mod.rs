@@ -45,16 +45,20 @@ pub fn key(o: &Obj) -> String {
 
 pub type Informer = SharedIndexInformer<Obj>;
 
-/// The queues the informer suite runs on.
+/// The setups the informer suite runs on: each queue over the default cache, and the
+/// DeltaFifo over a cache that is not `ThreadSafeStore` (the informer takes both through their
+/// layer traits).
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
     DeltaFifo,
     InOrder,
+    /// The DeltaFifo over `informer_testing`'s plain-map cache.
+    MapCache,
 }
 
-/// Runs an async test body once per queue kind.
+/// Runs an async test body once per setup ([`Kind`]).
 #[macro_export]
-macro_rules! on_both_queues {
+macro_rules! on_each_setup {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,6 +69,10 @@ macro_rules! on_both_queues {
             async fn in_order_fifo() {
                 super::$name($crate::common::Kind::InOrder).await
             }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn map_cache() {
+                super::$name($crate::common::Kind::MapCache).await
+            }
         }
     )*};
 }
@@ -72,33 +80,41 @@ macro_rules! on_both_queues {
 /// An informer over `source` on queue `kind`, with the `namespace` and `node` indexes, and a
 /// fast backoff.
 pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> Informer {
-    let kind = match kind {
-        Kind::DeltaFifo => QueueKind::DeltaFifo,
+    let keys = key_func(|o: &Obj| {
+        if o.name.is_empty() {
+            return Err(KeyError::MissingName);
+        }
+        meta_namespace_key(Some(&o.ns), &o.name)
+    });
+    let indexes = indexers([
+        (
+            "namespace",
+            index_func(|o: &Obj| Ok(IndexValues::one(o.ns.as_str()))),
+        ),
+        (
+            "node",
+            index_func(|o: &Obj| Ok(IndexValues::one(o.node.as_str()))),
+        ),
+    ]);
+    let versions: informer_controller::ResourceVersionFunc<Obj> =
+        Arc::new(|o: &Obj| Some(rv_str(o)));
+    let informer = match kind {
+        Kind::DeltaFifo | Kind::InOrder => {
+            SharedIndexInformer::new(Arc::clone(source), keys, versions, resync, indexes)
+        }
+        Kind::MapCache => {
+            let cache = Arc::new(informer_testing::store::map_cache::MapCache::new(
+                Arc::clone(&keys),
+                indexes,
+            ));
+            SharedIndexInformer::with_cache(Arc::clone(source), keys, versions, resync, cache)
+        }
+    };
+    let queue = match kind {
+        Kind::DeltaFifo | Kind::MapCache => QueueKind::DeltaFifo,
         Kind::InOrder => QueueKind::InOrder,
     };
-    SharedIndexInformer::new(
-        Arc::clone(source),
-        key_func(|o: &Obj| {
-            if o.name.is_empty() {
-                return Err(KeyError::MissingName);
-            }
-            meta_namespace_key(Some(&o.ns), &o.name)
-        }),
-        Arc::new(|o: &Obj| Some(rv_str(o))),
-        resync,
-        indexers([
-            (
-                "namespace",
-                index_func(|o: &Obj| Ok(IndexValues::one(o.ns.as_str()))),
-            ),
-            (
-                "node",
-                index_func(|o: &Obj| Ok(IndexValues::one(o.node.as_str()))),
-            ),
-        ]),
-    )
-    .with_queue(kind)
-    .with_reflector_config(|r| {
+    informer.with_queue(queue).with_reflector_config(|r| {
         r.with_backoff(BackoffConfig {
             initial: Duration::from_millis(5),
             cap: Duration::from_millis(20),
@@ -114,7 +130,7 @@ pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> In
 /// 666, the resource-version function on version 777.
 pub fn panicking_informer(source: &Arc<ChannelSource>, kind: Kind) -> Informer {
     let kind = match kind {
-        Kind::DeltaFifo => QueueKind::DeltaFifo,
+        Kind::DeltaFifo | Kind::MapCache => QueueKind::DeltaFifo,
         Kind::InOrder => QueueKind::InOrder,
     };
     let informer = SharedIndexInformer::new(
