@@ -11,7 +11,7 @@ use informer_fifo::{
 };
 use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{
-    Indexer, Indexers, KeyFunc, Lister, ReflectorStore, Store, ThreadSafeStore, catch_panic,
+    Index, Indexer, Indexers, KeyFunc, Lister, ReflectorStore, Store, ThreadSafeStore, catch_panic,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -618,6 +618,25 @@ where
             return Err(InformerError::Stopped);
         }
         Ok(self.indexer.add_indexers(indexers)?)
+    }
+
+    /// Adds one index to the cache, before or after start (existing objects are indexed at
+    /// once), and returns its typed handle for [`Lister::lookup`].
+    pub fn add_index(
+        &self,
+        name: &str,
+        func: informer_store::IndexFunc<K>,
+    ) -> Result<Index<K>, InformerError> {
+        if self.upstream.is_stopped() {
+            return Err(InformerError::Stopped);
+        }
+        Ok(Index::register(&*self.indexer, name, func)?)
+    }
+
+    /// The typed handle of the index `name`, if the cache has it (one registered at
+    /// construction, e.g. a Kubernetes informer's `namespace` index).
+    pub fn index(&self, name: &str) -> Option<Index<K>> {
+        Index::registered(&*self.indexer, name)
     }
 
     /// The read handle on the cache — the one way to read it: by key, by namespace and name,

@@ -14,6 +14,7 @@ on_each_setup!(
     filtered_handler_sees_objects_enter_and_leave_its_set,
     transform_indexes_and_lister_see_the_transformed_objects,
     run_twice_is_a_no_op_and_stop_joins_everything,
+    typed_index_handles_look_up_what_their_index_holds,
 );
 
 use std::sync::Arc;
@@ -484,4 +485,53 @@ async fn run_twice_is_a_no_op_and_stop_joins_everything(kind: Kind) {
         regs.iter().all(|r| r.is_stopped()),
         "every handler worker has exited"
     );
+}
+
+/// Lookups through an `Index` handle cannot name an index that is not there: the handle comes
+/// from the registration (or from a check that the index exists).
+async fn typed_index_handles_look_up_what_their_index_holds(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![
+            on_node("a", "x", 1, "n1"),
+            on_node("b", "y", 2, "n1"),
+            on_node("b", "z", 3, "n2"),
+        ],
+        3,
+    );
+    let _watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let by_ns_and_node = informer
+        .add_index(
+            "ns-node",
+            informer_store::index_func(|o: &Obj| {
+                Ok(informer_store::IndexValues::one(format!(
+                    "{}/{}",
+                    o.ns, o.node
+                )))
+            }),
+        )
+        .unwrap();
+    let by_node = informer.index("node").expect("registered at construction");
+    assert!(informer.index("no-such-index").is_none());
+    assert!(
+        matches!(
+            informer.add_index(
+                "node",
+                informer_store::index_func(|_: &Obj| Ok(Default::default()))
+            ),
+            Err(InformerError::Store(
+                informer_store::Error::IndexerConflict(_)
+            ))
+        ),
+        "a name already registered is refused"
+    );
+    let (stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+    let lister = informer.lister();
+    assert_eq!(lister.lookup_keys(&by_node, "n1").unwrap(), ["a/x", "b/y"]);
+    assert_eq!(lister.lookup(&by_ns_and_node, "b/n2").unwrap().len(), 1);
+    assert_eq!(by_node.name(), "node");
+    stop.cancel();
+    task.await.unwrap().unwrap();
 }

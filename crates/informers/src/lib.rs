@@ -36,7 +36,7 @@
 //! 2. **A factory and an informer.** `factory.informer::<Pod>()` is the shared pod informer:
 //!    every part of the program asking for it gets the same one, listing and watching once.
 //! 3. **Indexes.** Informers of the kube factory come with the `namespace` index; add your own
-//!    with `add_indexers` (before or after start).
+//!    with `add_index`, which returns a typed handle for lookups (before or after start).
 //! 4. **Handlers.** `add_event_handler` takes any [`ResourceEventHandler`](prelude::ResourceEventHandler);
 //!    [`ResourceEventHandlerFuncs`](prelude::ResourceEventHandlerFuncs) builds one from
 //!    closures. Each handler gets every change, in order, on its own thread.
@@ -74,14 +74,11 @@ let client = informers::kube_client::Client::try_from(
 let factory = KubeInformerFactory::new(KubeSource::new(client));
 let pods = factory.informer::<Pod>();
 
-// 3. An index of pods by node.
-pods.add_indexers(indexers([(
-    "node",
-    index_func(|pod: &Pod| {
-        Ok(pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
-            .map(IndexValues::one).unwrap_or_default())
-    }),
-)]))?;
+// 3. An index of pods by node, and its typed handle for lookups.
+let by_node = pods.add_index("node", index_func(|pod: &Pod| {
+    Ok(pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+        .map(IndexValues::one).unwrap_or_default())
+}))?;
 
 // 4. A handler.
 let added = Arc::new(AtomicUsize::new(0));
@@ -97,7 +94,7 @@ let handler = pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add({
 factory.start()?;
 let report = factory.wait_for_cache_sync(Some(Duration::from_secs(30))).await;
 assert!(report.all_synced(), "{report}");
-assert_eq!(pods.lister().index_keys("node", "node-1")?, ["shop/db-0", "shop/web-0"]);
+assert_eq!(pods.lister().lookup_keys(&by_node, "node-1")?, ["shop/db-0", "shop/web-0"]);
 let lister = factory.lister::<Pod>();
 assert!(lister.namespace("shop").get("web-1").is_some());
 // The handler's own sync: it has handled every pod of the first list.
@@ -182,8 +179,8 @@ pub mod prelude {
     pub use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
     #[cfg(feature = "store")]
     pub use informer_store::{
-        Everything, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister, Selector,
-        Store, index_func, indexers,
+        Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,
+        Selector, Store, index_func, indexers,
     };
     #[cfg(feature = "controller")]
     pub use tokio_util::sync::CancellationToken;

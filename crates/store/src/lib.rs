@@ -58,6 +58,7 @@
 
 mod error;
 mod index;
+mod index_handle;
 mod key;
 mod lister;
 mod panic;
@@ -68,6 +69,7 @@ mod value_index;
 
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
+pub use crate::index_handle::Index;
 pub use crate::key::{
     KeyError, KeyFunc, ObjectName, call_key_func, key_func, meta_namespace_key,
     split_meta_namespace_key,

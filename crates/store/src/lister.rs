@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::index::NAMESPACE_INDEX;
+use crate::index_handle::Index;
 use crate::key::{meta_namespace_key, split_meta_namespace_key};
 use crate::store::Indexer;
 
@@ -98,7 +99,18 @@ impl<K: 'static> Lister<K> {
         }
     }
 
-    /// The objects filed under `value` in index `index_name`.
+    /// The objects filed under `value` in `index` (a typed handle: see [`Index`]).
+    pub fn lookup(&self, index: &Index<K>, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        self.indexer.by_index(index.name(), value)
+    }
+
+    /// The keys filed under `value` in `index`, sorted.
+    pub fn lookup_keys(&self, index: &Index<K>, value: &str) -> Result<Vec<String>, Error> {
+        self.indexer.index_keys(index.name(), value)
+    }
+
+    /// The objects filed under `value` in index `index_name` (by name, for dynamic use; prefer
+    /// [`lookup`](Self::lookup) with an [`Index`] handle).
     pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
         self.indexer.by_index(index_name, value)
     }
