@@ -98,11 +98,14 @@ impl Entry {
     }
 }
 
+/// An informer's name: its resource type without module paths, then its selection, e.g.
+/// `Pod(all, labels=tier=gold)` or `Metadata<Pod>(namespace=a)`.
 pub(crate) fn describe(resource: &str, selection: &Selection, transform: Option<&str>) -> String {
-    let mut out = resource.to_owned();
+    let mut out = short_type_name(resource);
     let mut parts = Vec::new();
-    if let Some(ns) = &selection.namespace {
-        parts.push(format!("namespace={ns}"));
+    match &selection.namespace {
+        Some(ns) => parts.push(format!("namespace={ns}")),
+        None => parts.push("all".to_owned()),
     }
     if let Some(l) = &selection.label_selector {
         parts.push(format!("labels={l}"));
@@ -113,10 +116,47 @@ pub(crate) fn describe(resource: &str, selection: &Selection, transform: Option<
     if let Some(t) = transform {
         parts.push(format!("transform={t}"));
     }
-    if !parts.is_empty() {
-        out.push_str(&format!(" ({})", parts.join(", ")));
-    }
+    out.push_str(&format!("({})", parts.join(", ")));
     out
+}
+
+/// `a::b::Pod` → `Pod`, `x::Metadata<a::b::Pod>` → `Metadata<Pod>`: every path segment but the
+/// last dropped, generic arguments included.
+fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut segment = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            segment.push(c);
+        } else {
+            out.push_str(segment.rsplit("::").next().unwrap_or_default());
+            segment.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(segment.rsplit("::").next().unwrap_or_default());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn informer_names_are_short_and_carry_the_selection() {
+        assert_eq!(
+            describe("k8s_openapi::api::core::v1::Pod", &Selection::all(), None),
+            "Pod(all)"
+        );
+        assert_eq!(
+            describe(
+                "informer_kube::factory::Metadata<k8s_openapi::api::core::v1::Pod>",
+                &Selection::all().namespace("a").labels("tier=gold"),
+                Some("strip"),
+            ),
+            "Metadata<Pod>(namespace=a, labels=tier=gold, transform=strip)"
+        );
+    }
 }
 
 #[derive(Default)]
