@@ -112,7 +112,7 @@ struct Counters {
 ///
 /// Build it with [`new`](Self::new), register handlers and indexes, then
 /// [`run`](Self::run) it on a tokio runtime until a stop token is cancelled. Read the cache
-/// through [`lister`](Self::lister) or [`indexer`](Self::indexer); wait for the first full list
+/// through [`lister`](Self::lister), the one read handle; wait for the first full list
 /// with [`wait_for_sync`](Self::wait_for_sync).
 ///
 /// Each handler has its own unbounded buffer and worker thread: the pop loop never waits for a
