@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::faults::{Control, Failure, FaultState, Faults, Verb};
-use crate::objects::Target;
+use crate::objects::{DeleteOptions, Deleted, Target};
 use crate::query::ListOptions;
 use crate::resource::{ResourceInfo, Scope};
 use crate::status::StatusError;
@@ -389,22 +389,76 @@ impl ApiServer {
         self.typed(&stored)
     }
 
-    /// Deletes an object; returns its last state (stamped with the delete's revision).
+    /// Removes an object at once, as deleting its key in etcd would: one `DELETED` event, no
+    /// graceful deletion, finalizers ignored. Returns its last state (stamped with the
+    /// delete's revision). [`ApiServer::delete_with_grace`] is what an HTTP `DELETE` does.
     pub fn delete<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
     where
         K: Resource + DeserializeOwned,
     {
         let r = typed_target::<K>(&self.shared)?;
-        let stored = self.shared.delete(
+        let deleted = self.shared.delete(
             Target {
                 resource: r,
                 namespace,
             },
             name,
-            None,
-            None,
+            &DeleteOptions {
+                immediate: true,
+                ..DeleteOptions::default()
+            },
         )?;
-        self.typed(&stored)
+        self.typed(deleted.object())
+    }
+
+    /// Deletes an object as an HTTP `DELETE` with `gracePeriodSeconds` does (`None`: the
+    /// object's default, for a pod its `terminationGracePeriodSeconds`). A pod never scheduled
+    /// to a node is marked (`MODIFIED`) then removed (`DELETED`); one on a node stays, marked
+    /// with `deletionTimestamp`, until the period ends on the server's clock (tokio time) or
+    /// [`ApiServer::finish_deletion`] ends it; an object with finalizers stays marked until
+    /// an update removes the last one. Returns the marked object, or the last state of a
+    /// removed one.
+    pub fn delete_with_grace<K>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let deleted = self.shared.delete(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            &DeleteOptions {
+                grace_period_seconds,
+                ..DeleteOptions::default()
+            },
+        )?;
+        self.typed(deleted.object())
+    }
+
+    /// Ends the grace period of an object being deleted now, as the kubelet does once a pod's
+    /// containers have stopped (a delete with `gracePeriodSeconds=0`): watchers see
+    /// `MODIFIED` (grace period 0) then `DELETED`, or only the `MODIFIED` while finalizers
+    /// remain. Returns the object's last state. `400` if it is not being deleted.
+    pub fn finish_deletion<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let deleted = self.shared.finish_deletion(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+        )?;
+        self.typed(deleted.object())
     }
 
     /// Reads one object.
@@ -520,16 +574,18 @@ impl ApiServer {
         name: &str,
     ) -> Result<Value, Error> {
         let r = self.index(resource)?;
-        let stored = self.shared.delete(
+        let deleted = self.shared.delete(
             Target {
                 resource: r,
                 namespace,
             },
             name,
-            None,
-            None,
+            &DeleteOptions {
+                immediate: true,
+                ..DeleteOptions::default()
+            },
         )?;
-        Ok(self.with_type(r, &stored))
+        Ok(self.with_type(r, deleted.object()))
     }
 
     /// Reads an object of any registered resource.
@@ -752,7 +808,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    match serve(&shared, route, verb, opts, &content_type, body).await {
+    match serve(&shared, route, verb, opts, &query, &content_type, body).await {
         Ok(response) => response,
         Err(status) => status.into_response(),
     }
@@ -771,6 +827,7 @@ async fn serve(
     route: ResourceRoute,
     verb: Verb,
     mut opts: ListOptions,
+    query: &str,
     content_type: &str,
     body: Bytes,
 ) -> Result<Response, StatusError> {
@@ -846,22 +903,92 @@ async fn serve(
             Ok(object(&stored, StatusCode::OK))
         }
         Verb::Delete => {
-            let options: Value = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body(&body)?
-            };
-            let rv = options
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str);
-            let uid = options
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str);
-            let stored = shared.delete(target, name, rv, uid)?;
-            Ok(object(&stored, StatusCode::OK))
+            let options = delete_options(&query, &body)?;
+            match shared.delete(target, name, &options)? {
+                // Still stored (graceful deletion, finalizers): the marked object.
+                Deleted::Terminating(stored) => Ok(object(&stored, StatusCode::OK)),
+                Deleted::Removed(stored) => {
+                    let storage = shared.storage.read();
+                    let info = &storage.resource(route.resource).info;
+                    if returns_deleted_object(info) {
+                        drop(storage);
+                        Ok(object(&stored, StatusCode::OK))
+                    } else {
+                        Ok(value_response(
+                            StatusCode::OK,
+                            &delete_success(info, &stored),
+                        ))
+                    }
+                }
+            }
         }
         Verb::Any => Err(StatusError::unknown_path()),
     }
+}
+
+/// The `DeleteOptions` of a request: the body (JSON, may be empty) and the
+/// `gracePeriodSeconds` query parameter (which wins, as the handler decodes the query last).
+fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError> {
+    let options: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let text = |pointer: &str| {
+        options
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let mut grace_period_seconds = options.get("gracePeriodSeconds").and_then(Value::as_i64);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k == "gracePeriodSeconds" {
+            grace_period_seconds = Some(v.trim().parse::<i64>().map_err(|_| {
+                StatusError::bad_request(format!(
+                    "invalid value {v:?} for query parameter gracePeriodSeconds: strconv.ParseInt: parsing {v:?}: invalid syntax"
+                ))
+            })?);
+        }
+    }
+    Ok(DeleteOptions {
+        resource_version: text("/preconditions/resourceVersion"),
+        uid: text("/preconditions/uid"),
+        grace_period_seconds,
+        immediate: false,
+    })
+}
+
+/// Registries with `ReturnDeletedObject: true` answer a delete with the object; the others
+/// with a `Status`.
+fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    match info.group.as_str() {
+        "" => matches!(info.plural.as_str(), "pods" | "serviceaccounts"),
+        "storage.k8s.io" => info.plural == "storageclasses",
+        _ => false,
+    }
+}
+
+/// `Store.finalizeDelete`'s answer: `status: Success`, no `code`, and `details.kind` set to
+/// the resource (not the kind).
+fn delete_success(info: &ResourceInfo, stored: &StoredObject) -> Value {
+    let mut details = serde_json::Map::new();
+    if let Some(name) = stored.value.pointer("/metadata/name") {
+        details.insert("name".into(), name.clone());
+    }
+    if !info.group.is_empty() {
+        details.insert("group".into(), Value::String(info.group.clone()));
+    }
+    details.insert("kind".into(), Value::String(info.plural.clone()));
+    if let Some(uid) = stored.value.pointer("/metadata/uid") {
+        details.insert("uid".into(), uid.clone());
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
 }
 
 /// The `metadata.name` a field selector pins, if any.

@@ -783,6 +783,9 @@ async fn named_watch_and_writes_over_http() {
         [
             ("ADDED".into(), "b".into()),
             ("MODIFIED".into(), "b".into()),
+            // The delete: marked (grace period 0: the pod has no terminationGracePeriodSeconds
+            // of its own here), then removed.
+            ("MODIFIED".into(), "b".into()),
             ("DELETED".into(), "b".into())
         ]
     );
@@ -933,5 +936,373 @@ async fn a_lagging_cache_serves_stale_reads_at_resource_version_zero() {
     assert_eq!(
         x.events()[1]["object"]["metadata"]["resourceVersion"],
         (head - 2).to_string()
+    );
+}
+
+fn config_map(ns: &str, name: &str, finalizers: &[&str]) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "finalizers": finalizers},
+        "data": {"k": "v"},
+    }))
+    .unwrap()
+}
+
+/// Opens a watch from the current head of a pod or config map collection.
+async fn watch_from_head(server: &ApiServer, collection: &str) -> Exchange {
+    let rv = server.resource_version();
+    let x = Exchange::get(
+        server,
+        &format!("{collection}?watch=1&resourceVersion={rv}"),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    x
+}
+
+fn event_summary(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn deleting_a_config_map_answers_a_success_status_and_preconditions_are_409() {
+    let server = start().await;
+    let cm = server.create(&config_map("demo", "settings", &[])).unwrap();
+    let uid = cm.metadata.uid.clone().unwrap();
+    let rv = cm.metadata.resource_version.clone().unwrap();
+
+    // A stale resourceVersion precondition.
+    let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
+        "preconditions": {"resourceVersion": "1"}})
+    .to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"code\":409,\"details\":{{\"kind\":\"configmaps\",\"name\":\"settings\"}},\
+             \"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on configmaps \\\"settings\\\": \
+             Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}\",\
+             \"metadata\":{{}},\"reason\":\"Conflict\",\"status\":\"Failure\"}}"
+        )
+    );
+    assert_status(&x, 409, "Conflict");
+    // A wrong uid precondition.
+    let body = json!({"preconditions": {"uid": "not-the-uid"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    let status = assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Operation cannot be fulfilled on configmaps \"settings\": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {uid}"
+        )
+    );
+    assert_eq!(
+        status["details"],
+        json!({"kind": "configmaps", "name": "settings"})
+    );
+
+    // Matching preconditions: deleted, and the answer is a Status, not the object.
+    let body = json!({"preconditions": {"uid": uid, "resourceVersion": rv}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.header("content-type"), Some("application/json"));
+    assert_eq!(
+        x.text(),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"details\":{{\"kind\":\"configmaps\",\"name\":\"settings\",\"uid\":\"{uid}\"}},\
+             \"kind\":\"Status\",\"metadata\":{{}},\"status\":\"Success\"}}"
+        )
+    );
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/configmaps/settings").await;
+    assert_status(&x, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn deleting_an_unscheduled_pod_is_a_modified_then_a_deleted() {
+    let server = start().await;
+    server.create(&pod("demo", "web-0")).unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/pods").await;
+    let head = server.resource_version();
+
+    // No node: the grace period is 0 whatever the request asks.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0?gracePeriodSeconds=30",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let deleted = x.json();
+    assert_eq!(
+        deleted["kind"], "Pod",
+        "pods answer with the object: {deleted}"
+    );
+    assert_eq!(deleted["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert!(deleted["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        deleted["metadata"]["resourceVersion"],
+        (head + 2).to_string()
+    );
+
+    watch.read_until("DELETED").await;
+    let events = watch.events();
+    assert_eq!(
+        event_summary(&events),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("DELETED".to_owned(), (head + 2).to_string()),
+        ]
+    );
+    for e in &events {
+        assert_eq!(e["object"]["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert_eq!(
+            e["object"]["metadata"]["deletionTimestamp"],
+            deleted["metadata"]["deletionTimestamp"]
+        );
+    }
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await,
+        404,
+        "NotFound",
+    );
+}
+
+#[tokio::test]
+async fn a_scheduled_pod_stays_terminating_until_its_deletion_is_finished() {
+    let server = start().await;
+    let mut p = pod("demo", "web-0");
+    p.spec.as_mut().unwrap().node_name = Some("node-1".into());
+    server.create(&p).unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/pods").await;
+    let head = server.resource_version();
+
+    let body =
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 600}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let marked = x.json();
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 600);
+    let stamp: jiff::Timestamp = marked["metadata"]["deletionTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ahead = stamp.duration_since(jiff::Timestamp::now()).as_secs();
+    assert!(
+        (590..=600).contains(&ahead),
+        "deletionTimestamp is now + the grace period: {ahead}"
+    );
+    watch.read_until("MODIFIED").await;
+
+    // Still there, marked; a second delete with a longer period changes nothing.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0?gracePeriodSeconds=900",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(
+        x.json()["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+    assert_eq!(server.resource_version(), head + 1);
+    let got = Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.json()["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+
+    // The kubelet's part: the grace period ends now.
+    let last: Pod = server.finish_deletion(Some("demo"), "web-0").unwrap();
+    assert_eq!(last.metadata.deletion_grace_period_seconds, Some(0));
+    watch.read_until("DELETED").await;
+    assert_eq!(
+        event_summary(&watch.events()),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("MODIFIED".to_owned(), (head + 2).to_string()),
+            ("DELETED".to_owned(), (head + 3).to_string()),
+        ]
+    );
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await,
+        404,
+        "NotFound",
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_the_last_one_is_removed() {
+    let server = start().await;
+    server
+        .create(&config_map("demo", "held", &["example.com/hold"]))
+        .unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/configmaps").await;
+    let head = server.resource_version();
+
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let marked = x.json();
+    assert_eq!(
+        marked["kind"], "ConfigMap",
+        "a marked object is answered with itself"
+    );
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(
+        marked["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    let stamp = marked["metadata"]["deletionTimestamp"].clone();
+    assert!(stamp.is_string());
+    watch.read_until("MODIFIED").await;
+
+    // Deleting again keeps the timestamp and takes no revision.
+    let again = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(again.json()["metadata"]["deletionTimestamp"], stamp);
+    assert_eq!(server.resource_version(), head + 1);
+    // An update cannot clear the mark.
+    let mut body = marked.clone();
+    body["metadata"]["deletionTimestamp"] = Value::Null;
+    body["data"] = json!({"k": "w"});
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.json()["metadata"]["deletionTimestamp"], stamp);
+
+    // Removing the last finalizer deletes it.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    watch.read_until("DELETED").await;
+    let events = watch.events();
+    assert_eq!(
+        event_summary(&events),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("MODIFIED".to_owned(), (head + 2).to_string()),
+            ("DELETED".to_owned(), (head + 3).to_string()),
+        ]
+    );
+    assert_eq!(events[2]["object"]["metadata"]["deletionTimestamp"], stamp);
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/configmaps/held").await,
+        404,
+        "NotFound",
+    );
+}
+
+/// The grace period runs on the server's (tokio) clock: paused here, so no real waiting.
+#[tokio::test(start_paused = true)]
+async fn a_grace_period_ends_on_the_servers_clock() {
+    let server = start().await;
+    let mut p = pod("demo", "web-0");
+    let spec = p.spec.as_mut().unwrap();
+    spec.node_name = Some("node-1".into());
+    spec.termination_grace_period_seconds = Some(45);
+    server.create(&p).unwrap();
+
+    let marked: Pod = server
+        .delete_with_grace(Some("demo"), "web-0", None)
+        .unwrap();
+    assert_eq!(
+        marked.metadata.deletion_grace_period_seconds,
+        Some(45),
+        "the pod's own period"
+    );
+    tokio::time::sleep(Duration::from_secs(44)).await;
+    let still: Pod = server.get(Some("demo"), "web-0").unwrap();
+    assert_eq!(
+        still.metadata.deletion_timestamp,
+        marked.metadata.deletion_timestamp
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        server.get::<Pod>(Some("demo"), "web-0").is_err(),
+        "gone after 45 s"
+    );
+
+    // A shorter period given later moves the deadline closer.
+    server.create(&p).unwrap();
+    server
+        .delete_with_grace::<Pod>(Some("demo"), "web-0", Some(300))
+        .unwrap();
+    let shorter: Pod = server
+        .delete_with_grace(Some("demo"), "web-0", Some(10))
+        .unwrap();
+    assert_eq!(shorter.metadata.deletion_grace_period_seconds, Some(10));
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(
+        server.get::<Pod>(Some("demo"), "web-0").is_err(),
+        "gone after 10 s"
     );
 }
