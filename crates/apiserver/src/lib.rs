@@ -58,6 +58,7 @@
 //! write [`ApiServer::kubeconfig`] to a file for kubectl.
 
 mod config;
+mod defaults;
 mod discovery;
 mod faults;
 #[cfg(feature = "fuzzing")]

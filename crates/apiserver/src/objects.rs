@@ -229,6 +229,9 @@ impl Shared {
         if storage.get(target.resource, &key).is_some() {
             return Err(StatusError::already_exists(&info, &name));
         }
+        if info.group.is_empty() && info.plural == "pods" {
+            crate::defaults::prepare_pod_for_create(&mut body);
+        }
         let with_spec = has_spec(&body);
         let meta = meta_mut(&mut body);
         meta.insert("name".into(), Value::String(name));

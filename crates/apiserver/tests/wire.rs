@@ -761,7 +761,7 @@ async fn named_watch_and_writes_over_http() {
     let deleted = Exchange::send(
         &server,
         "DELETE",
-        "/api/v1/namespaces/demo/pods/b",
+        "/api/v1/namespaces/demo/pods/b?gracePeriodSeconds=0",
         "application/json",
         "",
     )
@@ -783,8 +783,7 @@ async fn named_watch_and_writes_over_http() {
         [
             ("ADDED".into(), "b".into()),
             ("MODIFIED".into(), "b".into()),
-            // The delete: marked (grace period 0: the pod has no terminationGracePeriodSeconds
-            // of its own here), then removed.
+            // The delete with grace period 0: marked, then removed.
             ("MODIFIED".into(), "b".into()),
             ("DELETED".into(), "b".into())
         ]
@@ -1304,5 +1303,83 @@ async fn a_grace_period_ends_on_the_servers_clock() {
     assert!(
         server.get::<Pod>(Some("demo"), "web-0").is_err(),
         "gone after 10 s"
+    );
+}
+
+#[tokio::test]
+async fn a_created_pod_gets_a_pending_status_with_its_qos_class() {
+    let server = start().await;
+    let cases = [
+        (
+            "best-effort",
+            json!([{"name": "c", "image": "i"}]),
+            "BestEffort",
+        ),
+        (
+            "burstable",
+            json!([{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]),
+            "Burstable",
+        ),
+        (
+            // Limits only: the requests default to them, so requests equal limits.
+            "guaranteed",
+            json!([{"name": "c", "image": "i", "resources": {"limits": {"cpu": "0.5", "memory": "1Gi"}}}]),
+            "Guaranteed",
+        ),
+        (
+            "equal-values",
+            json!([{"name": "c", "image": "i", "resources": {
+                "requests": {"cpu": "500m", "memory": "1024Mi"},
+                "limits": {"cpu": "0.5", "memory": "1Gi"}}}]),
+            "Guaranteed",
+        ),
+        (
+            "memory-limit-only",
+            json!([{"name": "c", "image": "i", "resources": {"limits": {"memory": "1Gi"}}}]),
+            "Burstable",
+        ),
+        (
+            "one-of-two-unbounded",
+            json!([
+                {"name": "a", "image": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "b", "image": "i"}
+            ]),
+            "Burstable",
+        ),
+    ];
+    for (name, containers, qos) in cases {
+        let body = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {"containers": containers},
+            // The client's status is discarded.
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "qosClass": "Guaranteed"},
+        })
+        .to_string();
+        let x = Exchange::send(
+            &server,
+            "POST",
+            "/api/v1/namespaces/demo/pods",
+            "application/json",
+            &body,
+        )
+        .await;
+        assert_eq!(x.status, 201, "{}", x.text());
+        let created = x.json();
+        assert_eq!(
+            created["status"],
+            json!({"phase": "Pending", "qosClass": qos}),
+            "{name}"
+        );
+        assert_eq!(
+            created["spec"]["terminationGracePeriodSeconds"], 30,
+            "{name}"
+        );
+    }
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/pods/guaranteed").await;
+    assert_eq!(
+        x.json()["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "0.5", "memory": "1Gi"}),
+        "requests defaulted from limits"
     );
 }
