@@ -1383,3 +1383,95 @@ async fn a_created_pod_gets_a_pending_status_with_its_qos_class() {
         "requests defaulted from limits"
     );
 }
+
+#[tokio::test]
+async fn a_watch_from_ahead_of_the_server_gets_nothing_until_that_revision_exists() {
+    // Bookmarks every 50 ms: a watch that got one would show it within the window below.
+    let server = start_with(Config::for_tests(Duration::from_millis(50))).await;
+    server.create(&pod("demo", "a")).unwrap();
+    let ahead = server.resource_version() + 2;
+    let mut x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&resourceVersion={ahead}"
+        ),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    server.create(&pod("demo", "b")).unwrap();
+    // Twenty bookmark intervals, the head still one short of the requested revision.
+    let mut buf = [0u8; 4096];
+    let quiet = tokio::time::timeout(Duration::from_secs(1), x.stream.read(&mut buf)).await;
+    assert!(quiet.is_err(), "nothing may arrive yet; got {:?}", quiet);
+    server.create(&pod("demo", "c")).unwrap(); // the requested revision: not sent (not newer)
+    server.create(&pod("demo", "d")).unwrap();
+    x.read_until("\"name\":\"d\"").await;
+    let events = x.events();
+    let added: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "ADDED")
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["d"]);
+    for e in events.iter().filter(|e| e["type"] == "BOOKMARK") {
+        let rv: u64 = e["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rv >= ahead, "a bookmark below the requested revision: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_list_sends_exactly_one_bookmark_the_end_marker() {
+    let server = start().await;
+    for name in ["a", "b", "c"] {
+        server.create(&pod("demo", name)).unwrap();
+    }
+    let head = server.resource_version();
+    let paths = [
+        // Explicit streaming list.
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan".to_owned(),
+        // v1.34+ defaulting of a watch from "0".
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&resourceVersion=0".to_owned(),
+        // Unset resource version.
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true".to_owned(),
+    ];
+    for path in paths {
+        let mut x = Exchange::get(&server, &path).await;
+        assert_eq!(x.status, 200);
+        x.read_until("k8s.io/initial-events-end").await;
+        let events = x.events();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK"], "{path}");
+        let end = &events[3]["object"]["metadata"];
+        assert_eq!(end["resourceVersion"], head.to_string());
+        assert_eq!(
+            end["annotations"],
+            json!({"k8s.io/initial-events-end": "true"})
+        );
+    }
+
+    // Not older than a revision the server reaches while the watch waits: still one bookmark.
+    let mut config = Config::for_tests(Duration::from_millis(50));
+    config.too_large_wait = Duration::from_secs(30);
+    let server = start_with(config).await;
+    server.create(&pod("demo", "a")).unwrap();
+    let next = server.resource_version() + 1;
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={next}"),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    server.create(&pod("demo", "b")).unwrap();
+    x.read_until("k8s.io/initial-events-end").await;
+    let events = x.events();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    assert_eq!(
+        events[2]["object"]["metadata"]["resourceVersion"],
+        next.to_string()
+    );
+}
