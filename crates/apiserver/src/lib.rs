@@ -66,6 +66,7 @@ pub mod fuzzing;
 mod kubeconfig;
 mod list;
 mod objects;
+mod patch;
 mod query;
 mod resource;
 mod selector;

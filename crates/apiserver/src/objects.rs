@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Map, Value};
 
+use crate::patch::Patch;
 use crate::server::Shared;
 use crate::status::{FieldError, StatusError};
 use crate::storage::{ChangeType, StoredObject};
@@ -86,27 +87,6 @@ fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
         *meta = Value::Object(Map::new());
     }
     meta.as_object_mut().expect("just made an object")
-}
-
-/// RFC 7386 JSON merge patch. Hand-written: it is ten lines, and no maintained crate is in the
-/// dependency tree for it.
-pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            let t = target.as_object_mut().expect("just made an object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
 }
 
 /// Whether an object's `generation` is tracked: types with a `spec`.
@@ -358,31 +338,37 @@ impl Shared {
         Ok(change.object.clone())
     }
 
-    /// Applies a JSON merge patch. A `metadata.resourceVersion` in the patch is a precondition.
+    /// Applies a patch. A `metadata.resourceVersion` the patch sets is a precondition.
     pub(crate) fn patch(
         &self,
         target: Target<'_>,
         name: &str,
-        patch: &Value,
+        patch: &Patch,
     ) -> Result<Arc<StoredObject>, StatusError> {
-        if !patch.is_object() {
+        if let Patch::Merge(p) | Patch::Strategic(p) = patch
+            && !p.is_object()
+        {
             return Err(StatusError::bad_request(
                 "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
             ));
         }
         let old = self.get(target, name)?;
-        let mut merged = old.value.clone();
-        merge_patch(&mut merged, patch);
-        if meta_str(patch, "resourceVersion").is_none() {
-            // No precondition in the patch: the patch applies to the current object.
-            meta_mut(&mut merged).remove("resourceVersion");
+        let mut patched = old.value.clone();
+        patch.apply(&mut patched)?;
+        if !patched.is_object() {
+            return Err(StatusError::bad_request(
+                "the patched object is not a JSON object",
+            ));
         }
-        match self.update(target, name, merged) {
+        let precondition = patch.sets_resource_version();
+        if !precondition {
+            // No precondition in the patch: the patch applies to the current object.
+            meta_mut(&mut patched).remove("resourceVersion");
+        }
+        match self.update(target, name, patched) {
             // Lost a race with another writer between get and update: retry once more from
             // the new state, as the server's GuaranteedUpdate loop does.
-            Err(e) if e.reason() == "Conflict" && meta_str(patch, "resourceVersion").is_none() => {
-                self.patch(target, name, patch)
-            }
+            Err(e) if e.reason() == "Conflict" && !precondition => self.patch(target, name, patch),
             other => other,
         }
     }
@@ -690,17 +676,6 @@ fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn merge_patch_follows_rfc_7386() {
-        let mut doc = json!({"a": "b", "c": {"d": "e", "f": "g"}});
-        merge_patch(&mut doc, &json!({"a": "z", "c": {"f": null}}));
-        assert_eq!(doc, json!({"a": "z", "c": {"d": "e"}}));
-        let mut doc = json!({"a": [1, 2]});
-        merge_patch(&mut doc, &json!({"a": [3], "b": {"x": 1}}));
-        assert_eq!(doc, json!({"a": [3], "b": {"x": 1}}));
-    }
 
     #[test]
     fn uids_are_version_4_uuids_and_names_are_checked() {

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::faults::{Control, Failure, FaultState, Faults, Verb};
 use crate::objects::{DeleteOptions, Deleted, Target};
+use crate::patch::Patch;
 use crate::query::ListOptions;
 use crate::resource::{ResourceInfo, Scope};
 use crate::status::StatusError;
@@ -384,7 +385,7 @@ impl ApiServer {
                 namespace,
             },
             name,
-            patch,
+            &Patch::Merge(patch.clone()),
         )?;
         self.typed(&stored)
     }
@@ -561,7 +562,7 @@ impl ApiServer {
                 namespace,
             },
             name,
-            patch,
+            &Patch::Merge(patch.clone()),
         )?;
         Ok(self.with_type(r, &stored))
     }
@@ -775,12 +776,128 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         (&Method::PUT, true, _) => Verb::Update,
         (&Method::PATCH, true, _) => Verb::Patch,
         (&Method::DELETE, true, _) => Verb::Delete,
+        // `deletecollection`: served on namespaced collections in a namespace, and on
+        // cluster-scoped ones.
+        (&Method::DELETE, false, _)
+            if route.namespace.is_some()
+                || !shared
+                    .storage
+                    .read()
+                    .resource(route.resource)
+                    .info
+                    .namespaced =>
+        {
+            Verb::Delete
+        }
         (method, _, _) => {
             let storage = shared.storage.read();
             let info = storage.resource(route.resource).info.clone();
             return StatusError::method_not_allowed(&info, method.as_str()).into_response();
         }
     };
+    // `WithRequestDeadline`: `?timeout=` bounds every request but watches.
+    let deadline = if verb == Verb::Watch {
+        None
+    } else {
+        match request_timeout(&query) {
+            Ok(deadline) => deadline,
+            Err(status) => return status.into_response(),
+        }
+    };
+    let work = handle_resource(shared, parts, body, route, verb, opts, query);
+    match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, work)
+            .await
+            .unwrap_or_else(|_| StatusError::request_timeout().into_response()),
+        None => work.await,
+    }
+}
+
+/// The longest `?timeout=` honoured: kube-apiserver's `--request-timeout` default.
+const REQUEST_TIMEOUT_MAXIMUM: Duration = Duration::from_secs(60);
+
+/// The request deadline `?timeout=` sets: a Go duration; 0 (or more than the maximum) is the
+/// maximum; absent is none (the simulator imposes no deadline of its own).
+fn request_timeout(query: &str) -> Result<Option<Duration>, StatusError> {
+    let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "timeout")
+    else {
+        return Ok(None);
+    };
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let timeout = parse_go_duration(&value).map_err(|e| {
+        StatusError::bad_request(format!(
+            "invalid timeout specified in the request URL - {e}"
+        ))
+    })?;
+    Ok(Some(
+        if timeout.is_zero() || timeout > REQUEST_TIMEOUT_MAXIMUM {
+            REQUEST_TIMEOUT_MAXIMUM
+        } else {
+            timeout
+        },
+    ))
+}
+
+/// Go's `time.ParseDuration` for the non-negative durations a timeout takes (`"1.5s"`,
+/// `"1m30s"`, `"250ms"`), with its error messages. A negative one is zero.
+fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("time: invalid duration {text:?}");
+    let (negative, mut rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_end];
+        if number.is_empty() || number == "." {
+            return Err(invalid());
+        }
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_end];
+        let scale = match unit {
+            "" => return Err(format!("time: missing unit in duration {text:?}")),
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    if negative {
+        return Ok(Duration::ZERO);
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
+}
+
+async fn handle_resource(
+    shared: Arc<Shared>,
+    parts: axum::http::request::Parts,
+    body: Body,
+    route: ResourceRoute,
+    verb: Verb,
+    opts: ListOptions,
+    query: String,
+) -> Response {
     let (latency, failure, unavailable) = {
         let mut faults = shared.faults.lock();
         (
@@ -894,16 +1011,25 @@ async fn serve(
         }
         Verb::Patch => {
             let media = content_type.split(';').next().unwrap_or("").trim();
-            if media != "application/merge-patch+json"
-                && media != "application/strategic-merge-patch+json"
-            {
-                return Err(StatusError::unsupported_media_type(media));
-            }
-            let stored = shared.patch(target, name, &parse_body(&body)?)?;
+            let info = shared.storage.read().resource(route.resource).info.clone();
+            let patch = Patch::decode(&info, media, &body)?;
+            let stored = shared.patch(target, name, &patch)?;
             Ok(object(&stored, StatusCode::OK))
         }
+        Verb::Delete if route.name.is_none() => {
+            opts.validate()?;
+            let options = delete_options(query, &body)?;
+            delete_collection(
+                shared,
+                route.resource,
+                route.namespace.as_deref(),
+                &opts,
+                &options,
+            )
+            .await
+        }
         Verb::Delete => {
-            let options = delete_options(&query, &body)?;
+            let options = delete_options(query, &body)?;
             match shared.delete(target, name, &options)? {
                 // Still stored (graceful deletion, finalizers): the marked object.
                 Deleted::Terminating(stored) => Ok(object(&stored, StatusCode::OK)),
@@ -956,6 +1082,38 @@ fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError
         grace_period_seconds,
         immediate: false,
     })
+}
+
+/// `DELETE` on a collection (`Store.DeleteCollection`): lists what the selectors (and
+/// `limit`) select, deletes each (with the request's `DeleteOptions`: pods gracefully,
+/// finalizers respected; one already gone is skipped), and answers with that list.
+async fn delete_collection(
+    shared: &Arc<Shared>,
+    resource: usize,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+    options: &DeleteOptions,
+) -> Result<Response, StatusError> {
+    let listed = shared.list(resource, namespace, opts).await?;
+    let list: Value =
+        serde_json::from_slice(&listed).map_err(|e| StatusError::internal(&e.to_string()))?;
+    for item in list["items"].as_array().into_iter().flatten() {
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ns = item.pointer("/metadata/namespace").and_then(Value::as_str);
+        let target = Target {
+            resource,
+            namespace: ns.or(namespace),
+        };
+        match shared.delete(target, name, options) {
+            Ok(_) => {}
+            Err(e) if e.code() == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, listed))
 }
 
 /// Registries with `ReturnDeletedObject: true` answer a delete with the object; the others

@@ -764,3 +764,54 @@ async fn delete_answers_as_kube_client_reads_them() {
         .unwrap();
     assert!(pods.get_opt("web-0").await.unwrap().is_none());
 }
+
+/// `Patch::Json`, `Patch::Strategic` and `Api::delete_collection` through kube-client.
+#[tokio::test]
+async fn json_and_strategic_patches_and_deletecollection() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let (server, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
+    server.create(&pod("demo", "web-0", json!({"app": "web"}), "")).unwrap();
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/metadata/labels/tier", "value": "front"}
+    ]))
+    .unwrap();
+    let patched = pods
+        .patch("web-0", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["tier"], "front");
+
+    let smp = json!({"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}});
+    let patched = pods
+        .patch("web-0", &PatchParams::default(), &Patch::Strategic(smp))
+        .await
+        .unwrap();
+    let containers = patched.spec.unwrap().containers;
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].image.as_deref(), Some("nginx:2"));
+
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "demo", "labels": {"app": app}}}),
+        )
+        .unwrap();
+        server.create(&cm).unwrap();
+    }
+    let deleted = cms
+        .delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x"))
+        .await
+        .unwrap()
+        .left()
+        .expect("the list of what was deleted");
+    let names: Vec<String> = deleted
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(left.items.len(), 1);
+}

@@ -295,8 +295,8 @@ async fn error_statuses_are_the_ones_kube_apiserver_sends() {
         &server,
         "PATCH",
         "/api/v1/namespaces/demo/pods/web-0",
-        "application/json-patch+json",
-        "[]",
+        "application/json",
+        "{}",
     )
     .await;
     assert_status(&x, 415, "UnsupportedMediaType");
@@ -1474,4 +1474,243 @@ async fn a_streaming_list_sends_exactly_one_bookmark_the_end_marker() {
         events[2]["object"]["metadata"]["resourceVersion"],
         next.to_string()
     );
+}
+
+fn labelled_config_map(ns: &str, name: &str, app: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn deletecollection_deletes_what_the_selectors_select_and_answers_the_list() {
+    let server = start().await;
+    for (ns, name, app) in [
+        ("demo", "a", "x"),
+        ("demo", "b", "x"),
+        ("demo", "c", "y"),
+        ("other", "d", "x"),
+    ] {
+        server.create(&labelled_config_map(ns, name, app)).unwrap();
+    }
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps?labelSelector=app%3Dx",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    let list = x.json();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["apiVersion"], "v1");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left = |ns: &'static str| {
+        let server = &server;
+        async move {
+            let list = Exchange::get(server, &format!("/api/v1/namespaces/{ns}/configmaps"))
+                .await
+                .json();
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(left("demo").await, ["c"]);
+    assert_eq!(left("other").await, ["d"], "another namespace is untouched");
+
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps?fieldSelector=metadata.name%3Dc",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert!(left("demo").await.is_empty());
+    // Not across namespaces: that path serves only list and watch.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/configmaps",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_status(&x, 405, "MethodNotAllowed");
+    // A bad selector is a 400, as on a list.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/other/configmaps?labelSelector=%3D%3D",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_status(&x, 400, "BadRequest");
+    assert_eq!(left("other").await, ["d"]);
+}
+
+#[tokio::test]
+async fn json_patch_strategic_merge_and_unsupported_patch_types() {
+    let server = start().await;
+    server
+        .create(&config_map("demo", "cm", &["example.com/a"]))
+        .unwrap();
+    let path = "/api/v1/namespaces/demo/configmaps/cm";
+
+    let ops = r#"[{"op":"add","path":"/data/extra","value":"1"},{"op":"replace","path":"/data/k","value":"w"}]"#;
+    let x = Exchange::send(&server, "PATCH", path, "application/json-patch+json", ops).await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(x.json()["data"], json!({"k": "w", "extra": "1"}));
+    // A failing operation is 422 with the server's fixed message.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"[{"op":"test","path":"/data/k","value":"nope"}]"#,
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":422,\"details\":{},\"kind\":\"Status\",\"message\":\"the server rejected our request due to an error in our request\",\"metadata\":{},\"reason\":\"Invalid\",\"status\":\"Failure\"}"
+    );
+    // Not a patch document: 400.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"{"op":"add"}"#,
+    )
+    .await;
+    assert_status(&x, 400, "BadRequest");
+    // Removing the finalizer of a marked object with a JSON patch deletes it.
+    Exchange::send(&server, "DELETE", path, "application/json", "").await;
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_status(&Exchange::get(&server, path).await, 404, "NotFound");
+
+    // Strategic merge: containers merge by name, a list without a merge key is replaced.
+    let mut p = pod("demo", "web-0");
+    p.spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .push(serde_json::from_value(json!({"name": "side", "image": "s1"})).unwrap());
+    server.create(&p).unwrap();
+    let smp = r#"{"spec":{"containers":[{"name":"c","image":"nginx:2"}]}}"#;
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/strategic-merge-patch+json",
+        smp,
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(
+        x.json()["spec"]["containers"],
+        json!([{"name": "c", "image": "nginx:2"}, {"name": "side", "image": "s1"}])
+    );
+
+    // Server-side apply is not implemented: the 415 lists what is accepted.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/apply-patch+yaml",
+        "metadata: {}",
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":415,\"kind\":\"Status\",\"message\":\"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json\",\"metadata\":{},\"reason\":\"UnsupportedMediaType\",\"status\":\"Failure\"}"
+    );
+    // Custom resources take no strategic merge patch, as in kube-apiserver.
+    server.register_info(ResourceInfo::custom(
+        "example.com",
+        "v1",
+        "Widget",
+        "widgets",
+        true,
+    ));
+    server
+        .create_value(
+            &ResourceInfo::custom("example.com", "v1", "Widget", "widgets", true),
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "demo"}}),
+        )
+        .unwrap();
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/apis/example.com/v1/namespaces/demo/widgets/w",
+        "application/strategic-merge-patch+json",
+        "{}",
+    )
+    .await;
+    let status = assert_status(&x, 415, "UnsupportedMediaType");
+    assert_eq!(
+        status["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"
+    );
+}
+
+#[tokio::test]
+async fn a_list_honours_the_timeout_parameter() {
+    let mut config = Config::for_tests(Duration::from_millis(100));
+    config.too_large_wait = Duration::from_secs(60);
+    let server = start_with(config).await;
+    let ahead = server.resource_version() + 100;
+    let started = std::time::Instant::now();
+    let x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/pods?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan&timeout=500ms"
+        ),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "cut by the timeout, not the 60 s wait"
+    );
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":504,\"details\":{},\"kind\":\"Status\",\"message\":\"Timeout: request did not complete within requested timeout - context deadline exceeded\",\"metadata\":{},\"reason\":\"Timeout\",\"status\":\"Failure\"}"
+    );
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=10").await;
+    let status = assert_status(&x, 400, "BadRequest");
+    assert_eq!(
+        status["message"],
+        "invalid timeout specified in the request URL - time: missing unit in duration \"10\""
+    );
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=abc").await;
+    let status = assert_status(&x, 400, "BadRequest");
+    assert_eq!(
+        status["message"],
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\""
+    );
+    // A timeout long enough changes nothing.
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=1m30s").await;
+    assert_eq!(x.status, 200);
 }
