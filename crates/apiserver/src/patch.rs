@@ -81,7 +81,7 @@ impl Patch {
                 .is_some_and(|rv| rv.as_str().is_some_and(|s| !s.is_empty())),
             Patch::Json(p) => {
                 p.0.iter()
-                    .any(|op| op.path().to_string() == "/metadata/resourceVersion")
+                    .any(|op| op.path().as_str() == "/metadata/resourceVersion")
             }
         }
     }

@@ -772,7 +772,9 @@ async fn json_and_strategic_patches_and_deletecollection() {
     let (server, client) = start().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
     let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
-    server.create(&pod("demo", "web-0", json!({"app": "web"}), "")).unwrap();
+    server
+        .create(&pod("demo", "web-0", json!({"app": "web"}), ""))
+        .unwrap();
 
     let ops: json_patch::Patch = serde_json::from_value(json!([
         {"op": "add", "path": "/metadata/labels/tier", "value": "front"}
@@ -801,7 +803,10 @@ async fn json_and_strategic_patches_and_deletecollection() {
         server.create(&cm).unwrap();
     }
     let deleted = cms
-        .delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x"))
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=x"),
+        )
         .await
         .unwrap()
         .left()
