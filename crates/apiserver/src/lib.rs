@@ -58,6 +58,7 @@
 //! write [`ApiServer::kubeconfig`] to a file for kubectl.
 
 mod config;
+mod defaults;
 mod discovery;
 mod faults;
 #[cfg(feature = "fuzzing")]
@@ -65,6 +66,7 @@ pub mod fuzzing;
 mod kubeconfig;
 mod list;
 mod objects;
+mod patch;
 mod query;
 mod resource;
 mod selector;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Map, Value};
 
+use crate::patch::Patch;
 use crate::server::Shared;
 use crate::status::{FieldError, StatusError};
 use crate::storage::{ChangeType, StoredObject};
@@ -86,27 +87,6 @@ fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
         *meta = Value::Object(Map::new());
     }
     meta.as_object_mut().expect("just made an object")
-}
-
-/// RFC 7386 JSON merge patch. Hand-written: it is ten lines, and no maintained crate is in the
-/// dependency tree for it.
-pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            let t = target.as_object_mut().expect("just made an object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
 }
 
 /// Whether an object's `generation` is tracked: types with a `spec`.
@@ -229,6 +209,9 @@ impl Shared {
         if storage.get(target.resource, &key).is_some() {
             return Err(StatusError::already_exists(&info, &name));
         }
+        if info.group.is_empty() && info.plural == "pods" {
+            crate::defaults::prepare_pod_for_create(&mut body);
+        }
         let with_spec = has_spec(&body);
         let meta = meta_mut(&mut body);
         meta.insert("name".into(), Value::String(name));
@@ -292,7 +275,13 @@ impl Shared {
         let with_spec = has_spec(&body);
         let meta = meta_mut(&mut body);
         meta.insert("name".into(), Value::String(name.to_owned()));
-        for field in ["uid", "creationTimestamp"] {
+        // System fields an update cannot change; the deletion marks only a delete sets.
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             match old_meta.get(field) {
                 Some(v) => meta.insert(field.into(), v.clone()),
                 None => meta.remove(field),
@@ -324,55 +313,81 @@ impl Shared {
             // A no-op update does not take a new revision, as in kube-apiserver.
             return Ok(old);
         }
+        if old_meta.contains_key("deletionTimestamp")
+            && !has_finalizers(&body)
+            && old_meta
+                .get("deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                == 0
+        {
+            // `ShouldDeleteDuringUpdate`: the last finalizer of an object marked for deletion
+            // is gone, so the update deletes it (the DELETED event carries the stored state).
+            let change = storage.commit(
+                target.resource,
+                key,
+                ChangeType::Deleted,
+                old.value.clone(),
+                Some(old),
+            );
+            self.head.send_replace(storage.head);
+            return Ok(change.object.clone());
+        }
         let change = storage.commit(target.resource, key, ChangeType::Modified, body, Some(old));
         self.head.send_replace(storage.head);
         Ok(change.object.clone())
     }
 
-    /// Applies a JSON merge patch. A `metadata.resourceVersion` in the patch is a precondition.
+    /// Applies a patch. A `metadata.resourceVersion` the patch sets is a precondition.
     pub(crate) fn patch(
         &self,
         target: Target<'_>,
         name: &str,
-        patch: &Value,
+        patch: &Patch,
     ) -> Result<Arc<StoredObject>, StatusError> {
-        if !patch.is_object() {
+        if let Patch::Merge(p) | Patch::Strategic(p) = patch
+            && !p.is_object()
+        {
             return Err(StatusError::bad_request(
                 "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
             ));
         }
         let old = self.get(target, name)?;
-        let mut merged = old.value.clone();
-        merge_patch(&mut merged, patch);
-        if meta_str(patch, "resourceVersion").is_none() {
-            // No precondition in the patch: the patch applies to the current object.
-            meta_mut(&mut merged).remove("resourceVersion");
+        let mut patched = old.value.clone();
+        patch.apply(&mut patched)?;
+        if !patched.is_object() {
+            return Err(StatusError::bad_request(
+                "the patched object is not a JSON object",
+            ));
         }
-        match self.update(target, name, merged) {
+        let precondition = patch.sets_resource_version();
+        if !precondition {
+            // No precondition in the patch: the patch applies to the current object.
+            meta_mut(&mut patched).remove("resourceVersion");
+        }
+        match self.update(target, name, patched) {
             // Lost a race with another writer between get and update: retry once more from
             // the new state, as the server's GuaranteedUpdate loop does.
-            Err(e) if e.reason() == "Conflict" && meta_str(patch, "resourceVersion").is_none() => {
-                self.patch(target, name, patch)
-            }
+            Err(e) if e.reason() == "Conflict" && !precondition => self.patch(target, name, patch),
             other => other,
         }
     }
 
-    /// Deletes an object, returning its last state stamped with the delete's revision.
+    /// Deletes an object as kube-apiserver's generic store does (`rest.BeforeDelete`,
+    /// `Store.Delete`): pods are deleted gracefully, objects with finalizers are only marked.
     pub(crate) fn delete(
-        &self,
+        self: &Arc<Self>,
         target: Target<'_>,
         name: &str,
-        precondition_rv: Option<&str>,
-        precondition_uid: Option<&str>,
-    ) -> Result<Arc<StoredObject>, StatusError> {
+        options: &DeleteOptions,
+    ) -> Result<Deleted, StatusError> {
         let mut storage = self.storage.write();
         let info = storage.resource(target.resource).info.clone();
         let key = info.key(target.namespace, name);
         let Some(old) = storage.get(target.resource, &key).cloned() else {
             return Err(StatusError::not_found(&info, name));
         };
-        if let Some(uid) = precondition_uid
+        if let Some(uid) = options.uid.as_deref()
             && Some(uid) != meta_str(&old.value, "uid")
         {
             return Err(StatusError::conflict(
@@ -384,7 +399,7 @@ impl Shared {
                 ),
             ));
         }
-        if let Some(rv) = precondition_rv
+        if let Some(rv) = options.resource_version.as_deref()
             && Some(rv) != meta_str(&old.value, "resourceVersion")
         {
             return Err(StatusError::conflict(
@@ -396,32 +411,271 @@ impl Shared {
                 ),
             ));
         }
-        let change = storage.commit(
-            target.resource,
-            key,
-            ChangeType::Deleted,
-            old.value.clone(),
-            Some(old),
-        );
-        self.head.send_replace(storage.head);
-        Ok(change.object.clone())
+        if options.immediate {
+            let change = storage.commit(
+                target.resource,
+                key,
+                ChangeType::Deleted,
+                old.value.clone(),
+                Some(old),
+            );
+            self.head.send_replace(storage.head);
+            return Ok(Deleted::Removed(change.object.clone()));
+        }
+        let now = jiff::Timestamp::now();
+        let finalizers = has_finalizers(&old.value);
+        let mut value = old.value.clone();
+        // `Some(period)`: the deletion is graceful (`BeforeDelete` returned graceful), with
+        // this period; `None`: the type (or the object's state) does not delay the delete.
+        let mut graceful: Option<i64> = None;
+        if let Some(stamp) = deletion_timestamp(&old.value) {
+            let current = meta(&old.value)
+                .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            if current > 0 {
+                match options.grace_period_seconds.map(normalize_grace) {
+                    // Only a shorter grace period may be given; the deadline moves with it.
+                    Some(period) if period < current => {
+                        let deadline = stamp - jiff::SignedDuration::from_secs(current)
+                            + jiff::SignedDuration::from_secs(period);
+                        let m = meta_mut(&mut value);
+                        m.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
+                        m.insert("deletionGracePeriodSeconds".into(), Value::from(period));
+                        graceful = Some(period);
+                    }
+                    // Graceful deletion already pending: nothing changes.
+                    _ => return Ok(Deleted::Terminating(old)),
+                }
+            }
+        } else if info.group.is_empty() && info.plural == "pods" {
+            graceful = Some(pod_grace_period(&old.value, options.grace_period_seconds));
+            let period = graceful.unwrap_or(0);
+            let deadline = now + jiff::SignedDuration::from_secs(period);
+            let m = meta_mut(&mut value);
+            m.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
+            m.insert("deletionGracePeriodSeconds".into(), Value::from(period));
+            bump_generation(m);
+        }
+        match graceful {
+            Some(period) => {
+                let change = storage.commit(
+                    target.resource,
+                    key.clone(),
+                    ChangeType::Modified,
+                    value,
+                    Some(old),
+                );
+                let marked = change.object.clone();
+                if period > 0 || finalizers {
+                    self.head.send_replace(storage.head);
+                    drop(storage);
+                    if period > 0 {
+                        self.schedule_deletion(target.resource, key, &marked, period);
+                    }
+                    return Ok(Deleted::Terminating(marked));
+                }
+                let change = storage.commit(
+                    target.resource,
+                    key,
+                    ChangeType::Deleted,
+                    marked.value.clone(),
+                    Some(marked),
+                );
+                self.head.send_replace(storage.head);
+                Ok(Deleted::Removed(change.object.clone()))
+            }
+            None if finalizers => {
+                // `markAsDeleting`: the first delete sets the timestamp (now) and bumps the
+                // generation; a later one keeps the timestamp.
+                let m = meta_mut(&mut value);
+                if !m.contains_key("deletionTimestamp") {
+                    m.insert("deletionTimestamp".into(), Value::String(rfc3339(now)));
+                    bump_generation(m);
+                }
+                m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                if value == old.value {
+                    return Ok(Deleted::Terminating(old));
+                }
+                let change =
+                    storage.commit(target.resource, key, ChangeType::Modified, value, Some(old));
+                self.head.send_replace(storage.head);
+                Ok(Deleted::Terminating(change.object.clone()))
+            }
+            None => {
+                let change = storage.commit(
+                    target.resource,
+                    key,
+                    ChangeType::Deleted,
+                    old.value.clone(),
+                    Some(old),
+                );
+                self.head.send_replace(storage.head);
+                Ok(Deleted::Removed(change.object.clone()))
+            }
+        }
+    }
+
+    /// Ends the grace period of a terminating object now, as the kubelet does once the pod's
+    /// containers have stopped: a delete with `gracePeriodSeconds=0`. With finalizers left, the
+    /// object stays until the last one is removed.
+    pub(crate) fn finish_deletion(
+        self: &Arc<Self>,
+        target: Target<'_>,
+        name: &str,
+    ) -> Result<Deleted, StatusError> {
+        let current = self.get(target, name)?;
+        if deletion_timestamp(&current.value).is_none() {
+            return Err(StatusError::bad_request(format!(
+                "{} \"{name}\" is not being deleted",
+                self.storage
+                    .read()
+                    .resource(target.resource)
+                    .info
+                    .group_resource()
+            )));
+        }
+        self.delete(
+            target,
+            name,
+            &DeleteOptions {
+                uid: meta_str(&current.value, "uid").map(str::to_owned),
+                grace_period_seconds: Some(0),
+                ..DeleteOptions::default()
+            },
+        )
+    }
+
+    /// Finishes the deletion of `marked` after `period` seconds of the server's clock, unless
+    /// the object is gone (or replaced) by then.
+    fn schedule_deletion(
+        self: &Arc<Self>,
+        resource: usize,
+        key: String,
+        marked: &StoredObject,
+        period: i64,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = Arc::downgrade(self);
+        let shutdown = self.shutdown.clone();
+        let uid = meta_str(&marked.value, "uid").unwrap_or("").to_owned();
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
+            None => (None, key.clone()),
+        };
+        let wait = std::time::Duration::from_secs(period.unsigned_abs());
+        runtime.spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let target = Target {
+                resource,
+                namespace: namespace.as_deref(),
+            };
+            let same = shared
+                .get(target, &name)
+                .is_ok_and(|o| meta_str(&o.value, "uid") == Some(uid.as_str()));
+            if same {
+                let _ = shared.finish_deletion(target, &name);
+            }
+        });
+    }
+}
+
+/// The `DeleteOptions` of a request: preconditions and the grace period.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeleteOptions {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) uid: Option<String>,
+    pub(crate) grace_period_seconds: Option<i64>,
+    /// Removes the object at once, as a delete of its etcd key would: no graceful deletion,
+    /// finalizers ignored (the Rust handle's plain `delete`).
+    pub(crate) immediate: bool,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub(crate) enum Deleted {
+    /// The object is gone; its last state, stamped with the delete's revision.
+    Removed(Arc<StoredObject>),
+    /// The object is still stored, marked with a `deletionTimestamp` (graceful deletion or
+    /// pending finalizers).
+    Terminating(Arc<StoredObject>),
+}
+
+impl Deleted {
+    pub(crate) fn object(&self) -> &Arc<StoredObject> {
+        match self {
+            Deleted::Removed(o) | Deleted::Terminating(o) => o,
+        }
+    }
+}
+
+/// `BeforeDelete`: a negative grace period is taken as 1 s.
+fn normalize_grace(period: i64) -> i64 {
+    if period < 0 { 1 } else { period }
+}
+
+fn rfc3339(t: jiff::Timestamp) -> String {
+    jiff::Timestamp::from_second(t.as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| t.to_string())
+}
+
+fn deletion_timestamp(value: &Value) -> Option<jiff::Timestamp> {
+    meta_str(value, "deletionTimestamp").and_then(|s| s.parse().ok())
+}
+
+fn has_finalizers(value: &Value) -> bool {
+    meta(value)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+fn bump_generation(meta: &mut Map<String, Value>) {
+    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        meta.insert("generation".into(), Value::from(g + 1));
+    }
+}
+
+/// The pod strategy's `CheckGracefulDeletion`: the requested period (negative is 1 s), else
+/// the pod's `terminationGracePeriodSeconds`, else 0; 0 for a pod never scheduled to a node
+/// or already terminated.
+fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let period = requested
+        .map(normalize_grace)
+        .or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(0);
+    let scheduled = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let terminated = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Failed" | "Succeeded")
+    );
+    if scheduled && !terminated {
+        period.max(0)
+    } else {
+        0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn merge_patch_follows_rfc_7386() {
-        let mut doc = json!({"a": "b", "c": {"d": "e", "f": "g"}});
-        merge_patch(&mut doc, &json!({"a": "z", "c": {"f": null}}));
-        assert_eq!(doc, json!({"a": "z", "c": {"d": "e"}}));
-        let mut doc = json!({"a": [1, 2]});
-        merge_patch(&mut doc, &json!({"a": [3], "b": {"x": 1}}));
-        assert_eq!(doc, json!({"a": [3], "b": {"x": 1}}));
-    }
 
     #[test]
     fn uids_are_version_4_uuids_and_names_are_checked() {

@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::faults::{Control, Failure, FaultState, Faults, Verb};
-use crate::objects::Target;
+use crate::objects::{DeleteOptions, Deleted, Target};
+use crate::patch::Patch;
 use crate::query::ListOptions;
 use crate::resource::{ResourceInfo, Scope};
 use crate::status::StatusError;
@@ -384,27 +385,81 @@ impl ApiServer {
                 namespace,
             },
             name,
-            patch,
+            &Patch::Merge(patch.clone()),
         )?;
         self.typed(&stored)
     }
 
-    /// Deletes an object; returns its last state (stamped with the delete's revision).
+    /// Removes an object at once, as deleting its key in etcd would: one `DELETED` event, no
+    /// graceful deletion, finalizers ignored. Returns its last state (stamped with the
+    /// delete's revision). [`ApiServer::delete_with_grace`] is what an HTTP `DELETE` does.
     pub fn delete<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
     where
         K: Resource + DeserializeOwned,
     {
         let r = typed_target::<K>(&self.shared)?;
-        let stored = self.shared.delete(
+        let deleted = self.shared.delete(
             Target {
                 resource: r,
                 namespace,
             },
             name,
-            None,
-            None,
+            &DeleteOptions {
+                immediate: true,
+                ..DeleteOptions::default()
+            },
         )?;
-        self.typed(&stored)
+        self.typed(deleted.object())
+    }
+
+    /// Deletes an object as an HTTP `DELETE` with `gracePeriodSeconds` does (`None`: the
+    /// object's default, for a pod its `terminationGracePeriodSeconds`). A pod never scheduled
+    /// to a node is marked (`MODIFIED`) then removed (`DELETED`); one on a node stays, marked
+    /// with `deletionTimestamp`, until the period ends on the server's clock (tokio time) or
+    /// [`ApiServer::finish_deletion`] ends it; an object with finalizers stays marked until
+    /// an update removes the last one. Returns the marked object, or the last state of a
+    /// removed one.
+    pub fn delete_with_grace<K>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let deleted = self.shared.delete(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+            &DeleteOptions {
+                grace_period_seconds,
+                ..DeleteOptions::default()
+            },
+        )?;
+        self.typed(deleted.object())
+    }
+
+    /// Ends the grace period of an object being deleted now, as the kubelet does once a pod's
+    /// containers have stopped (a delete with `gracePeriodSeconds=0`): watchers see
+    /// `MODIFIED` (grace period 0) then `DELETED`, or only the `MODIFIED` while finalizers
+    /// remain. Returns the object's last state. `400` if it is not being deleted.
+    pub fn finish_deletion<K>(&self, namespace: Option<&str>, name: &str) -> Result<K, Error>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let r = typed_target::<K>(&self.shared)?;
+        let deleted = self.shared.finish_deletion(
+            Target {
+                resource: r,
+                namespace,
+            },
+            name,
+        )?;
+        self.typed(deleted.object())
     }
 
     /// Reads one object.
@@ -507,7 +562,7 @@ impl ApiServer {
                 namespace,
             },
             name,
-            patch,
+            &Patch::Merge(patch.clone()),
         )?;
         Ok(self.with_type(r, &stored))
     }
@@ -520,16 +575,18 @@ impl ApiServer {
         name: &str,
     ) -> Result<Value, Error> {
         let r = self.index(resource)?;
-        let stored = self.shared.delete(
+        let deleted = self.shared.delete(
             Target {
                 resource: r,
                 namespace,
             },
             name,
-            None,
-            None,
+            &DeleteOptions {
+                immediate: true,
+                ..DeleteOptions::default()
+            },
         )?;
-        Ok(self.with_type(r, &stored))
+        Ok(self.with_type(r, deleted.object()))
     }
 
     /// Reads an object of any registered resource.
@@ -719,12 +776,128 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         (&Method::PUT, true, _) => Verb::Update,
         (&Method::PATCH, true, _) => Verb::Patch,
         (&Method::DELETE, true, _) => Verb::Delete,
+        // `deletecollection`: served on namespaced collections in a namespace, and on
+        // cluster-scoped ones.
+        (&Method::DELETE, false, _)
+            if route.namespace.is_some()
+                || !shared
+                    .storage
+                    .read()
+                    .resource(route.resource)
+                    .info
+                    .namespaced =>
+        {
+            Verb::Delete
+        }
         (method, _, _) => {
             let storage = shared.storage.read();
             let info = storage.resource(route.resource).info.clone();
             return StatusError::method_not_allowed(&info, method.as_str()).into_response();
         }
     };
+    // `WithRequestDeadline`: `?timeout=` bounds every request but watches.
+    let deadline = if verb == Verb::Watch {
+        None
+    } else {
+        match request_timeout(&query) {
+            Ok(deadline) => deadline,
+            Err(status) => return status.into_response(),
+        }
+    };
+    let work = handle_resource(shared, parts, body, route, verb, opts, query);
+    match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, work)
+            .await
+            .unwrap_or_else(|_| StatusError::request_timeout().into_response()),
+        None => work.await,
+    }
+}
+
+/// The longest `?timeout=` honoured: kube-apiserver's `--request-timeout` default.
+const REQUEST_TIMEOUT_MAXIMUM: Duration = Duration::from_secs(60);
+
+/// The request deadline `?timeout=` sets: a Go duration; 0 (or more than the maximum) is the
+/// maximum; absent is none (the simulator imposes no deadline of its own).
+fn request_timeout(query: &str) -> Result<Option<Duration>, StatusError> {
+    let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "timeout")
+    else {
+        return Ok(None);
+    };
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let timeout = parse_go_duration(&value).map_err(|e| {
+        StatusError::bad_request(format!(
+            "invalid timeout specified in the request URL - {e}"
+        ))
+    })?;
+    Ok(Some(
+        if timeout.is_zero() || timeout > REQUEST_TIMEOUT_MAXIMUM {
+            REQUEST_TIMEOUT_MAXIMUM
+        } else {
+            timeout
+        },
+    ))
+}
+
+/// Go's `time.ParseDuration` for the non-negative durations a timeout takes (`"1.5s"`,
+/// `"1m30s"`, `"250ms"`), with its error messages. A negative one is zero.
+fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("time: invalid duration {text:?}");
+    let (negative, mut rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number = &rest[..number_end];
+        if number.is_empty() || number == "." {
+            return Err(invalid());
+        }
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_end];
+        let scale = match unit {
+            "" => return Err(format!("time: missing unit in duration {text:?}")),
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    if negative {
+        return Ok(Duration::ZERO);
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
+}
+
+async fn handle_resource(
+    shared: Arc<Shared>,
+    parts: axum::http::request::Parts,
+    body: Body,
+    route: ResourceRoute,
+    verb: Verb,
+    opts: ListOptions,
+    query: String,
+) -> Response {
     let (latency, failure, unavailable) = {
         let mut faults = shared.faults.lock();
         (
@@ -752,7 +925,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    match serve(&shared, route, verb, opts, &content_type, body).await {
+    match serve(&shared, route, verb, opts, &query, &content_type, body).await {
         Ok(response) => response,
         Err(status) => status.into_response(),
     }
@@ -771,6 +944,7 @@ async fn serve(
     route: ResourceRoute,
     verb: Verb,
     mut opts: ListOptions,
+    query: &str,
     content_type: &str,
     body: Bytes,
 ) -> Result<Response, StatusError> {
@@ -837,31 +1011,142 @@ async fn serve(
         }
         Verb::Patch => {
             let media = content_type.split(';').next().unwrap_or("").trim();
-            if media != "application/merge-patch+json"
-                && media != "application/strategic-merge-patch+json"
-            {
-                return Err(StatusError::unsupported_media_type(media));
-            }
-            let stored = shared.patch(target, name, &parse_body(&body)?)?;
+            let info = shared.storage.read().resource(route.resource).info.clone();
+            let patch = Patch::decode(&info, media, &body)?;
+            let stored = shared.patch(target, name, &patch)?;
             Ok(object(&stored, StatusCode::OK))
         }
+        Verb::Delete if route.name.is_none() => {
+            opts.validate()?;
+            let options = delete_options(query, &body)?;
+            delete_collection(
+                shared,
+                route.resource,
+                route.namespace.as_deref(),
+                &opts,
+                &options,
+            )
+            .await
+        }
         Verb::Delete => {
-            let options: Value = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body(&body)?
-            };
-            let rv = options
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str);
-            let uid = options
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str);
-            let stored = shared.delete(target, name, rv, uid)?;
-            Ok(object(&stored, StatusCode::OK))
+            let options = delete_options(query, &body)?;
+            match shared.delete(target, name, &options)? {
+                // Still stored (graceful deletion, finalizers): the marked object.
+                Deleted::Terminating(stored) => Ok(object(&stored, StatusCode::OK)),
+                Deleted::Removed(stored) => {
+                    let storage = shared.storage.read();
+                    let info = &storage.resource(route.resource).info;
+                    if returns_deleted_object(info) {
+                        drop(storage);
+                        Ok(object(&stored, StatusCode::OK))
+                    } else {
+                        Ok(value_response(
+                            StatusCode::OK,
+                            &delete_success(info, &stored),
+                        ))
+                    }
+                }
+            }
         }
         Verb::Any => Err(StatusError::unknown_path()),
     }
+}
+
+/// The `DeleteOptions` of a request: the body (JSON, may be empty) and the
+/// `gracePeriodSeconds` query parameter (which wins, as the handler decodes the query last).
+fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError> {
+    let options: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let text = |pointer: &str| {
+        options
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let mut grace_period_seconds = options.get("gracePeriodSeconds").and_then(Value::as_i64);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k == "gracePeriodSeconds" {
+            grace_period_seconds = Some(v.trim().parse::<i64>().map_err(|_| {
+                StatusError::bad_request(format!(
+                    "invalid value {v:?} for query parameter gracePeriodSeconds: strconv.ParseInt: parsing {v:?}: invalid syntax"
+                ))
+            })?);
+        }
+    }
+    Ok(DeleteOptions {
+        resource_version: text("/preconditions/resourceVersion"),
+        uid: text("/preconditions/uid"),
+        grace_period_seconds,
+        immediate: false,
+    })
+}
+
+/// `DELETE` on a collection (`Store.DeleteCollection`): lists what the selectors (and
+/// `limit`) select, deletes each (with the request's `DeleteOptions`: pods gracefully,
+/// finalizers respected; one already gone is skipped), and answers with that list.
+async fn delete_collection(
+    shared: &Arc<Shared>,
+    resource: usize,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+    options: &DeleteOptions,
+) -> Result<Response, StatusError> {
+    let listed = shared.list(resource, namespace, opts).await?;
+    let list: Value =
+        serde_json::from_slice(&listed).map_err(|e| StatusError::internal(&e.to_string()))?;
+    for item in list["items"].as_array().into_iter().flatten() {
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ns = item.pointer("/metadata/namespace").and_then(Value::as_str);
+        let target = Target {
+            resource,
+            namespace: ns.or(namespace),
+        };
+        match shared.delete(target, name, options) {
+            Ok(_) => {}
+            Err(e) if e.code() == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, listed))
+}
+
+/// Registries with `ReturnDeletedObject: true` answer a delete with the object; the others
+/// with a `Status`.
+fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    match info.group.as_str() {
+        "" => matches!(info.plural.as_str(), "pods" | "serviceaccounts"),
+        "storage.k8s.io" => info.plural == "storageclasses",
+        _ => false,
+    }
+}
+
+/// `Store.finalizeDelete`'s answer: `status: Success`, no `code`, and `details.kind` set to
+/// the resource (not the kind).
+fn delete_success(info: &ResourceInfo, stored: &StoredObject) -> Value {
+    let mut details = serde_json::Map::new();
+    if let Some(name) = stored.value.pointer("/metadata/name") {
+        details.insert("name".into(), name.clone());
+    }
+    if !info.group.is_empty() {
+        details.insert("group".into(), Value::String(info.group.clone()));
+    }
+    details.insert("kind".into(), Value::String(info.plural.clone()));
+    if let Some(uid) = stored.value.pointer("/metadata/uid") {
+        details.insert("uid".into(), uid.clone());
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
 }
 
 /// The `metadata.name` a field selector pins, if any.

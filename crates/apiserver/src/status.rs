@@ -260,15 +260,32 @@ impl StatusError {
         })
     }
 
-    /// 415 `UnsupportedMediaType` for a patch type the server does not apply.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 `UnsupportedMediaType` for a patch type the server does not apply, listing the
+    /// `accepted` ones (`negotiation.NewUnsupportedMediaTypeError`: no details).
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
             ),
         )
+    }
+
+    /// 504 `Timeout` from the request deadline (`?timeout=`, or the server's maximum).
+    pub fn request_timeout() -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            "Timeout: request did not complete within requested timeout - context deadline exceeded",
+        )
+        .with_details(StatusDetails::default())
+    }
+
+    /// Sets `details: {}`.
+    pub(crate) fn with_empty_details(self) -> Self {
+        self.with_details(StatusDetails::default())
     }
 
     /// 422 `Invalid` for an object (`Pod "web-0" is invalid: ...`).

@@ -272,7 +272,10 @@ impl Shared {
             changes,
             control,
             skip_through,
-            seen_rv: skip_through,
+            // A watch from ahead of the head has seen nothing yet: no bookmark until the head
+            // reaches its revision (the cache watcher sends only events newer than it, or a
+            // bookmark at exactly it).
+            seen_rv: skip_through.min(storage.head),
             buffer: Vec::with_capacity(FLUSH_BYTES),
             last_event: None,
             _open: guard,

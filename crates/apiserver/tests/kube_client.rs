@@ -682,3 +682,141 @@ async fn a_rewound_server_makes_newer_versions_too_large() {
         "cannot rewind forward"
     );
 }
+
+/// `Api::delete` reads a removed config map as `Right(Status)`, and an object that stays
+/// (a pod: its registry answers with the object; finalizers; graceful deletion) as `Left(K)`.
+#[tokio::test]
+async fn delete_answers_as_kube_client_reads_them() {
+    use kube::api::DeleteParams;
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "demo");
+    let pods: Api<Pod> = Api::namespaced(client, "demo");
+    let plain: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "plain", "namespace": "demo"}}))
+            .unwrap();
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "namespace": "demo", "finalizers": ["example.com/x"]}}),
+    )
+    .unwrap();
+    let plain = server.create(&plain).unwrap();
+    server.create(&held).unwrap();
+
+    let status = cms
+        .delete("plain", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .expect("a Status for a removed config map");
+    assert!(status.is_success(), "{status:?}");
+    let details = status.details.unwrap();
+    assert_eq!(details.name, "plain");
+    assert_eq!(details.kind, "configmaps");
+    assert_eq!(Some(details.uid), plain.metadata.uid);
+
+    let marked = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the marked object");
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(0));
+
+    // A stale precondition is a 409 Conflict.
+    let stale = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            resource_version: Some("1".into()),
+            uid: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match cms.delete("held", &stale).await {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 409);
+            assert_eq!(e.reason, "Conflict");
+        }
+        other => panic!("expected a 409, got {other:?}"),
+    }
+
+    server
+        .create(&pod("demo", "web-0", json!({}), "node-1"))
+        .unwrap();
+    let terminating = pods
+        .delete("web-0", &DeleteParams::default().grace_period(120))
+        .await
+        .unwrap()
+        .left()
+        .expect("a pod answers with itself");
+    assert_eq!(
+        terminating.metadata.deletion_grace_period_seconds,
+        Some(120)
+    );
+    assert!(
+        pods.get("web-0")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    server
+        .finish_deletion::<Pod>(Some("demo"), "web-0")
+        .unwrap();
+    assert!(pods.get_opt("web-0").await.unwrap().is_none());
+}
+
+/// `Patch::Json`, `Patch::Strategic` and `Api::delete_collection` through kube-client.
+#[tokio::test]
+async fn json_and_strategic_patches_and_deletecollection() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let (server, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
+    server
+        .create(&pod("demo", "web-0", json!({"app": "web"}), ""))
+        .unwrap();
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/metadata/labels/tier", "value": "front"}
+    ]))
+    .unwrap();
+    let patched = pods
+        .patch("web-0", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["tier"], "front");
+
+    let smp = json!({"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}});
+    let patched = pods
+        .patch("web-0", &PatchParams::default(), &Patch::Strategic(smp))
+        .await
+        .unwrap();
+    let containers = patched.spec.unwrap().containers;
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].image.as_deref(), Some("nginx:2"));
+
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "demo", "labels": {"app": app}}}),
+        )
+        .unwrap();
+        server.create(&cm).unwrap();
+    }
+    let deleted = cms
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=x"),
+        )
+        .await
+        .unwrap()
+        .left()
+        .expect("the list of what was deleted");
+    let names: Vec<String> = deleted
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(left.items.len(), 1);
+}

@@ -295,8 +295,8 @@ async fn error_statuses_are_the_ones_kube_apiserver_sends() {
         &server,
         "PATCH",
         "/api/v1/namespaces/demo/pods/web-0",
-        "application/json-patch+json",
-        "[]",
+        "application/json",
+        "{}",
     )
     .await;
     assert_status(&x, 415, "UnsupportedMediaType");
@@ -761,7 +761,7 @@ async fn named_watch_and_writes_over_http() {
     let deleted = Exchange::send(
         &server,
         "DELETE",
-        "/api/v1/namespaces/demo/pods/b",
+        "/api/v1/namespaces/demo/pods/b?gracePeriodSeconds=0",
         "application/json",
         "",
     )
@@ -782,6 +782,8 @@ async fn named_watch_and_writes_over_http() {
         names,
         [
             ("ADDED".into(), "b".into()),
+            ("MODIFIED".into(), "b".into()),
+            // The delete with grace period 0: marked, then removed.
             ("MODIFIED".into(), "b".into()),
             ("DELETED".into(), "b".into())
         ]
@@ -934,4 +936,781 @@ async fn a_lagging_cache_serves_stale_reads_at_resource_version_zero() {
         x.events()[1]["object"]["metadata"]["resourceVersion"],
         (head - 2).to_string()
     );
+}
+
+fn config_map(ns: &str, name: &str, finalizers: &[&str]) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "finalizers": finalizers},
+        "data": {"k": "v"},
+    }))
+    .unwrap()
+}
+
+/// Opens a watch from the current head of a pod or config map collection.
+async fn watch_from_head(server: &ApiServer, collection: &str) -> Exchange {
+    let rv = server.resource_version();
+    let x = Exchange::get(
+        server,
+        &format!("{collection}?watch=1&resourceVersion={rv}"),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    x
+}
+
+fn event_summary(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn deleting_a_config_map_answers_a_success_status_and_preconditions_are_409() {
+    let server = start().await;
+    let cm = server.create(&config_map("demo", "settings", &[])).unwrap();
+    let uid = cm.metadata.uid.clone().unwrap();
+    let rv = cm.metadata.resource_version.clone().unwrap();
+
+    // A stale resourceVersion precondition.
+    let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
+        "preconditions": {"resourceVersion": "1"}})
+    .to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"code\":409,\"details\":{{\"kind\":\"configmaps\",\"name\":\"settings\"}},\
+             \"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on configmaps \\\"settings\\\": \
+             Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}\",\
+             \"metadata\":{{}},\"reason\":\"Conflict\",\"status\":\"Failure\"}}"
+        )
+    );
+    assert_status(&x, 409, "Conflict");
+    // A wrong uid precondition.
+    let body = json!({"preconditions": {"uid": "not-the-uid"}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    let status = assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Operation cannot be fulfilled on configmaps \"settings\": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {uid}"
+        )
+    );
+    assert_eq!(
+        status["details"],
+        json!({"kind": "configmaps", "name": "settings"})
+    );
+
+    // Matching preconditions: deleted, and the answer is a Status, not the object.
+    let body = json!({"preconditions": {"uid": uid, "resourceVersion": rv}}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.header("content-type"), Some("application/json"));
+    assert_eq!(
+        x.text(),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"details\":{{\"kind\":\"configmaps\",\"name\":\"settings\",\"uid\":\"{uid}\"}},\
+             \"kind\":\"Status\",\"metadata\":{{}},\"status\":\"Success\"}}"
+        )
+    );
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/configmaps/settings").await;
+    assert_status(&x, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn deleting_an_unscheduled_pod_is_a_modified_then_a_deleted() {
+    let server = start().await;
+    server.create(&pod("demo", "web-0")).unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/pods").await;
+    let head = server.resource_version();
+
+    // No node: the grace period is 0 whatever the request asks.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0?gracePeriodSeconds=30",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let deleted = x.json();
+    assert_eq!(
+        deleted["kind"], "Pod",
+        "pods answer with the object: {deleted}"
+    );
+    assert_eq!(deleted["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert!(deleted["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        deleted["metadata"]["resourceVersion"],
+        (head + 2).to_string()
+    );
+
+    watch.read_until("DELETED").await;
+    let events = watch.events();
+    assert_eq!(
+        event_summary(&events),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("DELETED".to_owned(), (head + 2).to_string()),
+        ]
+    );
+    for e in &events {
+        assert_eq!(e["object"]["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert_eq!(
+            e["object"]["metadata"]["deletionTimestamp"],
+            deleted["metadata"]["deletionTimestamp"]
+        );
+    }
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await,
+        404,
+        "NotFound",
+    );
+}
+
+#[tokio::test]
+async fn a_scheduled_pod_stays_terminating_until_its_deletion_is_finished() {
+    let server = start().await;
+    let mut p = pod("demo", "web-0");
+    p.spec.as_mut().unwrap().node_name = Some("node-1".into());
+    server.create(&p).unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/pods").await;
+    let head = server.resource_version();
+
+    let body =
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 600}).to_string();
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let marked = x.json();
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 600);
+    let stamp: jiff::Timestamp = marked["metadata"]["deletionTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ahead = stamp.duration_since(jiff::Timestamp::now()).as_secs();
+    assert!(
+        (590..=600).contains(&ahead),
+        "deletionTimestamp is now + the grace period: {ahead}"
+    );
+    watch.read_until("MODIFIED").await;
+
+    // Still there, marked; a second delete with a longer period changes nothing.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/pods/web-0?gracePeriodSeconds=900",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(
+        x.json()["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+    assert_eq!(server.resource_version(), head + 1);
+    let got = Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        got.json()["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+
+    // The kubelet's part: the grace period ends now.
+    let last: Pod = server.finish_deletion(Some("demo"), "web-0").unwrap();
+    assert_eq!(last.metadata.deletion_grace_period_seconds, Some(0));
+    watch.read_until("DELETED").await;
+    assert_eq!(
+        event_summary(&watch.events()),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("MODIFIED".to_owned(), (head + 2).to_string()),
+            ("DELETED".to_owned(), (head + 3).to_string()),
+        ]
+    );
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/pods/web-0").await,
+        404,
+        "NotFound",
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_the_last_one_is_removed() {
+    let server = start().await;
+    server
+        .create(&config_map("demo", "held", &["example.com/hold"]))
+        .unwrap();
+    let mut watch = watch_from_head(&server, "/api/v1/namespaces/demo/configmaps").await;
+    let head = server.resource_version();
+
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    let marked = x.json();
+    assert_eq!(
+        marked["kind"], "ConfigMap",
+        "a marked object is answered with itself"
+    );
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(
+        marked["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    let stamp = marked["metadata"]["deletionTimestamp"].clone();
+    assert!(stamp.is_string());
+    watch.read_until("MODIFIED").await;
+
+    // Deleting again keeps the timestamp and takes no revision.
+    let again = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(again.json()["metadata"]["deletionTimestamp"], stamp);
+    assert_eq!(server.resource_version(), head + 1);
+    // An update cannot clear the mark.
+    let mut body = marked.clone();
+    body["metadata"]["deletionTimestamp"] = Value::Null;
+    body["data"] = json!({"k": "w"});
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/json",
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.json()["metadata"]["deletionTimestamp"], stamp);
+
+    // Removing the last finalizer deletes it.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/configmaps/held",
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    watch.read_until("DELETED").await;
+    let events = watch.events();
+    assert_eq!(
+        event_summary(&events),
+        [
+            ("MODIFIED".to_owned(), (head + 1).to_string()),
+            ("MODIFIED".to_owned(), (head + 2).to_string()),
+            ("DELETED".to_owned(), (head + 3).to_string()),
+        ]
+    );
+    assert_eq!(events[2]["object"]["metadata"]["deletionTimestamp"], stamp);
+    assert_status(
+        &Exchange::get(&server, "/api/v1/namespaces/demo/configmaps/held").await,
+        404,
+        "NotFound",
+    );
+}
+
+/// The grace period runs on the server's (tokio) clock: paused here, so no real waiting.
+#[tokio::test(start_paused = true)]
+async fn a_grace_period_ends_on_the_servers_clock() {
+    let server = start().await;
+    let mut p = pod("demo", "web-0");
+    let spec = p.spec.as_mut().unwrap();
+    spec.node_name = Some("node-1".into());
+    spec.termination_grace_period_seconds = Some(45);
+    server.create(&p).unwrap();
+
+    let marked: Pod = server
+        .delete_with_grace(Some("demo"), "web-0", None)
+        .unwrap();
+    assert_eq!(
+        marked.metadata.deletion_grace_period_seconds,
+        Some(45),
+        "the pod's own period"
+    );
+    tokio::time::sleep(Duration::from_secs(44)).await;
+    let still: Pod = server.get(Some("demo"), "web-0").unwrap();
+    assert_eq!(
+        still.metadata.deletion_timestamp,
+        marked.metadata.deletion_timestamp
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        server.get::<Pod>(Some("demo"), "web-0").is_err(),
+        "gone after 45 s"
+    );
+
+    // A shorter period given later moves the deadline closer.
+    server.create(&p).unwrap();
+    server
+        .delete_with_grace::<Pod>(Some("demo"), "web-0", Some(300))
+        .unwrap();
+    let shorter: Pod = server
+        .delete_with_grace(Some("demo"), "web-0", Some(10))
+        .unwrap();
+    assert_eq!(shorter.metadata.deletion_grace_period_seconds, Some(10));
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(
+        server.get::<Pod>(Some("demo"), "web-0").is_err(),
+        "gone after 10 s"
+    );
+}
+
+#[tokio::test]
+async fn a_created_pod_gets_a_pending_status_with_its_qos_class() {
+    let server = start().await;
+    let cases = [
+        (
+            "best-effort",
+            json!([{"name": "c", "image": "i"}]),
+            "BestEffort",
+        ),
+        (
+            "burstable",
+            json!([{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]),
+            "Burstable",
+        ),
+        (
+            // Limits only: the requests default to them, so requests equal limits.
+            "guaranteed",
+            json!([{"name": "c", "image": "i", "resources": {"limits": {"cpu": "0.5", "memory": "1Gi"}}}]),
+            "Guaranteed",
+        ),
+        (
+            "equal-values",
+            json!([{"name": "c", "image": "i", "resources": {
+                "requests": {"cpu": "500m", "memory": "1024Mi"},
+                "limits": {"cpu": "0.5", "memory": "1Gi"}}}]),
+            "Guaranteed",
+        ),
+        (
+            "memory-limit-only",
+            json!([{"name": "c", "image": "i", "resources": {"limits": {"memory": "1Gi"}}}]),
+            "Burstable",
+        ),
+        (
+            "one-of-two-unbounded",
+            json!([
+                {"name": "a", "image": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "b", "image": "i"}
+            ]),
+            "Burstable",
+        ),
+    ];
+    for (name, containers, qos) in cases {
+        let body = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {"containers": containers},
+            // The client's status is discarded.
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "qosClass": "Guaranteed"},
+        })
+        .to_string();
+        let x = Exchange::send(
+            &server,
+            "POST",
+            "/api/v1/namespaces/demo/pods",
+            "application/json",
+            &body,
+        )
+        .await;
+        assert_eq!(x.status, 201, "{}", x.text());
+        let created = x.json();
+        assert_eq!(
+            created["status"],
+            json!({"phase": "Pending", "qosClass": qos}),
+            "{name}"
+        );
+        assert_eq!(
+            created["spec"]["terminationGracePeriodSeconds"], 30,
+            "{name}"
+        );
+    }
+    let x = Exchange::get(&server, "/api/v1/namespaces/demo/pods/guaranteed").await;
+    assert_eq!(
+        x.json()["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "0.5", "memory": "1Gi"}),
+        "requests defaulted from limits"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_from_ahead_of_the_server_gets_nothing_until_that_revision_exists() {
+    // Bookmarks every 50 ms: a watch that got one would show it within the window below.
+    let server = start_with(Config::for_tests(Duration::from_millis(50))).await;
+    server.create(&pod("demo", "a")).unwrap();
+    let ahead = server.resource_version() + 2;
+    let mut x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&resourceVersion={ahead}"
+        ),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    server.create(&pod("demo", "b")).unwrap();
+    // Twenty bookmark intervals, the head still one short of the requested revision.
+    let mut buf = [0u8; 4096];
+    let quiet = tokio::time::timeout(Duration::from_secs(1), x.stream.read(&mut buf)).await;
+    assert!(quiet.is_err(), "nothing may arrive yet; got {:?}", quiet);
+    server.create(&pod("demo", "c")).unwrap(); // the requested revision: not sent (not newer)
+    server.create(&pod("demo", "d")).unwrap();
+    x.read_until("\"name\":\"d\"").await;
+    let events = x.events();
+    let added: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "ADDED")
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["d"]);
+    for e in events.iter().filter(|e| e["type"] == "BOOKMARK") {
+        let rv: u64 = e["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rv >= ahead, "a bookmark below the requested revision: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_list_sends_exactly_one_bookmark_the_end_marker() {
+    let server = start().await;
+    for name in ["a", "b", "c"] {
+        server.create(&pod("demo", name)).unwrap();
+    }
+    let head = server.resource_version();
+    let paths = [
+        // Explicit streaming list.
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan".to_owned(),
+        // v1.34+ defaulting of a watch from "0".
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&resourceVersion=0".to_owned(),
+        // Unset resource version.
+        "/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true".to_owned(),
+    ];
+    for path in paths {
+        let mut x = Exchange::get(&server, &path).await;
+        assert_eq!(x.status, 200);
+        x.read_until("k8s.io/initial-events-end").await;
+        let events = x.events();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK"], "{path}");
+        let end = &events[3]["object"]["metadata"];
+        assert_eq!(end["resourceVersion"], head.to_string());
+        assert_eq!(
+            end["annotations"],
+            json!({"k8s.io/initial-events-end": "true"})
+        );
+    }
+
+    // Not older than a revision the server reaches while the watch waits: still one bookmark.
+    let mut config = Config::for_tests(Duration::from_millis(50));
+    config.too_large_wait = Duration::from_secs(30);
+    let server = start_with(config).await;
+    server.create(&pod("demo", "a")).unwrap();
+    let next = server.resource_version() + 1;
+    let mut x = Exchange::get(
+        &server,
+        &format!("/api/v1/namespaces/demo/pods?watch=1&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={next}"),
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    server.create(&pod("demo", "b")).unwrap();
+    x.read_until("k8s.io/initial-events-end").await;
+    let events = x.events();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    assert_eq!(
+        events[2]["object"]["metadata"]["resourceVersion"],
+        next.to_string()
+    );
+}
+
+fn labelled_config_map(ns: &str, name: &str, app: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn deletecollection_deletes_what_the_selectors_select_and_answers_the_list() {
+    let server = start().await;
+    for (ns, name, app) in [
+        ("demo", "a", "x"),
+        ("demo", "b", "x"),
+        ("demo", "c", "y"),
+        ("other", "d", "x"),
+    ] {
+        server.create(&labelled_config_map(ns, name, app)).unwrap();
+    }
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps?labelSelector=app%3Dx",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    let list = x.json();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["apiVersion"], "v1");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left = |ns: &'static str| {
+        let server = &server;
+        async move {
+            let list = Exchange::get(server, &format!("/api/v1/namespaces/{ns}/configmaps"))
+                .await
+                .json();
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(left("demo").await, ["c"]);
+    assert_eq!(left("other").await, ["d"], "another namespace is untouched");
+
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/demo/configmaps?fieldSelector=metadata.name%3Dc",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert!(left("demo").await.is_empty());
+    // Not across namespaces: that path serves only list and watch.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/configmaps",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_status(&x, 405, "MethodNotAllowed");
+    // A bad selector is a 400, as on a list.
+    let x = Exchange::send(
+        &server,
+        "DELETE",
+        "/api/v1/namespaces/other/configmaps?labelSelector=%3D%3D",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_status(&x, 400, "BadRequest");
+    assert_eq!(left("other").await, ["d"]);
+}
+
+#[tokio::test]
+async fn json_patch_strategic_merge_and_unsupported_patch_types() {
+    let server = start().await;
+    server
+        .create(&config_map("demo", "cm", &["example.com/a"]))
+        .unwrap();
+    let path = "/api/v1/namespaces/demo/configmaps/cm";
+
+    let ops = r#"[{"op":"add","path":"/data/extra","value":"1"},{"op":"replace","path":"/data/k","value":"w"}]"#;
+    let x = Exchange::send(&server, "PATCH", path, "application/json-patch+json", ops).await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(x.json()["data"], json!({"k": "w", "extra": "1"}));
+    // A failing operation is 422 with the server's fixed message.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"[{"op":"test","path":"/data/k","value":"nope"}]"#,
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":422,\"details\":{},\"kind\":\"Status\",\"message\":\"the server rejected our request due to an error in our request\",\"metadata\":{},\"reason\":\"Invalid\",\"status\":\"Failure\"}"
+    );
+    // Not a patch document: 400.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"{"op":"add"}"#,
+    )
+    .await;
+    assert_status(&x, 400, "BadRequest");
+    // Removing the finalizer of a marked object with a JSON patch deletes it.
+    Exchange::send(&server, "DELETE", path, "application/json", "").await;
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/json-patch+json",
+        r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+    assert_status(&Exchange::get(&server, path).await, 404, "NotFound");
+
+    // Strategic merge: containers merge by name, a list without a merge key is replaced.
+    let mut p = pod("demo", "web-0");
+    p.spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .push(serde_json::from_value(json!({"name": "side", "image": "s1"})).unwrap());
+    server.create(&p).unwrap();
+    let smp = r#"{"spec":{"containers":[{"name":"c","image":"nginx:2"}]}}"#;
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/strategic-merge-patch+json",
+        smp,
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(
+        x.json()["spec"]["containers"],
+        json!([{"name": "c", "image": "nginx:2"}, {"name": "side", "image": "s1"}])
+    );
+
+    // Server-side apply is not implemented: the 415 lists what is accepted.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/pods/web-0",
+        "application/apply-patch+yaml",
+        "metadata: {}",
+    )
+    .await;
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":415,\"kind\":\"Status\",\"message\":\"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json\",\"metadata\":{},\"reason\":\"UnsupportedMediaType\",\"status\":\"Failure\"}"
+    );
+    // Custom resources take no strategic merge patch, as in kube-apiserver.
+    server.register_info(ResourceInfo::custom(
+        "example.com",
+        "v1",
+        "Widget",
+        "widgets",
+        true,
+    ));
+    server
+        .create_value(
+            &ResourceInfo::custom("example.com", "v1", "Widget", "widgets", true),
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "demo"}}),
+        )
+        .unwrap();
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        "/apis/example.com/v1/namespaces/demo/widgets/w",
+        "application/strategic-merge-patch+json",
+        "{}",
+    )
+    .await;
+    let status = assert_status(&x, 415, "UnsupportedMediaType");
+    assert_eq!(
+        status["message"],
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"
+    );
+}
+
+#[tokio::test]
+async fn a_list_honours_the_timeout_parameter() {
+    let mut config = Config::for_tests(Duration::from_millis(100));
+    config.too_large_wait = Duration::from_secs(60);
+    let server = start_with(config).await;
+    let ahead = server.resource_version() + 100;
+    let started = std::time::Instant::now();
+    let x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/pods?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan&timeout=500ms"
+        ),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "cut by the timeout, not the 60 s wait"
+    );
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":504,\"details\":{},\"kind\":\"Status\",\"message\":\"Timeout: request did not complete within requested timeout - context deadline exceeded\",\"metadata\":{},\"reason\":\"Timeout\",\"status\":\"Failure\"}"
+    );
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=10").await;
+    let status = assert_status(&x, 400, "BadRequest");
+    assert_eq!(
+        status["message"],
+        "invalid timeout specified in the request URL - time: missing unit in duration \"10\""
+    );
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=abc").await;
+    let status = assert_status(&x, 400, "BadRequest");
+    assert_eq!(
+        status["message"],
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\""
+    );
+    // A timeout long enough changes nothing.
+    let x = Exchange::get(&server, "/api/v1/pods?timeout=1m30s").await;
+    assert_eq!(x.status, 200);
 }

@@ -53,8 +53,32 @@ pub enum Op {
         /// Whether it is gold afterwards.
         gold: bool,
     },
-    /// Deletes a pod.
+    /// Deletes a pod at once (no grace period, finalizers ignored).
     Delete {
+        /// The pod's key.
+        key: PodKey,
+    },
+    /// Deletes a (scheduled) pod gracefully: it stays, marked with a `deletionTimestamp`,
+    /// until [`Op::FinishDeletion`] (the grace period is longer than any run).
+    Terminate {
+        /// The pod's key.
+        key: PodKey,
+        /// The grace period asked for.
+        grace_seconds: u32,
+    },
+    /// Ends a terminating pod's grace period, as its kubelet would: it is removed, or, with a
+    /// finalizer, stays marked until the finalizer goes.
+    FinishDeletion {
+        /// The pod's key.
+        key: PodKey,
+    },
+    /// Adds a finalizer to a pod that is not terminating.
+    AddFinalizer {
+        /// The pod's key.
+        key: PodKey,
+    },
+    /// Removes the finalizer: a pod whose deletion was finished is removed by it.
+    RemoveFinalizer {
         /// The pod's key.
         key: PodKey,
     },
@@ -333,6 +357,12 @@ pub struct Generator {
     names_per_namespace: usize,
     live: LiveSet,
     gold: BTreeSet<PodKey>,
+    /// Pods deleted gracefully and not yet finished.
+    terminating: BTreeSet<PodKey>,
+    /// Pods whose deletion was finished while a finalizer held them.
+    finished: BTreeSet<PodKey>,
+    /// Pods with the finalizer.
+    held: BTreeSet<PodKey>,
     annotations: u64,
 }
 
@@ -382,8 +412,16 @@ impl Generator {
             names_per_namespace: names_per_namespace.max(1),
             live: LiveSet::default(),
             gold: BTreeSet::new(),
+            terminating: BTreeSet::new(),
+            finished: BTreeSet::new(),
+            held: BTreeSet::new(),
             annotations: 0,
         }
+    }
+
+    /// Whether the model has a pod at `key`.
+    pub fn live_key(&self, key: &PodKey) -> bool {
+        self.live.contains(key)
     }
 
     /// How many pods exist in the model.
@@ -420,9 +458,26 @@ impl Generator {
                     self.gold.remove(key);
                 }
             }
-            Op::Delete { key } => {
-                self.live.remove(key);
-                self.gold.remove(key);
+            Op::Delete { key } => self.forget(key),
+            Op::Terminate { key, .. } => {
+                self.terminating.insert(key.clone());
+            }
+            Op::FinishDeletion { key } => {
+                self.terminating.remove(key);
+                if self.held.contains(key) {
+                    self.finished.insert(key.clone());
+                } else {
+                    self.forget(key);
+                }
+            }
+            Op::AddFinalizer { key } => {
+                self.held.insert(key.clone());
+            }
+            Op::RemoveFinalizer { key } => {
+                self.held.remove(key);
+                if self.finished.contains(key) {
+                    self.forget(key);
+                }
             }
             Op::Move { .. } | Op::Annotate { .. } => {}
         }
@@ -477,13 +532,57 @@ impl Generator {
                 }
                 Op::Relabel { key, gold }
             }
-            (_, Some(key)) => self.delete(key),
+            (_, Some(key)) => self.removal(key),
         }
     }
 
+    /// One of the removing writes: an immediate delete, or a step of a graceful deletion or
+    /// of a finalizer's life.
+    fn removal(&mut self, key: PodKey) -> Op {
+        let roll = self.rng.random_range(0..10);
+        let pick = |set: &BTreeSet<PodKey>, rng: &mut StdRng| {
+            (!set.is_empty()).then(|| {
+                let n = rng.random_range(0..set.len());
+                set.iter().nth(n).cloned().expect("n < len")
+            })
+        };
+        let op = match roll {
+            0..5 => None,
+            5 | 6 if !self.terminating.contains(&key) && !self.finished.contains(&key) => {
+                Some(Op::Terminate {
+                    key: key.clone(),
+                    grace_seconds: 3600,
+                })
+            }
+            7 => pick(&self.terminating, &mut self.rng).map(|key| Op::FinishDeletion { key }),
+            8 if !self.held.contains(&key)
+                && !self.terminating.contains(&key)
+                && !self.finished.contains(&key) =>
+            {
+                Some(Op::AddFinalizer { key: key.clone() })
+            }
+            9 => pick(&self.held, &mut self.rng).map(|key| Op::RemoveFinalizer { key }),
+            _ => None,
+        };
+        match op {
+            Some(op) => {
+                self.adopt(&op);
+                op
+            }
+            None => self.delete(key),
+        }
+    }
+
+    fn forget(&mut self, key: &PodKey) {
+        self.live.remove(key);
+        self.gold.remove(key);
+        self.terminating.remove(key);
+        self.finished.remove(key);
+        self.held.remove(key);
+    }
+
     fn delete(&mut self, key: PodKey) -> Op {
-        self.live.remove(&key);
-        self.gold.remove(&key);
+        self.forget(&key);
         Op::Delete { key }
     }
 
@@ -547,9 +646,13 @@ mod tests {
 
     #[test]
     fn every_write_is_valid_where_it_stands() {
+        let mut kinds = BTreeSet::new();
         for seed in 0..200 {
             let scenario = Scenario::from_seed(seed);
             let mut live = BTreeSet::new();
+            let mut terminating = BTreeSet::new();
+            let mut finished = BTreeSet::new();
+            let mut held = BTreeSet::new();
             let writes = scenario
                 .initial
                 .iter()
@@ -560,13 +663,50 @@ mod tests {
             for op in writes {
                 match op {
                     Op::Create { key, .. } => assert!(live.insert(key.clone()), "{seed}: {op:?}"),
-                    Op::Delete { key } => assert!(live.remove(key), "{seed}: {op:?}"),
+                    Op::Delete { key } => {
+                        assert!(live.remove(key), "{seed}: {op:?}");
+                        terminating.remove(key);
+                        finished.remove(key);
+                        held.remove(key);
+                    }
                     Op::Move { key, .. } | Op::Annotate { key, .. } | Op::Relabel { key, .. } => {
                         assert!(live.contains(key), "{seed}: {op:?}");
+                    }
+                    Op::Terminate { key, .. } => {
+                        assert!(live.contains(key), "{seed}: {op:?}");
+                        assert!(terminating.insert(key.clone()), "{seed}: {op:?}");
+                        assert!(!finished.contains(key), "{seed}: {op:?}");
+                    }
+                    Op::FinishDeletion { key } => {
+                        assert!(terminating.remove(key), "{seed}: {op:?}");
+                        if held.contains(key) {
+                            finished.insert(key.clone());
+                        } else {
+                            live.remove(key);
+                        }
+                        kinds.insert("finish");
+                    }
+                    Op::AddFinalizer { key } => {
+                        assert!(
+                            live.contains(key) && !terminating.contains(key),
+                            "{seed}: {op:?}"
+                        );
+                        assert!(held.insert(key.clone()), "{seed}: {op:?}");
+                    }
+                    Op::RemoveFinalizer { key } => {
+                        assert!(held.remove(key), "{seed}: {op:?}");
+                        if finished.remove(key) {
+                            live.remove(key);
+                            kinds.insert("finalized");
+                        }
                     }
                 }
             }
         }
+        assert!(
+            kinds.contains("finish") && kinds.contains("finalized"),
+            "the mix finishes graceful deletions and removes objects by their last finalizer: {kinds:?}"
+        );
     }
 
     #[test]
@@ -604,6 +744,11 @@ mod tests {
                     }
                 }
                 Op::Delete { key } => {
+                    gold.remove(&key);
+                }
+                // Removals by a finished deletion or the last finalizer.
+                Op::FinishDeletion { key } | Op::RemoveFinalizer { key } if g.live_key(&key) => {}
+                Op::FinishDeletion { key } | Op::RemoveFinalizer { key } => {
                     gold.remove(&key);
                 }
                 _ => {}

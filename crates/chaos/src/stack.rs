@@ -277,6 +277,21 @@ impl Stack {
             .map(|p| (key_of(p), rv_of(p)))
             .collect();
         compare("cache of every pod", &everything, &cache, &mut problems);
+        // A terminating pod is in the cache, marked as on the server, until it is removed.
+        let cached_marks: BTreeMap<String, _> = cached
+            .iter()
+            .map(|p| (key_of(p), p.metadata.deletion_timestamp.clone()))
+            .collect();
+        for p in &pods {
+            let key = key_of(p);
+            if let Some(mark) = p.metadata.deletion_timestamp.as_ref()
+                && cached_marks.get(&key) != Some(&Some(mark.clone()))
+            {
+                problems.push(format!(
+                    "cache of every pod: {key} is terminating on the server, not in the cache"
+                ));
+            }
+        }
         compare("cache of gold pods", &golden, &gold_cache, &mut problems);
         for (journal, expected) in [
             (&self.main, &cache),
@@ -449,6 +464,9 @@ fn check_indexes(informer: &PodInformer) -> Vec<String> {
     problems
 }
 
+/// The finalizer the churn adds and removes.
+pub const FINALIZER: &str = "chaos.example/hold";
+
 /// Applies one write to the server and records it.
 pub fn apply(server: &ApiServer, op: &Op, writes: &WriteLog) -> Result<(), String> {
     let at = Instant::now();
@@ -483,6 +501,53 @@ pub fn apply(server: &ApiServer, op: &Op, writes: &WriteLog) -> Result<(), Strin
             server.delete::<Pod>(Some(&key.namespace), &key.name),
             true,
         ),
+        Op::Terminate { key, grace_seconds } => {
+            let marked = server
+                .delete_with_grace::<Pod>(
+                    Some(&key.namespace),
+                    &key.name,
+                    Some(i64::from(*grace_seconds)),
+                )
+                .map_err(|e| format!("{op:?} failed: {e}"))?;
+            if marked.metadata.deletion_timestamp.is_none() {
+                return Err(format!("{op:?}: the pod is not marked for deletion"));
+            }
+            (key, Ok(marked), false)
+        }
+        Op::FinishDeletion { key } => {
+            // The runner is the only writer: the grace-0 mark and the removal (if any) take
+            // the revisions right after `before`.
+            let before = server.resource_version();
+            let last = server
+                .finish_deletion::<Pod>(Some(&key.namespace), &key.name)
+                .map_err(|e| format!("{op:?} failed: {e}"))?;
+            let gone = server.get::<Pod>(Some(&key.namespace), &key.name).is_err();
+            if gone {
+                let step = (rv_of(&last) - before) / 2;
+                writes.record(
+                    key.to_string(),
+                    Write {
+                        rv: before + step,
+                        kind: WriteKind::Upsert {
+                            gold: is_gold(&last),
+                        },
+                        at,
+                    },
+                );
+            }
+            (key, Ok(last), gone)
+        }
+        Op::AddFinalizer { key } => (
+            key,
+            patch(key, json!({"metadata": {"finalizers": [FINALIZER]}})),
+            false,
+        ),
+        Op::RemoveFinalizer { key } => {
+            let result = patch(key, json!({"metadata": {"finalizers": null}}));
+            // Removing the last finalizer of a pod whose deletion was finished removes it.
+            let gone = server.get::<Pod>(Some(&key.namespace), &key.name).is_err();
+            (key, result, gone)
+        }
     };
     let written = result.map_err(|e| format!("{op:?} failed: {e}"))?;
     let kind = if deleted {
