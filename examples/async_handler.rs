@@ -13,8 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_examples::simulator_with_pods;
+use informers::apiserver::{ApiServer, Config};
 use informers::k8s_openapi::api::core::v1::Pod;
+use informers::kube_client;
 use informers::prelude::*;
 use tokio::sync::mpsc;
 
@@ -35,10 +36,22 @@ fn key(pod: &Pod) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let (server, client) = simulator_with_pods(12).await?;
+    // The embedded API server simulator with 12 pods: `pod-<i>` in `ns-<i % 3>` on `node-<i % 4>`.
+    let server = ApiServer::start(Config::default().with_core_types()).await?;
+    for i in 0..12 {
+        server.create(&serde_json::from_value::<Pod>(serde_json::json!({
+            "metadata": {"name": format!("pod-{i}"), "namespace": format!("ns-{}", i % 3)},
+            "spec": {"nodeName": format!("node-{}", i % 4),
+                     "containers": [{"name": "app", "image": "registry.local/app:1"}]},
+        }))?)?;
+    }
+    let client = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
+
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
 
+    // The channel, and the handler feeding it: each hook sends the changed pod's key, and never
+    // blocks.
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (on_add, on_update, on_delete) = (tx.clone(), tx.clone(), tx);
     pods.add_event_handler(

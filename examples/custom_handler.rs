@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_examples::simulator_with_pods;
+use informers::apiserver::{ApiServer, Config};
 use informers::k8s_openapi::api::core::v1::Pod;
+use informers::kube_client;
 use informers::prelude::*;
 use tokio::sync::watch;
 
@@ -65,7 +66,18 @@ impl ResourceEventHandler<Pod> for PodsPerApp {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let (server, client) = simulator_with_pods(30).await?;
+    // The embedded API server simulator with 30 pods: `pod-<i>` in `ns-<i % 3>`, labelled
+    // `app: app-<i % 5>`.
+    let server = ApiServer::start(Config::default().with_core_types()).await?;
+    for i in 0..30 {
+        server.create(&serde_json::from_value::<Pod>(serde_json::json!({
+            "metadata": {"name": format!("pod-{i}"), "namespace": format!("ns-{}", i % 3),
+                         "labels": {"app": format!("app-{}", i % 5)}},
+            "spec": {"containers": [{"name": "app", "image": "registry.local/app:1"}]},
+        }))?)?;
+    }
+    let client = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
+
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
 

@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use informer_examples::{node_index, node_of};
 use informer_store::{
     IndexValues, Indexer, KeyError, KnownObjects, Lister, NAMESPACE_INDEX, ReflectorStore, Store,
     ThreadSafeStore, index_func, indexers, key_func, meta_namespace_key,
@@ -44,6 +43,10 @@ fn pod(i: usize, node: usize, app: usize, resource_version: u64) -> Arc<Pod> {
         }),
         status: None,
     })
+}
+
+fn node_of(p: &Pod) -> Option<&str> {
+    p.spec.as_ref()?.node_name.as_deref()
 }
 
 fn app_of(p: &Pod) -> Option<&str> {
@@ -119,6 +122,8 @@ fn phase(
 }
 
 fn run(n: usize) -> Result<(), String> {
+    // The store: pods keyed `namespace/name`, with three secondary indexes, each an index
+    // function from a pod to the values it is filed under.
     let store = Arc::new(ThreadSafeStore::with_indexers(
         key_func(|p: &Pod| {
             let name = p.metadata.name.as_deref().ok_or(KeyError::MissingName)?;
@@ -129,7 +134,10 @@ fn run(n: usize) -> Result<(), String> {
                 NAMESPACE_INDEX,
                 index_func(|p: &Pod| Ok(p.metadata.namespace.as_deref().into())),
             ),
-            ("node", node_index()),
+            (
+                "node",
+                index_func(|p: &Pod| Ok(node_of(p).map(IndexValues::one).unwrap_or_default())),
+            ),
             (
                 "app",
                 index_func(|p: &Pod| Ok(app_of(p).map(IndexValues::one).unwrap_or_default())),

@@ -10,14 +10,26 @@
 
 use std::time::Duration;
 
-use informer_examples::simulator_with_pods;
+use informers::apiserver::{ApiServer, Config};
 use informers::k8s_openapi::api::core::v1::Pod;
-use informers::kube_client::core::Expression;
+use informers::kube_client::{self, core::Expression};
 use informers::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let (server, client) = simulator_with_pods(25).await?;
+    // The embedded API server simulator with 25 pods: `pod-<i>` in `ns-<i % 3>`, labelled
+    // `app: app-<i % 5>`.
+    let server = ApiServer::start(Config::default().with_core_types()).await?;
+    for i in 0..25 {
+        server.create(&serde_json::from_value::<Pod>(serde_json::json!({
+            "metadata": {"name": format!("pod-{i}"), "namespace": format!("ns-{}", i % 3),
+                         "labels": {"app": format!("app-{}", i % 5)}},
+            "spec": {"containers": [{"name": "app", "image": "registry.local/app:1"}]},
+        }))?)?;
+    }
+    let client = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
+
+    // The metadata-only informer: `Metadata<Pod>` selects the metadata view of pods.
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let metadata = factory.informer::<Metadata<Pod>>();
     factory.start()?;
