@@ -84,7 +84,7 @@ mod sync_report;
 pub use crate::error::FactoryError;
 pub use crate::factory::{FactoryInformer, SharedInformerFactory};
 pub use crate::options::InformerOptions;
-pub use crate::source::{ListerWatcherSource, Selection};
+pub use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ impl KubeSource {
     }
 }
 
-fn resource_version_func<K: Resource + 'static>() -> ResourceVersionFunc<K> {
+pub(crate) fn resource_version_func<K: Resource + 'static>() -> ResourceVersionFunc<K> {
     Arc::new(|o: &K| o.meta().resource_version.as_deref())
 }
 

@@ -70,6 +70,7 @@
 //! in your application's own k8s-openapi dependency.
 
 mod check;
+mod dynamic;
 mod error;
 mod factory;
 mod key;
@@ -77,6 +78,7 @@ mod lister_watcher;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
+pub use crate::dynamic::DynamicResource;
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
     ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
@@ -96,6 +98,8 @@ mod send_sync {
     const fn assert_send_sync<T: Send + Sync>() {}
     const _: () = assert_send_sync::<KubeListerWatcher<Pod>>();
     const _: () = assert_send_sync::<MetadataListerWatcher<Pod>>();
+    const _: () = assert_send_sync::<KubeListerWatcher<kube::api::DynamicObject>>();
+    const _: () = assert_send_sync::<DynamicResource>();
     const _: () = assert_send_sync::<KubeInformerFactory>();
     const _: () = assert_send_sync::<informer_controller::SharedIndexInformer<Pod>>();
     const _: () = assert_send_sync::<
