@@ -4,12 +4,14 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_controller::{InformerError, SharedIndexInformer};
-use informer_store::Lister;
+use informer_controller::{InformerError, ResourceVersionFunc, SharedIndexInformer};
+use informer_reflector::ListerWatcher;
+use informer_store::{Indexers, KeyFunc, Lister};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -17,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::FactoryError;
 use crate::options::InformerOptions;
-use crate::source::{ListerWatcherSource, Selection};
+use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
 use crate::sync_report::{CacheSyncReport, InformerStatus};
 
 /// The informer a factory over source `S` hands out for resource `R`.
@@ -31,8 +33,57 @@ type Configure<O> = Arc<dyn Fn(SharedIndexInformer<O>) -> SharedIndexInformer<O>
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Key {
     resource: TypeId,
+    /// The resource value of an informer asked for with `informer_for` (its type is
+    /// `resource`).
+    dynamic: Option<DynamicKey>,
     selection: Selection,
     transform: Option<String>,
+}
+
+/// A resource value in a sharing key, compared and hashed as its own type.
+#[derive(Clone)]
+struct DynamicKey(Arc<dyn ErasedKey>);
+
+trait ErasedKey: Any + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn eq_erased(&self, other: &dyn ErasedKey) -> bool;
+    fn hash_erased(&self, state: &mut dyn Hasher);
+}
+
+impl<T: Eq + Hash + Send + Sync + 'static> ErasedKey for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn eq_erased(&self, other: &dyn ErasedKey) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+
+    fn hash_erased(&self, mut state: &mut dyn Hasher) {
+        self.hash(&mut state);
+    }
+}
+
+impl PartialEq for DynamicKey {
+    fn eq(&self, other: &Self) -> bool {
+        (*self.0).eq_erased(&*other.0)
+    }
+}
+
+impl Eq for DynamicKey {}
+
+impl Hash for DynamicKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (*self.0).hash_erased(state);
+    }
+}
+
+/// The parts of a new informer that come from the source.
+struct Parts<L, O> {
+    lister_watcher: L,
+    key_func: KeyFunc<O>,
+    resource_version_func: ResourceVersionFunc<O>,
+    indexers: Indexers<O>,
 }
 
 /// An informer with its types erased, as the factory runs and watches it.
@@ -73,6 +124,7 @@ where
 
 struct Entry {
     resource: &'static str,
+    dynamic: Option<String>,
     selection: Selection,
     transform: Option<String>,
     /// The typed informer, downcast by `informer_with`.
@@ -83,12 +135,17 @@ struct Entry {
 
 impl Entry {
     fn describe(&self) -> String {
-        describe(self.resource, &self.selection, self.transform.as_deref())
+        describe(
+            self.dynamic.as_deref().unwrap_or(self.resource),
+            &self.selection,
+            self.transform.as_deref(),
+        )
     }
 
     fn status(&self) -> InformerStatus {
         InformerStatus {
             resource: self.resource,
+            dynamic: self.dynamic.clone(),
             selection: self.selection.clone(),
             transform: self.transform.clone(),
             started: self.started,
@@ -345,40 +402,140 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
     {
-        let selection = options.selection(&self.defaults);
-        let transform_name = options.transform.as_ref().map(|(name, _)| name.clone());
         let key = Key {
             resource: TypeId::of::<R>(),
-            selection: selection.clone(),
-            transform: transform_name.clone(),
+            dynamic: None,
+            selection: options.selection(&self.defaults),
+            transform: options.transform.as_ref().map(|(name, _)| name.clone()),
         };
+        let configure = self
+            .configure
+            .get(&key.resource)
+            .and_then(|c| c.downcast_ref::<Configure<S::Object>>())
+            .cloned();
+        self.get_or_create(
+            key,
+            type_name::<R>(),
+            None,
+            options,
+            configure,
+            |selection| Parts {
+                lister_watcher: self.source.lister_watcher(selection),
+                key_func: self.source.key_func(),
+                resource_version_func: self.source.resource_version_func(),
+                indexers: self.source.indexers(),
+            },
+        )
+    }
+
+    /// The shared informer of the resource named at run time by `resource`, with the
+    /// factory's defaults, created on first request (client-go's dynamic factory's
+    /// `ForResource`).
+    ///
+    /// Requests for equal resources share one informer; a different resource gets its own.
+    pub fn informer_for<P>(
+        &self,
+        resource: &P,
+    ) -> Arc<SharedIndexInformer<<S as DynamicListerWatcherSource<P>>::Object>>
+    where
+        P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
+        S: DynamicListerWatcherSource<P>,
+    {
+        self.informer_for_with(resource, InformerOptions::new())
+    }
+
+    /// The shared informer of the resource named at run time by `resource`, with `options`
+    /// over the factory's defaults.
+    ///
+    /// Shared as [`informer_with`](Self::informer_with) shares, per resource value,
+    /// selection and transform name. [`with_resync_for::<P>`](Self::with_resync_for) sets the
+    /// resync period of every resource of type `P`.
+    pub fn informer_for_with<P>(
+        &self,
+        resource: &P,
+        options: InformerOptions<<S as DynamicListerWatcherSource<P>>::Object>,
+    ) -> Arc<SharedIndexInformer<<S as DynamicListerWatcherSource<P>>::Object>>
+    where
+        P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
+        S: DynamicListerWatcherSource<P>,
+    {
+        let key = Key {
+            resource: TypeId::of::<P>(),
+            dynamic: Some(DynamicKey(Arc::new(resource.clone()))),
+            selection: options.selection(&self.defaults),
+            transform: options.transform.as_ref().map(|(name, _)| name.clone()),
+        };
+        self.get_or_create(
+            key,
+            type_name::<P>(),
+            Some(resource.to_string()),
+            options,
+            None,
+            |selection| Parts {
+                lister_watcher: self.source.lister_watcher(resource, selection),
+                key_func: self.source.key_func(resource),
+                resource_version_func: self.source.resource_version_func(resource),
+                indexers: self.source.indexers(resource),
+            },
+        )
+    }
+
+    /// A typed lister on the shared informer of the resource named at run time by
+    /// `resource`, with the factory's defaults (see [`lister`](Self::lister)).
+    pub fn lister_for<P>(
+        &self,
+        resource: &P,
+    ) -> Lister<<S as DynamicListerWatcherSource<P>>::Object>
+    where
+        P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
+        S: DynamicListerWatcherSource<P>,
+    {
+        self.informer_for(resource).lister()
+    }
+
+    /// The informer shared under `key`, or a new one built from `parts` and stored under it.
+    fn get_or_create<O, L>(
+        &self,
+        key: Key,
+        resource: &'static str,
+        dynamic: Option<String>,
+        options: InformerOptions<O>,
+        configure: Option<Configure<O>>,
+        parts: impl FnOnce(&Selection) -> Parts<L, O>,
+    ) -> Arc<SharedIndexInformer<O>>
+    where
+        O: Send + Sync + 'static,
+        L: ListerWatcher<O> + 'static,
+    {
         let mut state = self.state.lock();
         if let Some(&i) = state.by_key.get(&key) {
-            return Self::downcast::<R>(&state.entries[i].informer);
+            // The key holds the resource's TypeId, and the source fixes the object type for it.
+            return Arc::clone(&state.entries[i].informer)
+                .downcast::<SharedIndexInformer<O>>()
+                .expect("an informer's type is determined by its key");
         }
 
+        let selection = key.selection.clone();
+        let transform_name = key.transform.clone();
         let resync = options
             .resync
             .or_else(|| self.resync_for.get(&key.resource).copied())
             .unwrap_or(self.default_resync);
+        let parts = parts(&selection);
         let mut informer = SharedIndexInformer::new(
-            self.source.lister_watcher(&selection),
-            self.source.key_func(),
-            self.source.resource_version_func(),
+            parts.lister_watcher,
+            parts.key_func,
+            parts.resource_version_func,
             resync,
-            self.source.indexers(),
+            parts.indexers,
         )
         .with_name(describe(
-            type_name::<R>(),
+            dynamic.as_deref().unwrap_or(resource),
             &selection,
             transform_name.as_deref(),
         ))
         .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list));
-        if let Some(configure) = self
-            .configure
-            .get(&key.resource)
-            .and_then(|c| c.downcast_ref::<Configure<S::Object>>())
-        {
+        if let Some(configure) = configure {
             informer = configure(informer);
         }
         if let Some((_, transform)) = options.transform {
@@ -389,7 +546,8 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         }
         let informer = Arc::new(informer);
         state.entries.push(Entry {
-            resource: type_name::<R>(),
+            resource,
+            dynamic,
             selection,
             transform: transform_name,
             informer: Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
@@ -399,17 +557,6 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         let index = state.entries.len() - 1;
         state.by_key.insert(key, index);
         informer
-    }
-
-    fn downcast<R>(informer: &Arc<dyn Any + Send + Sync>) -> Arc<FactoryInformer<S, R>>
-    where
-        R: ?Sized + 'static,
-        S: ListerWatcherSource<R>,
-    {
-        // The key holds `R`'s TypeId, and the factory's `S` fixes the informer type for `R`.
-        Arc::clone(informer)
-            .downcast::<FactoryInformer<S, R>>()
-            .expect("an informer's type is determined by its key")
     }
 
     /// A typed lister on the shared informer of `R` with the factory's defaults (created if

@@ -15,6 +15,9 @@
 //! * [`SharedInformerFactory::informer`] / [`informer_with`](SharedInformerFactory::informer_with)
 //!   hand back the shared informer for a resource (with [`InformerOptions`]: namespace,
 //!   selectors, a named transform, a resync period);
+//! * [`informer_for(&resource)`](SharedInformerFactory::informer_for) does the same for a
+//!   resource named at run time by a value (a custom resource found by discovery), over a
+//!   [`DynamicListerWatcherSource`]: one informer per resource value and selection;
 //! * [`start`](SharedInformerFactory::start) (idempotent),
 //!   [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) (with or without a
 //!   timeout, returning a [`CacheSyncReport`]) and
@@ -84,7 +87,7 @@ mod sync_report;
 pub use crate::error::FactoryError;
 pub use crate::factory::{FactoryInformer, SharedInformerFactory};
 pub use crate::options::InformerOptions;
-pub use crate::source::{ListerWatcherSource, Selection};
+pub use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! [`ListerWatcherSource`]: where a factory gets the lister-watcher, key function and default
 //! indexes of each resource it is asked for.
 
+use std::fmt;
+use std::hash::Hash;
+
 use informer_controller::ResourceVersionFunc;
 use informer_reflector::ListerWatcher;
 use informer_store::{Indexers, KeyFunc};
@@ -78,6 +81,42 @@ pub trait ListerWatcherSource<R: ?Sized>: Send + Sync + 'static {
 
     /// The indexes each new informer of this resource starts with. None by default.
     fn indexers(&self) -> Indexers<Self::Object> {
+        Indexers::new()
+    }
+}
+
+/// A source of lister-watchers for resources named at run time by a value of type `P`, rather
+/// than by a Rust type: custom resources found by discovery, say (`informer-kube` serves
+/// `DynamicObject`s of a `DynamicResource` this way; client-go's `dynamicinformer`).
+///
+/// A factory asked for [`informer_for(&resource)`](crate::SharedInformerFactory::informer_for)
+/// shares informers per `P` value, selection and transform: two requests for equal resources
+/// get one informer, two different resources an informer each. The value's
+/// [`Display`](fmt::Display) names the informer (in its threads and in sync reports).
+///
+/// The methods are those of [`ListerWatcherSource`], each given the resource asked for.
+pub trait DynamicListerWatcherSource<P>: Send + Sync + 'static
+where
+    P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
+{
+    /// The objects the informer caches.
+    type Object: Send + Sync + 'static;
+    /// The lister-watcher the informer runs on.
+    type ListerWatcher: ListerWatcher<Self::Object> + 'static;
+
+    /// A lister-watcher for `resource` and `selection`. Called once per informer the factory
+    /// creates.
+    fn lister_watcher(&self, resource: &P, selection: &Selection) -> Self::ListerWatcher;
+
+    /// The cache key of an object of `resource`.
+    fn key_func(&self, resource: &P) -> KeyFunc<Self::Object>;
+
+    /// Reads an object's resource version, to tell a resync from a real update.
+    fn resource_version_func(&self, resource: &P) -> ResourceVersionFunc<Self::Object>;
+
+    /// The indexes each new informer of `resource` starts with. None by default.
+    fn indexers(&self, resource: &P) -> Indexers<Self::Object> {
+        let _ = resource;
         Indexers::new()
     }
 }

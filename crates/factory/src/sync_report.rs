@@ -11,6 +11,10 @@ use crate::source::Selection;
 pub struct InformerStatus {
     /// The resource type requested (its Rust type name).
     pub resource: &'static str,
+    /// For an informer asked for with
+    /// [`informer_for`](crate::SharedInformerFactory::informer_for): the resource, as its
+    /// value displays it (`resource` is then the value's type).
+    pub dynamic: Option<String>,
     /// What the informer lists and watches.
     pub selection: Selection,
     /// The name of its transform, if any.
@@ -35,7 +39,11 @@ impl fmt::Display for InformerStatus {
         write!(
             f,
             "{}: {state}",
-            describe(self.resource, &self.selection, self.transform.as_deref())
+            describe(
+                self.dynamic.as_deref().unwrap_or(self.resource),
+                &self.selection,
+                self.transform.as_deref()
+            )
         )
     }
 }
@@ -65,6 +73,25 @@ impl CacheSyncReport {
         self.informers
             .iter()
             .find(|i| i.resource == resource && &i.selection == selection)
+            .map(|i| i.synced)
+    }
+
+    /// Whether the informer of the resource named at run time by `resource` (see
+    /// [`informer_for`](crate::SharedInformerFactory::informer_for)) with `selection` has
+    /// synced; `None` if no such informer was started.
+    pub fn is_synced_for<P: fmt::Display>(
+        &self,
+        resource: &P,
+        selection: &Selection,
+    ) -> Option<bool> {
+        let (ty, name) = (std::any::type_name::<P>(), resource.to_string());
+        self.informers
+            .iter()
+            .find(|i| {
+                i.resource == ty
+                    && i.dynamic.as_deref() == Some(&*name)
+                    && &i.selection == selection
+            })
             .map(|i| i.synced)
     }
 }

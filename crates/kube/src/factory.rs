@@ -62,7 +62,10 @@ impl ApiScope for ClusterResourceScope {
 
 /// The [`ListerWatcherSource`] over a `kube::Client`: a [`KubeListerWatcher`] for every
 /// k8s-openapi (or derived custom) resource `K`, a [`MetadataListerWatcher`] for
-/// [`Metadata<K>`]. Every informer starts with the `namespace` index, as in client-go.
+/// [`Metadata<K>`], and a `KubeListerWatcher<DynamicObject>` for a
+/// [`DynamicResource`](crate::DynamicResource) known only at run time (through
+/// [`DynamicListerWatcherSource`](informer_factory::DynamicListerWatcherSource)). Every
+/// informer starts with the `namespace` index, as in client-go.
 #[derive(Clone)]
 pub struct KubeSource {
     client: Client,
@@ -118,7 +121,7 @@ impl KubeSource {
     }
 }
 
-fn resource_version_func<K: Resource + 'static>() -> ResourceVersionFunc<K> {
+pub(crate) fn resource_version_func<K: Resource + 'static>() -> ResourceVersionFunc<K> {
     Arc::new(|o: &K| o.meta().resource_version.as_deref())
 }
 

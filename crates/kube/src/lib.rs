@@ -19,6 +19,48 @@
 //!   `wait_for_cache_sync`, `shutdown`), on [`KubeSource`]; [`default_client`] builds the
 //!   client from the kubeconfig or the in-cluster service account, and [`LabelSelector`]
 //!   selects from a lister by labels.
+//! * [`DynamicResource`] names a resource known only at run time (an
+//!   [`ApiResource`](kube::discovery::ApiResource) and its scope), whose informer caches
+//!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
+//!
+//! # Resources known at run time
+//!
+//! A custom resource found by discovery has no Rust type to ask for. Describe it with a
+//! [`DynamicResource`] and ask the factory for `informer_for(&resource)`: the informer lists
+//! and watches through `Api::<DynamicObject>::namespaced_with` / `all_with`, keys objects
+//! `namespace/name` and starts with the `namespace` index. Requests for equal resources (and
+//! equal selections) share one informer; a different resource gets its own.
+//!
+//! ```no_run
+//! use informer_factory::InformerOptions;
+//! use informer_kube::{DynamicResource, KubeInformerFactory, KubeSource};
+//! use kube::api::GroupVersionKind;
+//! use kube::discovery::{self, ApiResource};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let source = KubeSource::try_default().await?;
+//! // From discovery...
+//! let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+//! let widgets = DynamicResource::from(discovery::pinned_kind(source.client(), &gvk).await?);
+//! // ... or described by hand.
+//! let gadgets = DynamicResource::cluster(ApiResource::from_gvk_with_plural(
+//!     &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+//!     "gadgets",
+//! ));
+//!
+//! let factory = KubeInformerFactory::new(source);
+//! let informer = factory.informer_for(&widgets);
+//! let in_prod = factory.informer_for_with(&widgets, InformerOptions::new().namespace("prod"));
+//! let gadget_lister = factory.lister_for(&gadgets);
+//! factory.start()?;
+//! assert!(factory.wait_for_cache_sync(None).await.all_synced());
+//! if let Some(w) = in_prod.lister().namespace("prod").get("w1") {
+//!     println!("w1: size {}", w.data["spec"]["size"]);
+//! }
+//! println!("{} widgets, {} gadgets", informer.lister().len(), gadget_lister.len());
+//! factory.shutdown().await?;
+//! # Ok(()) }
+//! ```
 //!
 //! # Example
 //!
@@ -70,6 +112,7 @@
 //! in your application's own k8s-openapi dependency.
 
 mod check;
+mod dynamic;
 mod error;
 mod factory;
 mod key;
@@ -77,6 +120,7 @@ mod lister_watcher;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
+pub use crate::dynamic::DynamicResource;
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{
     ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
@@ -96,6 +140,8 @@ mod send_sync {
     const fn assert_send_sync<T: Send + Sync>() {}
     const _: () = assert_send_sync::<KubeListerWatcher<Pod>>();
     const _: () = assert_send_sync::<MetadataListerWatcher<Pod>>();
+    const _: () = assert_send_sync::<KubeListerWatcher<kube::api::DynamicObject>>();
+    const _: () = assert_send_sync::<DynamicResource>();
     const _: () = assert_send_sync::<KubeInformerFactory>();
     const _: () = assert_send_sync::<informer_controller::SharedIndexInformer<Pod>>();
     const _: () = assert_send_sync::<
