@@ -38,7 +38,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
     // The index function: a pod is filed under the name of its node; an unscheduled pod, nowhere.
-    pods.add_indexers(indexers([(
+    // Registering it gives a typed handle, so a lookup cannot name an index that is not there.
+    let by_node = pods.add_index(
         "node",
         index_func(|p: &Pod| {
             Ok(p.spec
@@ -47,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .map(IndexValues::one)
                 .unwrap_or_default())
         }),
-    )]))?;
+    )?;
     factory.start()?;
     let report = factory
         .wait_for_cache_sync(Some(Duration::from_secs(30)))
@@ -56,15 +57,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     // The lookups: the keys of a node's pods, every node indexed, the pods of each.
     let on_node = |node: &str| -> Result<Vec<String>, informers::store::Error> {
-        pods.lister().index_keys("node", node)
+        pods.lister().lookup_keys(&by_node, node)
     };
     println!("node-1 runs {:?}", on_node("node-1")?);
-    let mut nodes = pods.lister().index_values("node");
+    let mut nodes = pods.lister().index_values(by_node.name());
     nodes.sort();
     for node in nodes {
         println!(
             "{node}: {} pods",
-            pods.lister().by_index("node", &node)?.len()
+            pods.lister().lookup(&by_node, &node)?.len()
         );
     }
 

@@ -758,7 +758,9 @@ where
             upstream: Arc::clone(&self.upstream),
             synced: false,
         };
-        let result = controller.run(stop, apply).await;
+        // Every log line of the run (the reflector's included) carries the informer's name.
+        let span = tracing::info_span!("informer", name = %self.name);
+        let result = tracing::Instrument::instrument(controller.run(stop, apply), span).await;
 
         for worker in self.stop_handlers() {
             worker.join().await;

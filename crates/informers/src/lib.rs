@@ -176,7 +176,9 @@ pub mod prelude {
     #[cfg(feature = "fifo")]
     pub use informer_fifo::DeletedObject;
     #[cfg(feature = "kube")]
-    pub use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
+    pub use informer_kube::{
+        DynamicResource, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
+    };
     #[cfg(feature = "store")]
     pub use informer_store::{
         Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,
