@@ -156,6 +156,23 @@ async fn shutting_the_runtime_down_stops_every_thread() {
     no_informer_threads_left("every thread ends with the runtime").await;
 }
 
+/// The DeltaFifo controller of the controller-level tests, over `source`.
+fn controller_over(
+    source: &Arc<ChannelSource>,
+) -> (
+    Arc<informer_fifo::DeltaFifo<Obj>>,
+    Arc<informer_controller::Controller<Obj, Arc<ChannelSource>, informer_fifo::DeltaFifo<Obj>>>,
+) {
+    let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
+        |o: &Obj| Ok(key(o)),
+    )));
+    let controller = Arc::new(informer_controller::Controller::new(
+        Arc::clone(&queue),
+        informer_reflector::Reflector::new(Arc::clone(source), Arc::clone(&queue)),
+    ));
+    (queue, controller)
+}
+
 /// The pop loop of a controller over `source`, counting what it processes; the end of its
 /// first batch holds it until `release` (the queue's lock is free then, so the reflector goes
 /// on), after telling `entered`.
@@ -192,13 +209,7 @@ async fn stop_does_not_drain_a_long_queue() {
         LISTED,
     );
     let watch = source.open_watch();
-    let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
-        |o: &Obj| Ok(key(o)),
-    )));
-    let controller = Arc::new(informer_controller::Controller::new(
-        Arc::clone(&queue),
-        informer_reflector::Reflector::new(Arc::clone(&source), Arc::clone(&queue)),
-    ));
+    let (_queue, controller) = controller_over(&source);
     let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
     let processed = Arc::new(AtomicUsize::new(0));
@@ -243,13 +254,7 @@ async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let watch = source.open_watch();
-    let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
-        |o: &Obj| Ok(key(o)),
-    )));
-    let controller = Arc::new(informer_controller::Controller::new(
-        Arc::clone(&queue),
-        informer_reflector::Reflector::new(Arc::clone(&source), Arc::clone(&queue)),
-    ));
+    let (queue, controller) = controller_over(&source);
     let stop = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn({
         let (controller, stop) = (Arc::clone(&controller), stop.clone());
