@@ -156,13 +156,11 @@ async fn shutting_the_runtime_down_stops_every_thread() {
     no_informer_threads_left("every thread ends with the runtime").await;
 }
 
+type Fifo = informer_fifo::DeltaFifo<Obj>;
+type FifoController = informer_controller::Controller<Obj, Arc<ChannelSource>, Fifo>;
+
 /// The DeltaFifo controller of the controller-level tests, over `source`.
-fn controller_over(
-    source: &Arc<ChannelSource>,
-) -> (
-    Arc<informer_fifo::DeltaFifo<Obj>>,
-    Arc<informer_controller::Controller<Obj, Arc<ChannelSource>, informer_fifo::DeltaFifo<Obj>>>,
-) {
+fn controller_over(source: &Arc<ChannelSource>) -> (Arc<Fifo>, Arc<FifoController>) {
     let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
         |o: &Obj| Ok(key(o)),
     )));
