@@ -33,6 +33,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
+    // A handler tells when web-2 has arrived: it hears of a change after the cache has it.
+    let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
+    let arrived_tx = std::sync::Mutex::new(Some(arrived_tx));
+    pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add(
+        move |p: &std::sync::Arc<Pod>, _| {
+            if p.metadata.name.as_deref() == Some("web-2")
+                && let Some(tx) = arrived_tx.lock().ok().and_then(|mut tx| tx.take())
+            {
+                let _ = tx.send(());
+            }
+        },
+    ))?;
     factory.start()?;
     let report = factory
         .wait_for_cache_sync(Some(Duration::from_secs(30)))
@@ -44,15 +56,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A change after the sync reaches the cache through the watch.
     server.create(&pod("web-2", "node-1"))?;
-    let lister = factory.lister::<Pod>();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while lister.namespace("default").get("web-2").is_none() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "web-2 never reached the cache"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    tokio::time::timeout(Duration::from_secs(30), arrived)
+        .await
+        .map_err(|_| "web-2 never reached the cache")??;
+    assert!(pods.lister().namespace("default").get("web-2").is_some());
 
     factory.shutdown().await?;
     server.shutdown().await;
