@@ -61,16 +61,7 @@ fn server_state(server: &ApiServer) -> BTreeMap<String, String> {
     pods.iter().map(|p| (key_of(p), rv_of(p))).collect()
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use informer_testing::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_converges_through_kube_client_despite_faults() {

@@ -59,16 +59,7 @@ fn size(o: &DynamicObject) -> u64 {
     o.data["spec"]["size"].as_u64().unwrap()
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + LONG;
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use informer_testing::eventually;
 
 async fn server() -> ApiServer {
     let config = Config::for_tests(Duration::from_millis(200))

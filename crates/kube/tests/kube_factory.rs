@@ -27,16 +27,7 @@ fn node(name: &str) -> Node {
     serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap()
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + LONG;
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use informer_testing::eventually;
 
 async fn server() -> ApiServer {
     let server = ApiServer::start(Config::for_tests(Duration::from_millis(200)))

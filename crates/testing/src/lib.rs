@@ -45,6 +45,20 @@ pub mod kube {
     pub mod model;
 }
 
+/// Waits (in real time, without a paused clock) until `cond` holds, looking every few
+/// milliseconds; panics naming `what` after 20 seconds. For tests whose condition changes on
+/// threads or servers outside the test's control, where no signal exists to wait on.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 /// Runs `check` on every file of the committed fuzz corpus `fuzz/corpus/<target>` of this
 /// repository, naming each file on stderr first (so a panic says which input), and returns how
 /// many there were.

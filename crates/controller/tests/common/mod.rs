@@ -346,17 +346,8 @@ impl ResourceEventHandler<Obj> for Recorder {
     }
 }
 
-/// Waits (real time) until `cond` holds; panics with `what` after 10 seconds.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
+#[allow(unused_imports, reason = "each test binary uses a different part")]
+pub use informer_testing::eventually;
 
 /// Runs `informer` on a task; returns the stop token and the task.
 pub fn start(
