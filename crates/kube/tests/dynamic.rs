@@ -139,7 +139,7 @@ async fn dynamic_informers_list_watch_index_and_share_per_resource() {
 
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (adds, updates, deletes) = (seen.clone(), seen.clone(), seen.clone());
-    informer
+    let registration = informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new()
                 .with_add(move |o: &Arc<DynamicObject>, initial| {
@@ -192,6 +192,8 @@ async fn dynamic_informers_list_watch_index_and_share_per_resource() {
             .unwrap(),
         ["g1"]
     );
+    // The informer's sync says the cache has the list; the handler's says it has handled it.
+    assert!(registration.wait_for_sync_timeout(LONG).await);
     {
         let mut initial = seen.lock().drain(..).collect::<Vec<_>>();
         initial.sort_by_key(|s| format!("{s:?}"));
