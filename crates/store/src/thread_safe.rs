@@ -36,8 +36,14 @@ use crate::value_index::{SlotId, ValueIndex};
 /// set past a few thousand members). A key is stored once; an index lookup reads objects straight
 /// out of the slot array.
 ///
-/// Reads take a shared lock and release it before returning; no user function runs while a
-/// read lock is held except the index function inside [`Indexer::index`].
+/// No user function runs under the store's lock, so a slow key or index function never holds
+/// up readers (or the queue reading the cache back) or other writers: a write computes the key
+/// and every index value first, then takes the write lock only to file them; `replace` builds
+/// its whole new content and indexes aside; [`Indexer::index`] computes the object's values
+/// before it takes the read lock. The exceptions are [`Indexer::add_indexers`], which indexes
+/// the stored objects under the write lock, and a write that an `add_indexers` overtook between
+/// computing and locking: it computes the new indexes' values under the lock. Reads take a
+/// shared lock and release it before returning.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -76,10 +82,15 @@ struct Items<K> {
 struct Inner<K> {
     items: Items<K>,
     indexes: Vec<Index<K>>,
-    /// Bumped whenever the set of index functions changes.
-    generation: u64,
+    /// The name and function of every index, in `indexes` order: what a write snapshots (one
+    /// reference count) to compute index values outside the lock. Replaced, never changed in
+    /// place, whenever an index is added; indexes are only ever appended.
+    funcs: IndexFuncs<K>,
     resource_version: Option<String>,
 }
+
+/// See [`Inner::funcs`].
+type IndexFuncs<K> = Arc<[(String, IndexFunc<K>)]>;
 
 struct Index<K> {
     name: String,
@@ -219,7 +230,7 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
 
     /// An empty store with the given indexes.
     pub fn with_indexers(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
-        let indexes = indexers
+        let indexes: Vec<Index<K>> = indexers
             .into_iter()
             .map(|(name, func)| Index {
                 name,
@@ -231,8 +242,8 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
             key_func,
             inner: RwLock::new(Inner {
                 items: Items::with_capacity(0),
+                funcs: funcs_of(&indexes),
                 indexes,
-                generation: 0,
                 resource_version: None,
             }),
         }
@@ -250,18 +261,67 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
 
     fn put(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let key = call_key_func(&self.key_func, &obj)?;
-        self.inner.write().upsert(Cow::Owned(key), obj)
+        self.upsert_keyed(Cow::Owned(key), obj)
+    }
+
+    /// Stores `obj` under `key`; returns the object it replaced.
+    ///
+    /// Every index value is computed first, outside the lock, with a snapshot of the index
+    /// functions (a failure leaves the store untouched); the write lock is taken only to file
+    /// them. An index added in between (its functions are appended) is computed under the lock.
+    fn upsert_keyed(&self, key: Cow<'_, str>, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+        let funcs = Arc::clone(&self.inner.read().funcs);
+        let mut values: SmallVec<[IndexValues<'_>; 4]> = SmallVec::with_capacity(funcs.len());
+        for (name, func) in funcs.iter() {
+            values.push(call_index_func(name, func, &key, &*obj)?);
+        }
+        let mut inner = self.inner.write();
+        if !Arc::ptr_eq(&inner.funcs, &funcs) {
+            let appended = inner.funcs.len() >= funcs.len()
+                && inner
+                    .funcs
+                    .iter()
+                    .zip(funcs.iter())
+                    .all(|(now, then)| now.0 == then.0 && Arc::ptr_eq(&now.1, &then.1));
+            if !appended {
+                values.clear();
+            }
+            for (name, func) in &inner.funcs[values.len()..] {
+                values.push(call_index_func(name, func, &key, &*obj)?);
+            }
+        }
+        let (hash, existing) = inner.file(&key, values);
+        Ok(inner.store(hash, existing, key, obj))
     }
 }
 
-fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexValues<'a>> {
-    let values = catch_panic(|| (index.func)(obj))
-        .unwrap_or_else(|panicked| Err(Box::new(panicked) as BoxError));
+/// What `func` (the index `name`) yields for `obj`, filed under `key`; a failure or a panic is an
+/// [`Error::IndexFunc`].
+fn call_index_func<'a, K>(
+    name: &str,
+    func: &IndexFunc<K>,
+    key: &str,
+    obj: &'a K,
+) -> Result<IndexValues<'a>> {
+    let values =
+        catch_panic(|| func(obj)).unwrap_or_else(|panicked| Err(Box::new(panicked) as BoxError));
     values.map_err(|source| Error::IndexFunc {
-        index: index.name.clone(),
+        index: name.to_owned(),
         key: key.to_owned(),
         source,
     })
+}
+
+fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexValues<'a>> {
+    call_index_func(&index.name, &index.func, key, obj)
+}
+
+/// The names and functions of `indexes`, in order.
+fn funcs_of<K>(indexes: &[Index<K>]) -> IndexFuncs<K> {
+    indexes
+        .iter()
+        .map(|i| (i.name.clone(), Arc::clone(&i.func)))
+        .collect()
 }
 
 impl<K> Index<K> {
@@ -288,36 +348,47 @@ impl<K> Inner<K> {
             .ok_or_else(|| Error::UnknownIndex(name.to_owned()))
     }
 
-    /// Stores `obj` under `key`; returns the object it replaced.
-    fn upsert(&mut self, key: Cow<'_, str>, obj: Arc<K>) -> Result<Option<Arc<K>>> {
+    /// The first half of an upsert: files the slot `key` has (or will have) under `values`
+    /// (one per index, in order: what each index function yields for the new object). Returns
+    /// `key`'s hash and its slot, if it is stored, for [`store`](Self::store).
+    ///
+    /// The old values are not computed: each index recorded them when the slot was filed.
+    fn file(&mut self, key: &str, values: SmallVec<[IndexValues<'_>; 4]>) -> (u64, Option<SlotId>) {
+        debug_assert_eq!(values.len(), self.indexes.len());
         let Inner { items, indexes, .. } = self;
-        let hash = items.hash(&key);
-        let existing = items.find_hashed(hash, &key);
+        let hash = items.hash(key);
+        let existing = items.find_hashed(hash, key);
         if !indexes.is_empty() {
-            // Compute every index value first: a failure must leave the indexes untouched. The
-            // old values are not computed: each index recorded them when the slot was filed.
-            let mut changes: SmallVec<[IndexValues<'_>; 4]> =
-                SmallVec::with_capacity(indexes.len());
-            for index in indexes.iter() {
-                changes.push(index_values(index, &key, &*obj)?);
-            }
             // The slot an object will occupy is known before it is stored.
             let id = match existing {
                 Some(id) => id,
                 None => items.next_id(),
             };
-            for (index, values) in indexes.iter_mut().zip(changes) {
+            for (index, values) in indexes.iter_mut().zip(values) {
                 index.values.set(id, values);
             }
         }
+        (hash, existing)
+    }
+
+    /// The second half of an upsert (right after [`file`](Self::file)): stores `obj` under `key`;
+    /// returns the object it replaced.
+    fn store(
+        &mut self,
+        hash: u64,
+        existing: Option<SlotId>,
+        key: Cow<'_, str>,
+        obj: Arc<K>,
+    ) -> Option<Arc<K>> {
+        let items = &mut self.items;
         match existing
             .and_then(|id| items.slots.get_mut(id as usize))
             .and_then(Option::as_mut)
         {
-            Some(slot) => Ok(Some(std::mem::replace(&mut slot.obj, obj))),
+            Some(slot) => Some(std::mem::replace(&mut slot.obj, obj)),
             None => {
                 items.insert_new(hash, key.into_owned().into_boxed_str(), obj);
-                Ok(None)
+                None
             }
         }
     }
@@ -365,25 +436,17 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for ThreadSafeStore<K> {
         }
         // Index outside the lock with a snapshot of the index functions; redo under the lock only
         // if the functions changed meanwhile.
-        let snapshot = |inner: &Inner<K>| -> (Vec<(String, IndexFunc<K>)>, u64) {
-            let funcs = inner
-                .indexes
-                .iter()
-                .map(|i| (i.name.clone(), Arc::clone(&i.func)))
-                .collect();
-            (funcs, inner.generation)
-        };
         let build_all = |funcs: &[(String, IndexFunc<K>)], items: &Items<K>| {
             funcs
                 .iter()
                 .map(|(name, func)| Index::build(name, func, items))
                 .collect::<Result<Vec<_>>>()
         };
-        let (funcs, generation) = snapshot(&self.inner.read());
+        let funcs = Arc::clone(&self.inner.read().funcs);
         let mut indexes = build_all(&funcs, &items)?;
         let mut inner = self.inner.write();
-        if inner.generation != generation {
-            indexes = build_all(&snapshot(&inner).0, &items)?;
+        if !Arc::ptr_eq(&inner.funcs, &funcs) {
+            indexes = build_all(&inner.funcs, &items)?;
         }
         inner.items = items;
         inner.indexes = indexes;
@@ -432,7 +495,7 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
     }
 
     fn upsert_with_key(&self, key: &str, obj: Arc<K>) -> Result<Option<Arc<K>>> {
-        self.inner.write().upsert(Cow::Borrowed(key), obj)
+        self.upsert_keyed(Cow::Borrowed(key), obj)
     }
 
     fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
@@ -450,9 +513,16 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
 
 impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
     fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>> {
+        // The object's values first, outside the lock. Indexes are never removed or renamed, so
+        // the one found by name under the lock has the function used.
+        let funcs = Arc::clone(&self.inner.read().funcs);
+        let (name, func) = funcs
+            .iter()
+            .find(|(name, _)| name == index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let values = call_index_func(name, func, "", obj)?;
         let inner = self.inner.read();
         let index = inner.index(index_name)?;
-        let values = index_values(index, "", obj)?;
         Ok(match values.as_slice() {
             [] => Vec::new(),
             [value] => index
@@ -522,7 +592,7 @@ impl<K: Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
             .map(|(name, func)| Index::build(name, func, &inner.items))
             .collect::<Result<Vec<_>>>()?;
         inner.indexes.extend(added);
-        inner.generation += 1;
+        inner.funcs = funcs_of(&inner.indexes);
         Ok(())
     }
 
