@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::intake::Intake;
 use crate::keyed::{Keyed, SlotId};
 use crate::queue::{RefusalHandler, TransformFunc};
-use crate::shared::{Pending, Shared};
+use crate::shared::{Guarded, Pending, Shared};
 use crate::tombstone::DeletedObject;
 
 /// How a [`DeltaFifo`] is built, beyond its key function.
@@ -110,12 +110,22 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
 ///   for every known key the list lacks that has nothing queued, carrying the cache's object.
 /// * `resync` queues [`Sync`](DeltaType::Sync) with the cache's object for every known key with
 ///   nothing queued (a queued change is newer than the cache).
-/// * [`has_synced`](crate::Queue::has_synced) becomes true once everything the first `replace` queued
-///   (deletions included) has been popped, or at once if a write comes before any `replace`.
-/// * Keys and transforms are computed before anything is queued. An object whose key function
-///   or transform fails (or panics) is refused as the [`Queue`](crate::Queue) contract says: a
-///   refused `add`/`update`/`delete` of a cached or queued key queues a tombstone for it instead;
-///   `replace` leaves the refused objects out of the list and applies the rest.
+/// * A key popped whose `process` has not returned is *in flight* (see [`Queue`](crate::Queue)):
+///   the rules above read it as the cache will have it once its deltas are applied. So a
+///   `delete` of it is queued unless its newest delta is a deletion; `replace` tombstones it, if
+///   the list lacks it and nothing is queued for it, with its newest object (first among the known
+///   keys), unless its newest delta is a deletion; `resync` skips it.
+/// * [`has_synced`](crate::Queue::has_synced) becomes true once everything the first `replace`
+///   queued (deletions included) has been popped and processed (`process` returned), or at once
+///   if a write comes before any `replace`.
+/// * Keys and transforms are computed before anything is queued, outside the lock (a `delete`
+///   checks the key, transforms outside the lock, then checks again: an ignored delete never runs
+///   the transform). An object whose key function or transform fails (or panics) is refused as
+///   the [`Queue`](crate::Queue) contract says: a refused `add`/`update`/`delete` of a cached (or
+///   in-flight) or queued key queues a tombstone for it instead; `replace` leaves the refused
+///   objects out of the list and applies the rest.
+/// * If `process` panics in the middle of a batch, a key put back at the front that was queued
+///   again meanwhile keeps one entry: the deltas put back, then the newer ones.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -136,7 +146,7 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
 pub struct DeltaFifo<K> {
     intake: Intake<K>,
     emit_delta_type_replaced: bool,
-    shared: Shared<Keyed<K>>,
+    shared: Shared<K, Keyed<K>>,
 }
 
 impl<K: Send + Sync + 'static> DeltaFifo<K> {
@@ -200,28 +210,35 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         let mut state = self.shared.lock();
         state.populated = true;
         state.pending.queue_delta(key, Delta::new(kind, obj));
-        drop(state);
-        self.shared.notify_one();
+        self.shared.queued(state, false);
         Ok(())
     }
 
-    /// A version of `key` was refused (`err`): if the key is queued or cached, queue a
-    /// tombstone with its last known state, so the superseded version is not kept as current.
-    /// Reports the refusal and hands the error back.
+    /// A version of `key` was refused (`err`): if the key is queued or cached (or in flight, as
+    /// the cache will have it), queue a tombstone with its last known state, so the superseded
+    /// version is not kept as current. Reports the refusal and hands the error back.
     fn withdraw(&self, key: String, err: Error) -> Error {
         let mut state = self.shared.lock();
         let last = match state.pending.get(&key) {
             Some(deltas) => Some(deltas.newest().object().cloned()),
-            None => self.intake.known(&key).map(Some),
+            None => self.intake.known(&state.in_flight, &key).map(Some),
         };
-        if let Some(last) = last {
-            state.populated = true;
-            let tombstone = Delta::tombstone(key.as_str(), last);
-            state.pending.queue_delta(key, tombstone);
-            drop(state);
-            self.shared.notify_one();
+        match last {
+            Some(last) => {
+                state.populated = true;
+                let tombstone = Delta::tombstone(key.as_str(), last);
+                state.pending.queue_delta(key, tombstone);
+                self.shared.queued(state, false);
+            }
+            None => drop(state),
         }
         self.intake.refuse(err)
+    }
+
+    /// Whether a delete of `key` has nothing to tell the consumer: the key is neither queued nor
+    /// known (a key in flight counts as known unless its newest change is a deletion).
+    fn ignores_delete(&self, state: &Guarded<K, Keyed<K>>, key: &str) -> bool {
+        !state.pending.contains(key) && self.intake.known(&state.in_flight, key).is_none()
     }
 }
 
@@ -239,25 +256,34 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn delete(&self, obj: Arc<K>) -> Result<()> {
         let key = self.intake.key(&obj)?;
         let mut state = self.shared.lock();
-        if !state.pending.contains(&key) && self.intake.known(&key).is_none() {
+        if self.ignores_delete(&state, &key) {
             // Already reported (by a relist), or never seen: nothing to tell the consumer.
             state.populated = true;
             return Ok(());
         }
-        // Transformed under the lock, after the check, so an ignored delete never runs it.
-        let obj = match self.intake.transform(&key, obj) {
-            Ok(obj) => obj,
-            Err(err) => {
-                drop(state);
-                return Err(self.withdraw(key, err));
+        let obj = if self.intake.transform.is_some() {
+            // Transformed outside the lock, after the check, so an ignored delete never runs it;
+            // checked again once transformed, as the key may have been popped and deleted
+            // meanwhile.
+            drop(state);
+            let obj = match self.intake.transform(&key, obj) {
+                Ok(obj) => obj,
+                Err(err) => return Err(self.withdraw(key, err)),
+            };
+            state = self.shared.lock();
+            if self.ignores_delete(&state, &key) {
+                state.populated = true;
+                return Ok(());
             }
+            obj
+        } else {
+            obj
         };
         state.populated = true;
         state
             .pending
             .queue_delta(key, Delta::Deleted(DeletedObject::Object(obj)));
-        drop(state);
-        self.shared.notify_one();
+        self.shared.queued(state, false);
         Ok(())
     }
 
@@ -287,18 +313,36 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
                 )
             })
             .collect();
-        // Known keys the list lacks and nothing is queued for, with the cache's object.
+        // Known keys the list lacks and nothing is queued for: first the keys in flight, as
+        // the cache will have them (with their newest object, unless it is a deletion), then
+        // the cache's other keys, with the cache's object.
         let known_deletions: Vec<(String, Delta<K>)> = match &self.intake.known_objects {
             None => Vec::new(),
-            Some(known) => known
-                .list_keys()
-                .into_iter()
-                .filter(|key| !new_keys.contains(key.as_str()) && !state.pending.contains(key))
-                .map(|key| {
-                    let delta = Delta::tombstone(key.as_str(), known.get_by_key(&key));
-                    (key, delta)
-                })
-                .collect(),
+            Some(known) => {
+                let unlisted = |key: &str| !new_keys.contains(key) && !state.pending.contains(key);
+                let mut deletions: Vec<(String, Delta<K>)> = state
+                    .in_flight
+                    .latest()
+                    .into_iter()
+                    .filter(|(key, _)| unlisted(key))
+                    .filter_map(|(key, last)| {
+                        let last = Arc::clone(last?);
+                        Some((key.to_owned(), Delta::tombstone(key, Some(last))))
+                    })
+                    .collect();
+                let in_flight = state.in_flight.keys();
+                deletions.extend(
+                    known
+                        .list_keys()
+                        .into_iter()
+                        .filter(|key| unlisted(key) && !in_flight.contains(key.as_str()))
+                        .map(|key| {
+                            let delta = Delta::tombstone(key.as_str(), known.get_by_key(&key));
+                            (key, delta)
+                        }),
+                );
+                deletions
+            }
         };
         drop(new_keys);
 
@@ -314,8 +358,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
             state.pending.queue_delta(key, delta);
         }
         state.replaced(unique_listed + deletions);
-        drop(state);
-        self.shared.notify_all();
+        self.shared.queued(state, true);
         Ok(())
     }
 
@@ -324,22 +367,27 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
             return Ok(());
         };
         let mut state = self.shared.lock();
-        let mut queued = false;
-        for key in known.list_keys() {
-            // A queued change is newer than the cache: re-delivering the cache would go back in
-            // time.
-            if state.pending.contains(&key) {
-                continue;
-            }
-            if let Some(obj) = known.get_by_key(&key) {
-                state.pending.queue_delta(key, Delta::Sync(obj));
-                queued = true;
+        let mut syncs = Vec::new();
+        {
+            let in_flight = state.in_flight.keys();
+            for key in known.list_keys() {
+                // A queued change is newer than the cache, and so is one in flight (the cache
+                // does not have it yet): re-delivering the cache would go back in time.
+                if state.pending.contains(&key) || in_flight.contains(key.as_str()) {
+                    continue;
+                }
+                if let Some(obj) = known.get_by_key(&key) {
+                    syncs.push((key, obj));
+                }
             }
         }
-        drop(state);
-        if queued {
-            self.shared.notify_all();
+        if syncs.is_empty() {
+            return Ok(());
         }
+        for (key, obj) in syncs {
+            state.pending.queue_delta(key, Delta::Sync(obj));
+        }
+        self.shared.queued(state, true);
         Ok(())
     }
 }

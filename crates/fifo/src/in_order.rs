@@ -68,7 +68,8 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
 }
 
 /// A queue that keeps every change, in arrival order, with no coalescing (the idea of client-go's
-/// `RealFIFO`, in its non-atomic flavour, which reads the cache back as [`KnownObjects`]).
+/// `RealFIFO`, in its non-atomic flavour, which reads the cache back as [`KnownObjects`], with
+/// its `UnlockWhileProcessing` behaviour: `process` runs with the lock released).
 ///
 /// * Every write is one event; `pop` delivers one event at a time (a [`Deltas`] of length one),
 ///   in the order the writes were made. Nothing is merged or deduplicated.
@@ -79,14 +80,19 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
 ///   event is already a deletion; then for each known key the list lacks that nothing queued
 ///   names, a tombstone with the cache's object.
 /// * `resync` queues [`Sync`](DeltaType::Sync) for each known key that nothing queued names.
+/// * An event popped whose `process` has not returned is *in flight* (see
+///   [`Queue`](crate::Queue)): for a key with nothing queued, the rules above read its last
+///   event in flight (a batch may hold several) as the cache will have it once applied. So
+///   `replace` tombstones it, if the list lacks it, with that event's object (first among the
+///   known keys), unless that event is a deletion; `resync` skips it.
 /// * An object whose key function or transform fails (or panics) is refused as the
 ///   [`Queue`](crate::Queue) contract says: a refused write of a key whose last queued event (or,
-///   with nothing queued, the cache) holds an object queues a tombstone for it instead; `replace`
-///   leaves the refused objects out of the list and applies the rest.
+///   with nothing queued, its last event in flight, else the cache) holds an object queues a
+///   tombstone for it instead; `replace` leaves the refused objects out of the list and applies
+///   the rest.
 /// * The first `replace` counts the whole queue as the initial list: `has_synced` turns true once
-///   everything queued up to and including it has been popped. (client-go decrements that count
-///   after `process` returns, this queue before calling it: nobody can tell, as `has_synced`
-///   needs the lock `process` runs under, and a panicking item still counts as popped.)
+///   everything queued up to and including it has been popped and processed. As in client-go,
+///   the count falls after `process` returns (a panicking event still counts as popped).
 ///
 /// Use it when a consumer must see every intermediate state (audit, event forwarding); use
 /// [`DeltaFifo`](crate::DeltaFifo) to let a slow consumer skip ahead per key.
@@ -108,7 +114,7 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
 /// ```
 pub struct InOrderFifo<K> {
     intake: Intake<K>,
-    shared: Shared<Log<K>>,
+    shared: Shared<K, Log<K>>,
 }
 
 /// Every event not yet popped, oldest first, with its key.
@@ -123,6 +129,17 @@ impl<K> Pending<K> for Log<K> {
 
     fn len(&self) -> usize {
         self.0.len()
+    }
+
+    fn put_front(&mut self, deltas: Deltas<K>) -> Option<usize> {
+        // One event per `Deltas` (this queue never merges); several would go back in order.
+        let (key, deltas) = deltas.into_parts();
+        let key = key.unwrap_or_default();
+        let mut deltas: Vec<Delta<K>> = deltas.collect();
+        while let Some(delta) = deltas.pop() {
+            self.0.push_front((key.clone(), delta));
+        }
+        None
     }
 }
 
@@ -170,29 +187,31 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         let mut state = self.shared.lock();
         state.populated = true;
         state.pending.0.push_back((key, Delta::new(kind, obj)));
-        drop(state);
-        self.shared.notify_one();
+        self.shared.queued(state, false);
         Ok(())
     }
 }
 
 impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// A version of `key` was refused (`err`): if the key's latest state (its last queued event,
-    /// else the cache) holds an object, queue a tombstone with it, so the superseded version is
-    /// not kept as current. Reports the refusal and hands the error back.
+    /// else the cache, as it will be once the changes in flight are applied) holds an object,
+    /// queue a tombstone with it, so the superseded version is not kept as current. Reports the
+    /// refusal and hands the error back.
     fn withdraw(&self, key: String, err: Error) -> Error {
         let mut state = self.shared.lock();
         let last = match state.pending.0.iter().rev().find(|(k, _)| *k == key) {
             Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
             Some((_, delta)) => Some(delta.object().cloned()),
-            None => self.intake.known(&key).map(Some),
+            None => self.intake.known(&state.in_flight, &key).map(Some),
         };
-        if let Some(last) = last {
-            state.populated = true;
-            let tombstone = Delta::tombstone(key.as_str(), last);
-            state.pending.0.push_back((key, tombstone));
-            drop(state);
-            self.shared.notify_one();
+        match last {
+            Some(last) => {
+                state.populated = true;
+                let tombstone = Delta::tombstone(key.as_str(), last);
+                state.pending.0.push_back((key, tombstone));
+                self.shared.queued(state, false);
+            }
+            None => drop(state),
         }
         self.intake.refuse(err)
     }
@@ -238,8 +257,18 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
             }
         }
         if let Some(known) = &self.intake.known_objects {
+            let unlisted = |key: &str| !new_keys.contains(key) && !last.contains_key(key);
+            // The keys in flight, as the cache will have them: their newest object, unless
+            // their newest event is a deletion.
+            for (key, newest) in state.in_flight.latest() {
+                if let (true, Some(obj)) = (unlisted(key), newest) {
+                    let delta = Delta::tombstone(key, Some(Arc::clone(obj)));
+                    deletions.push((key.to_owned(), delta));
+                }
+            }
+            let in_flight = state.in_flight.keys();
             for key in known.list_keys() {
-                if !new_keys.contains(key.as_str()) && !last.contains_key(key.as_str()) {
+                if unlisted(&key) && !in_flight.contains(key.as_str()) {
                     let obj = known.get_by_key(&key);
                     let delta = Delta::tombstone(key.as_str(), obj);
                     deletions.push((key, delta));
@@ -256,8 +285,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
         }
         let queued = state.pending.0.len();
         state.replaced(queued);
-        drop(state);
-        self.shared.notify_all();
+        self.shared.queued(state, true);
         Ok(())
     }
 
@@ -266,25 +294,26 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
             return Ok(());
         };
         let mut state = self.shared.lock();
-        let queued: HashSet<&str, RandomState> = state
+        // A key queued or in flight has a change newer than the cache.
+        let skipped: HashSet<&str, RandomState> = state
             .pending
             .0
             .iter()
             .map(|(key, _)| key.as_str())
+            .chain(state.in_flight.keys())
             .collect();
         let syncs: Vec<_> = known
             .list_keys()
             .into_iter()
-            .filter(|key| !queued.contains(key.as_str()))
+            .filter(|key| !skipped.contains(key.as_str()))
             .filter_map(|key| known.get_by_key(&key).map(|obj| (key, Delta::Sync(obj))))
             .collect();
-        drop(queued);
-        let any = !syncs.is_empty();
-        state.pending.0.extend(syncs);
-        drop(state);
-        if any {
-            self.shared.notify_all();
+        drop(skipped);
+        if syncs.is_empty() {
+            return Ok(());
         }
+        state.pending.0.extend(syncs);
+        self.shared.queued(state, true);
         Ok(())
     }
 }

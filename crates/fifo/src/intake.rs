@@ -8,6 +8,7 @@ use informer_store::{BoxError, KeyFunc, KnownObjects, call_key_func, catch_panic
 
 use crate::error::{Error, Result};
 use crate::queue::{RefusalHandler, TransformFunc};
+use crate::shared::InFlight;
 
 /// A queue's key function, optional transform, optional cache and refusal handler.
 pub(crate) struct Intake<K> {
@@ -65,9 +66,15 @@ impl<K> Intake<K> {
         err
     }
 
-    /// The cache's object for `key`, if there is a cache and it has one.
-    pub(crate) fn known(&self, key: &str) -> Option<Arc<K>> {
-        self.known_objects.as_ref()?.get_by_key(key)
+    /// The cache's object for `key`, if there is a cache and it has one, as the cache will be
+    /// once the changes in flight are applied: a key in flight is read from `in_flight` (its
+    /// newest object, or none after a deletion), not from the cache, which may not have it yet.
+    pub(crate) fn known(&self, in_flight: &InFlight<K>, key: &str) -> Option<Arc<K>> {
+        let known = self.known_objects.as_ref()?;
+        match in_flight.get(key) {
+            Some(last) => last.cloned(),
+            None => known.get_by_key(key),
+        }
     }
 }
 

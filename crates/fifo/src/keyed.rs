@@ -80,28 +80,34 @@ impl<K> Keyed<K> {
         match self.find(hash, &key) {
             Some(id) => self.push_to(id, delta),
             None => {
-                let slot = Slot {
-                    hash,
-                    deltas: Some(Deltas::keyed(key, delta)),
-                };
-                let id = match self.free.pop() {
-                    Some(id) => {
-                        self.slots[id as usize] = slot;
-                        id
-                    }
-                    None => {
-                        let id = SlotId::try_from(self.slots.len())
-                            .expect("fewer than 2^32 keys queued at once");
-                        self.slots.push(slot);
-                        id
-                    }
-                };
-                let slots = &self.slots;
-                self.table
-                    .insert_unique(hash, id, |&id| slots[id as usize].hash);
+                let id = self.insert(hash, Deltas::keyed(key, delta));
                 self.queue.push_back(id);
             }
         }
+    }
+
+    /// Files `deltas` (keyed, and not queued yet) in a free slot; returns the slot.
+    fn insert(&mut self, hash: u64, deltas: Deltas<K>) -> SlotId {
+        let slot = Slot {
+            hash,
+            deltas: Some(deltas),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = slot;
+                id
+            }
+            None => {
+                let id = SlotId::try_from(self.slots.len())
+                    .expect("fewer than 2^32 keys queued at once");
+                self.slots.push(slot);
+                id
+            }
+        };
+        let slots = &self.slots;
+        self.table
+            .insert_unique(hash, id, |&id| slots[id as usize].hash);
+        id
     }
 
     /// Appends `delta` to the deltas of the queued key in slot `id`, then deduplicates.
@@ -167,6 +173,28 @@ impl<K> Pending<K> for Keyed<K> {
     fn len(&self) -> usize {
         self.queue.len()
     }
+
+    fn put_front(&mut self, deltas: Deltas<K>) -> Option<usize> {
+        let hash = self.hasher.hash_one(deltas.key().unwrap_or_default());
+        let Some(id) = self.find(hash, deltas.key().unwrap_or_default()) else {
+            let id = self.insert(hash, deltas);
+            self.queue.push_front(id);
+            return None;
+        };
+        // The key was queued again meanwhile: its newer deltas go behind the ones put back, as
+        // if they had been queued behind them (deduplicated the same way), at the front.
+        let at = self.queue.iter().position(|&other| other == id)?;
+        self.queue.remove(at);
+        self.queue.push_front(id);
+        let newer = self.slots[id as usize].deltas.replace(deltas);
+        if let Some(newer) = newer {
+            let (_, newer) = newer.into_parts();
+            for delta in newer {
+                self.push_to(id, delta);
+            }
+        }
+        Some(at)
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +225,36 @@ mod tests {
         assert_eq!(
             keyed.take_front().and_then(|d| d.key().map(str::to_owned)),
             Some("a".into())
+        );
+    }
+
+    #[test]
+    fn put_front_merges_what_was_queued_meanwhile_behind_the_deltas_put_back() {
+        let mut keyed = Keyed::new();
+        for key in ["a", "b", "c"] {
+            keyed.queue_delta(key.into(), Delta::new(DeltaType::Added, Arc::new(1)));
+        }
+        let a = keyed.take_front().unwrap();
+        let b = keyed.take_front().unwrap();
+        // Meanwhile b is queued again, behind c.
+        keyed.queue_delta("b".into(), Delta::new(DeltaType::Deleted, Arc::new(2)));
+        keyed.queue_delta("b".into(), Delta::new(DeltaType::Deleted, Arc::new(3)));
+        assert_eq!(keyed.put_front(b), Some(1), "b's entry was second");
+        assert_eq!(keyed.put_front(a), None);
+        let order: Vec<(String, Vec<DeltaType>)> = std::iter::from_fn(|| keyed.take_front())
+            .map(|d| {
+                let types = d.iter().map(Delta::delta_type).collect();
+                (d.key().unwrap().to_owned(), types)
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("a".into(), vec![DeltaType::Added]),
+                // The two deletes were already deduplicated; b keeps one entry, at the front.
+                ("b".into(), vec![DeltaType::Added, DeltaType::Deleted]),
+                ("c".into(), vec![DeltaType::Added]),
+            ]
         );
     }
 

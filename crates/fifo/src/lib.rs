@@ -14,8 +14,11 @@
 //!
 //! * [`Queue`]: the contract the controller depends on. Its writes are the store layer's
 //!   [`ReflectorStore`](informer_store::ReflectorStore), so a reflector feeds a queue or a plain
-//!   store alike; it adds a blocking [`pop`](Queue::pop), [`has_synced`](Queue::has_synced) and
-//!   [`close`](Queue::close).
+//!   store alike; it adds a blocking [`pop`](Queue::pop) (and [`pop_batch`](Queue::pop_batch)),
+//!   a non-blocking [`try_pop_batch`](Queue::try_pop_batch) with a [`ReadyHook`] for consumers
+//!   on a thread pool, [`has_synced`](Queue::has_synced) and [`close`](Queue::close). A pop hands
+//!   its changes to `process` with the queue's lock released: the reflector's writes never wait
+//!   on the consumer.
 //! * [`DeltaFifo`]: client-go's DeltaFIFO. One queue entry per key, holding every change not yet
 //!   popped ([`Deltas`]): the consumer sees each object's history in one go, in key arrival order.
 //! * [`InOrderFifo`]: every change kept and delivered in arrival order (client-go's RealFIFO
@@ -85,7 +88,7 @@ pub use crate::delta_fifo::{DeltaFifo, DeltaFifoOptions};
 pub use crate::error::{Error, Result};
 pub use crate::in_order::{InOrderFifo, InOrderFifoOptions};
 pub use crate::queue::{
-    Queue, QueueClosed, QueueExt, RefusalHandler, TransformFunc, transform_func,
+    Queue, QueueClosed, QueueExt, ReadyHook, RefusalHandler, TransformFunc, transform_func,
 };
 pub use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 

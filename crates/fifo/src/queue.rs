@@ -30,6 +30,38 @@ where
     Arc::new(f)
 }
 
+/// Told when a queue may have a change ready: after every write that queued something (`add`,
+/// `update`, `delete`, `replace`, `resync`, the tombstone of a refused object) and after
+/// [`close`](Queue::close). It is called on the writer's thread, without the queue's lock held,
+/// and may be called spuriously (nothing ready, or already popped).
+///
+/// It lets a consumer run its pop loop as a job on a shared thread pool, popping with
+/// [`Queue::try_pop_batch`] until nothing is ready, instead of a thread blocked in
+/// [`Queue::pop`] per queue. It should only schedule that job: it may be called from inside a
+/// `process` (a write made there), where a pop would panic.
+///
+/// ```
+/// use std::sync::{mpsc, Arc, Mutex};
+/// use informer_fifo::{DeltaFifo, Queue};
+/// use informer_store::{key_func, ReflectorStore};
+///
+/// let fifo = Arc::new(DeltaFifo::new(key_func(|s: &String| Ok(s.clone()))));
+/// // The "thread pool": a channel of jobs to run.
+/// let (jobs, pool) = mpsc::channel::<()>();
+/// let jobs = Mutex::new(jobs);
+/// fifo.set_ready_hook(Arc::new(move || drop(jobs.lock().unwrap().send(()))));
+///
+/// fifo.add(Arc::new("a".to_string())).unwrap();
+/// fifo.add(Arc::new("b".to_string())).unwrap();
+/// // A job pops what is ready, without ever waiting for more.
+/// let mut seen = Vec::new();
+/// while pool.try_recv().is_ok() {
+///     while fifo.try_pop_batch(16, &mut |d, _| seen.push(d.key().unwrap().to_owned())) != Ok(0) {}
+/// }
+/// assert_eq!(seen, ["a", "b"]);
+/// ```
+pub type ReadyHook = Arc<dyn Fn() + Send + Sync>;
+
 /// What [`Queue::pop`] returns once the queue is closed and drained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, thiserror::Error)]
 #[error("queue is closed")]
@@ -38,9 +70,11 @@ pub struct QueueClosed;
 /// A queue of changes between a reflector and a controller (client-go's `Queue`).
 ///
 /// **Writes.** The reflector-facing writes are [`ReflectorStore`]'s, so a reflector can feed a
-/// queue or a plain store alike. A write is quick and never blocks on the consumer. Writes after
-/// [`close`](Self::close) are accepted (as in client-go): they are queued and a draining `pop`
-/// delivers them.
+/// queue or a plain store alike. A write is quick and never waits on the consumer: key
+/// functions and transforms run before the queue's lock is taken, and the lock is never held
+/// while `process` runs. Writes after [`close`](Self::close) are accepted (as in client-go):
+/// they are queued and a draining `pop` delivers them. After a write that queued something, the
+/// [`ReadyHook`] is told.
 ///
 /// **Refused objects.** A key function or transform that fails or panics refuses that one
 /// object, which is reported to the queue's [`RefusalHandler`] and never stalls the queue:
@@ -54,19 +88,37 @@ pub struct QueueClosed;
 /// * a key function failure leaves nothing to withdraw (the queue cannot tell which key the
 ///   object had); a relist removes a stale entry, since its key is then absent from the list.
 ///
-/// **Pop.** [`pop`](Self::pop) blocks until a change is ready, removes it from the queue, and
+/// **Pop.** [`pop`](Self::pop) blocks until a change is ready, takes it off the queue, and
 /// hands it to `process` together with `is_in_initial_list`: whether it belongs to the first
-/// relist (the queue had not synced yet when it was popped). `process` runs **with the queue's
-/// lock held**, so that no write can slip between taking a change off the queue and applying it to
-/// the cache the queue reads back ([`KnownObjects`](informer_store::KnownObjects)); it must not
-/// call back into the queue (that would deadlock) and should be quick. A [`Deltas`] is never
-/// empty.
+/// relist (the queue had not synced yet when it was taken). `process` runs **with the queue's
+/// lock released**, so a slow `process` (applying the change to the cache runs the user's index
+/// functions) never holds up the reflector's writes. A [`Deltas`] is never empty.
+///
+/// * Poppers take turns: a pop waits for another pop's batch to be over before it takes
+///   anything, so changes are never processed concurrently and each key's changes are
+///   processed in order.
+/// * A change is *in flight* from the moment it is taken off the queue until its `process`
+///   returns. The cache the queue reads back ([`KnownObjects`](informer_store::KnownObjects))
+///   does not have it yet, so for a key in flight the queue's rules read its newest in-flight
+///   change instead, as the cache will be once it is applied (the key is cached with that
+///   object, or absent if it is a deletion): a `replace` whose list lacks the key tombstones it
+///   with that object; a `delete` of it is not ignored as unknown; a refused version of it is
+///   withdrawn with that object; and a `resync` skips it, as it skips queued keys, since the
+///   cache holds an older version. Without known objects there is no cache to read and these
+///   rules are as without a change in flight.
+/// * [`has_synced`](Self::has_synced) turns true only once `process` has returned for the last
+///   change of the first relist, so whoever sees it true finds that change in the cache.
+/// * `process` may call the queue's writes (and [`has_synced`](Self::has_synced),
+///   [`close`](Self::close)); it must not pop from the same queue: its pop would wait for its own
+///   batch to end (this crate's queues panic instead of deadlocking).
 ///
 /// **Errors and panics in `process`.** The queue does not look at what `process` computes: the
 /// change is consumed either way and never requeued (client-go removed requeueing in v0.33). Use
 /// [`QueueExt::pop_with`] to get `process`'s result back. If `process` panics, the panic
-/// propagates out of `pop`, the change being processed is dropped (as it would be after an
-/// error), and the queue is left unlocked, consistent and usable.
+/// propagates out of the pop, the change being processed is dropped (as it would be after an
+/// error, and counted as popped towards [`has_synced`](Self::has_synced)), the changes of the
+/// batch not handed over yet go back to the front of the queue in order, nothing is left in
+/// flight, and the queue is consistent and usable.
 ///
 /// **Close.** After [`close`](Self::close), every blocked `pop` wakes; `pop` keeps delivering
 /// what is queued and returns [`QueueClosed`] only once the queue is empty.
@@ -78,13 +130,15 @@ pub trait Queue<K>: ReflectorStore<K, Error = Error> {
     /// Returns [`QueueClosed`] if the queue is closed and empty.
     fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed>;
 
-    /// Like [`pop`](Self::pop), but hands over up to `max` changes (at least one) under one
-    /// acquisition of the lock, one `process` call each, in queue order; returns how many.
+    /// Like [`pop`](Self::pop), but takes up to `max` ready changes (at least one) off the queue
+    /// in one acquisition of the lock, then hands them over with the lock released, one
+    /// `process` call each, in queue order; returns how many.
     ///
     /// It blocks only for the first change: it never waits for a batch to fill. A consumer that
     /// buffers work per change (the informer's notifications) can flush once per batch. The
-    /// default pops one change; both of this crate's queues pop up to `max`. If `process`
-    /// panics, the changes not yet handed over stay queued.
+    /// changes stay in flight until the batch is over. The default pops one change; both of
+    /// this crate's queues pop up to `max`. If `process` panics, the changes not handed over yet
+    /// go back to the front of the queue.
     fn pop_batch(
         &self,
         max: usize,
@@ -94,12 +148,30 @@ pub trait Queue<K>: ReflectorStore<K, Error = Error> {
         self.pop(process).map(|()| 1)
     }
 
-    /// Whether the first relist has been fully popped, or a write came before any relist.
+    /// Like [`pop_batch`](Self::pop_batch), but never waits for a change: `Ok(0)` if none is
+    /// ready and the queue is open, [`QueueClosed`] if it is closed and empty. (It still takes
+    /// its turn after another pop's batch, as every pop does.)
+    ///
+    /// With a [`ReadyHook`], a consumer pops on a thread pool: the hook schedules a job, and the
+    /// job calls this until it returns `Ok(0)`.
+    fn try_pop_batch(
+        &self,
+        max: usize,
+        process: &mut dyn FnMut(Deltas<K>, bool),
+    ) -> Result<usize, QueueClosed>;
+
+    /// Installs the hook told whenever a change may have become ready (see [`ReadyHook`]);
+    /// replaces any earlier one.
+    fn set_ready_hook(&self, hook: ReadyHook);
+
+    /// Whether the first relist has been fully processed (`process` returned for each of its
+    /// changes), or a write came before any relist.
     ///
     /// Once true it stays true.
     fn has_synced(&self) -> bool;
 
-    /// Closes the queue: wakes every blocked [`pop`](Self::pop). Idempotent.
+    /// Closes the queue: wakes every blocked [`pop`](Self::pop) and tells the ready hook.
+    /// Idempotent.
     fn close(&self);
 
     /// Whether [`close`](Self::close) has been called.
@@ -152,6 +224,14 @@ macro_rules! forward_through {
             ) -> Result<usize, QueueClosed> {
                 (**self).pop_batch(max, process)
             }
+            fn try_pop_batch(
+                &self,
+                max: usize,
+                process: &mut dyn FnMut(Deltas<K>, bool),
+            ) -> Result<usize, QueueClosed> {
+                (**self).try_pop_batch(max, process)
+            }
+            fn set_ready_hook(&self, hook: ReadyHook) { (**self).set_ready_hook(hook) }
             fn has_synced(&self) -> bool { (**self).has_synced() }
             fn close(&self) { (**self).close() }
             fn is_closed(&self) -> bool { (**self).is_closed() }

@@ -6,7 +6,10 @@ use informer_fifo::{
     DeletedObject, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Queue, QueueExt, transform_func,
 };
 use informer_store::{KnownObjects, ReflectorStore, Store, ThreadSafeStore};
-use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj, render, render_delta};
+use informer_testing::fifo::conformance::{
+    BOUND, HeldPop, TestObject, apply, contents, drain, drain_into, key_func, obj, render,
+    render_delta, within,
+};
 
 fn fifo() -> DeltaFifo<TestObject> {
     DeltaFifo::new(key_func())
@@ -391,5 +394,160 @@ fn popped_deltas_carry_their_key() {
     assert_eq!(
         keys,
         [Some("ns/a"), Some("other/b"), Some("ns/gone")].map(|k| k.map(str::to_owned))
+    );
+}
+
+fn shared_fifo_over(
+    cache: &Arc<ThreadSafeStore<TestObject>>,
+    transform: Option<informer_fifo::TransformFunc<TestObject>>,
+) -> Arc<DeltaFifo<TestObject>> {
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    let mut options = DeltaFifoOptions::default().known_objects(known);
+    options.transform = transform;
+    Arc::new(DeltaFifo::with_options(key_func(), options))
+}
+
+/// An Added taken off the queue but not in the cache yet, then a watch delete: the key is not
+/// unknown, so the delete is queued (else the cache would keep the object forever).
+#[test]
+fn a_delete_arriving_while_an_added_is_in_flight_is_queued() {
+    let cache = cache(&[]);
+    let f = shared_fifo_over(&cache, None);
+    f.add(obj("ns", "a", 1)).unwrap();
+    let held = HeldPop::start(f.clone(), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Added@1");
+    let writer = Arc::clone(&f);
+    within("delete", move || writer.delete(obj("ns", "a", 2))).unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert_eq!(drain_into(&*f, &cache), ["ns/a: Deleted@2"]);
+    assert!(contents(&cache).is_empty(), "the delete reached the cache");
+}
+
+/// A deletion in flight: once applied the key is unknown, so a second delete is ignored, as it
+/// would be after the pop.
+#[test]
+fn a_delete_of_a_key_whose_deletion_is_in_flight_is_ignored() {
+    let cache = cache(&[obj("ns", "a", 1)]);
+    let f = shared_fifo_over(&cache, None);
+    f.delete(obj("ns", "a", 2)).unwrap();
+    let held = HeldPop::start(f.clone(), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Deleted@2");
+    let writer = Arc::clone(&f);
+    within("delete", move || writer.delete(obj("ns", "a", 3))).unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert!(drain_into(&*f, &cache).is_empty());
+    assert!(contents(&cache).is_empty());
+}
+
+/// A delete's transform runs outside the lock (a pop goes on meanwhile); the delete checks again
+/// once transformed, so a key popped and deleted in between is not deleted a second time.
+#[test]
+fn a_delete_checks_the_key_again_once_transformed() {
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, released) = (
+        std::sync::Mutex::new(entered_tx),
+        std::sync::Mutex::new(released),
+    );
+    let transform = transform_func(move |o: Arc<TestObject>| {
+        if o.resource_version == 5 {
+            entered_tx.lock().unwrap().send(()).unwrap();
+            released.lock().unwrap().recv_timeout(BOUND).unwrap();
+        }
+        Ok(o)
+    });
+    let cache = cache(&[obj("ns", "a", 1)]);
+    let f = shared_fifo_over(&cache, Some(transform));
+    f.delete(obj("ns", "a", 2)).unwrap();
+    let deleter = {
+        let f = Arc::clone(&f);
+        std::thread::spawn(move || f.delete(obj("ns", "a", 5)))
+    };
+    entered.recv_timeout(BOUND).unwrap();
+    // The delete passed its first check (a is queued) and is in its transform.
+    let (popper, applied) = (Arc::clone(&f), Arc::clone(&cache));
+    within("a pop while a delete's transform runs", move || {
+        popper.pop(&mut |deltas, _| apply(&applied, &deltas))
+    })
+    .unwrap();
+    assert!(contents(&cache).is_empty(), "a is deleted from the cache");
+    release.send(()).unwrap();
+    within("the delete returns", move || deleter.join().unwrap()).unwrap();
+    assert!(
+        drain_into(&*f, &cache).is_empty(),
+        "a was unknown by the time the delete was ready to be queued"
+    );
+}
+
+/// A panic in the middle of a batch: a key of the batch that was queued again meanwhile gets its
+/// put-back deltas in front of the newer ones, at the front of the queue.
+#[test]
+fn a_key_put_back_after_a_panic_keeps_its_newer_deltas_behind() {
+    let cache = cache(&[]);
+    let f = shared_fifo_over(&cache, None);
+    f.replace(
+        vec![obj("ns", "a", 1), obj("ns", "b", 2), obj("ns", "c", 3)],
+        "3".into(),
+    )
+    .unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        f.pop_batch(3, &mut |deltas, _| {
+            if deltas.key() == Some("ns/b") {
+                panic!("process function failed");
+            }
+            apply(&cache, &deltas);
+            f.add(obj("ns", "c", 4)).unwrap();
+            f.add(obj("ns", "d", 4)).unwrap();
+        })
+    }));
+    assert!(panicked.is_err());
+    assert!(!f.has_synced());
+    assert_eq!(
+        drain_into(&*f, &cache),
+        ["initial ns/c: Replaced@3 Added@4", "ns/d: Added@4"],
+        "c keeps its place at the front, with the Added queued meanwhile behind its Replaced"
+    );
+    assert!(f.has_synced(), "one entry for c, counted once");
+    // Nothing is left in flight: b (dropped, never applied) is unknown, its delete ignored.
+    let f = shared_fifo_over(&cache, None);
+    f.delete(obj("ns", "b", 5)).unwrap();
+    assert!(drain(&*f).is_empty());
+}
+
+/// The first relist arrives while a batch taken before it (which it does not count) is being
+/// processed, and that batch panics: the initial list still ends exactly with its last entry.
+#[test]
+fn a_first_relist_during_a_batch_that_panics_counts_what_it_queued() {
+    let cache = cache(&[obj("ns", "x", 1), obj("ns", "y", 1)]);
+    let f = shared_fifo_over(&cache, None);
+    f.resync().unwrap();
+    assert_eq!(f.len(), 2);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        f.pop_batch(2, &mut |_, _| {
+            f.replace(
+                vec![obj("ns", "x", 2), obj("ns", "y", 2), obj("ns", "z", 2)],
+                "2".into(),
+            )
+            .unwrap();
+            panic!("process function failed");
+        })
+    }));
+    assert!(panicked.is_err());
+    let mut popped = Vec::new();
+    while !f.is_empty() {
+        assert!(!f.has_synced(), "not synced with {popped:?} popped");
+        f.pop(&mut |d, i| popped.push(render(&d, i))).unwrap();
+    }
+    assert!(f.has_synced());
+    assert_eq!(
+        popped,
+        [
+            "initial ns/y: Sync@1 Replaced@2",
+            "initial ns/x: Replaced@2",
+            "initial ns/z: Replaced@2"
+        ],
+        "y, put back, absorbed the relist's entry for it"
     );
 }

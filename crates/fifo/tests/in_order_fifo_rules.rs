@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
-use informer_fifo::{InOrderFifo, InOrderFifoOptions};
+use informer_fifo::{InOrderFifo, InOrderFifoOptions, Queue, transform_func};
 use informer_store::{KnownObjects, ReflectorStore, ThreadSafeStore};
-use informer_testing::fifo::conformance::{TestObject, drain, key_func, obj};
+use informer_testing::fifo::conformance::{
+    HeldPop, TestObject, contents, drain, drain_into, key_func, obj, render, within,
+};
 
 fn fifo() -> InOrderFifo<TestObject> {
     InOrderFifo::new(key_func())
@@ -169,4 +171,91 @@ fn popped_events_carry_their_key() {
     }
     let want = ["ns/a", "ns/gone", "ns/a"].map(|k| Some(k.to_owned()));
     assert_eq!(keys, want);
+}
+
+fn shared_fifo_over(cache: &Arc<ThreadSafeStore<TestObject>>) -> Arc<InOrderFifo<TestObject>> {
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
+        99 => Err("refused by transform".into()),
+        _ => Ok(o),
+    });
+    Arc::new(InOrderFifo::with_options(
+        key_func(),
+        InOrderFifoOptions::default()
+            .known_objects(known)
+            .transform(transform),
+    ))
+}
+
+/// One batch can hold several events of a key: the key's state in flight is its last one. Here
+/// a deletion: a relist does not tombstone the key and a refused version withdraws nothing.
+#[test]
+fn a_key_in_flight_is_read_from_its_last_event_in_the_batch() {
+    let cache = Arc::new(ThreadSafeStore::new(key_func()));
+    let f = shared_fifo_over(&cache);
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.delete(obj("ns", "a", 2)).unwrap();
+    f.add(obj("ns", "b", 3)).unwrap();
+    f.update(obj("ns", "b", 4)).unwrap();
+    let held = HeldPop::start(f.clone(), 4, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Added@1");
+    let writer = Arc::clone(&f);
+    within("writes while a batch is in flight", move || {
+        assert!(writer.update(obj("ns", "a", 99)).is_err());
+        assert!(writer.update(obj("ns", "b", 99)).is_err());
+        writer.replace(Vec::new(), "5".into()).unwrap();
+    });
+    for expected in ["ns/a: Deleted@2", "ns/b: Added@3", "ns/b: Updated@4"] {
+        held.release();
+        assert_eq!(held.entered(), expected);
+    }
+    held.release();
+    assert_eq!(held.join(), Ok(4));
+    assert_eq!(
+        drain_into(&*f, &cache),
+        ["ns/b: Deleted~@4"],
+        "b (last in flight: Updated@4) is withdrawn, which the relist finds queued; a, whose \
+         last event in flight is a deletion, is neither withdrawn nor deleted again"
+    );
+    assert!(contents(&cache).is_empty());
+}
+
+/// The first relist arrives while a batch taken before it (which it does not count, as the
+/// queue had not been written to) is processed, and that batch panics: what is put back goes
+/// in front of the relist, so it counts too, and the initial list still ends with its last
+/// event.
+#[test]
+fn a_first_relist_during_a_batch_that_panics_counts_what_is_put_back() {
+    let cache = Arc::new(ThreadSafeStore::new(key_func()));
+    cache.add(obj("ns", "x", 1)).unwrap();
+    cache.add(obj("ns", "y", 1)).unwrap();
+    let f = shared_fifo_over(&cache);
+    f.resync().unwrap();
+    assert_eq!(f.len(), 2);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        f.pop_batch(2, &mut |_, _| {
+            f.replace(
+                vec![obj("ns", "x", 2), obj("ns", "y", 2), obj("ns", "z", 2)],
+                "2".into(),
+            )
+            .unwrap();
+            panic!("process function failed");
+        })
+    }));
+    assert!(panicked.is_err());
+    let mut popped = Vec::new();
+    while !f.is_empty() {
+        assert!(!f.has_synced(), "not synced with {popped:?} popped");
+        f.pop(&mut |d, i| popped.push(render(&d, i))).unwrap();
+    }
+    assert!(f.has_synced());
+    assert_eq!(
+        popped,
+        [
+            "initial ns/y: Sync@1",
+            "initial ns/x: Replaced@2",
+            "initial ns/y: Replaced@2",
+            "initial ns/z: Replaced@2"
+        ]
+    );
 }

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use informer_fifo::{DeltaFifo, InOrderFifo, Queue, QueueClosed};
-use informer_store::ReflectorStore;
-use informer_testing::fifo::conformance::{TestObject, key_func, obj, render};
+use informer_fifo::{
+    DeltaFifo, DeltaFifoOptions, InOrderFifo, InOrderFifoOptions, Queue, QueueClosed,
+};
+use informer_store::{KnownObjects, ReflectorStore, ThreadSafeStore};
+use informer_testing::fifo::conformance::{TestObject, apply, contents, key_func, obj, render};
 use loom::thread;
 
 fn pop_rendered(q: &dyn Queue<TestObject>) -> Result<String, QueueClosed> {
@@ -141,5 +143,122 @@ fn in_order_replace_racing_pop_delivers_a_consistent_history() {
             rest == ["ns/b: Replaced@2"] || rest == ["ns/a: Deleted~@1", "ns/b: Replaced@2"],
             "{rest:?}"
         );
+    });
+}
+
+/// A queue of `kind` over `cache`, and a pop that applies what it pops to the cache (with the
+/// queue's lock released, as every pop does).
+fn cached(in_order: bool, cache: &Arc<ThreadSafeStore<TestObject>>) -> Arc<dyn Queue<TestObject>> {
+    let known: Arc<dyn KnownObjects<TestObject>> = cache.clone();
+    if in_order {
+        Arc::new(InOrderFifo::with_options(
+            key_func(),
+            InOrderFifoOptions::default().known_objects(known),
+        ))
+    } else {
+        Arc::new(DeltaFifo::with_options(
+            key_func(),
+            DeltaFifoOptions::default().known_objects(known),
+        ))
+    }
+}
+
+fn pop_applying(
+    q: &dyn Queue<TestObject>,
+    cache: &ThreadSafeStore<TestObject>,
+) -> Result<(), QueueClosed> {
+    q.pop(&mut |deltas, _| apply(cache, &deltas))
+}
+
+fn drain_applying(q: &dyn Queue<TestObject>, cache: &ThreadSafeStore<TestObject>) {
+    q.close();
+    while pop_applying(q, cache).is_ok() {}
+}
+
+/// One writer racing a pop whose change may be in flight (taken, not yet in the cache) while
+/// the write runs: whatever the interleaving, the cache ends as the writer left it.
+fn writer_racing_an_unlocked_pop(
+    in_order: bool,
+    cached_before: &[(&str, u64)],
+    queued_before: impl Fn(&dyn Queue<TestObject>),
+    write: impl Fn(&dyn Queue<TestObject>),
+    expected: &[&str],
+) {
+    let cache = Arc::new(ThreadSafeStore::new(key_func()));
+    for (name, version) in cached_before {
+        informer_store::Store::upsert(&*cache, obj("ns", name, *version)).unwrap();
+    }
+    let q = cached(in_order, &cache);
+    queued_before(&*q);
+    let popper = {
+        let (q, cache) = (Arc::clone(&q), Arc::clone(&cache));
+        thread::spawn(move || pop_applying(&*q, &cache))
+    };
+    write(&*q);
+    popper.join().unwrap().unwrap();
+    drain_applying(&*q, &cache);
+    assert_eq!(contents(&cache), expected);
+}
+
+#[test]
+fn relist_racing_an_unlocked_pop_deletes_the_key_in_flight() {
+    for in_order in [false, true] {
+        loom::model(move || {
+            writer_racing_an_unlocked_pop(
+                in_order,
+                &[],
+                |q| q.add(obj("ns", "a", 1)).unwrap(),
+                |q| q.replace(vec![obj("ns", "b", 2)], "2".into()).unwrap(),
+                &["ns/b@2"],
+            );
+        });
+    }
+}
+
+#[test]
+fn delete_racing_an_unlocked_pop_of_the_added_is_not_lost() {
+    loom::model(|| {
+        writer_racing_an_unlocked_pop(
+            false,
+            &[],
+            |q| q.add(obj("ns", "a", 1)).unwrap(),
+            |q| q.delete(obj("ns", "a", 2)).unwrap(),
+            &[],
+        );
+    });
+}
+
+#[test]
+fn resync_racing_an_unlocked_pop_never_goes_back_in_time() {
+    for in_order in [false, true] {
+        loom::model(move || {
+            writer_racing_an_unlocked_pop(
+                in_order,
+                &[("a", 1)],
+                |q| q.update(obj("ns", "a", 2)).unwrap(),
+                |q| q.resync().unwrap(),
+                &["ns/a@2"],
+            );
+        });
+    }
+}
+
+/// Whoever sees the queue synced finds the first relist in the cache: the count falls only once
+/// `process` has returned.
+#[test]
+fn has_synced_is_seen_only_once_the_initial_list_is_in_the_cache() {
+    loom::model(|| {
+        let cache = Arc::new(ThreadSafeStore::new(key_func()));
+        let q = cached(false, &cache);
+        q.replace(vec![obj("ns", "a", 1)], "1".into()).unwrap();
+        let popper = {
+            let (q, cache) = (Arc::clone(&q), Arc::clone(&cache));
+            thread::spawn(move || pop_applying(&*q, &cache))
+        };
+        if q.has_synced() {
+            assert_eq!(contents(&cache), ["ns/a@1"]);
+        }
+        popper.join().unwrap().unwrap();
+        assert!(q.has_synced());
     });
 }

@@ -17,14 +17,24 @@ fn object() -> impl Strategy<Value = Obj> {
         })
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn write() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => object().prop_map(Op::Add),
         3 => object().prop_map(Op::Update),
         2 => object().prop_map(Op::Delete),
         1 => prop::collection::vec(object(), 0..6).prop_map(Op::Replace),
         1 => Just(Op::Resync),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => write(),
         4 => Just(Op::Pop),
+        // Writes interleaved with a pop whose change is in flight, applied to the cache before
+        // or after them.
+        2 => (any::<bool>(), prop::collection::vec(write(), 0..4))
+            .prop_map(|(apply_first, writes)| Op::PopDuring { apply_first, writes }),
     ]
 }
 

@@ -2,9 +2,11 @@
 //!
 //! The suite checks what every queue shares: what a write queues, per key and in order; typed key
 //! errors that change nothing; `has_synced` and the initial-list flag; tombstones on relist;
-//! resync; transforms; `close`; a panicking process function; several producers at once. How a
-//! queue groups changes into [`Deltas`] is its own business, so the checks look at each key's
-//! changes in order, plus the global order where it is part of the common contract.
+//! resync; transforms; `close`; a panicking process function; several producers at once; and
+//! the unlocked pop: writes that never wait for a `process` in progress, the rules for a change
+//! in flight (taken off the queue, not yet applied to the cache), `try_pop_batch` and the ready
+//! hook. How a queue groups changes into [`Deltas`] is its own business, so the checks look at
+//! each key's changes in order, plus the global order where it is part of the common contract.
 //!
 //! Objects are the store layer's [`TestObject`], keyed `namespace/name`.
 //!
@@ -23,17 +25,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
+use std::time::Duration;
 
 pub use crate::store::conformance::{TestObject, key_func, obj};
-use informer_store::{KeyFunc, KnownObjects, ReflectorStore, ThreadSafeStore};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Store, ThreadSafeStore};
 
 use informer_fifo::Error;
 
 use informer_fifo::{
-    Delta, Deltas, Queue, QueueClosed, RefusalHandler, TransformFunc, transform_func,
+    Delta, Deltas, Queue, QueueClosed, ReadyHook, RefusalHandler, TransformFunc, transform_func,
 };
 
 /// What the suite hands the queue constructor.
@@ -186,6 +190,16 @@ where
     panicking_process_leaves_the_queue_usable(&make);
     producers_lose_nothing_and_keep_their_order(&make);
     pop_batch_hands_over_up_to_max_in_queue_order(&make);
+    writes_complete_while_process_is_held(&make);
+    process_may_write_to_its_own_queue_but_not_pop(&make);
+    a_relist_tombstones_keys_in_flight_as_the_cache_will_have_them(&make);
+    a_resync_skips_a_key_in_flight(&make);
+    a_refused_version_of_a_key_in_flight_is_withdrawn(&make);
+    has_synced_waits_for_process_of_the_last_initial_change(&make);
+    changes_not_handed_over_yet_are_in_flight_too(&make);
+    a_panicking_process_puts_the_rest_of_its_batch_back(&make);
+    try_pop_batch_never_waits_for_a_change(&make);
+    the_ready_hook_hears_every_write_and_close(&make);
 }
 
 fn writes_are_delivered_in_order_per_key<Q: Queue<TestObject>>(make: &impl Fn(QueueParts) -> Q) {
@@ -593,4 +607,555 @@ fn producers_lose_nothing_and_keep_their_order<Q: Queue<TestObject> + 'static>(
     let (popped, next) = consumer.join().expect("consumer does not panic");
     assert_eq!(popped, PRODUCERS * PER_PRODUCER as usize, "nothing is lost");
     assert!(next.iter().all(|&n| n == PER_PRODUCER));
+}
+
+/// How long a check waits for what should happen at once (a write while `process` is held, a pop
+/// that was let go) before it calls it stuck. Generous: it bounds a failure, it is never a delay.
+pub const BOUND: Duration = Duration::from_secs(30);
+
+/// Runs `f` on a thread of its own and returns what it returns (or resumes its panic); panics,
+/// naming `what`, if it has not returned within [`BOUND`]. For checks that something does not
+/// block: that it returns is the assertion.
+pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(Ok(value)) => value,
+        Ok(Err(panic)) => resume_unwind(panic),
+        Err(_) => panic!("{what}: still blocked after {BOUND:?}"),
+    }
+}
+
+/// Applies popped deltas to `cache` as a controller does, oldest first: a deletion (a tombstone
+/// included) removes the key, any other delta stores its object.
+pub fn apply(cache: &ThreadSafeStore<TestObject>, deltas: &Deltas<TestObject>) {
+    let key = match deltas.key() {
+        Some(key) => key.to_owned(),
+        None => delta_key(deltas.newest()),
+    };
+    for delta in deltas.iter() {
+        match delta {
+            Delta::Deleted(_) => drop(cache.delete_by_key(&key).expect("a delete never fails")),
+            live => {
+                let obj = Arc::clone(live.object().expect("a live delta has an object"));
+                cache
+                    .upsert_with_key(&key, obj)
+                    .expect("the cache has no index");
+            }
+        }
+    }
+}
+
+/// `cache`'s objects as `key@version`, sorted.
+pub fn contents(cache: &ThreadSafeStore<TestObject>) -> Vec<String> {
+    let mut out: Vec<String> = cache
+        .list()
+        .iter()
+        .map(|o| format!("{}/{}@{}", o.namespace, o.name, o.resource_version))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Closes `queue`, pops everything left applying it to `cache`, and returns what was popped
+/// (rendered with [`render`]).
+pub fn drain_into<Q: Queue<TestObject> + ?Sized>(
+    queue: &Q,
+    cache: &ThreadSafeStore<TestObject>,
+) -> Vec<String> {
+    queue.close();
+    let mut out = Vec::new();
+    while queue
+        .pop(&mut |deltas, initial| {
+            out.push(render(&deltas, initial));
+            apply(cache, &deltas);
+        })
+        .is_ok()
+    {}
+    out
+}
+
+/// A `pop_batch` on a thread of its own whose `process` is held at each change until released:
+/// while it is held, the change is in flight and the queue's lock is free.
+#[derive(Debug)]
+pub struct HeldPop {
+    entered: mpsc::Receiver<String>,
+    release: mpsc::Sender<()>,
+    popper: thread::JoinHandle<Result<usize, QueueClosed>>,
+}
+
+impl HeldPop {
+    /// Starts `queue.pop_batch(max, ..)`. Each `process` call reports its change (rendered with
+    /// [`render`]), waits to be released, then applies it to `cache`, if given.
+    pub fn start(
+        queue: Arc<dyn Queue<TestObject>>,
+        max: usize,
+        cache: Option<Arc<ThreadSafeStore<TestObject>>>,
+    ) -> Self {
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let popper = thread::spawn(move || {
+            queue.pop_batch(max, &mut |deltas, initial| {
+                let _ = entered_tx.send(render(&deltas, initial));
+                released
+                    .recv_timeout(BOUND)
+                    .expect("the held process is released in time");
+                if let Some(cache) = &cache {
+                    apply(cache, &deltas);
+                }
+            })
+        });
+        Self {
+            entered,
+            release,
+            popper,
+        }
+    }
+
+    /// Waits until `process` holds the next change, and returns it (rendered).
+    pub fn entered(&self) -> String {
+        self.entered
+            .recv_timeout(BOUND)
+            .expect("the pop calls process in time")
+    }
+
+    /// Lets the held `process` go on.
+    pub fn release(&self) {
+        self.release.send(()).expect("the popper is waiting");
+    }
+
+    /// Waits for the pop to return, and returns what it returned.
+    pub fn join(self) -> Result<usize, QueueClosed> {
+        let popper = self.popper;
+        within("the released pop returns", move || {
+            popper.join().expect("the popper does not panic")
+        })
+    }
+}
+
+/// A write to make on a thread of its own.
+type BoxedWrite = Box<dyn FnOnce(&dyn Queue<TestObject>) + Send>;
+
+/// Runs one write on a thread of its own (see [`within`]) and returns its result.
+fn write_within(
+    queue: &Arc<dyn Queue<TestObject>>,
+    what: &str,
+    write: impl FnOnce(&dyn Queue<TestObject>) -> Result<(), Error> + Send + 'static,
+) -> Result<(), Error> {
+    let queue = Arc::clone(queue);
+    within(what, move || write(&*queue))
+}
+
+fn shared_queue<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+    parts: QueueParts,
+) -> Arc<dyn Queue<TestObject>> {
+    Arc::new(make(parts))
+}
+
+/// `process` runs with the queue's lock released: every write, and `has_synced`, returns while
+/// a `process` is held.
+fn writes_complete_while_process_is_held<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1)]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.add(obj("ns", "x", 1)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/x: Added@1");
+    write_within(&q, "add while process is held", |q| {
+        q.add(obj("ns", "c", 1))
+    })
+    .unwrap();
+    write_within(&q, "update while process is held", |q| {
+        q.update(obj("ns", "c", 2))
+    })
+    .unwrap();
+    write_within(&q, "delete while process is held", |q| {
+        q.delete(obj("ns", "b", 2))
+    })
+    .unwrap();
+    write_within(&q, "replace while process is held", |q| {
+        q.replace(vec![obj("ns", "a", 3), obj("ns", "c", 3)], "3".into())
+    })
+    .unwrap();
+    write_within(&q, "resync while process is held", |q| q.resync()).unwrap();
+    let reader = Arc::clone(&q);
+    assert!(
+        within("has_synced while process is held", move || reader
+            .has_synced()),
+        "a write came before any relist"
+    );
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    drain_into(&*q, &cache);
+    assert_eq!(
+        contents(&cache),
+        ["ns/a@3", "ns/c@3"],
+        "every write made while x was in flight reached the cache; the relist deleted x and b"
+    );
+}
+
+/// A write from inside `process` does not deadlock; a pop from inside it is refused with a panic
+/// (it would wait for its own batch to end).
+fn process_may_write_to_its_own_queue_but_not_pop<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let q = shared_queue(make, parts());
+    q.add(obj("ns", "a", 1)).unwrap();
+    let popper = Arc::clone(&q);
+    let inner_pop_panicked = within("a pop whose process writes to its queue", move || {
+        let mut inner_pop_panicked = false;
+        let inner = Arc::clone(&popper);
+        popper
+            .pop(&mut |_, _| {
+                inner.add(obj("ns", "b", 2)).unwrap();
+                inner.update(obj("ns", "a", 3)).unwrap();
+                inner_pop_panicked =
+                    catch_unwind(AssertUnwindSafe(|| inner.pop(&mut |_, _| {}))).is_err();
+            })
+            .unwrap();
+        inner_pop_panicked
+    });
+    assert!(inner_pop_panicked, "a pop from inside process panics");
+    assert_eq!(
+        drain(&*q),
+        ["ns/b: Added@2", "ns/a: Updated@3"],
+        "the writes made from inside process are queued"
+    );
+}
+
+/// While a key's change is in flight, a relist reads the key as the cache will have it once the
+/// change is applied, not as the cache has it now.
+fn a_relist_tombstones_keys_in_flight_as_the_cache_will_have_them<
+    Q: Queue<TestObject> + 'static,
+>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    // An Added in flight (not in the cache yet), missing from the relist: deleted.
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.add(obj("ns", "a", 1)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Added@1");
+    write_within(&q, "replace", |q| {
+        q.replace(vec![obj("ns", "b", 2)], "2".into())
+    })
+    .unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    let mut popped = drain_into(&*q, &cache);
+    popped.sort();
+    assert_eq!(
+        popped,
+        ["ns/a: Deleted~@1", "ns/b: Replaced@2"],
+        "the key in flight is tombstoned with its in-flight object"
+    );
+    assert_eq!(
+        contents(&cache),
+        ["ns/b@2"],
+        "the key in flight ends deleted"
+    );
+
+    // A cached key whose newer version is in flight: the tombstone carries the newer version.
+    let cache = self::cache(&[obj("ns", "a", 1)]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.update(obj("ns", "a", 2)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Updated@2");
+    write_within(&q, "replace", |q| q.replace(Vec::new(), "3".into())).unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert_eq!(
+        drain_into(&*q, &cache),
+        ["ns/a: Deleted~@2"],
+        "the last known state is the in-flight version, not the cache's"
+    );
+    assert!(contents(&cache).is_empty());
+
+    // A deletion in flight: the cache will not have the key, so there is nothing to tombstone.
+    let cache = self::cache(&[obj("ns", "a", 1)]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.delete(obj("ns", "a", 2)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Deleted@2");
+    write_within(&q, "replace", |q| q.replace(Vec::new(), "3".into())).unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert!(
+        drain_into(&*q, &cache).is_empty(),
+        "a key whose deletion is in flight is not deleted again"
+    );
+    assert!(contents(&cache).is_empty());
+}
+
+/// A resync skips a key in flight, as it skips a queued one: the cache holds an older version.
+fn a_resync_skips_a_key_in_flight<Q: Queue<TestObject> + 'static>(make: &impl Fn(QueueParts) -> Q) {
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1)]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.update(obj("ns", "a", 2)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Updated@2");
+    write_within(&q, "resync", |q| q.resync()).unwrap();
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert_eq!(
+        drain_into(&*q, &cache),
+        ["ns/b: Sync@1"],
+        "no Sync of the cache's older version of the key in flight"
+    );
+    assert_eq!(
+        contents(&cache),
+        ["ns/a@2", "ns/b@1"],
+        "nothing went back in time"
+    );
+}
+
+/// A refused version of a key in flight (not in the cache yet) is withdrawn with the in-flight
+/// version as the last known state.
+fn a_refused_version_of_a_key_in_flight_is_withdrawn<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
+        99 => Err("refused by transform".into()),
+        _ => Ok(o),
+    });
+    let cache = cache(&[]);
+    let q = shared_queue(
+        make,
+        QueueParts {
+            transform: Some(transform),
+            ..with_cache(&cache)
+        },
+    );
+    q.add(obj("ns", "a", 1)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Added@1");
+    let refused = write_within(&q, "a refused update", |q| q.update(obj("ns", "a", 99)));
+    assert!(matches!(&refused, Err(Error::Transform { key, .. }) if key == "ns/a"));
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert_eq!(
+        drain_into(&*q, &cache),
+        ["ns/a: Deleted~@1"],
+        "the in-flight version is withdrawn"
+    );
+    assert!(contents(&cache).is_empty(), "no superseded version is kept");
+}
+
+/// The initial count falls once `process` has returned: whoever sees `has_synced` finds the
+/// whole first relist in the cache.
+fn has_synced_waits_for_process_of_the_last_initial_change<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.replace(vec![obj("ns", "a", 1), obj("ns", "b", 2)], "2".into())
+        .unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "initial ns/a: Replaced@1");
+    let reader = Arc::clone(&q);
+    assert!(!within("has_synced", move || reader.has_synced()));
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert!(!q.has_synced(), "b is not processed yet");
+
+    let popper = Arc::clone(&q);
+    let (inside, after) = within("the last initial pop", move || {
+        let mut inside = None;
+        let reader = Arc::clone(&popper);
+        popper
+            .pop(&mut |deltas, initial| {
+                assert!(initial);
+                apply(&cache, &deltas);
+                inside = Some(reader.has_synced());
+            })
+            .unwrap();
+        (inside, popper.has_synced())
+    });
+    assert_eq!(
+        inside,
+        Some(false),
+        "not synced while the last initial change is being processed"
+    );
+    assert!(after, "synced once its process returned");
+}
+
+/// The changes of a batch that `process` has not been handed yet are in flight too.
+fn changes_not_handed_over_yet_are_in_flight_too<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.add(obj("ns", "a", 1)).unwrap();
+    q.add(obj("ns", "b", 1)).unwrap();
+    let held = HeldPop::start(Arc::clone(&q), 2, Some(Arc::clone(&cache)));
+    assert_eq!(held.entered(), "ns/a: Added@1");
+    write_within(&q, "replace", |q| q.replace(Vec::new(), "2".into())).unwrap();
+    write_within(&q, "resync", |q| q.resync()).unwrap();
+    held.release();
+    assert_eq!(held.entered(), "ns/b: Added@1");
+    held.release();
+    assert_eq!(held.join(), Ok(2));
+    assert_eq!(
+        drain_into(&*q, &cache),
+        ["ns/a: Deleted~@1", "ns/b: Deleted~@1"],
+        "both keys of the batch were in flight during the relist"
+    );
+    assert!(contents(&cache).is_empty());
+}
+
+/// A panic in `process`: the change is dropped (and counted as popped), the rest of the batch
+/// goes back to the front in order, and the queue is usable, with nothing left in flight.
+fn a_panicking_process_puts_the_rest_of_its_batch_back<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.replace(
+        vec![obj("ns", "a", 1), obj("ns", "b", 2), obj("ns", "c", 3)],
+        "3".into(),
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        q.pop_batch(3, &mut |deltas, initial| {
+            seen.push(render(&deltas, initial));
+            if deltas.key() == Some("ns/b") {
+                panic!("process function failed");
+            }
+            apply(&cache, &deltas);
+            q.add(obj("ns", "d", 4)).unwrap();
+        })
+    }));
+    assert!(panicked.is_err(), "the panic propagates out of pop_batch");
+    assert_eq!(
+        seen,
+        ["initial ns/a: Replaced@1", "initial ns/b: Replaced@2"]
+    );
+    assert!(!q.has_synced(), "c is still to be processed");
+    // Nothing is left in flight: a relist reads the cache again (b was never applied).
+    q.replace(vec![obj("ns", "c", 5), obj("ns", "d", 5)], "5".into())
+        .unwrap();
+    let popped = drain_into(&*q, &cache);
+    assert!(
+        popped[0].starts_with("initial ns/c: Replaced@3"),
+        "c, never handed over, went back to the front, still in the initial list: {popped:?}"
+    );
+    assert!(
+        popped.iter().all(|pop| !pop.contains("ns/b")),
+        "b is not in flight any more, and was never applied: nothing to delete: {popped:?}"
+    );
+    assert!(q.has_synced(), "the dropped change counted as popped");
+    assert_eq!(
+        contents(&cache),
+        ["ns/c@5", "ns/d@5"],
+        "a, never relisted, is deleted"
+    );
+}
+
+fn try_pop_batch_never_waits_for_a_change<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let q = shared_queue(make, parts());
+    let popper = Arc::clone(&q);
+    assert_eq!(
+        within("try_pop_batch on an empty queue", move || popper
+            .try_pop_batch(5, &mut |_, _| panic!("nothing is ready"))),
+        Ok(0),
+        "an empty open queue: nothing, at once"
+    );
+    q.add(obj("ns", "a", 1)).unwrap();
+    q.add(obj("ns", "b", 2)).unwrap();
+    q.add(obj("ns", "c", 3)).unwrap();
+    let mut seen = Vec::new();
+    let mut record = |deltas: Deltas<TestObject>, initial| seen.push(render(&deltas, initial));
+    assert_eq!(q.try_pop_batch(2, &mut record), Ok(2), "up to max");
+    q.close();
+    assert_eq!(
+        q.try_pop_batch(5, &mut record),
+        Ok(1),
+        "closed: drains first"
+    );
+    assert_eq!(
+        q.try_pop_batch(5, &mut |_, _| panic!("closed and empty")),
+        Err(QueueClosed),
+        "closed and empty"
+    );
+    assert_eq!(seen, ["ns/a: Added@1", "ns/b: Added@2", "ns/c: Added@3"]);
+}
+
+/// The hook is told after every write that queues something and after close, without the
+/// queue's lock held (it reads the queue here: under the lock that would deadlock); a new hook
+/// replaces the old one.
+fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
+        99 => Err("refused by transform".into()),
+        _ => Ok(o),
+    });
+    let cache = cache(&[obj("ns", "cached", 1)]);
+    let q = shared_queue(
+        make,
+        QueueParts {
+            transform: Some(transform),
+            ..with_cache(&cache)
+        },
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hook: ReadyHook = {
+        let (calls, queue) = (Arc::clone(&calls), Arc::downgrade(&q));
+        Arc::new(move || {
+            if let Some(queue) = queue.upgrade() {
+                let _ = queue.is_closed();
+            }
+            calls.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    q.set_ready_hook(hook);
+    let told = |what: &str, write: BoxedWrite| {
+        let before = calls.load(Ordering::SeqCst);
+        let queue = Arc::clone(&q);
+        within(what, move || write(&*queue));
+        assert!(
+            calls.load(Ordering::SeqCst) > before,
+            "the ready hook is told after {what}"
+        );
+    };
+    told("add", Box::new(|q| q.add(obj("ns", "a", 1)).unwrap()));
+    told("update", Box::new(|q| q.update(obj("ns", "a", 2)).unwrap()));
+    told("delete", Box::new(|q| q.delete(obj("ns", "a", 3)).unwrap()));
+    told("resync", Box::new(|q| q.resync().unwrap()));
+    told(
+        "replace",
+        Box::new(|q| q.replace(vec![obj("ns", "a", 4)], "4".into()).unwrap()),
+    );
+    told(
+        "a refused update's tombstone",
+        Box::new(|q| assert!(q.update(obj("ns", "a", 99)).is_err())),
+    );
+
+    let replaced = Arc::new(AtomicBool::new(false));
+    let new_hook: ReadyHook = {
+        let replaced = Arc::clone(&replaced);
+        Arc::new(move || replaced.store(true, Ordering::SeqCst))
+    };
+    q.set_ready_hook(new_hook);
+    let before = calls.load(Ordering::SeqCst);
+    q.add(obj("ns", "b", 1)).unwrap();
+    assert!(replaced.load(Ordering::SeqCst), "the new hook is told");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        before,
+        "the old hook is not told any more"
+    );
+    replaced.store(false, Ordering::SeqCst);
+    q.close();
+    assert!(
+        replaced.load(Ordering::SeqCst),
+        "the hook is told after close"
+    );
 }

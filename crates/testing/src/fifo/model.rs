@@ -9,6 +9,10 @@
 //! difference: a write's result, a popped [`Deltas`] and its initial-list flag, the queued keys,
 //! or `has_synced`.
 //!
+//! [`Op::PopDuring`] makes writes while a popped change is *in flight* (its `process` has not
+//! returned, and the cache may or may not have it yet): the models then read the key in flight
+//! as the cache will have it once the change is applied, and a resync skips it.
+//!
 //! The property test, the fuzz target (`fuzz/`) and the replay of the fuzz corpus all use this one
 //! module, so they check the same thing; [`decode`] turns arbitrary bytes into a run.
 //!
@@ -73,6 +77,61 @@ pub enum Op {
     Resync,
     /// `pop`, if the model holds anything (a pop on an empty queue would block).
     Pop,
+    /// `pop` (as [`Pop`](Self::Pop)), whose `process` makes `writes` (writes only: a pop from
+    /// inside `process` is not allowed) while the popped change is in flight, and applies the
+    /// change to the cache before them (`apply_first`) or after.
+    PopDuring {
+        /// Apply the popped change to the cache before the writes, not after.
+        apply_first: bool,
+        /// What `process` writes.
+        writes: Vec<Op>,
+    },
+}
+
+impl Op {
+    /// Whether this is a write (not a pop).
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Self::Pop | Self::PopDuring { .. })
+    }
+}
+
+/// A change a model has handed over and whose `process` has not returned.
+#[derive(Debug)]
+struct InFlight {
+    key: String,
+    deltas: Vec<Delta<Obj>>,
+    /// It counts towards the initial list.
+    counted: bool,
+}
+
+impl InFlight {
+    /// The key's object once the change is applied (none after a deletion).
+    fn last(&self) -> Option<Arc<Obj>> {
+        match self.deltas.last() {
+            Some(Delta::Deleted(_)) | None => None,
+            Some(delta) => delta.object().cloned(),
+        }
+    }
+}
+
+/// The known objects as they will be once the change in flight is applied.
+fn known_get(
+    config: Config,
+    known: &BTreeMap<String, Arc<Obj>>,
+    in_flight: Option<&InFlight>,
+    key: &str,
+) -> Option<Arc<Obj>> {
+    if !config.known_objects {
+        return None;
+    }
+    match in_flight {
+        Some(flying) if flying.key == key => flying.last(),
+        _ => known.get(key).cloned(),
+    }
+}
+
+fn is_in_flight(in_flight: Option<&InFlight>, key: &str) -> bool {
+    in_flight.is_some_and(|flying| flying.key == key)
 }
 
 /// Why a write failed, as far as the comparison cares.
@@ -113,6 +172,7 @@ pub struct Model {
     config: Config,
     queue: Vec<(String, Vec<Delta<Obj>>)>,
     known: BTreeMap<String, Arc<Obj>>,
+    in_flight: Option<InFlight>,
     populated: bool,
     initial: usize,
 }
@@ -142,6 +202,10 @@ impl Model {
         self.queue.iter().any(|(k, _)| k == key)
     }
 
+    fn known_get(&self, key: &str) -> Option<Arc<Obj>> {
+        known_get(self.config, &self.known, self.in_flight.as_ref(), key)
+    }
+
     fn push(&mut self, key: &str, delta: Delta<Obj>) {
         match self.queue.iter_mut().find(|(k, _)| k == key) {
             None => self.queue.push((key.to_owned(), vec![delta])),
@@ -163,8 +227,7 @@ impl Model {
     fn withdraw(&mut self, key: &str, failure: Failure) -> Result<(), Failure> {
         let last = match self.queue.iter().find(|(k, _)| k == key) {
             Some((_, deltas)) => Some(deltas.last().and_then(|d| d.object()).cloned()),
-            None if self.config.known_objects => self.known.get(key).cloned().map(Some),
-            None => None,
+            None => self.known_get(key).map(Some),
         };
         if let Some(last) = last {
             self.populated = true;
@@ -188,7 +251,7 @@ impl Model {
     /// `delete`.
     pub fn delete(&mut self, obj: &Obj) -> Result<(), Failure> {
         let key = Self::key(obj)?;
-        let known = self.config.known_objects && self.known.contains_key(&key);
+        let known = self.known_get(&key).is_some();
         if !self.queued(&key) && !known {
             self.populated = true;
             return Ok(());
@@ -218,8 +281,17 @@ impl Model {
             }
         }
         if self.config.known_objects {
+            // The key in flight first, as the cache will have it; then the cache's other keys.
+            if let Some(flying) = &self.in_flight
+                && let Some(last) = flying.last()
+                && !new_keys.contains(&flying.key)
+                && !self.queued(&flying.key)
+            {
+                deletions.push((flying.key.clone(), Some(last)));
+            }
             for (key, obj) in &self.known {
-                if !new_keys.contains(key) && !self.queued(key) {
+                let in_flight = is_in_flight(self.in_flight.as_ref(), key);
+                if !new_keys.contains(key) && !self.queued(key) && !in_flight {
                     deletions.push((key.clone(), Some(Arc::clone(obj))));
                 }
             }
@@ -254,7 +326,7 @@ impl Model {
             .map(|(k, o)| (k.clone(), Arc::clone(o)))
             .collect();
         for (key, obj) in known {
-            if !self.queued(&key) {
+            if !self.queued(&key) && !is_in_flight(self.in_flight.as_ref(), &key) {
                 self.push(&key, Delta::Sync(obj));
             }
         }
@@ -262,18 +334,38 @@ impl Model {
 
     /// `pop`: the front key's deltas and the initial-list flag, applied to the model's cache.
     pub fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+        let popped = self.take()?;
+        self.finish();
+        Some(popped)
+    }
+
+    /// The first half of `pop`: hands over the front key's deltas, which are in flight until
+    /// [`finish`](Self::finish).
+    pub fn take(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+        assert!(self.in_flight.is_none(), "one pop at a time");
         if self.queue.is_empty() {
             return None;
         }
         let initial = !self.has_synced();
         let (key, deltas) = self.queue.remove(0);
-        if self.initial > 0 {
-            self.initial -= 1;
-        }
-        for delta in &deltas {
-            apply(&mut self.known, &key, delta);
-        }
+        self.in_flight = Some(InFlight {
+            key,
+            deltas: deltas.clone(),
+            counted: self.initial > 0,
+        });
         Some((deltas, initial))
+    }
+
+    /// The second half of `pop`: `process` returned; the change is applied to the model's cache.
+    pub fn finish(&mut self) {
+        if let Some(flying) = self.in_flight.take() {
+            if flying.counted {
+                self.initial -= 1;
+            }
+            for delta in &flying.deltas {
+                apply(&mut self.known, &flying.key, delta);
+            }
+        }
     }
 
     /// `has_synced`.
@@ -293,6 +385,7 @@ pub struct InOrderModel {
     config: Config,
     events: VecDeque<(String, Delta<Obj>)>,
     known: BTreeMap<String, Arc<Obj>>,
+    in_flight: Option<InFlight>,
     populated: bool,
     initial: usize,
 }
@@ -321,8 +414,9 @@ impl InOrderModel {
                 let last = match self.events.iter().rev().find(|(k, _)| *k == key) {
                     Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
                     Some((_, delta)) => Some(delta.object().cloned()),
-                    None if self.config.known_objects => self.known.get(&key).cloned().map(Some),
-                    None => None,
+                    None => {
+                        known_get(self.config, &self.known, self.in_flight.as_ref(), &key).map(Some)
+                    }
                 };
                 if let Some(last) = last {
                     self.populated = true;
@@ -357,8 +451,16 @@ impl InOrderModel {
             }
         }
         if self.config.known_objects {
+            let unlisted = |key: &str| !listed_keys.contains(key) && !last.contains_key(key);
+            // The key in flight first, as the cache will have it; then the cache's other keys.
+            if let Some(flying) = &self.in_flight
+                && let Some(obj) = flying.last()
+                && unlisted(&flying.key)
+            {
+                deletions.push(tombstone(&flying.key, Some(obj)));
+            }
             for (key, obj) in &self.known {
-                if !listed_keys.contains(key.as_str()) && !last.contains_key(key.as_str()) {
+                if unlisted(key) && !is_in_flight(self.in_flight.as_ref(), key) {
                     deletions.push(tombstone(key, Some(Arc::clone(obj))));
                 }
             }
@@ -383,10 +485,11 @@ impl InOrderModel {
             return;
         }
         let queued: BTreeSet<&str> = self.events.iter().map(|(k, _)| k.as_str()).collect();
+        let in_flight = self.in_flight.as_ref();
         let syncs: Vec<_> = self
             .known
             .iter()
-            .filter(|(key, _)| !queued.contains(key.as_str()))
+            .filter(|(key, _)| !queued.contains(key.as_str()) && !is_in_flight(in_flight, key))
             .map(|(key, obj)| (key.clone(), Delta::Sync(Arc::clone(obj))))
             .collect();
         drop(queued);
@@ -395,16 +498,35 @@ impl InOrderModel {
 
     /// `pop`: the oldest event and the initial-list flag, applied to the model's cache.
     pub fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
-        if self.events.is_empty() {
-            return None;
-        }
+        let popped = self.take()?;
+        self.finish();
+        Some(popped)
+    }
+
+    /// The first half of `pop`: hands over the oldest event, which is in flight until
+    /// [`finish`](Self::finish).
+    pub fn take(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+        assert!(self.in_flight.is_none(), "one pop at a time");
         let initial = !self.has_synced();
         let (key, delta) = self.events.pop_front()?;
-        if self.initial > 0 {
-            self.initial -= 1;
-        }
-        apply(&mut self.known, &key, &delta);
+        self.in_flight = Some(InFlight {
+            key,
+            deltas: vec![delta.clone()],
+            counted: self.initial > 0,
+        });
         Some((vec![delta], initial))
+    }
+
+    /// The second half of `pop`: `process` returned; the event is applied to the model's cache.
+    pub fn finish(&mut self) {
+        if let Some(flying) = self.in_flight.take() {
+            if flying.counted {
+                self.initial -= 1;
+            }
+            for delta in &flying.deltas {
+                apply(&mut self.known, &flying.key, delta);
+            }
+        }
     }
 
     /// `has_synced`.
@@ -428,7 +550,8 @@ trait Reference {
     fn delete(&mut self, obj: &Obj) -> Result<(), Failure>;
     fn replace(&mut self, list: &[Obj]) -> Result<(), Failure>;
     fn resync(&mut self);
-    fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)>;
+    fn take(&mut self) -> Option<(Vec<Delta<Obj>>, bool)>;
+    fn finish(&mut self);
     fn has_synced(&self) -> bool;
     fn queued_keys(&self) -> Vec<String>;
     fn known(&self) -> &BTreeMap<String, Arc<Obj>>;
@@ -450,8 +573,11 @@ macro_rules! reference {
             fn resync(&mut self) {
                 <$model>::resync(self)
             }
-            fn pop(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
-                <$model>::pop(self)
+            fn take(&mut self) -> Option<(Vec<Delta<Obj>>, bool)> {
+                <$model>::take(self)
+            }
+            fn finish(&mut self) {
+                <$model>::finish(self)
             }
             fn has_synced(&self) -> bool {
                 <$model>::has_synced(self)
@@ -566,17 +692,22 @@ impl Real {
     }
 }
 
+/// What the real queue's consumer does with popped deltas: applies them to its cache.
+fn apply_popped(cache: &Cache, deltas: &Deltas<Obj>) {
+    let key = match deltas.newest() {
+        Delta::Deleted(DeletedObject::Tombstone(t)) => t.key.clone(),
+        d => d.object().map(|o| o.name.clone()).unwrap_or_default(),
+    };
+    let mut cache = cache.lock();
+    for delta in deltas.iter() {
+        apply(&mut cache, &key, delta);
+    }
+}
+
 fn pop_real(fifo: &dyn Queue<Obj>, cache: &Cache) -> Result<(Vec<Delta<Obj>>, bool), QueueClosed> {
     let mut out = None;
     fifo.pop(&mut |deltas: Deltas<Obj>, initial| {
-        let key = match deltas.newest() {
-            Delta::Deleted(DeletedObject::Tombstone(t)) => t.key.clone(),
-            d => d.object().map(|o| o.name.clone()).unwrap_or_default(),
-        };
-        let mut cache = cache.lock();
-        for delta in deltas.iter() {
-            apply(&mut cache, &key, delta);
-        }
+        apply_popped(cache, &deltas);
         out = Some((deltas.into_vec(), initial));
     })?;
     Ok(out.expect("pop returned Ok, so process ran"))
@@ -597,53 +728,13 @@ pub fn run(config: Config, ops: &[Op]) {
 fn check(config: Config, ops: &[Op], mut model: impl Reference) {
     let cache = Arc::new(Cache::default());
     let real = Real::new(config, &cache);
-    let fifo = real.queue();
     for (step, op) in ops.iter().enumerate() {
-        match op {
-            Op::Add(o) => assert_eq!(
-                failure(fifo.add(Arc::new(o.clone()))),
-                model.write(DeltaType::Added, o),
-                "step {step}: {op:?}"
-            ),
-            Op::Update(o) => assert_eq!(
-                failure(fifo.update(Arc::new(o.clone()))),
-                model.write(DeltaType::Updated, o),
-                "step {step}: {op:?}"
-            ),
-            Op::Delete(o) => assert_eq!(
-                failure(fifo.delete(Arc::new(o.clone()))),
-                model.delete(o),
-                "step {step}: {op:?}"
-            ),
-            Op::Replace(list) => assert_eq!(
-                failure(fifo.replace(list.iter().cloned().map(Arc::new).collect(), String::new())),
-                model.replace(list),
-                "step {step}: {op:?}"
-            ),
-            Op::Resync => {
-                fifo.resync().expect("resync never fails");
-                model.resync();
-            }
-            Op::Pop => match model.pop() {
-                None => assert!(real.is_empty(), "step {step}: the model is empty"),
-                Some(expected) => {
-                    assert_eq!(pop_real(fifo, &cache), Ok(expected), "step {step}: pop")
-                }
-            },
-        }
-        assert_eq!(
-            real.queued_keys(),
-            model.queued_keys(),
-            "step {step}: {op:?}: queued keys"
-        );
-        assert_eq!(
-            fifo.has_synced(),
-            model.has_synced(),
-            "step {step}: {op:?}: has_synced"
-        );
+        run_op(&mut model, &real, &cache, op, &format!("step {step}"));
     }
+    let fifo = real.queue();
     fifo.close();
-    while let Some(expected) = model.pop() {
+    while let Some(expected) = model.take() {
+        model.finish();
         assert_eq!(pop_real(fifo, &cache), Ok(expected), "drain after close");
     }
     assert_eq!(
@@ -654,15 +745,98 @@ fn check(config: Config, ops: &[Op], mut model: impl Reference) {
     assert_eq!(&*cache.lock(), model.known(), "both caches end the same");
 }
 
+/// Runs one operation on the model and the real queue, and compares.
+fn run_op<M: Reference>(model: &mut M, real: &Real, cache: &Cache, op: &Op, at: &str) {
+    let fifo = real.queue();
+    match op {
+        Op::Add(o) => assert_eq!(
+            failure(fifo.add(Arc::new(o.clone()))),
+            model.write(DeltaType::Added, o),
+            "{at}: {op:?}"
+        ),
+        Op::Update(o) => assert_eq!(
+            failure(fifo.update(Arc::new(o.clone()))),
+            model.write(DeltaType::Updated, o),
+            "{at}: {op:?}"
+        ),
+        Op::Delete(o) => assert_eq!(
+            failure(fifo.delete(Arc::new(o.clone()))),
+            model.delete(o),
+            "{at}: {op:?}"
+        ),
+        Op::Replace(list) => assert_eq!(
+            failure(fifo.replace(list.iter().cloned().map(Arc::new).collect(), String::new())),
+            model.replace(list),
+            "{at}: {op:?}"
+        ),
+        Op::Resync => {
+            fifo.resync().expect("resync never fails");
+            model.resync();
+        }
+        Op::Pop => match model.take() {
+            None => assert!(real.is_empty(), "{at}: the model is empty"),
+            Some(expected) => {
+                model.finish();
+                assert_eq!(pop_real(fifo, cache), Ok(expected), "{at}: pop");
+            }
+        },
+        Op::PopDuring {
+            apply_first,
+            writes,
+        } => {
+            assert!(
+                writes.iter().all(Op::is_write),
+                "{at}: only writes while a pop is in flight"
+            );
+            match model.take() {
+                None => assert!(real.is_empty(), "{at}: the model is empty"),
+                Some(expected) => {
+                    let mut popped = None;
+                    fifo.pop(&mut |deltas: Deltas<Obj>, initial| {
+                        if *apply_first {
+                            apply_popped(cache, &deltas);
+                        }
+                        for (i, write) in writes.iter().enumerate() {
+                            let at = format!("{at}, write {i} with {expected:?} in flight");
+                            run_op(model, real, cache, write, &at);
+                        }
+                        if !*apply_first {
+                            apply_popped(cache, &deltas);
+                        }
+                        popped = Some((deltas.into_vec(), initial));
+                    })
+                    .expect("the model holds something, so the queue does");
+                    model.finish();
+                    assert_eq!(popped, Some(expected), "{at}: pop");
+                }
+            }
+        }
+    }
+    assert_eq!(
+        real.queued_keys(),
+        model.queued_keys(),
+        "{at}: {op:?}: queued keys"
+    );
+    assert_eq!(
+        fifo.has_synced(),
+        model.has_synced(),
+        "{at}: {op:?}: has_synced"
+    );
+}
+
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
 
 /// Decodes arbitrary bytes into a configuration and a sequence of operations.
 ///
 /// The first byte is the configuration (bit 0: known objects, bit 1: emit Replaced, bit 2:
-/// transform, bit 3: the in-order FIFO instead of the DeltaFifo). Then each operation is one byte (`% 8`: add, update, delete, replace, resync, and
-/// three kinds of pop), followed by one byte per object (`% 6` picks the key, one of five names or
-/// the empty, failing one; `>= 240` poisons it for the transform); a replace first reads its list
-/// length (`% 6`). Versions count up from 1 in object order. Missing bytes end the run.
+/// transform, bit 3: the in-order FIFO instead of the DeltaFifo). Then each operation is one byte
+/// (`% 8`: add, update, delete, replace, resync, two kinds of pop, and a pop with writes while
+/// its change is in flight), followed by one byte per object (`% 6` picks the key, one of five
+/// names or the empty, failing one; `>= 240` poisons it for the transform); a replace first
+/// reads its list length (`% 6`); a pop with writes reads one byte (bit 0: apply the change
+/// before the writes; `>> 1 % 4`: how many writes), then each write as an operation whose byte
+/// is taken `% 5` (writes only). Versions count up from 1 in object order. Missing bytes end the
+/// run.
 pub fn decode(data: &[u8]) -> (Config, Vec<Op>) {
     let mut bytes = data.iter().copied();
     let Some(first) = bytes.next() else {
@@ -674,40 +848,69 @@ pub fn decode(data: &[u8]) -> (Config, Vec<Op>) {
         transform: first & 4 != 0,
         in_order: first & 8 != 0,
     };
-    let mut version = 0;
-    let mut object = |byte: u8| {
-        version += 1;
+    let mut decoder = Decoder { bytes, version: 0 };
+    let mut ops = Vec::new();
+    while let Some(code) = decoder.bytes.next() {
+        let Some(op) = decoder.op(code % 8) else {
+            break;
+        };
+        ops.push(op);
+    }
+    (config, ops)
+}
+
+struct Decoder<I> {
+    bytes: I,
+    version: u64,
+}
+
+impl<I: Iterator<Item = u8>> Decoder<I> {
+    fn object(&mut self, byte: u8) -> Obj {
+        self.version += 1;
         Obj {
             name: NAMES[usize::from(byte) % NAMES.len()].to_owned(),
-            version,
+            version: self.version,
             poison: byte >= 240,
         }
-    };
-    let mut ops = Vec::new();
-    while let Some(code) = bytes.next() {
-        let op = match code % 8 {
+    }
+
+    /// The operation of `code` (`0..8`), with the bytes it reads; `None` if they are missing.
+    fn op(&mut self, code: u8) -> Option<Op> {
+        Some(match code {
             0..=2 => {
-                let Some(byte) = bytes.next() else { break };
-                let o = object(byte);
-                match code % 8 {
+                let byte = self.bytes.next()?;
+                let o = self.object(byte);
+                match code {
                     0 => Op::Add(o),
                     1 => Op::Update(o),
                     _ => Op::Delete(o),
                 }
             }
             3 => {
-                let Some(len) = bytes.next() else { break };
-                let list: Vec<Obj> = bytes
-                    .by_ref()
-                    .take(usize::from(len) % 6)
-                    .map(&mut object)
-                    .collect();
+                let len = self.bytes.next()?;
+                let mut list = Vec::new();
+                for _ in 0..usize::from(len) % 6 {
+                    let Some(byte) = self.bytes.next() else {
+                        break;
+                    };
+                    list.push(self.object(byte));
+                }
                 Op::Replace(list)
             }
             4 => Op::Resync,
-            _ => Op::Pop,
-        };
-        ops.push(op);
+            5 | 6 => Op::Pop,
+            _ => {
+                let byte = self.bytes.next()?;
+                let mut writes = Vec::new();
+                for _ in 0..(byte >> 1) % 4 {
+                    let code = self.bytes.next()?;
+                    writes.push(self.op(code % 5)?);
+                }
+                Op::PopDuring {
+                    apply_first: byte & 1 != 0,
+                    writes,
+                }
+            }
+        })
     }
-    (config, ops)
 }
