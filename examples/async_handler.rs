@@ -1,10 +1,11 @@
-//! Handing notifications to async code: the handler (on its own thread) sends each change into a
-//! tokio channel, and an async task does the slow work — here, a pretend HTTP call per change.
+//! An async event handler: its methods are `async fn`s, run as a tokio task of the informer's
+//! own — no thread, no channel to bridge. Here each change does a pretend HTTP call.
 //!
-//! An unbounded channel keeps the handler from ever blocking, as the informer's own buffers do;
-//! with a bounded one, `blocking_send` would apply back-pressure to that handler only. A work
-//! queue that coalesces by key (send the key, look the object up in the lister when working)
-//! is the usual controller shape, and is what the `reconcile` task below does.
+//! The handler receives every change in order, one at a time, each with the object's key. Its
+//! buffer is bounded: if it falls behind by more than that, it receives one notification per
+//! changed key (from the version it saw to the latest one) until it catches up, so a slow
+//! handler never holds a stream of old versions alive. A controller that only needs "this key
+//! changed, reconcile it" reads the current state from the lister, as `on_update` does below.
 //!
 //! ```sh
 //! cargo run --example async_handler
@@ -19,19 +20,47 @@ use informers::kube_client;
 use informers::prelude::*;
 use tokio::sync::mpsc;
 
-/// What the async side is told: the key of an object that changed.
+/// What the handler did, for `main` to wait on (instead of sleeping and hoping).
 #[derive(Debug)]
-enum Change {
-    Upserted(String),
-    Deleted(String),
+enum Handled {
+    Reconciled { key: Arc<str>, node: Option<String> },
+    CleanedUp(Arc<str>),
 }
 
-fn key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
+struct Reconciler {
+    pods: Lister<Pod>,
+    handled: mpsc::UnboundedSender<Handled>,
+}
+
+impl Reconciler {
+    async fn reconcile(&self, key: Arc<str>) {
+        tokio::time::sleep(Duration::from_millis(2)).await; // the "HTTP call"
+        // The current state, from the cache: never older than the event.
+        let node = self
+            .pods
+            .get(&key)
+            .and_then(|p| p.spec.as_ref()?.node_name.clone());
+        println!("reconciled {key} (now on {node:?})");
+        let _ = self.handled.send(Handled::Reconciled { key, node });
+    }
+}
+
+#[async_trait]
+impl AsyncResourceEventHandler<Pod> for Reconciler {
+    async fn on_add(&self, key: Arc<str>, _pod: Arc<Pod>, _initial: bool) {
+        self.reconcile(key).await;
+    }
+
+    async fn on_update(&self, key: Arc<str>, _old: Arc<Pod>, _new: Arc<Pod>) {
+        self.reconcile(key).await;
+    }
+
+    async fn on_delete(&self, key: Arc<str>, last_known: Arc<Pod>, _unknown: bool) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let node = last_known.spec.as_ref().and_then(|s| s.node_name.clone());
+        println!("cleaned up after {key} (was on {node:?})");
+        let _ = self.handled.send(Handled::CleanedUp(key));
+    }
 }
 
 #[tokio::main]
@@ -49,93 +78,43 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
-
-    // The channel, and the handler feeding it: each hook sends the changed pod's key, and never
-    // blocks.
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let (on_add, on_update, on_delete) = (tx.clone(), tx.clone(), tx);
-    pods.add_event_handler(
-        ResourceEventHandlerFuncs::new()
-            .with_add(move |p: &Arc<Pod>, _| {
-                let _ = on_add.send(Change::Upserted(key(p)));
-            })
-            .with_update(move |_: &Arc<Pod>, p: &Arc<Pod>| {
-                let _ = on_update.send(Change::Upserted(key(p)));
-            })
-            .with_delete(move |d: DeletedObject<Pod>| {
-                let key = d
-                    .tombstone()
-                    .map(|t| t.key.clone())
-                    .or_else(|| d.object().map(|p| key(p)));
-                if let Some(key) = key {
-                    let _ = on_delete.send(Change::Deleted(key));
-                }
-            }),
-    )?;
-
-    // The async worker: reads the current state from the lister, never from the event.
-    let lister = factory.lister::<Pod>();
-    // What the worker has handled, for `main` to wait on (instead of sleeping and hoping).
-    let (handled_tx, mut handled_rx) = mpsc::unbounded_channel::<Change>();
-    let worker = tokio::spawn(async move {
-        let mut handled = 0;
-        while let Some(change) = rx.recv().await {
-            tokio::time::sleep(Duration::from_millis(2)).await; // the "HTTP call"
-            match &change {
-                Change::Upserted(key) => {
-                    let (ns, name) = key.split_once('/').unwrap_or(("", key));
-                    let node = lister
-                        .namespace(ns)
-                        .get(name)
-                        .and_then(|p| p.spec.as_ref()?.node_name.clone());
-                    println!("reconciled {key} (now on {node:?})");
-                }
-                Change::Deleted(key) => println!("cleaned up after {key}"),
-            }
-            let _ = handled_tx.send(change);
-            handled += 1;
-        }
-        handled
-    });
+    let (handled, mut handled_rx) = mpsc::unbounded_channel();
+    let registration = pods.add_async_event_handler(Reconciler {
+        pods: factory.lister::<Pod>(),
+        handled,
+    })?;
 
     factory.start()?;
     factory
         .wait_for_cache_sync(Some(Duration::from_secs(30)))
         .await;
+    // The handler's own sync: it has handled all twelve initial adds.
+    registration.wait_for_sync().await;
     server.delete::<Pod>(Some("ns-0"), "pod-0")?;
     server.patch::<Pod>(
         Some("ns-1"),
         "pod-1",
         &serde_json::json!({"spec": {"nodeName": "node-9"}}),
     )?;
-    // Wait until the worker has handled both changes (it handles in order, so these come
-    // after the initial adds).
-    let pods_now = factory.lister::<Pod>();
+    // Wait until the handler has handled both changes.
     let (mut deleted, mut moved) = (false, false);
     while !(deleted && moved) {
         match handled_rx.recv().await {
-            Some(Change::Deleted(key)) if key == "ns-0/pod-0" => deleted = true,
-            Some(Change::Upserted(key))
-                if key == "ns-1/pod-1"
-                    && pods_now
-                        .namespace("ns-1")
-                        .get("pod-1")
-                        .and_then(|p| p.spec.as_ref()?.node_name.clone())
-                        .as_deref()
-                        == Some("node-9") =>
+            Some(Handled::CleanedUp(key)) if &*key == "ns-0/pod-0" => deleted = true,
+            Some(Handled::Reconciled { key, node })
+                if &*key == "ns-1/pod-1" && node.as_deref() == Some("node-9") =>
             {
                 moved = true
             }
             Some(_) => {}
-            None => return Err("the worker ended early".into()),
+            None => return Err("the handler stopped early".into()),
         }
     }
-
-    // Shutting down drops the handler, and with it the senders: the worker drains and ends.
+    println!(
+        "the async handler handled {} changes",
+        registration.delivered()
+    );
     factory.shutdown().await?;
-    drop(pods);
-    let handled = worker.await?;
-    println!("the async worker handled {handled} changes");
     server.shutdown().await;
     Ok(())
 }

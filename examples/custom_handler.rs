@@ -34,14 +34,14 @@ fn app(pod: &Pod) -> Option<String> {
 }
 
 impl ResourceEventHandler<Pod> for PodsPerApp {
-    fn on_add(&self, pod: &Arc<Pod>, _is_in_initial_list: bool) {
+    fn on_add(&self, _key: &str, pod: &Arc<Pod>, _is_in_initial_list: bool) {
         if let Some(app) = app(pod) {
             self.0
                 .send_modify(|counts| *counts.entry(app).or_default() += 1);
         }
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _key: &str, old: &Arc<Pod>, new: &Arc<Pod>) {
         let (before, after) = (app(old), app(new));
         if before != after {
             self.0.send_modify(|counts| {
@@ -55,9 +55,10 @@ impl ResourceEventHandler<Pod> for PodsPerApp {
         }
     }
 
-    fn on_delete(&self, pod: DeletedObject<Pod>) {
-        // A deletion seen only by a relist carries the last cached state, if there was one.
-        if let Some(app) = pod.object().and_then(|p| app(p)) {
+    fn on_delete(&self, _key: &str, pod: &Arc<Pod>, _final_state_unknown: bool) {
+        // Every deletion carries the pod's last known state (the cached one, if a relist found
+        // the deletion).
+        if let Some(app) = app(pod) {
             self.0
                 .send_modify(|counts| *counts.entry(app).or_default() -= 1);
         }

@@ -55,10 +55,10 @@ impl Counter {
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Counter {
-    fn on_add(&self, _: &Arc<K>, _: bool) {
+    fn on_add(&self, _: &str, _: &Arc<K>, _: bool) {
         self.adds.fetch_add(1, Ordering::Relaxed);
     }
-    fn on_update(&self, _: &Arc<K>, _: &Arc<K>) {
+    fn on_update(&self, _: &str, _: &Arc<K>, _: &Arc<K>) {
         self.updates.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -3,7 +3,6 @@
 //! cluster's list at the cache's own resourceVersion.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use informers::apiserver::ApiServer;
@@ -166,14 +165,13 @@ fn check(server: &ApiServer, informers: &Informers) -> Result<Verdict, BoxError>
         problems.push(format!("node index: {node} listed, but no pod is on it"));
     }
     let counts = per_node.counts.lock();
-    if per_node.unattributed.load(Ordering::Relaxed) == 0 {
-        for (node, count) in &by_node {
-            let seen = counts.get(node).copied().unwrap_or_default();
-            if seen != *count as i64 {
-                problems.push(format!(
-                    "per-node handler: {node} has {seen} pods, the server {count}"
-                ));
-            }
+    // Every deletion carries the pod's last known state, so the counts attribute every pod.
+    for (node, count) in &by_node {
+        let seen = counts.get(node).copied().unwrap_or_default();
+        if seen != *count as i64 {
+            problems.push(format!(
+                "per-node handler: {node} has {seen} pods, the server {count}"
+            ));
         }
     }
     Ok(Verdict {

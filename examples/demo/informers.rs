@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use informers::k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -141,19 +141,14 @@ impl<K> Default for Mirror<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> ResourceEventHandler<K> for Mirror<K> {
-    fn on_add(&self, obj: &Arc<K>, _: bool) {
-        self.state.lock().insert(key_of(&**obj), rv_of(&**obj));
+    fn on_add(&self, key: &str, obj: &Arc<K>, _: bool) {
+        self.state.lock().insert(key.to_owned(), rv_of(&**obj));
     }
-    fn on_update(&self, _: &Arc<K>, new: &Arc<K>) {
-        self.state.lock().insert(key_of(&**new), rv_of(&**new));
+    fn on_update(&self, key: &str, _: &Arc<K>, new: &Arc<K>) {
+        self.state.lock().insert(key.to_owned(), rv_of(&**new));
     }
-    fn on_delete(&self, obj: DeletedObject<K>) {
-        let key = match (obj.tombstone(), obj.object()) {
-            (Some(t), _) => t.key.clone(),
-            (None, Some(o)) => key_of(&**o),
-            (None, None) => return,
-        };
-        self.state.lock().remove(&key);
+    fn on_delete(&self, key: &str, _: &Arc<K>, _: bool) {
+        self.state.lock().remove(key);
     }
 }
 
@@ -161,8 +156,6 @@ impl<K: Resource + Send + Sync + 'static> ResourceEventHandler<K> for Mirror<K> 
 #[derive(Default)]
 pub(crate) struct PodsPerNode {
     pub(crate) counts: Mutex<HashMap<String, i64>>,
-    /// Deletions that came without the object's last state (cannot be attributed to a node).
-    pub(crate) unattributed: AtomicU64,
 }
 
 impl PodsPerNode {
@@ -179,22 +172,18 @@ impl PodsPerNode {
 }
 
 impl ResourceEventHandler<Pod> for PodsPerNode {
-    fn on_add(&self, pod: &Arc<Pod>, _: bool) {
+    fn on_add(&self, _: &str, pod: &Arc<Pod>, _: bool) {
         self.shift(pod, 1);
     }
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _: &str, old: &Arc<Pod>, new: &Arc<Pod>) {
         if node_of(old) != node_of(new) {
             self.shift(old, -1);
             self.shift(new, 1);
         }
     }
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
-        match obj.object() {
-            Some(pod) => self.shift(pod, -1),
-            None => {
-                self.unattributed.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    fn on_delete(&self, _: &str, pod: &Arc<Pod>, _: bool) {
+        // Every deletion carries the pod's last known state, whose node it leaves.
+        self.shift(pod, -1);
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informer_controller::ResourceEventHandler;
-use informer_fifo::DeletedObject;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 
@@ -192,6 +191,14 @@ impl Journal {
 }
 
 impl JournalState {
+    /// A notification's key must be its object's.
+    fn check_key(&mut self, name: &str, key: &str, obj: &Pod) {
+        let own = key_of(obj);
+        if key != own {
+            self.violation(format!("{name}: a notification for {key} carries {own}"));
+        }
+    }
+
     fn violation(&mut self, message: String) {
         if self.violations.len() < MAX_VIOLATIONS {
             self.violations.push(message);
@@ -211,63 +218,85 @@ impl JournalState {
 }
 
 impl ResourceEventHandler<Pod> for Journal {
-    fn on_add(&self, obj: &Arc<Pod>, is_in_initial_list: bool) {
+    fn on_add(&self, key: &str, obj: &Arc<Pod>, is_in_initial_list: bool) {
         self.with_state(|state, name| {
-            let (key, rv) = (key_of(obj), rv_of(obj));
-            if let Some(had) = state.view.insert(key.clone(), rv) {
+            let rv = rv_of(obj);
+            state.check_key(name, key, obj);
+            if let Some(had) = state.view.insert(key.to_owned(), rv) {
                 state.violation(format!("{name}: add of {key}@{rv}, already seen at {had}"));
             }
             if !is_in_initial_list {
-                state.note(&self.options, Note::Add { key, rv }, Some(rv));
+                state.note(
+                    &self.options,
+                    Note::Add {
+                        key: key.to_owned(),
+                        rv,
+                    },
+                    Some(rv),
+                );
             }
         });
     }
 
-    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, key: &str, old: &Arc<Pod>, new: &Arc<Pod>) {
         self.with_state(|state, name| {
-            let (key, old_rv, rv) = (key_of(new), rv_of(old), rv_of(new));
-            match state.view.insert(key.clone(), rv) {
+            let (old_rv, rv) = (rv_of(old), rv_of(new));
+            state.check_key(name, key, new);
+            match state.view.insert(key.to_owned(), rv) {
                 Some(had) if had == old_rv => {}
                 had => state.violation(format!(
                     "{name}: update of {key} from {old_rv} to {rv}, but the view had {had:?}"
                 )),
             }
             if old_rv != rv {
-                state.note(&self.options, Note::Update { key, rv }, Some(rv));
+                state.note(
+                    &self.options,
+                    Note::Update {
+                        key: key.to_owned(),
+                        rv,
+                    },
+                    Some(rv),
+                );
             }
         });
     }
 
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
-        self.with_state(|state, name| match obj.tombstone() {
-            Some(tombstone) => {
+    fn on_delete(&self, key: &str, obj: &Arc<Pod>, final_state_unknown: bool) {
+        self.with_state(|state, name| {
+            state.check_key(name, key, obj);
+            let rv = rv_of(obj);
+            let had = state.view.remove(key);
+            if final_state_unknown {
                 state.tombstones += 1;
-                let key = tombstone.key.clone();
-                let last_rv = tombstone.obj.as_deref().map(rv_of);
-                let had = state.view.remove(&key);
-                if last_rv.is_some() && had != last_rv {
+                // The last known state is the cache's last version: what this handler saw, or
+                // (if it had fallen behind and coalesced) a later one, never an earlier one.
+                if had.is_none_or(|had| had > rv) {
                     state.violation(format!(
-                        "{name}: tombstone of {key} with last state {last_rv:?}, the view had {had:?}"
+                        "{name}: tombstone of {key} with last state {rv}, the view had {had:?}"
                     ));
                 }
                 let lists_before = self.lists.lists();
                 state.note(
                     &self.options,
                     Note::Tombstone {
-                        key,
-                        last_rv,
+                        key: key.to_owned(),
+                        last_rv: Some(rv),
                         lists_before,
                     },
                     None,
                 );
-            }
-            None => {
-                let Some(object) = obj.object() else { return };
-                let (key, rv) = (key_of(object), rv_of(object));
-                if state.view.remove(&key).is_none() {
+            } else {
+                if had.is_none() {
                     state.violation(format!("{name}: delete of {key}@{rv}, not in the view"));
                 }
-                state.note(&self.options, Note::Delete { key, rv }, Some(rv));
+                state.note(
+                    &self.options,
+                    Note::Delete {
+                        key: key.to_owned(),
+                        rv,
+                    },
+                    Some(rv),
+                );
             }
         });
     }
@@ -389,7 +418,6 @@ impl WriteLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use informer_fifo::DeletedFinalStateUnknown;
 
     fn pod(ns: &str, name: &str, rv: u64) -> Arc<Pod> {
         let mut p = Pod::default();
@@ -410,10 +438,10 @@ mod tests {
     #[test]
     fn a_consistent_sequence_replays_to_the_final_view() {
         let j = journal();
-        j.on_add(&pod("a", "x", 2), true);
-        j.on_add(&pod("a", "y", 3), false);
-        j.on_update(&pod("a", "x", 2), &pod("a", "x", 5));
-        j.on_delete(DeletedObject::Object(pod("a", "y", 6)));
+        j.on_add("a/x", &pod("a", "x", 2), true);
+        j.on_add("a/y", &pod("a", "y", 3), false);
+        j.on_update("a/x", &pod("a", "x", 2), &pod("a", "x", 5));
+        j.on_delete("a/y", &pod("a", "y", 6), false);
         assert!(j.violations().is_empty(), "{:?}", j.violations());
         assert_eq!(j.view(), BTreeMap::from([("a/x".to_owned(), 5)]));
         assert_eq!(j.notes().len(), 3, "initial adds are not notes");
@@ -422,17 +450,15 @@ mod tests {
     #[test]
     fn a_stale_update_a_double_add_and_an_unknown_delete_are_violations() {
         let j = journal();
-        j.on_add(&pod("a", "x", 2), false);
-        j.on_add(&pod("a", "x", 3), false);
-        j.on_update(&pod("a", "x", 2), &pod("a", "x", 4));
-        j.on_delete(DeletedObject::Object(pod("a", "z", 9)));
-        j.on_delete(DeletedObject::Tombstone(Box::new(
-            DeletedFinalStateUnknown {
-                key: "a/x".into(),
-                obj: Some(pod("a", "x", 1)),
-            },
-        )));
-        assert_eq!(j.violations().len(), 4, "{:?}", j.violations());
+        j.on_add("a/x", &pod("a", "x", 2), false);
+        j.on_add("a/x", &pod("a", "x", 3), false);
+        j.on_update("a/x", &pod("a", "x", 2), &pod("a", "x", 4));
+        j.on_delete("a/z", &pod("a", "z", 9), false);
+        // A last known state older than what the handler saw.
+        j.on_delete("a/x", &pod("a", "x", 1), true);
+        // A key that is not the object's.
+        j.on_add("a/w", &pod("a", "v", 1), false);
+        assert_eq!(j.violations().len(), 5, "{:?}", j.violations());
         assert_eq!(j.tombstones(), 1);
     }
 

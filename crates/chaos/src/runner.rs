@@ -125,6 +125,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
             min_watch_timeout: Duration::from_secs(scenario.server.min_watch_timeout_secs),
             streaming_list: scenario.server.streaming_list,
             slow_delay: Duration::from_micros(300),
+            slow_buffer: 16,
             keep_notes: true,
             record_times: false,
         },

@@ -247,6 +247,7 @@ async fn soak_on(server: &ApiServer, options: &SoakOptions) -> SoakReport {
             min_watch_timeout: Duration::from_secs(60),
             streaming_list: false,
             slow_delay: options.slow_handler,
+            slow_buffer: informer_controller::DEFAULT_BUFFER,
             keep_notes: false,
             record_times: true,
         },

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use informer_apiserver::{
     ApiServer, Failure as ServerFailure, SlowStream, StatusError, Verb as ServerVerb,
 };
 use informer_controller::{
-    HandlerRegistration, InformerError, ResourceEventHandlerExt, SharedIndexInformer,
+    HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandlerExt,
+    SharedIndexInformer,
 };
 use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
@@ -82,6 +84,9 @@ pub struct StackOptions {
     pub streaming_list: bool,
     /// How long the slow handler sleeps per notification.
     pub slow_delay: Duration,
+    /// The slow handler's buffer (notifications), and the stream subscriber's: small, so that
+    /// they fall behind and coalesce per key.
+    pub slow_buffer: usize,
     /// Keep every notification of the unfiltered handlers, to check them against the writes.
     pub keep_notes: bool,
     /// Record when the main handler saw each change (handler lag).
@@ -106,7 +111,9 @@ pub struct Stack {
     pub slow: Arc<Journal>,
     /// Every notification of `gold`.
     pub gold_journal: Arc<Journal>,
-    /// The four registrations.
+    /// Every event of a stream subscribed to `all`, read by a task of its own.
+    pub stream: Arc<Journal>,
+    /// The five registrations (the stream's last).
     pub registrations: Vec<HandlerRegistration>,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<Result<(), InformerError>>>,
@@ -193,24 +200,43 @@ impl Stack {
                 ..notes.clone()
             },
         ));
+        let stream = Arc::new(Journal::new("stream", Arc::clone(&all_log), notes.clone()));
         let gold_journal = Arc::new(Journal::new("gold", Arc::clone(&gold_log), notes));
         let err = |e: InformerError| format!("registering a handler: {e}");
+        let small = HandlerOptions::new().buffer(options.slow_buffer);
+        let mut events = all.subscribe_with(small).map_err(err)?;
         let registrations = vec![
             all.add_event_handler(Arc::clone(&main)).map_err(err)?,
             all.add_event_handler(Arc::clone(&filtered).filtered(on_even_node))
                 .map_err(err)?,
-            all.add_event_handler(Arc::clone(&slow)).map_err(err)?,
+            all.add_event_handler_with(Arc::clone(&slow), small)
+                .map_err(err)?,
             gold.add_event_handler(Arc::clone(&gold_journal))
                 .map_err(err)?,
+            events.registration().clone(),
         ];
         let stop = CancellationToken::new();
-        let tasks = [&all, &gold]
+        let mut tasks: Vec<_> = [&all, &gold]
             .into_iter()
             .map(|informer| {
                 let (informer, stop) = (Arc::clone(informer), stop.clone());
                 tokio::spawn(async move { informer.run(stop).await })
             })
             .collect();
+        // The stream's reader, yielding to the runtime now and then (an async consumer that
+        // awaits between events); it ends when the informer stops.
+        let reader = Arc::clone(&stream);
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while let Some(event) = events.next().await {
+                event.dispatch(&*reader);
+                n += 1;
+                if n.is_multiple_of(16) {
+                    tokio::task::yield_now().await;
+                }
+            }
+            Ok(())
+        }));
         Ok(Stack {
             all,
             gold,
@@ -220,6 +246,7 @@ impl Stack {
             filtered,
             slow,
             gold_journal,
+            stream,
             registrations,
             stop,
             tasks,
@@ -228,18 +255,30 @@ impl Stack {
 
     /// Notifications handled, all handlers together.
     pub fn notifications(&self) -> u64 {
-        [&self.main, &self.filtered, &self.slow, &self.gold_journal]
-            .iter()
-            .map(|j| j.notifications())
-            .sum()
+        [
+            &self.main,
+            &self.filtered,
+            &self.slow,
+            &self.gold_journal,
+            &self.stream,
+        ]
+        .iter()
+        .map(|j| j.notifications())
+        .sum()
     }
 
     /// Tombstones received, all handlers together.
     pub fn tombstones(&self) -> u64 {
-        [&self.main, &self.filtered, &self.slow, &self.gold_journal]
-            .iter()
-            .map(|j| j.tombstones())
-            .sum()
+        [
+            &self.main,
+            &self.filtered,
+            &self.slow,
+            &self.gold_journal,
+            &self.stream,
+        ]
+        .iter()
+        .map(|j| j.tombstones())
+        .sum()
     }
 
     /// Lists after the first, both informers together.
@@ -296,6 +335,7 @@ impl Stack {
         for (journal, expected) in [
             (&self.main, &cache),
             (&self.slow, &cache),
+            (&self.stream, &cache),
             (&self.filtered, &even),
             (&self.gold_journal, &gold_cache),
         ] {
@@ -347,12 +387,19 @@ impl Stack {
         let mut problems = Vec::new();
         problems.extend(check_indexes(&self.all));
         problems.extend(check_indexes(&self.gold));
-        for journal in [&self.main, &self.filtered, &self.slow, &self.gold_journal] {
+        for journal in [
+            &self.main,
+            &self.filtered,
+            &self.slow,
+            &self.gold_journal,
+            &self.stream,
+        ] {
             problems.extend(journal.violations());
         }
         if let Some(writes) = writes {
             problems.extend(writes.check_notes("main", &self.main.notes(), false));
             problems.extend(writes.check_notes("slow", &self.slow.notes(), false));
+            problems.extend(writes.check_notes("stream", &self.stream.notes(), false));
             problems.extend(writes.check_notes("gold", &self.gold_journal.notes(), true));
         }
         for (name, log) in [("every pod", &self.all_log), ("gold", &self.gold_log)] {

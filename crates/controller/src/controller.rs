@@ -4,29 +4,37 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use informer_fifo::{DeletedFinalStateUnknown, DeletedObject, Delta, Deltas, Queue, QueueClosed};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use informer_fifo::{DeletedObject, Delta, Deltas, Queue, QueueClosed};
 use informer_reflector::{ListerWatcher, Reflector};
 use informer_store::{Error, Result, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::ResourceEventHandler;
-use crate::thread::Joinable;
+use crate::pool::{DeliveryPool, Job, JobToken, Slot, Turn};
 
 /// Applies one key's deltas, oldest first, to `store`, then tells `handler` (client-go's
-/// `processDeltas`). The store is always updated before the handler hears of the change.
+/// `processDeltas`), with the object's key. The store is always updated before the handler
+/// hears of the change.
 ///
 /// * Sync, Replaced, Added, Updated: if the key is cached, update it and call
-///   `on_update(old, new)`; otherwise add it and call `on_add(new, is_in_initial_list)`.
-/// * Deleted: remove the key (a tombstone is applied by its key) and call `on_delete`.
+///   `on_update(key, old, new)`; otherwise add it and call `on_add(key, new, is_in_initial_list)`.
+/// * Deleted: remove the key (a tombstone is applied by its key) and call
+///   `on_delete(key, last_known, final_state_unknown)`: the final state the watch reported, or
+///   for a tombstone the version that was cached. A deletion of a key the store did not hold is
+///   not passed on: there was nothing to delete.
 ///
 /// A version the store refuses (an index function failing or panicking on it) is never left
 /// behind as a stale current one: the key's cached version, which that version superseded, is
-/// removed and the handler hears `on_delete` with a tombstone carrying it. The next version the
-/// store accepts adds the object back. Later deltas of the same key are still applied. Returns
-/// the store's error for every refused delta (empty when all applied); the handler has heard
-/// of exactly what the cache did.
+/// removed and the handler hears `on_delete` with it (final state unknown). The next version
+/// the store accepts adds the object back. Later deltas of the same key are still applied.
+/// Returns the store's error for every refused delta (empty when all applied); the handler has
+/// heard of exactly what the cache did.
 ///
 /// When the deltas carry their key ([`Deltas::key`], set by this stack's queues), the store is
 /// written by that key and the key function does not run again: the queue and the store must
@@ -45,7 +53,7 @@ where
     let (key, deltas) = deltas.into_parts();
     let mut refused = Vec::new();
     apply_deltas(
-        handler,
+        &HandlerSink(handler),
         store,
         key.as_deref(),
         deltas,
@@ -55,9 +63,34 @@ where
     refused
 }
 
+/// Where [`apply_deltas`] reports what the cache did.
+pub(crate) trait Sink<K> {
+    fn added(&self, key: &Arc<str>, obj: &Arc<K>, is_in_initial_list: bool);
+    fn updated(&self, key: &Arc<str>, old: &Arc<K>, new: &Arc<K>);
+    /// `prior` is the version the cache held; `obj` the last known state handed on.
+    fn deleted(&self, key: &Arc<str>, obj: &Arc<K>, final_state_unknown: bool, prior: &Arc<K>);
+}
+
+/// A [`ResourceEventHandler`] as a [`Sink`].
+struct HandlerSink<'a, H: ?Sized>(&'a H);
+
+impl<K, H: ResourceEventHandler<K> + ?Sized> Sink<K> for HandlerSink<'_, H> {
+    fn added(&self, key: &Arc<str>, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.0.on_add(key, obj, is_in_initial_list);
+    }
+
+    fn updated(&self, key: &Arc<str>, old: &Arc<K>, new: &Arc<K>) {
+        self.0.on_update(key, old, new);
+    }
+
+    fn deleted(&self, key: &Arc<str>, obj: &Arc<K>, final_state_unknown: bool, _prior: &Arc<K>) {
+        self.0.on_delete(key, obj, final_state_unknown);
+    }
+}
+
 /// [`process_deltas`] on a key and deltas taken apart, pushing refusals onto `refused`.
 pub(crate) fn apply_deltas<K, S, H>(
-    handler: &H,
+    sink: &H,
     store: &S,
     key: Option<&str>,
     deltas: impl Iterator<Item = Delta<K>>,
@@ -65,33 +98,29 @@ pub(crate) fn apply_deltas<K, S, H>(
     refused: &mut Vec<Error>,
 ) where
     S: Store<K> + ?Sized,
-    H: ResourceEventHandler<K> + ?Sized,
+    H: Sink<K> + ?Sized,
 {
+    let key: Option<Arc<str>> = key.map(Arc::from);
     for delta in deltas {
-        if let Err(e) = apply_delta(handler, store, key, delta, is_in_initial_list) {
-            withdraw(handler, store, key.or(e.key()), &e);
+        if let Err(e) = apply_delta(sink, store, key.as_ref(), delta, is_in_initial_list) {
+            withdraw(sink, store, key.as_deref().or(e.key()), &e);
             refused.push(e);
         }
     }
 }
 
 /// A version of `key` was refused: remove the version it superseded and tell the handler.
-fn withdraw<K, S, H>(handler: &H, store: &S, key: Option<&str>, error: &Error)
+fn withdraw<K, S, H>(sink: &H, store: &S, key: Option<&str>, error: &Error)
 where
     S: Store<K> + ?Sized,
-    H: ResourceEventHandler<K> + ?Sized,
+    H: Sink<K> + ?Sized,
 {
     let Some(key) = key else {
         // A key function failure: nothing tells which entry the object had.
         return;
     };
     match store.delete_by_key(key) {
-        Ok(Some(stale)) => handler.on_delete(DeletedObject::Tombstone(Box::new(
-            DeletedFinalStateUnknown {
-                key: key.to_owned(),
-                obj: Some(stale),
-            },
-        ))),
+        Ok(Some(stale)) => sink.deleted(&Arc::from(key), &stale, true, &stale),
         Ok(None) => {}
         Err(e) => {
             tracing::error!(key, error = %e, refused = %error, "could not withdraw a stale version");
@@ -100,42 +129,42 @@ where
 }
 
 fn apply_delta<K, S, H>(
-    handler: &H,
+    sink: &H,
     store: &S,
-    key: Option<&str>,
+    key: Option<&Arc<str>>,
     delta: Delta<K>,
     is_in_initial_list: bool,
 ) -> Result<()>
 where
     S: Store<K> + ?Sized,
-    H: ResourceEventHandler<K> + ?Sized,
+    H: Sink<K> + ?Sized,
 {
     match delta {
         Delta::Sync(obj) | Delta::Replaced(obj) | Delta::Added(obj) | Delta::Updated(obj) => {
-            let old = match key {
-                Some(key) => store.upsert_with_key(key, Arc::clone(&obj))?,
-                None => store.upsert(Arc::clone(&obj))?,
+            let key = match key {
+                Some(key) => Arc::clone(key),
+                None => Arc::from(store.key_of(&obj)?),
             };
-            match old {
-                Some(old) => handler.on_update(&old, &obj),
-                None => handler.on_add(&obj, is_in_initial_list),
+            match store.upsert_with_key(&key, Arc::clone(&obj))? {
+                Some(old) => sink.updated(&key, &old, &obj),
+                None => sink.added(&key, &obj, is_in_initial_list),
             }
         }
         Delta::Deleted(deleted) => {
-            match (deleted.tombstone(), key) {
-                (Some(tombstone), _) => {
-                    store.delete_by_key(&tombstone.key)?;
-                }
-                (None, Some(key)) => {
-                    store.delete_by_key(key)?;
-                }
-                (None, None) => {
-                    if let Some(obj) = deleted.object() {
-                        store.delete(Arc::clone(obj))?;
-                    }
-                }
+            let key: Arc<str> = match (deleted.tombstone(), key, deleted.object()) {
+                (Some(tombstone), _, _) => Arc::from(tombstone.key.as_str()),
+                (None, Some(key), _) => Arc::clone(key),
+                (None, None, Some(obj)) => Arc::from(store.key_of(obj)?),
+                (None, None, None) => return Ok(()),
+            };
+            let Some(prior) = store.delete_by_key(&key)? else {
+                // Not cached: nothing to delete, nothing to tell.
+                return Ok(());
+            };
+            match &deleted {
+                DeletedObject::Object(obj) => sink.deleted(&key, obj, false, &prior),
+                DeletedObject::Tombstone(_) => sink.deleted(&key, &prior, true, &prior),
             }
-            handler.on_delete(deleted);
         }
     }
     Ok(())
@@ -148,11 +177,12 @@ pub const POP_BATCH: usize = 64;
 ///
 /// Any `FnMut(Deltas<K>, bool)` closure is one (it ignores batch ends).
 pub trait ProcessDeltas<K>: Send + 'static {
-    /// Handles one key's deltas; runs with the queue's lock held (see [`Queue::pop`]).
+    /// Handles one key's deltas. Runs on the controller's [`DeliveryPool`], with the queue's
+    /// lock released (see [`Queue::pop`]): the reflector goes on writing meanwhile.
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool);
 
-    /// Called after each batch of up to [`POP_BATCH`] pops, with the queue's lock released,
-    /// before the loop waits for more: where buffered work is flushed. The default does nothing.
+    /// Called after each batch of up to [`POP_BATCH`] pops: where buffered work is flushed.
+    /// The default does nothing.
     fn end_batch(&mut self) {}
 }
 
@@ -165,14 +195,18 @@ where
     }
 }
 
-/// A reflector feeding a queue, and a pop loop (on its own thread) handing what comes out to a
-/// process function (client-go's `controller`).
+/// A reflector feeding a queue, and a pop loop handing what comes out to a process function
+/// (client-go's `controller`). The pop loop is a job on a [`DeliveryPool`] (the process-wide
+/// one unless [`with_pool`](Self::with_pool) gives another), woken by the queue's writes: no
+/// thread of its own, none blocked on an empty queue.
 ///
 /// The controller knows its queue only as a [`Queue`] and its source only as a
 /// [`ListerWatcher`]: any implementation of either fits.
 pub struct Controller<K, L, Q: ?Sized> {
     queue: Arc<Q>,
     reflector: Arc<Reflector<K, L, Arc<Q>>>,
+    /// `None`: the process-wide pool, started when the controller first runs.
+    pool: Option<Arc<DeliveryPool>>,
 }
 
 impl<K, L, Q: ?Sized> fmt::Debug for Controller<K, L, Q> {
@@ -194,7 +228,14 @@ where
         Self {
             queue,
             reflector: Arc::new(reflector),
+            pool: None,
         }
+    }
+
+    /// The same controller, popping on `pool`.
+    pub fn with_pool(mut self, pool: Arc<DeliveryPool>) -> Self {
+        self.pool = Some(pool);
+        self
     }
 
     /// The queue.
@@ -217,32 +258,48 @@ where
         self.reflector.last_sync_resource_version()
     }
 
-    /// Runs until `stop` is cancelled: the reflector on this task, the pop loop on its own
-    /// thread popping in batches ([`Queue::pop_batch`]) and calling `process` for every popped
-    /// key.
+    /// Runs until `stop` is cancelled: the reflector on this task, the pop loop as a job on
+    /// the pool, popping in batches ([`Queue::try_pop_batch`]) whenever the queue has changes
+    /// and calling `process` for every popped key.
     ///
     /// On stop the queue is closed and the pop loop ends after the change it is processing:
     /// what is still queued is dropped unprocessed, so stopping takes no longer with a long
-    /// queue. This returns once the pop thread has been joined.
+    /// queue. This returns once the pop loop has ended.
     ///
     /// If `process` panics, the pop loop ends, the reflector is stopped, and the panic is
     /// resumed out of this call at once (as client-go's controller crashes): a controller never
     /// goes on listing into a queue nobody pops.
     ///
     /// Dropping the future (a `select!`, a timeout, an aborted task, a runtime shut down) does
-    /// the same clean-up without waiting: the queue is closed and the pop thread ends by
-    /// itself.
-    pub async fn run<P>(&self, stop: CancellationToken, process: P) -> std::io::Result<()>
+    /// the same clean-up without waiting: the queue is closed and the pop loop ends by itself.
+    pub async fn run<P>(&self, stop: CancellationToken, process: P)
     where
         P: ProcessDeltas<K>,
     {
+        let pool = Arc::clone(self.pool.as_ref().unwrap_or_else(|| DeliveryPool::global()));
         let stopping = Arc::new(AtomicBool::new(false));
-        let mut pop = spawn_pop_loop(
-            format!("informer-pop {}", self.reflector.name()),
-            Arc::clone(&self.queue),
-            process,
-            Arc::clone(&stopping),
-        )?;
+        let (finished, mut ended) = watch::channel(false);
+        let pop = Arc::new(PopJob {
+            slot: Slot::new(),
+            queue: Arc::clone(&self.queue),
+            process: Mutex::new(process),
+            stopping: Arc::clone(&stopping),
+            finished,
+            panic: Mutex::new(None),
+            _alive: pool.track(),
+            _object: PhantomData,
+        });
+        let job: Arc<dyn Job> = pop.clone();
+        let weak = Arc::downgrade(&job);
+        // Weak handles only: a queue that outlives the run keeps neither alive.
+        let hook_pool = Arc::downgrade(&pool);
+        self.queue.set_ready_hook(Arc::new(move || {
+            if let (Some(job), Some(pool)) = (weak.upgrade(), hook_pool.upgrade()) {
+                pool.schedule(&job);
+            }
+        }));
+        // Whatever was queued before the hook was in place.
+        pool.schedule(&job);
         let guard = StopOnDrop {
             queue: &*self.queue,
             stopping,
@@ -251,11 +308,81 @@ where
         tokio::select! {
             () = self.reflector.run(stop) => {}
             // The pop loop only ends by itself when `process` panicked.
-            () = pop.finished() => {}
+            _ = ended.wait_for(|done| *done) => {}
         }
         drop(guard);
-        pop.join().await;
-        Ok(())
+        // The sender lives in `pop`, which this holds: the wait ends when the job does.
+        let _ = ended.wait_for(|done| *done).await;
+        let panic = pop.panic.lock().take();
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// The pop loop, as a job on the pool: each turn pops one batch.
+struct PopJob<K, Q: ?Sized, P> {
+    slot: Slot,
+    queue: Arc<Q>,
+    process: Mutex<P>,
+    stopping: Arc<AtomicBool>,
+    /// Set once the job is done.
+    finished: watch::Sender<bool>,
+    /// What `process` panicked with, to resume out of `run`.
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    _alive: JobToken,
+    _object: PhantomData<fn(K)>,
+}
+
+impl<K, Q: ?Sized, P> PopJob<K, Q, P> {
+    fn finish(&self) -> Turn {
+        self.finished.send_replace(true);
+        Turn::Done
+    }
+}
+
+impl<K, Q, P> Job for PopJob<K, Q, P>
+where
+    K: Send + Sync + 'static,
+    Q: Queue<K> + ?Sized + 'static,
+    P: ProcessDeltas<K>,
+{
+    fn run(&self) -> Turn {
+        if self.stopping.load(Ordering::Acquire) {
+            return self.finish();
+        }
+        let mut process = self.process.lock();
+        let stopping = &self.stopping;
+        let popped = catch_unwind(AssertUnwindSafe(|| {
+            let popped = self.queue.try_pop_batch(POP_BATCH, &mut |deltas, initial| {
+                // Once stopping, what is popped is dropped: nobody will read the cache.
+                if !stopping.load(Ordering::Acquire) {
+                    process.process(deltas, initial);
+                }
+            });
+            if matches!(popped, Ok(n) if n > 0) {
+                process.end_batch();
+            }
+            popped
+        }));
+        match popped {
+            Ok(Ok(n)) if n >= POP_BATCH => Turn::More,
+            Ok(Ok(_)) => Turn::Idle,
+            Ok(Err(QueueClosed)) => self.finish(),
+            Err(panic) => {
+                *self.panic.lock() = Some(panic);
+                self.finish()
+            }
+        }
+    }
+
+    fn slot(&self) -> &Slot {
+        &self.slot
+    }
+
+    fn panicked(&self, message: &str) {
+        tracing::error!(panic = message, "the pop loop panicked");
+        self.finished.send_replace(true);
     }
 }
 
@@ -269,34 +396,7 @@ struct StopOnDrop<'a, K, Q: Queue<K> + ?Sized> {
 impl<K, Q: Queue<K> + ?Sized> Drop for StopOnDrop<'_, K, Q> {
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::Release);
-        // Closing wakes a pop blocked on an empty queue.
+        // Closing calls the ready hook: the pop job runs, sees the stop and ends.
         self.queue.close();
     }
-}
-
-fn spawn_pop_loop<K, Q, P>(
-    name: String,
-    queue: Arc<Q>,
-    mut process: P,
-    stopping: Arc<AtomicBool>,
-) -> std::io::Result<Joinable>
-where
-    K: Send + Sync + 'static,
-    Q: Queue<K> + ?Sized + 'static,
-    P: ProcessDeltas<K>,
-{
-    Joinable::spawn(name, move || {
-        while !stopping.load(Ordering::Acquire) {
-            let popped = queue.pop_batch(POP_BATCH, &mut |deltas, initial| {
-                // Once stopping, what is popped is dropped: nobody will read the cache.
-                if !stopping.load(Ordering::Acquire) {
-                    process.process(deltas, initial);
-                }
-            });
-            if popped == Err(QueueClosed) {
-                break;
-            }
-            process.end_batch();
-        }
-    })
 }

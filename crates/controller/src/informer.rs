@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{
-    DeletedObject, DeltaFifo, DeltaFifoOptions, Deltas, InOrderFifo, InOrderFifoOptions, Queue,
-    QueueClosed, RefusalHandler, TransformFunc,
+    DeltaFifo, DeltaFifoOptions, Deltas, InOrderFifo, InOrderFifoOptions, Queue, QueueClosed,
+    ReadyHook, RefusalHandler, TransformFunc,
 };
 use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{
@@ -16,9 +16,14 @@ use informer_store::{
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ProcessDeltas, apply_deltas};
-use crate::handler::ResourceEventHandler;
-use crate::processor::{HandlerRegistration, Notification, PanicPolicy, Processor, Upstream};
+use crate::controller::{Controller, ProcessDeltas, Sink, apply_deltas};
+use crate::handler::{AsyncResourceEventHandler, ResourceEventHandler};
+use crate::pool::DeliveryPool;
+use crate::processor::{
+    Consumer, Cursor, HandlerOptions, HandlerRegistration, ListenerState, Notification,
+    PanicPolicy, Processor, Upstream,
+};
+use crate::subscription::{Subscription, drive_async_handler};
 
 /// Reads an object's `metadata.resourceVersion`; used to tell a resync (same version) from a
 /// real update.
@@ -81,9 +86,9 @@ pub enum InformerError {
     /// The cache refused the change (e.g. an index name conflict).
     #[error(transparent)]
     Store(#[from] informer_store::Error),
-    /// A worker thread could not be started.
-    #[error("could not start a thread: {0}")]
-    Thread(#[from] std::io::Error),
+    /// An async handler was added outside a tokio runtime: there is nowhere to run it.
+    #[error("an async handler needs a tokio runtime: add it from within one")]
+    NoRuntime,
     /// The registration was made by another informer; nothing was removed.
     #[error("the handler registration belongs to another informer")]
     ForeignRegistration,
@@ -115,8 +120,11 @@ struct Counters {
 /// through [`lister`](Self::lister), the one read handle; wait for the first full list
 /// with [`wait_for_sync`](Self::wait_for_sync).
 ///
-/// Each handler has its own unbounded buffer and worker thread: the pop loop never waits for a
-/// handler, and a slow handler delays nobody else.
+/// Each consumer — a synchronous [`ResourceEventHandler`], an [`AsyncResourceEventHandler`], a
+/// [`Subscription`] — has a bounded buffer of its own: the pop loop never waits for a consumer,
+/// a slow one delays nobody else, and one that falls behind coalesces per key instead of
+/// holding old versions alive. Synchronous work (the pop loop, index functions, synchronous
+/// handlers) runs on the shared [`DeliveryPool`]; async consumers run as tokio tasks.
 pub struct SharedIndexInformer<K> {
     name: Arc<str>,
     key_func: KeyFunc<K>,
@@ -175,25 +183,33 @@ impl<K> Distributor<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> ResourceEventHandler<K> for Distributor<K> {
-    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+impl<K: Send + Sync + 'static> Sink<K> for Distributor<K> {
+    fn added(&self, key: &Arc<str>, obj: &Arc<K>, is_in_initial_list: bool) {
         self.processor.distribute(
-            Notification::Add(Arc::clone(obj), is_in_initial_list),
+            Notification::add(Arc::clone(key), Arc::clone(obj), is_in_initial_list),
             false,
         );
     }
 
-    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+    fn updated(&self, key: &Arc<str>, old: &Arc<K>, new: &Arc<K>) {
         // Same version on both sides: a resync, or a relist of an unchanged object.
         let is_sync = self.is_sync(old, new);
         self.processor.distribute(
-            Notification::Update(Arc::clone(old), Arc::clone(new)),
+            Notification::update(Arc::clone(key), Arc::clone(old), Arc::clone(new)),
             is_sync,
         );
     }
 
-    fn on_delete(&self, obj: DeletedObject<K>) {
-        self.processor.distribute(Notification::Delete(obj), false);
+    fn deleted(&self, key: &Arc<str>, obj: &Arc<K>, final_state_unknown: bool, prior: &Arc<K>) {
+        self.processor.distribute(
+            Notification::delete(
+                Arc::clone(key),
+                Arc::clone(obj),
+                final_state_unknown,
+                Arc::clone(prior),
+            ),
+            false,
+        );
     }
 }
 
@@ -256,7 +272,9 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
 /// would report.
 struct Signalling<K> {
     queue: Arc<dyn Queue<K>>,
-    upstream: Arc<Upstream>,
+    /// Weak: the upstream reads the queue (through the informer's queue slot), so a strong
+    /// handle here would keep both, and the pool the queue's ready hook names, alive for ever.
+    upstream: std::sync::Weak<Upstream>,
     /// The queue has been seen synced and the waits woken: writes need not look any more.
     announced: AtomicBool,
 }
@@ -266,8 +284,9 @@ impl<K> Signalling<K> {
         if !self.announced.load(Ordering::Relaxed)
             && self.queue.has_synced()
             && !self.announced.swap(true, Ordering::AcqRel)
+            && let Some(upstream) = self.upstream.upgrade()
         {
-            self.upstream.notify();
+            upstream.notify();
         }
     }
 }
@@ -321,6 +340,18 @@ impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
         self.queue.pop_batch(max, process)
     }
 
+    fn try_pop_batch(
+        &self,
+        max: usize,
+        process: &mut dyn FnMut(Deltas<K>, bool),
+    ) -> Result<usize, QueueClosed> {
+        self.queue.try_pop_batch(max, process)
+    }
+
+    fn set_ready_hook(&self, hook: ReadyHook) {
+        self.queue.set_ready_hook(hook);
+    }
+
     fn has_synced(&self) -> bool {
         self.queue.has_synced()
     }
@@ -336,7 +367,7 @@ impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
 
 /// Marks the informer stopped and stops its handlers when a run ends, however it ends: a run
 /// future dropped mid-way (a `select!`, a timeout, an aborted task, a runtime shut down) leaves
-/// no thread blocked and no wait hanging. The workers are detached then, not joined: each ends
+/// no thread blocked and no wait hanging. The consumers are not waited for then: each ends
 /// after the notification it is handling.
 struct StopInformer<'a, K: Send + Sync + 'static> {
     informer: &'a SharedIndexInformer<K>,
@@ -402,6 +433,7 @@ where
             processor: Arc::new(Processor::new(
                 PanicPolicy::default(),
                 Arc::clone(&upstream),
+                None,
             )),
             settings: Mutex::new(Settings {
                 lister_watcher: Some(BoxListerWatcher::new(lister_watcher)),
@@ -437,7 +469,22 @@ where
 
     /// The same informer with another panic policy for its handlers (before any handler).
     pub fn with_panic_policy(mut self, policy: PanicPolicy) -> Self {
-        self.processor = Arc::new(Processor::new(policy, Arc::clone(&self.upstream)));
+        self.processor = Arc::new(Processor::new(
+            policy,
+            Arc::clone(&self.upstream),
+            self.processor.given_pool(),
+        ));
+        self
+    }
+
+    /// The same informer running its synchronous work (pop loop, synchronous handlers) on
+    /// `pool` instead of the process-wide [`DeliveryPool::global`] (before any handler).
+    pub fn with_pool(mut self, pool: Arc<DeliveryPool>) -> Self {
+        self.processor = Arc::new(Processor::new(
+            self.processor.policy(),
+            Arc::clone(&self.upstream),
+            Some(pool),
+        ));
         self
     }
 
@@ -480,7 +527,7 @@ where
         self.counters.panics.load(Ordering::Relaxed)
     }
 
-    /// Registers `handler` with the informer's default resync period.
+    /// Registers `handler` with the informer's default resync period and buffer.
     ///
     /// If the informer is running, the handler first receives an add (with
     /// `is_in_initial_list = true`) for every cached object, then every later change: nothing is
@@ -489,8 +536,7 @@ where
         &self,
         handler: impl ResourceEventHandler<K> + 'static,
     ) -> Result<HandlerRegistration, InformerError> {
-        let period = self.settings.lock().default_resync;
-        self.add_event_handler_with_resync(handler, period)
+        self.add_event_handler_with(handler, HandlerOptions::default())
     }
 
     /// Registers `handler` with its own resync period, under client-go's rules: a period below
@@ -501,11 +547,110 @@ where
         handler: impl ResourceEventHandler<K> + 'static,
         resync_period: Duration,
     ) -> Result<HandlerRegistration, InformerError> {
+        self.add_event_handler_with(handler, HandlerOptions::new().resync_period(resync_period))
+    }
+
+    /// Registers `handler` with `options`: its resync period (see
+    /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync)) and its buffer
+    /// (see [`HandlerOptions::buffer`]). It runs on the informer's [`DeliveryPool`].
+    pub fn add_event_handler_with(
+        &self,
+        handler: impl ResourceEventHandler<K> + 'static,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration, InformerError> {
+        let (registration, _) = self.register(Consumer::Handler(Box::new(handler)), options)?;
+        Ok(registration)
+    }
+
+    /// Registers an async handler, run as a tokio task of its own on the current runtime (one
+    /// notification at a time, in order), with the default options. The same guarantees as
+    /// [`add_event_handler`](Self::add_event_handler). Fails with
+    /// [`InformerError::NoRuntime`] outside a tokio runtime.
+    pub fn add_async_event_handler(
+        &self,
+        handler: impl AsyncResourceEventHandler<K> + 'static,
+    ) -> Result<HandlerRegistration, InformerError> {
+        self.add_async_event_handler_with(handler, HandlerOptions::default())
+    }
+
+    /// [`add_async_event_handler`](Self::add_async_event_handler) with `options`.
+    pub fn add_async_event_handler_with(
+        &self,
+        handler: impl AsyncResourceEventHandler<K> + 'static,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration, InformerError> {
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| InformerError::NoRuntime)?;
+        let (registration, cursor) = self.register(Consumer::Async, options)?;
+        let cursor = cursor.expect("an async consumer has a cursor");
+        let handler: Arc<dyn AsyncResourceEventHandler<K>> = Arc::new(handler);
+        let task = runtime.spawn(drive_async_handler(
+            cursor,
+            handler,
+            self.processor.policy(),
+            registration.id(),
+            Arc::clone(&self.name),
+        ));
+        self.processor
+            .set_task(registration.id(), task.abort_handle());
+        Ok(registration)
+    }
+
+    /// A stream of this informer's changes (see [`Subscription`]), with the default options:
+    /// the cache's current state first, then every change. Dropping it unsubscribes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::Duration;
+    /// # use futures::StreamExt;
+    /// # use informer_controller::{Event, SharedIndexInformer};
+    /// # use informer_reflector::{FakeListerWatcher, ListPage};
+    /// # use informer_store::{key_func, Indexers};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let source = Arc::new(FakeListerWatcher::<String>::new());
+    /// source.push_list(ListPage::new(vec![Arc::new("a".to_string())], "1"));
+    /// let informer = Arc::new(SharedIndexInformer::new(
+    ///     source, key_func(|s: &String| Ok(s.clone())), Arc::new(|_: &String| None),
+    ///     Duration::ZERO, Indexers::new(),
+    /// ));
+    /// let mut events = informer.subscribe().unwrap();
+    /// let stop = tokio_util::sync::CancellationToken::new();
+    /// let run = tokio::spawn({ let (i, s) = (informer.clone(), stop.clone()); async move { i.run(s).await } });
+    /// let Some(Event::Add { key, initial, .. }) = events.next().await else { panic!() };
+    /// assert_eq!((&*key, initial), ("a", true));
+    /// stop.cancel();
+    /// run.await.unwrap().unwrap();
+    /// assert!(events.next().await.is_none(), "the stream ends when the informer stops");
+    /// # }
+    /// ```
+    pub fn subscribe(&self) -> Result<Subscription<K>, InformerError> {
+        self.subscribe_with(HandlerOptions::default())
+    }
+
+    /// [`subscribe`](Self::subscribe) with `options` (a resync period, a buffer bound).
+    pub fn subscribe_with(
+        &self,
+        options: HandlerOptions,
+    ) -> Result<Subscription<K>, InformerError> {
+        let (registration, cursor) = self.register(Consumer::Async, options)?;
+        let cursor: Cursor<K> = cursor.expect("an async consumer has a cursor");
+        Ok(Subscription::new(cursor, registration))
+    }
+
+    /// Registers a consumer under client-go's resync rules, with the cache's snapshot if the
+    /// informer is running.
+    fn register(
+        &self,
+        consumer: Consumer<K>,
+        options: HandlerOptions,
+    ) -> Result<(HandlerRegistration, Option<Cursor<K>>), InformerError> {
         let mut settings = self.settings.lock();
         if self.upstream.is_stopped() {
             return Err(InformerError::Stopped);
         }
-        let mut period = resync_period;
+        let mut period = options
+            .requested_resync()
+            .unwrap_or(settings.default_resync);
         if !period.is_zero() {
             if period < MINIMUM_RESYNC_PERIOD {
                 tracing::warn!(
@@ -530,15 +675,23 @@ where
         }
         let check = settings.resync_check_period;
         // Hold the processing lock while the snapshot is queued, so no change slips between.
+        // The pop loop waits for it, but no queue write does: the reflector reads on.
         let _block = self.block_deltas.lock();
         let snapshot = if self.started.load(Ordering::Acquire) {
-            self.indexer.list()
+            self.indexer
+                .list_keys()
+                .into_iter()
+                .filter_map(|key| {
+                    let obj = self.indexer.get_by_key(&key)?;
+                    Some((Arc::<str>::from(key), obj))
+                })
+                .collect()
         } else {
             Vec::new()
         };
         Ok(self
             .processor
-            .add_listener(Box::new(handler), period, check, snapshot, &self.name)?)
+            .add_listener(consumer, options, period, check, snapshot, &self.name))
     }
 
     /// Unregisters a handler. Idempotent: a registration already removed is ignored. A
@@ -708,7 +861,7 @@ where
             };
             let queue: Arc<dyn Queue<K>> = Arc::new(Signalling {
                 queue,
-                upstream: Arc::clone(&self.upstream),
+                upstream: Arc::downgrade(&self.upstream),
                 announced: AtomicBool::new(false),
             });
             (
@@ -740,7 +893,8 @@ where
         if let Some(config) = reflector_config {
             reflector = config(reflector);
         }
-        let controller = Controller::new(Arc::clone(&queue), reflector);
+        let controller = Controller::new(Arc::clone(&queue), reflector)
+            .with_pool(Arc::clone(self.processor.pool()));
         let reflector = Arc::clone(controller.reflector());
         *self.last_sync_resource_version.lock() =
             Some(Arc::new(move || reflector.last_sync_resource_version()));
@@ -760,17 +914,18 @@ where
         };
         // Every log line of the run (the reflector's included) carries the informer's name.
         let span = tracing::info_span!("informer", name = %self.name);
-        let result = tracing::Instrument::instrument(controller.run(stop, apply), span).await;
+        tracing::Instrument::instrument(controller.run(stop, apply), span).await;
 
-        for worker in self.stop_handlers() {
-            worker.join().await;
-        }
-        Ok(result?)
+        let consumers = self.stop_handlers();
+        self.upstream
+            .wait(|| consumers.iter().all(|c| c.is_stopped()), || false)
+            .await;
+        Ok(())
     }
 
-    /// Marks the informer stopped and stops every handler; returns their workers to join.
-    /// Under the settings lock, so no handler can be added in between and never be stopped.
-    fn stop_handlers(&self) -> Vec<crate::thread::Joinable> {
+    /// Marks the informer stopped and stops every consumer; returns their states, to wait for.
+    /// Under the settings lock, so no consumer can be added in between and never be stopped.
+    fn stop_handlers(&self) -> Vec<Arc<ListenerState>> {
         let _settings = self.settings.lock();
         self.upstream.mark_stopped();
         self.processor.stop()
@@ -874,8 +1029,6 @@ mod tests {
             source: "no node".into(),
         });
         assert!(err.to_string().contains("no node"), "{err}");
-        let err = InformerError::from(std::io::Error::other("out of threads"));
-        assert!(err.to_string().contains("out of threads"), "{err}");
     }
 
     #[test]

@@ -65,19 +65,26 @@
 mod controller;
 mod handler;
 mod informer;
+mod pool;
 mod processor;
-mod thread;
+mod subscription;
+
+/// The attribute an [`AsyncResourceEventHandler`] implementation takes (re-exported from
+/// `async-trait`, so no dependency of your own is needed).
+pub use async_trait::async_trait;
 
 pub use crate::controller::{Controller, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::handler::{
-    FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerExt,
-    ResourceEventHandlerFuncs,
+    AsyncResourceEventHandler, Event, FilteringResourceEventHandler, ResourceEventHandler,
+    ResourceEventHandlerExt, ResourceEventHandlerFuncs,
 };
 pub use crate::informer::{
     InformerError, InformerReflector, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind,
     ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
 };
-pub use crate::processor::{HandlerRegistration, PanicPolicy};
+pub use crate::pool::{DeliveryPool, SPARE_IDLE, STUCK_AFTER};
+pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};
+pub use crate::subscription::Subscription;
 
 #[cfg(test)]
 mod send_sync {
@@ -88,4 +95,5 @@ mod send_sync {
     const _: () = assert_send_sync::<HandlerRegistration>();
     const _: () = assert_send_sync::<ResourceEventHandlerFuncs<String>>();
     const _: () = assert_send_sync::<InformerError>();
+    const _: () = assert_send_sync::<Subscription<String>>();
 }

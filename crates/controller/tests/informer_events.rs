@@ -100,16 +100,16 @@ async fn the_cache_is_updated_before_handlers_hear_of_a_change(kind: Kind) {
     informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new()
-                .with_add(move |o: &Arc<Obj>, _| {
-                    assert!(l1.get(&key(o)).is_some_and(|cached| cached.rv >= o.rv));
+                .with_add(move |k, o: &Arc<Obj>, _| {
+                    assert!(l1.get(k).is_some_and(|cached| cached.rv >= o.rv));
                     c.fetch_add(1, Ordering::SeqCst);
                 })
-                .with_update(move |_, new| {
-                    assert!(l2.get(&key(new)).is_some_and(|cached| cached.rv >= new.rv));
+                .with_update(move |k, _, new| {
+                    assert!(l2.get(k).is_some_and(|cached| cached.rv >= new.rv));
                     c2.fetch_add(1, Ordering::SeqCst);
                 })
-                .with_delete(move |d| {
-                    assert!(l3.get(&key(d.object().unwrap())).is_none());
+                .with_delete(move |k, _, _| {
+                    assert!(l3.get(k).is_none());
                     c3.fetch_add(1, Ordering::SeqCst);
                 }),
         )
@@ -242,7 +242,7 @@ async fn a_slow_handler_delays_nobody_else(kind: Kind) {
     let counter = slow_seen.clone();
     let slow = informer
         .add_event_handler(
-            ResourceEventHandlerFuncs::new().with_add(move |_: &Arc<Obj>, _| {
+            ResourceEventHandlerFuncs::new().with_add(move |_, _: &Arc<Obj>, _| {
                 // Blocks until the test lets it go.
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
@@ -282,7 +282,7 @@ async fn a_removed_handler_gets_what_was_buffered_and_nothing_after(kind: Kind) 
     let counter = seen.clone();
     let reg = informer
         .add_event_handler(
-            ResourceEventHandlerFuncs::new().with_add(move |_: &Arc<Obj>, _| {
+            ResourceEventHandlerFuncs::new().with_add(move |_, _: &Arc<Obj>, _| {
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
             }),
@@ -326,11 +326,11 @@ async fn a_panicking_handler_goes_on_with_the_next_notification(kind: Kind) {
     let inner = rec.clone();
     let reg = informer
         .add_event_handler(ResourceEventHandlerFuncs::new().with_add(
-            move |o: &Arc<Obj>, initial| {
+            move |k, o: &Arc<Obj>, initial| {
                 if o.name == "boom" {
                     panic!("handler bug");
                 }
-                inner.on_add(o, initial);
+                inner.on_add(k, o, initial);
             },
         ))
         .unwrap();
@@ -353,7 +353,7 @@ async fn stop_handler_policy_stops_only_the_panicking_handler(kind: Kind) {
     );
     let panicky = informer
         .add_event_handler(
-            ResourceEventHandlerFuncs::new().with_add(|_: &Arc<Obj>, _| panic!("bug")),
+            ResourceEventHandlerFuncs::new().with_add(|_, _: &Arc<Obj>, _| panic!("bug")),
         )
         .unwrap();
     let rec = Recorder::new();

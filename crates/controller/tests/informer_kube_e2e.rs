@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
 use informer_controller::{ResourceEventHandler, SharedIndexInformer};
-use informer_fifo::DeletedObject;
 use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
 use informer_store::{NAMESPACE_INDEX, indexers};
@@ -41,18 +40,17 @@ fn rv_of(p: &Pod) -> String {
 struct Replay(Mutex<BTreeMap<String, String>>);
 
 impl ResourceEventHandler<Pod> for Replay {
-    fn on_add(&self, obj: &Arc<Pod>, _: bool) {
-        self.0.lock().insert(key_of(obj), rv_of(obj));
+    fn on_add(&self, key: &str, obj: &Arc<Pod>, _: bool) {
+        assert_eq!(key, key_of(obj));
+        self.0.lock().insert(key.to_owned(), rv_of(obj));
     }
-    fn on_update(&self, _: &Arc<Pod>, new: &Arc<Pod>) {
-        self.0.lock().insert(key_of(new), rv_of(new));
+    fn on_update(&self, key: &str, _: &Arc<Pod>, new: &Arc<Pod>) {
+        assert_eq!(key, key_of(new));
+        self.0.lock().insert(key.to_owned(), rv_of(new));
     }
-    fn on_delete(&self, obj: DeletedObject<Pod>) {
-        let key = match obj.tombstone() {
-            Some(t) => t.key.clone(),
-            None => key_of(obj.object().unwrap()),
-        };
-        self.0.lock().remove(&key);
+    fn on_delete(&self, key: &str, obj: &Arc<Pod>, _: bool) {
+        assert_eq!(key, key_of(obj));
+        self.0.lock().remove(key);
     }
 }
 

@@ -46,10 +46,10 @@ struct Counter {
 }
 
 impl ResourceEventHandler<Counted> for Counter {
-    fn on_add(&self, _: &Arc<Counted>, _: bool) {
+    fn on_add(&self, _: &str, _: &Arc<Counted>, _: bool) {
         self.adds.fetch_add(1, Ordering::SeqCst);
     }
-    fn on_update(&self, _: &Arc<Counted>, _: &Arc<Counted>) {
+    fn on_update(&self, _: &str, _: &Arc<Counted>, _: &Arc<Counted>) {
         self.updates.fetch_add(1, Ordering::SeqCst);
     }
 }

@@ -1,5 +1,7 @@
-//! Stopping an informer leaves no thread and no task behind, however it is stopped, and
-//! promptly. (Its own test binary: it counts the process's threads, so its tests take turns.)
+//! Stopping an informer leaves nothing of it running — no pop loop, no handler, no task —
+//! however it is stopped, and promptly; its threads are the delivery pool's, a fixed number
+//! whatever the number of handlers, and they end with the pool. (Its own test binary: it counts
+//! the process's threads, so its tests take turns, each on a pool of its own.)
 
 mod common;
 
@@ -8,7 +10,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use common::*;
-use informer_controller::{POP_BATCH, ResourceEventHandlerFuncs};
+use informer_controller::{DeliveryPool, POP_BATCH, ResourceEventHandlerFuncs};
 use tokio::sync::Mutex;
 
 /// The tests count the whole process's threads: one at a time.
@@ -19,7 +21,15 @@ async fn no_informer_threads_left(what: &str) {
     eventually(what, || informer_threads() == 0).await;
 }
 
-/// Threads of this process whose name starts with `informer-` (the pop loop, handler workers).
+/// A pool of two threads for one test: with its monitor, three threads named `informer-`.
+fn new_pool() -> Arc<DeliveryPool> {
+    Arc::new(DeliveryPool::new(2).unwrap())
+}
+
+/// The threads of a two-thread pool: its two and the monitor.
+const POOL_THREADS: usize = 3;
+
+/// Threads of this process whose name starts with `informer-` (the delivery pool's).
 fn informer_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|tasks| {
@@ -40,13 +50,16 @@ async fn stop_joins_every_thread_and_task() {
     }
     let metrics = tokio::runtime::Handle::current().metrics();
     assert_eq!(informer_threads(), 0);
+    let pool = new_pool();
     let source = ChannelSource::new();
     source.push_list(
         (0..20).map(|i| obj("a", &format!("o{i}"), i + 1)).collect(),
         20,
     );
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::from_secs(1), Kind::DeltaFifo));
+    let informer = Arc::new(
+        informer(&source, Duration::from_secs(1), Kind::DeltaFifo).with_pool(Arc::clone(&pool)),
+    );
     let regs: Vec<_> = (0..4)
         .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
         .collect();
@@ -55,41 +68,56 @@ async fn stop_joins_every_thread_and_task() {
     for i in 0..200 {
         watch.modified(&obj("a", &format!("o{}", i % 20), 100 + i));
     }
-    eventually("the pop loop and four workers are running", || {
-        informer_threads() == 5
+    // The pop loop and four handlers are five jobs on the pool's threads: no thread each.
+    eventually("the pop loop and four handlers are running", || {
+        pool.jobs() == 5
     })
     .await;
+    assert_eq!(informer_threads(), POOL_THREADS);
     assert!(metrics.num_alive_tasks() >= 1);
 
     stop.cancel();
     task.await.unwrap().unwrap();
-    assert_eq!(
-        informer_threads(),
-        0,
-        "every informer thread has been joined"
+    assert!(
+        regs.iter().all(|r| r.is_stopped()),
+        "no handler runs once run has returned"
     );
+    // A finished job is released by its thread a moment after it has said so.
+    eventually("every job of the informer has ended", || pool.jobs() == 0).await;
     // The runtime releases a finished task's slot on its worker thread, a moment after `await`.
     eventually("no task left behind", || metrics.num_alive_tasks() == 0).await;
-    assert!(regs.iter().all(|r| r.is_stopped()));
+    drop((regs, informer, pool));
+    no_informer_threads_left("the pool's threads end with it").await;
 }
 
-/// A synced informer with two handlers, running on `informer.run(stop)` somewhere.
-fn synced_informer_parts() -> (Arc<ChannelSource>, Arc<Informer>, Watch) {
+/// A synced informer with two handlers on a pool of its own, running on `informer.run(stop)`
+/// somewhere.
+fn synced_informer_parts() -> (Arc<ChannelSource>, Arc<Informer>, Watch, Arc<DeliveryPool>) {
+    let pool = new_pool();
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
     let watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
+    let informer =
+        Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)));
     informer.add_event_handler(Recorder::new()).unwrap();
     informer.add_event_handler(Recorder::new()).unwrap();
-    (source, informer, watch)
+    (source, informer, watch, pool)
 }
 
-/// Dropping the run future used to leave the queue open: the pop thread and every handler
-/// thread blocked forever, `is_stopped` stayed false and `wait_for_sync` never returned.
+/// Waits until every job on `pool` has ended, then drops the last handles and waits for its
+/// threads to end.
+async fn nothing_left(pool: Arc<DeliveryPool>, informer: Arc<Informer>, what: &str) {
+    eventually(what, || pool.jobs() == 0).await;
+    drop((informer, pool));
+    no_informer_threads_left("the pool's threads end with it").await;
+}
+
+/// Dropping the run future used to leave the queue open: the pop loop and every handler
+/// blocked forever, `is_stopped` stayed false and `wait_for_sync` never returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_run_future_stops_every_thread_and_marks_the_informer_stopped() {
     let _serial = SERIAL.lock().await;
-    let (_source, informer, _watch) = synced_informer_parts();
+    let (_source, informer, _watch, pool) = synced_informer_parts();
     let stop = tokio_util::sync::CancellationToken::new();
     {
         let run = informer.run(stop.clone());
@@ -98,46 +126,45 @@ async fn dropping_the_run_future_stops_every_thread_and_marks_the_informer_stopp
             _ = &mut run => panic!("the informer runs until stopped"),
             synced = informer.wait_for_sync() => assert!(synced),
         }
-        // A new thread names itself once it runs: count until it has.
-        eventually("the pop loop and two workers", || informer_threads() == 3).await;
+        eventually("the pop loop and two handlers", || pool.jobs() == 3).await;
         // `run` is dropped here, never stopped through its token.
     }
     assert!(
         informer.is_stopped(),
         "a dropped run marks the informer stopped"
     );
-    no_informer_threads_left("every thread of a dropped run ends").await;
-    let unsynced = Arc::new(common::informer(
-        &ChannelSource::new(),
-        Duration::ZERO,
-        Kind::DeltaFifo,
-    ));
+    nothing_left(pool, informer, "every job of a dropped run ends").await;
+    let pool = new_pool();
+    let unsynced = Arc::new(
+        common::informer(&ChannelSource::new(), Duration::ZERO, Kind::DeltaFifo)
+            .with_pool(Arc::clone(&pool)),
+    );
     let run = tokio::time::timeout(Duration::from_millis(10), unsynced.run(stop.clone()));
     assert!(run.await.is_err(), "cut short by the timeout");
     assert!(
         !unsynced.wait_for_sync().await,
         "a wait for an informer whose run was dropped returns, unsynced"
     );
-    no_informer_threads_left("the unsynced informer's pop thread ends").await;
+    nothing_left(pool, unsynced, "the unsynced informer's pop loop ends").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_the_run_task_stops_every_thread() {
     let _serial = SERIAL.lock().await;
-    let (_source, informer, _watch) = synced_informer_parts();
+    let (_source, informer, _watch, pool) = synced_informer_parts();
     let (_stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
-    eventually("the pop loop and two workers", || informer_threads() == 3).await;
+    eventually("the pop loop and two handlers", || pool.jobs() == 3).await;
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
     assert!(informer.is_stopped());
-    no_informer_threads_left("every thread of an aborted run ends").await;
+    nothing_left(pool, informer, "every job of an aborted run ends").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutting_the_runtime_down_stops_every_thread() {
     let _serial = SERIAL.lock().await;
-    let (_source, informer, _watch) = synced_informer_parts();
+    let (_source, informer, _watch, pool) = synced_informer_parts();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -149,25 +176,31 @@ async fn shutting_the_runtime_down_stops_every_thread() {
         async move { informer.run(stop).await }
     });
     assert!(informer.wait_for_sync().await);
-    eventually("the pop loop and two workers", || informer_threads() == 3).await;
+    eventually("the pop loop and two handlers", || pool.jobs() == 3).await;
     // The runtime goes away with the run still in it (no stop, no factory shutdown).
     runtime.shutdown_background();
     eventually("the informer is marked stopped", || informer.is_stopped()).await;
-    no_informer_threads_left("every thread ends with the runtime").await;
+    nothing_left(pool, informer, "every job ends with the runtime").await;
 }
 
 type Fifo = informer_fifo::DeltaFifo<Obj>;
 type FifoController = informer_controller::Controller<Obj, Arc<ChannelSource>, Fifo>;
 
-/// The DeltaFifo controller of the controller-level tests, over `source`.
-fn controller_over(source: &Arc<ChannelSource>) -> (Arc<Fifo>, Arc<FifoController>) {
+/// The DeltaFifo controller of the controller-level tests, over `source`, on `pool`.
+fn controller_over(
+    source: &Arc<ChannelSource>,
+    pool: &Arc<DeliveryPool>,
+) -> (Arc<Fifo>, Arc<FifoController>) {
     let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
         |o: &Obj| Ok(key(o)),
     )));
-    let controller = Arc::new(informer_controller::Controller::new(
-        Arc::clone(&queue),
-        informer_reflector::Reflector::new(Arc::clone(source), Arc::clone(&queue)),
-    ));
+    let controller = Arc::new(
+        informer_controller::Controller::new(
+            Arc::clone(&queue),
+            informer_reflector::Reflector::new(Arc::clone(source), Arc::clone(&queue)),
+        )
+        .with_pool(Arc::clone(pool)),
+    );
     (queue, controller)
 }
 
@@ -207,7 +240,8 @@ async fn stop_does_not_drain_a_long_queue() {
         LISTED,
     );
     let watch = source.open_watch();
-    let (_queue, controller) = controller_over(&source);
+    let pool = new_pool();
+    let (_queue, controller) = controller_over(&source, &pool);
     let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
     let processed = Arc::new(AtomicUsize::new(0));
@@ -233,14 +267,15 @@ async fn stop_does_not_drain_a_long_queue() {
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
         .expect("the stop is prompt")
-        .unwrap()
         .unwrap();
     let processed = processed.load(Ordering::SeqCst);
     assert!(
         processed <= 2 * POP_BATCH,
         "at most the batches under way are processed, not the queue: {processed} of {LISTED}"
     );
-    assert_eq!(informer_threads(), 0);
+    eventually("the pop loop has ended", || pool.jobs() == 0).await;
+    drop((controller, pool));
+    no_informer_threads_left("the pool's threads end with it").await;
 }
 
 /// A panicking process function used to kill the pop thread while the reflector went on
@@ -252,7 +287,8 @@ async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let watch = source.open_watch();
-    let (queue, controller) = controller_over(&source);
+    let pool = new_pool();
+    let (queue, controller) = controller_over(&source, &pool);
     let stop = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn({
         let (controller, stop) = (Arc::clone(&controller), stop.clone());
@@ -275,18 +311,22 @@ async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
     assert!(!stop.is_cancelled());
     eventually("the reflector let go of its watch", || watch.is_closed()).await;
     assert!(informer_fifo::Queue::is_closed(&*queue));
-    assert_eq!(informer_threads(), 0);
+    eventually("the pop loop has ended", || pool.jobs() == 0).await;
+    drop((controller, queue, pool));
+    no_informer_threads_left("the pool's threads end with it").await;
 }
 
 /// `shutdown` (here: the end of `run`) used to return while a removed handler, detached, could
-/// still be running its code. Now the removed handler's worker is joined too.
+/// still be running its code. Now the run waits for the removed handler too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_does_not_return_while_a_removed_handler_still_runs() {
     let _serial = SERIAL.lock().await;
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);
     let _watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
+    let pool = new_pool();
+    let informer =
+        Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)));
     let entered = Arc::new(AtomicUsize::new(0));
     let returned = Arc::new(AtomicBool::new(false));
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
@@ -294,7 +334,7 @@ async fn run_does_not_return_while_a_removed_handler_still_runs() {
     let registration = informer
         .add_event_handler(ResourceEventHandlerFuncs::new().with_add({
             let (entered, returned) = (Arc::clone(&entered), Arc::clone(&returned));
-            move |_: &Arc<Obj>, _| {
+            move |_, _: &Arc<Obj>, _| {
                 entered.fetch_add(1, Ordering::SeqCst);
                 release_rx.lock().unwrap().recv().unwrap();
                 returned.store(true, Ordering::SeqCst);
@@ -316,8 +356,75 @@ async fn run_does_not_return_while_a_removed_handler_still_runs() {
     release.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), registration.stopped())
         .await
-        .expect("the removed handler's worker ends");
+        .expect("the removed handler ends");
     task.await.unwrap().unwrap();
     assert!(returned.load(Ordering::SeqCst));
-    assert_eq!(informer_threads(), 0);
+    drop(registration);
+    nothing_left(pool, informer, "every job has ended").await;
+}
+
+/// A hundred informers with three handlers each run on the pool's threads: the thread count
+/// does not grow with informers or handlers (it was one pop thread per informer and one thread
+/// per handler: 400 here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_informers_with_three_handlers_each_run_on_the_pools_threads() {
+    let _serial = SERIAL.lock().await;
+    let pool = new_pool();
+    let mut parts = Vec::new();
+    for i in 0..100 {
+        let source = ChannelSource::new();
+        source.push_list(
+            (0..10)
+                .map(|j| obj(&format!("ns{i}"), &format!("o{j}"), j + 1))
+                .collect(),
+            10,
+        );
+        let watch = source.open_watch();
+        let informer = Arc::new(
+            informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)),
+        );
+        let recorders: Vec<_> = (0..3).map(|_| Recorder::new()).collect();
+        for r in &recorders {
+            informer.add_event_handler(Arc::clone(r)).unwrap();
+        }
+        let (stop, task) = start(&informer);
+        parts.push((source, watch, informer, recorders, stop, task));
+    }
+    for (i, (_, watch, _, _, _, _)) in parts.iter().enumerate() {
+        for j in 0..10 {
+            watch.modified(&obj(&format!("ns{i}"), &format!("o{j}"), 100 + j));
+        }
+    }
+    eventually("every handler saw its informer's list and changes", || {
+        parts
+            .iter()
+            .all(|(_, _, _, recorders, _, _)| recorders.iter().all(|r| r.len() == 20))
+    })
+    .await;
+    let threads = informer_threads();
+    eprintln!(
+        "100 informers x 3 handlers: {threads} informer threads, {} jobs",
+        pool.jobs()
+    );
+    assert_eq!(
+        pool.jobs(),
+        400,
+        "a pop loop per informer and a job per handler"
+    );
+    // The pool's two threads and its monitor; a spare only if the machine stalled a thread
+    // inside a job for longer than STUCK_AFTER.
+    assert!(
+        threads <= 2 * pool.size() + 3,
+        "{threads} threads for 100 informers and 300 handlers"
+    );
+    for (_, _, informer, recorders, stop, task) in parts {
+        stop.cancel();
+        task.await.unwrap().unwrap();
+        for r in recorders {
+            assert_eq!(r.replay(), cache(&informer));
+        }
+    }
+    eventually("every job has ended", || pool.jobs() == 0).await;
+    drop(pool);
+    no_informer_threads_left("the pool's threads end with it").await;
 }

@@ -40,14 +40,18 @@ mod tests {
     /// nothing (and `source()` still returns it).
     #[test]
     fn display_carries_the_cause() {
-        let cause = std::io::Error::other("no threads left");
+        let cause = informer_store::Error::IndexFunc {
+            index: "node".into(),
+            key: "a/x".into(),
+            source: "no node name".into(),
+        };
         let err = FactoryError::Informer {
             informer: "Pod (namespace=a)".into(),
-            source: InformerError::Thread(cause),
+            source: InformerError::Store(cause),
         };
         let shown = err.to_string();
         assert!(shown.contains("Pod (namespace=a)"), "{shown}");
-        assert!(shown.contains("no threads left"), "{shown}");
+        assert!(shown.contains("no node name"), "{shown}");
         assert!(std::error::Error::source(&err).is_some());
     }
 }

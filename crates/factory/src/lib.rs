@@ -62,7 +62,7 @@
 //! let factory = SharedInformerFactory::new(Names);
 //! let informer = factory.informer::<String>();
 //! assert!(Arc::ptr_eq(&informer, &factory.informer::<String>())); // one, shared
-//! informer.add_event_handler(ResourceEventHandlerFuncs::new().with_add(|name: &Arc<String>, _| {
+//! informer.add_event_handler(ResourceEventHandlerFuncs::new().with_add(|_key, name: &Arc<String>, _| {
 //!     println!("added {name}");
 //! }))?;
 //!

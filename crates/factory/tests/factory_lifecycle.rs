@@ -290,7 +290,7 @@ async fn resync_periods_come_from_options_then_type_then_default() {
         let count = Arc::clone(count);
         informer
             .add_event_handler(ResourceEventHandlerFuncs::new().with_update(
-                move |_: &Arc<Obj>, _: &Arc<Obj>| {
+                move |_, _: &Arc<Obj>, _: &Arc<Obj>| {
                     count.fetch_add(1, Ordering::SeqCst);
                 },
             ))

@@ -84,7 +84,7 @@ let by_node = pods.add_index("node", index_func(|pod: &Pod| {
 let added = Arc::new(AtomicUsize::new(0));
 let handler = pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add({
     let added = Arc::clone(&added);
-    move |pod: &Arc<Pod>, _in_initial_list| {
+    move |_key, pod: &Arc<Pod>, _in_initial_list| {
         added.fetch_add(1, Ordering::Relaxed);
         println!("pod {} added", pod.metadata.name.as_deref().unwrap_or_default());
     }
@@ -168,8 +168,9 @@ pub use k8s_openapi;
 pub mod prelude {
     #[cfg(feature = "controller")]
     pub use informer_controller::{
-        HandlerRegistration, ResourceEventHandler, ResourceEventHandlerExt,
-        ResourceEventHandlerFuncs, SharedIndexInformer,
+        AsyncResourceEventHandler, DeliveryPool, Event, HandlerOptions, HandlerRegistration,
+        ResourceEventHandler, ResourceEventHandlerExt, ResourceEventHandlerFuncs,
+        SharedIndexInformer, Subscription, async_trait,
     };
     #[cfg(feature = "factory")]
     pub use informer_factory::{InformerOptions, SharedInformerFactory};

@@ -142,14 +142,17 @@ async fn dynamic_informers_list_watch_index_and_share_per_resource() {
     let registration = informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new()
-                .with_add(move |o: &Arc<DynamicObject>, initial| {
+                .with_add(move |k, o: &Arc<DynamicObject>, initial| {
+                    assert_eq!(k, key(o));
                     adds.lock().push(Seen::Add(key(o), initial));
                 })
-                .with_update(move |_, new: &Arc<DynamicObject>| {
+                .with_update(move |k, _, new: &Arc<DynamicObject>| {
+                    assert_eq!(k, key(new));
                     updates.lock().push(Seen::Update(key(new), size(new)));
                 })
-                .with_delete(move |d| {
-                    let o = d.object().expect("a delete seen by the watch");
+                .with_delete(move |k, o, final_state_unknown| {
+                    assert!(!final_state_unknown, "a delete seen by the watch");
+                    assert_eq!(k, key(o));
                     deletes.lock().push(Seen::Delete(key(o)));
                 }),
         )

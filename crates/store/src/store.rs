@@ -72,6 +72,9 @@ pub trait Store<K>: ReflectorStore<K, Error = crate::Error> + KnownObjects<K> {
     /// The stored object with the same key as `obj`; fails only if the key cannot be computed.
     fn get(&self, obj: &K) -> Result<Option<Arc<K>>>;
 
+    /// The key this store files `obj` under (its key function, a panic caught as an error).
+    fn key_of(&self, obj: &K) -> Result<String>;
+
     /// Adds or replaces `obj` and returns the object it replaced, if any: `get` and `update` in
     /// one step (the default does exactly that; a store can do it with one key computation and
     /// one lock).
@@ -161,6 +164,7 @@ macro_rules! forward_through {
         impl<K, T: Store<K> + ?Sized> Store<K> for $ptr {
             fn list(&self) -> Vec<Arc<K>> { (**self).list() }
             fn get(&self, obj: &K) -> Result<Option<Arc<K>>> { (**self).get(obj) }
+            fn key_of(&self, obj: &K) -> Result<String> { (**self).key_of(obj) }
             fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> { (**self).upsert(obj) }
             fn upsert_with_key(&self, key: &str, obj: Arc<K>) -> Result<Option<Arc<K>>> {
                 (**self).upsert_with_key(key, obj)

@@ -490,6 +490,10 @@ impl<K: Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
         Ok(self.get_by_key(&key))
     }
 
+    fn key_of(&self, obj: &K) -> Result<String> {
+        ThreadSafeStore::key_of(self, obj)
+    }
+
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         self.put(obj)
     }

@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
     let arrived_tx = std::sync::Mutex::new(Some(arrived_tx));
     pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add(
-        move |p: &std::sync::Arc<Pod>, _| {
+        move |_key, p: &std::sync::Arc<Pod>, _| {
             if p.metadata.name.as_deref() == Some("web-2")
                 && let Some(tx) = arrived_tx.lock().ok().and_then(|mut tx| tx.take())
             {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use informer_controller::{QueueKind, ResourceEventHandler, SharedIndexInformer};
-use informer_fifo::DeletedObject;
 use informer_reflector::{
     BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Status, WatchEvent, WatchParams,
     WatchStream,
@@ -326,23 +325,29 @@ impl Recorder {
     }
 }
 
+/// Every notification carries the object's key: the recorder checks it against the object.
 impl ResourceEventHandler<Obj> for Recorder {
-    fn on_add(&self, obj: &Arc<Obj>, is_in_initial_list: bool) {
+    fn on_add(&self, k: &str, obj: &Arc<Obj>, is_in_initial_list: bool) {
+        assert_eq!(k, key(obj), "an add carries the object's key");
         self.seen
             .lock()
-            .push(Seen::Add(key(obj), obj.rv, is_in_initial_list));
+            .push(Seen::Add(k.to_owned(), obj.rv, is_in_initial_list));
     }
-    fn on_update(&self, old: &Arc<Obj>, new: &Arc<Obj>) {
+    fn on_update(&self, k: &str, old: &Arc<Obj>, new: &Arc<Obj>) {
+        assert_eq!(k, key(new), "an update carries the object's key");
         self.seen
             .lock()
-            .push(Seen::Update(key(new), old.rv, new.rv));
+            .push(Seen::Update(k.to_owned(), old.rv, new.rv));
     }
-    fn on_delete(&self, obj: DeletedObject<Obj>) {
-        let k = match obj.tombstone() {
-            Some(t) => t.key.clone(),
-            None => key(obj.object().expect("a watch deletion carries its object")),
-        };
-        self.seen.lock().push(Seen::Delete(k, obj.is_tombstone()));
+    fn on_delete(&self, k: &str, obj: &Arc<Obj>, final_state_unknown: bool) {
+        assert_eq!(
+            k,
+            key(obj),
+            "a delete carries the key of its last known state"
+        );
+        self.seen
+            .lock()
+            .push(Seen::Delete(k.to_owned(), final_state_unknown));
     }
 }
 

@@ -151,6 +151,10 @@ impl<K: Send + Sync + 'static> Store<K> for MapCache<K> {
         Ok(self.get_by_key(&key))
     }
 
+    fn key_of(&self, obj: &K) -> Result<String> {
+        self.key(obj)
+    }
+
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let key = self.key(&obj)?;
         self.put(key, obj)
