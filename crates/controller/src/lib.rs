@@ -3,13 +3,20 @@
 //!
 //! ```text
 //! ListerWatcher ─▶ Reflector ─▶ Queue ─pop─▶ process_deltas ─▶ Indexer (cache)
-//!                                                  └─▶ Processor ─▶ handler 1..N (own thread each)
+//!   (tokio task)                  (job on the DeliveryPool)  └─▶ Processor ─▶ consumer 1..N
+//!                                                      (a bounded buffer each: handler jobs,
+//!                                                       async handler tasks, Subscription streams)
 //! ```
 //!
 //! A [`SharedIndexInformer`] lists and watches one resource through any
 //! [`ListerWatcher`](informer_reflector::ListerWatcher), keeps an indexed cache of it, and
-//! delivers every change to every registered [`ResourceEventHandler`] — after the cache has been
-//! updated, in order, each handler on its own worker thread with its own unbounded buffer.
+//! delivers every change, with the object's key, to every consumer — after the cache has been
+//! updated, in order: a synchronous [`ResourceEventHandler`] (run on the shared
+//! [`DeliveryPool`], a few threads for every informer), an [`AsyncResourceEventHandler`] (a
+//! tokio task) or a [`Subscription`] (a `futures::Stream`, from
+//! [`subscribe`](SharedIndexInformer::subscribe)). Each consumer has a bounded buffer: one that
+//! falls behind receives one notification per changed key until it catches up, and delays no
+//! one else.
 //!
 //! It fails loud and never stalls: a key, index, transform or resource-version function that
 //! fails or panics refuses one object (counted in
@@ -44,8 +51,8 @@
 //!     indexers([("colour", index_func(|o: &Obj| Ok(IndexValues::one(o.1.as_str()))))]),
 //! ));
 //! let registration = informer
-//!     .add_event_handler(ResourceEventHandlerFuncs::new().with_add(|obj: &Arc<Obj>, initial| {
-//!         println!("added {} (initial list: {initial})", obj.0);
+//!     .add_event_handler(ResourceEventHandlerFuncs::new().with_add(|key, obj: &Arc<Obj>, initial| {
+//!         println!("added {key}: {} (initial list: {initial})", obj.1);
 //!     }))
 //!     .unwrap();
 //!

@@ -796,12 +796,7 @@ impl<K: Send + Sync + 'static> HandlerJob<K> {
             Ok(()) => true,
             Err(panic) => {
                 state.panics.fetch_add(1, Ordering::AcqRel);
-                after_panic(
-                    self.policy,
-                    self.id,
-                    &self.informer,
-                    panic_message(&*panic),
-                )
+                after_panic(self.policy, self.id, &self.informer, panic_message(&*panic))
             }
         }
     }

@@ -174,8 +174,6 @@ pub mod prelude {
     };
     #[cfg(feature = "factory")]
     pub use informer_factory::{InformerOptions, SharedInformerFactory};
-    #[cfg(feature = "fifo")]
-    pub use informer_fifo::DeletedObject;
     #[cfg(feature = "kube")]
     pub use informer_kube::{
         DynamicResource, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
