@@ -699,7 +699,7 @@ where
     /// [`InformerError::ForeignRegistration`] and removes nothing.
     ///
     /// The handler stops receiving new notifications at once; what is already buffered for it
-    /// is still delivered (client-go drops it), and then its worker thread ends. Await
+    /// is still delivered (client-go drops it), and then it ends. Await
     /// [`HandlerRegistration::stopped`] to know that none of its code runs any more (client-go's
     /// `ShutDownEventHandler`); the informer's shutdown also waits for it. Nothing is lost
     /// silently.
@@ -811,14 +811,14 @@ where
 
     /// Runs the informer until `stop` is cancelled, then shuts everything down promptly: the
     /// watch ends, the queue is closed and what is still queued is dropped (stopping takes no
-    /// longer with a long queue), every handler worker — removed ones included — stops after the
-    /// notification it is handling (what is still buffered for a handler is dropped, as in
-    /// client-go), and every thread is joined before this returns. A second call returns at
-    /// once.
+    /// longer with a long queue), every consumer — removed ones included — stops: a handler after
+    /// the notification it is handling, an async handler's task at its next await, a
+    /// subscription at once (what is still buffered is dropped, as in client-go). This returns
+    /// once the pop job and every handler have ended. A second call returns at once.
     ///
     /// Dropping this future instead (a `select!`, a timeout, an aborted task, a runtime shut
-    /// down) cleans up the same way without waiting for the threads: the queue is closed, the
-    /// handlers are stopped, the informer is marked stopped and every wait for it returns.
+    /// down) cleans up the same way without waiting: the queue is closed, the consumers are
+    /// stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
         let (lister_watcher, queue, reflector_config, check, error_handler, streaming) = {
             let mut settings = self.settings.lock();

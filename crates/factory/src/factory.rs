@@ -237,8 +237,8 @@ struct State {
 ///   the current tokio runtime; call it again after requesting more.
 /// * [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits, with or without a timeout, for
 ///   the started informers' first lists, and reports which synced.
-/// * [`shutdown`](Self::shutdown) stops every informer and waits until each has joined all of
-///   its threads. Dropping the factory stops them without waiting.
+/// * [`shutdown`](Self::shutdown) stops every informer and waits until each has ended its pop
+///   job and handlers. Dropping the factory stops them without waiting.
 ///
 /// See the [crate documentation](crate) for an example.
 pub struct SharedInformerFactory<S> {
@@ -646,7 +646,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     }
 
     /// Stops every informer and waits until each has returned from its run, which it does
-    /// only after joining all of its threads. Later calls to [`start`](Self::start) fail;
+    /// only once its pop job and every handler of it have ended. Later calls to [`start`](Self::start) fail;
     /// concurrent and repeated calls wait for the same shutdown (client-go's `Shutdown`,
     /// which also stops the informers here rather than leaving that to the caller).
     ///

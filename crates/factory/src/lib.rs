@@ -21,8 +21,8 @@
 //! * [`start`](SharedInformerFactory::start) (idempotent),
 //!   [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) (with or without a
 //!   timeout, returning a [`CacheSyncReport`]) and
-//!   [`shutdown`](SharedInformerFactory::shutdown) (stops every informer, waits for every
-//!   thread);
+//!   [`shutdown`](SharedInformerFactory::shutdown) (stops every informer, waits until none
+//!   of their code runs);
 //! * [`lister`](SharedInformerFactory::lister): the informer's read handle
 //!   ([`Lister`](informer_store::Lister)), `lister.namespace("ns").get("name")`,
 //!   `lister.list(&selector)`.
@@ -73,7 +73,7 @@
 //! assert_eq!(lister.get("web-0").as_deref().map(String::as_str), Some("web-0"));
 //! assert_eq!(lister.list(&Everything).len(), 1);
 //!
-//! factory.shutdown().await?; // every informer stopped, every thread joined
+//! factory.shutdown().await?; // every informer stopped, none of their code running
 //! assert!(informer.is_stopped());
 //! # Ok(()) }
 //! ```

@@ -1,4 +1,4 @@
-//! Start, wait for sync, shut down: idempotence, timeouts, and every thread joined.
+//! Start, wait for sync, shut down: idempotence, timeouts, and every handler ended.
 
 mod common;
 
@@ -116,7 +116,7 @@ async fn wait_for_cache_sync_with_a_timeout_reports_what_has_not_synced() {
     let pods = factory.informer::<Pods>();
     let stuck = factory.informer::<Stuck>();
     factory.start().unwrap();
-    // The pods sync on the informer's own thread; the wait is woken by it, with no timer.
+    // The pods sync on the informer's pop job; the wait is woken by it, with no timer.
     assert!(pods.wait_for_sync().await);
 
     let begun = tokio::time::Instant::now();
@@ -188,7 +188,10 @@ async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
         assert!(informer.is_stopped());
     }
     for registration in registrations.iter().chain([&late]) {
-        assert!(registration.is_stopped(), "handler thread not joined");
+        assert!(
+            registration.is_stopped(),
+            "handler still running after shutdown"
+        );
     }
     assert!(factory.is_shut_down());
     assert!(factory.informers().iter().all(|i| i.stopped));

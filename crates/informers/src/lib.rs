@@ -39,10 +39,11 @@
 //!    with `add_index`, which returns a typed handle for lookups (before or after start).
 //! 4. **Handlers.** `add_event_handler` takes any [`ResourceEventHandler`](prelude::ResourceEventHandler);
 //!    [`ResourceEventHandlerFuncs`](prelude::ResourceEventHandlerFuncs) builds one from
-//!    closures. Each handler gets every change, in order, on its own thread.
+//!    closures. Each handler gets every change, in order, with the object's key (async handlers and
+//!    `subscribe()` streams too).
 //! 5. **Start, sync, read.** `start()`, then `wait_for_cache_sync`; read through listers and
 //!    index lookups, never from the server.
-//! 6. **Stop.** `shutdown()` stops every informer and joins every thread.
+//! 6. **Stop.** `shutdown()` stops every informer and returns once none of their code runs.
 //!
 #![cfg_attr(
     feature = "kube",
