@@ -32,6 +32,9 @@ pub struct Outcome {
     pub relists: u64,
     /// Tombstones received, every handler together.
     pub tombstones: u64,
+    /// Notifications the slow consumers (the slow handler and the stream) took into per-key
+    /// coalescing because they were behind their bound.
+    pub coalesced: u64,
     /// Pods on the server at the end.
     pub objects: usize,
     /// From the end of the churn to convergence.
@@ -72,17 +75,41 @@ pub fn replay_command(seed: u64, steps: usize) -> String {
     command
 }
 
-/// Threads of this process that an informer started: its pop loop (`informer-pop`) and its
-/// handler workers (`informer-handler-N`, which the kernel cuts to 15 bytes). `None` where
-/// `/proc` is not available.
+/// Threads of this process named `informer-`: the delivery pool's (its threads, its monitor,
+/// and any spare). `None` where `/proc` is not available.
 pub fn informer_threads() -> Option<usize> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     Some(
         tasks
             .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .filter(|name| name.starts_with("informer-pop") || name.starts_with("informer-handl"))
+            .filter(|name| name.starts_with("informer-"))
             .count(),
     )
+}
+
+/// The delivery pool's threads once any spare has left (spares leave after
+/// [`SPARE_IDLE`](informer_controller::SPARE_IDLE) idle; waits up to ten seconds for that).
+fn pool_threads_settled() -> Option<usize> {
+    let resting = informer_controller::DeliveryPool::global().size() + 1;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let threads = informer_threads()?;
+        if threads <= resting || Instant::now() >= deadline {
+            return Some(threads);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (up to ten seconds) until no job is left on the delivery pool: every informer's pop
+/// loop and every handler has ended. Returns what is left.
+fn jobs_left_on_the_pool() -> usize {
+    let pool = informer_controller::DeliveryPool::global();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pool.jobs() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    pool.jobs()
 }
 
 /// Runs `scenario` on the current runtime: starts the simulator and the informers, applies
@@ -171,6 +198,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
         notifications: stack.notifications(),
         relists: stack.relists(),
         tombstones: stack.tombstones(),
+        coalesced: stack.coalesced(),
         objects: server
             .list::<k8s_openapi::api::core::v1::Pod>(None)
             .map_or(0, |(p, _)| p.len()),
@@ -235,18 +263,26 @@ pub struct Summary {
     pub relists: u64,
     /// Tombstones.
     pub tombstones: u64,
+    /// Notifications the slow consumers coalesced.
+    pub coalesced: u64,
+    /// Seeds in which a slow consumer fell behind its bound and coalesced.
+    pub seeds_coalescing: usize,
     /// The slowest convergence after churn stopped.
     pub slowest_settle: Duration,
-    /// `informer-` threads left once every seed had finished (`None`: not measurable here).
+    /// Jobs left on the delivery pool once every seed had finished (pop loops or handlers
+    /// still running): must be 0.
+    pub jobs_left: usize,
+    /// `informer-` threads (the delivery pool's) once every seed had finished (`None`: not
+    /// measurable here): the pool's fixed size, not one per informer or handler.
     pub threads_left: Option<usize>,
     /// The whole batch.
     pub wall: Duration,
 }
 
 impl Summary {
-    /// Whether every seed passed and no thread was left.
+    /// Whether every seed passed and nothing of any informer was left running.
     pub fn ok(&self) -> bool {
-        self.failures.is_empty() && self.threads_left.unwrap_or(0) == 0
+        self.failures.is_empty() && self.jobs_left == 0
     }
 
     fn add(&mut self, result: Result<Outcome, Failure>) {
@@ -261,6 +297,8 @@ impl Summary {
                 self.notifications += outcome.notifications;
                 self.relists += outcome.relists;
                 self.tombstones += outcome.tombstones;
+                self.coalesced += outcome.coalesced;
+                self.seeds_coalescing += usize::from(outcome.coalesced > 0);
                 self.slowest_settle = self.slowest_settle.max(outcome.settled_in);
             }
             Err(failure) => self.failures.push(failure),
@@ -289,22 +327,28 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
+            "slow consumers coalesced {} notifications, in {} of {} seeds",
+            self.coalesced, self.seeds_coalescing, self.passed
+        )?;
+        writeln!(
+            f,
             "faults fired ({} in all):",
             self.faults.values().sum::<u64>()
         )?;
         for (kind, n) in &self.faults {
             writeln!(f, "  {kind:<22} {n}")?;
         }
+        writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
         match self.threads_left {
-            Some(n) => writeln!(f, "informer threads left after the last seed: {n}")?,
-            None => writeln!(f, "informer threads left: not measurable (no /proc)")?,
+            Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
+            None => writeln!(f, "delivery pool threads: not measurable (no /proc)")?,
         }
         write!(f, "wall time: {:.2?}", self.wall)
     }
 }
 
 /// Runs `scenarios` on `jobs` threads, each seed on a runtime of its own; `progress` is told of
-/// every result as it comes. Once all have finished, no `informer-` thread may be left.
+/// every result as it comes. Once all have finished, no job may be left on the delivery pool.
 pub fn run_seeds(
     scenarios: Vec<Scenario>,
     jobs: usize,
@@ -331,7 +375,8 @@ pub fn run_seeds(
     });
     let mut summary = summary.into_inner();
     summary.failures.sort_by_key(|f| f.seed);
-    summary.threads_left = informer_threads();
+    summary.jobs_left = jobs_left_on_the_pool();
+    summary.threads_left = pool_threads_settled();
     summary.wall = begun.elapsed();
     summary
 }

@@ -281,6 +281,15 @@ impl Stack {
         .sum()
     }
 
+    /// Notifications the consumers took into per-key coalescing (the slow handler and the
+    /// stream, with their small buffers; the others rarely).
+    pub fn coalesced(&self) -> u64 {
+        self.registrations
+            .iter()
+            .map(|r| r.coalesced() as u64)
+            .sum()
+    }
+
     /// Lists after the first, both informers together.
     pub fn relists(&self) -> u64 {
         self.all_log.lists().saturating_sub(1) + self.gold_log.lists().saturating_sub(1)

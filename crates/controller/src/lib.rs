@@ -89,7 +89,7 @@ pub use crate::informer::{
     InformerError, InformerReflector, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind,
     ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
 };
-pub use crate::pool::{DeliveryPool, SPARE_IDLE, STUCK_AFTER};
+pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};
 pub use crate::subscription::Subscription;
 

@@ -35,6 +35,10 @@ pub const SPARE_IDLE: Duration = Duration::from_secs(2);
 /// How often the monitor looks for stuck threads while any job is running.
 const MONITOR_TICK: Duration = Duration::from_millis(10);
 
+/// The most spare threads a pool starts: past that many handlers blocked at once, the others
+/// wait for one of them to return.
+pub const MAX_SPARES: usize = 64;
+
 /// What a job's turn ended with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
@@ -303,8 +307,10 @@ fn worker(shared: Weak<Shared>, rx: Receiver<Arc<dyn Job>>, busy: Arc<AtomicU64>
     }
 }
 
-/// Starts a spare thread whenever every thread is inside a job, one of them for longer than
-/// [`STUCK_AFTER`], and jobs are waiting. Sleeps while no job runs.
+/// Starts a spare thread when every thread is inside a job, jobs are waiting, and more threads
+/// have been inside their job for longer than [`STUCK_AFTER`] than there are spares (each
+/// stuck thread gets at most one stand-in, so a machine too busy to run the threads does not
+/// breed more of them), up to [`MAX_SPARES`]. Sleeps while no job runs.
 fn monitor(shared: Weak<Shared>) {
     let mut spares = 0u64;
     loop {
@@ -319,21 +325,25 @@ fn monitor(shared: Weak<Shared>) {
         if !pool.ready_rx.is_empty() {
             let now = pool.now();
             let stuck_after = u64::try_from(STUCK_AFTER.as_nanos()).unwrap_or(u64::MAX);
-            let (all_busy, any_stuck) = {
+            let (all_busy, stuck) = {
                 let busy = pool.busy.lock();
                 let mut all_busy = true;
-                let mut any_stuck = false;
+                let mut stuck = 0;
                 for b in busy.iter() {
                     let since = b.load(Ordering::Acquire);
                     if since == 0 {
                         all_busy = false;
                     } else if now.saturating_sub(since) >= stuck_after {
-                        any_stuck = true;
+                        stuck += 1;
                     }
                 }
-                (all_busy, any_stuck)
+                (all_busy, stuck)
             };
-            if all_busy && any_stuck {
+            let spares_alive = pool
+                .threads
+                .load(Ordering::Acquire)
+                .saturating_sub(pool.size);
+            if all_busy && stuck > spares_alive && spares_alive < MAX_SPARES {
                 spares += 1;
                 if let Err(error) =
                     Shared::spawn_worker(&pool, format!("informer-spare-{spares}"), true)
