@@ -433,7 +433,67 @@ async fn an_unread_stream_stays_bounded_and_catches_up(kind: Kind) {
     task.await.unwrap().unwrap();
 }
 
+/// Removing a subscription's registration ends its stream once what was buffered is read.
+async fn a_removed_subscription_ends_after_what_was_buffered(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let mut events = informer.subscribe().unwrap();
+    let registration = events.registration().clone();
+    let (stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+    eventually("both initial adds buffered", || {
+        registration.buffered() == 2
+    })
+    .await;
+    informer.remove_event_handler(&registration).unwrap();
+    watch.modified(&obj("a", "x", 3));
+    let mut keys = Vec::new();
+    while let Some(event) = tokio::time::timeout(LONG, events.next()).await.unwrap() {
+        keys.push(event.key().to_owned());
+    }
+    assert_eq!(keys, ["a/x", "a/y"], "what was buffered, then the end");
+    assert!(registration.is_stopped());
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// An async handler that panics: under `StopHandler` it stops, the others go on.
+async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
+    struct Panics;
+    #[informer_controller::async_trait]
+    impl AsyncResourceEventHandler<Obj> for Panics {
+        async fn on_add(&self, _: Arc<str>, obj: Arc<Obj>, _: bool) {
+            tokio::task::yield_now().await;
+            assert!(obj.name != "boom", "async handler bug");
+        }
+    }
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![obj("a", "ok", 1), obj("a", "boom", 2), obj("a", "after", 3)],
+        3,
+    );
+    let _watch = source.open_watch();
+    let informer = Arc::new(
+        informer(&source, Duration::ZERO, kind)
+            .with_panic_policy(informer_controller::PanicPolicy::StopHandler),
+    );
+    let panicky = informer.add_async_event_handler(Panics).unwrap();
+    let witness = Recorder::new();
+    informer.add_event_handler(witness.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    eventually("the panicking handler stopped", || panicky.is_stopped()).await;
+    assert_eq!(panicky.panics(), 1);
+    assert_eq!(panicky.delivered(), 2, "ok, then boom; nothing after");
+    eventually("the others go on", || witness.len() == 3).await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
 on_each_setup!(
+    a_removed_subscription_ends_after_what_was_buffered,
+    a_panicking_async_handler_stops_under_its_policy,
     a_late_subscriber_gets_the_cache_then_every_change,
     dropping_a_subscription_unsubscribes,
     a_subscription_is_synced_once_its_initial_state_is_read,
