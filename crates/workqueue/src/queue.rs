@@ -1,0 +1,479 @@
+//! [`WorkQueue`]: client-go's `util/workqueue` queue, delaying queue and rate-limiting queue in
+//! one async type.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::metrics::{MetricsProvider, NoMetrics, QueueMetrics};
+use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
+
+/// How often the unfinished-work gauges are refreshed while the queue has a metrics provider
+/// and a tokio runtime to refresh them on (client-go: every 500 ms).
+pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+
+/// A work queue of keys (client-go's rate-limiting `workqueue`), for any number of async
+/// workers.
+///
+/// * **Each item once.** [`add`](Self::add) of an item that is already waiting does nothing;
+///   an item added while a worker processes it is processed again after that worker's
+///   [`done`](Self::done) — never by two workers at once.
+/// * **Workers** loop on [`get`](Self::get) (`None` once the queue is shut down and empty),
+///   process the item, and call [`done`](Self::done) with it.
+/// * **Delays**: [`add_after`](Self::add_after) adds an item once a delay has passed (a waiting
+///   item's earlier deadline wins); [`add_rate_limited`](Self::add_rate_limited) delays it by
+///   the [`RateLimiter`] (client-go's default: per-item exponential backoff from 5 ms up to
+///   1,000 s, and an overall 10 per second with a burst of 100), and
+///   [`forget`](Self::forget) clears its failures once it succeeds.
+/// * **Shutdown**: [`shut_down`](Self::shut_down) stops taking items (adds are ignored, delayed
+///   items are dropped); workers get what is still queued, then `None`.
+///   [`shut_down_with_drain`](Self::shut_down_with_drain) also waits until every queued and
+///   in-flight item is done.
+///
+/// Cheap to clone: clones share the queue.
+///
+/// ```
+/// use informer_workqueue::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let queue = WorkQueue::<String>::new();
+/// queue.add("ns/a".to_string());
+/// queue.add("ns/a".to_string()); // already waiting: once
+/// queue.add("ns/b".to_string());
+/// assert_eq!(queue.len(), 2);
+/// let item = queue.get().await.unwrap();
+/// queue.add(item.clone()); // while it is processed: again after done
+/// queue.done(&item);
+/// assert_eq!(queue.len(), 2);
+/// queue.shut_down();
+/// assert!(queue.get().await.is_some()); // what is queued is still handed out
+/// # }
+/// ```
+pub struct WorkQueue<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Clone for WorkQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T> fmt::Debug for WorkQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.lock();
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .field("queued", &state.queue.len())
+            .field("processing", &state.processing.len())
+            .field("delayed", &state.delayed.len())
+            .field("shutting_down", &state.shutting_down)
+            .finish()
+    }
+}
+
+struct Inner<T> {
+    name: String,
+    state: Mutex<State<T>>,
+    /// Wakes a worker waiting in `get`.
+    ready: Notify,
+    /// Wakes `shut_down_with_drain` when the last item is done.
+    drained: Notify,
+    limiter: Box<dyn RateLimiter<T>>,
+    metrics: QueueMetrics,
+}
+
+struct State<T> {
+    /// Items to hand out, in order.
+    queue: VecDeque<T>,
+    /// Items waiting: queued, or to be queued again when their processing is done.
+    dirty: HashSet<T>,
+    /// Items being processed, and since when.
+    processing: HashMap<T, Instant>,
+    /// When each waiting item was added (for the latency metric).
+    added_at: HashMap<T, Instant>,
+    /// Delayed items by deadline (the sequence number breaks ties).
+    timeline: BTreeMap<(Instant, u64), T>,
+    /// Each delayed item's place in the timeline.
+    delayed: HashMap<T, (Instant, u64)>,
+    next_seq: u64,
+    shutting_down: bool,
+    /// A drain has completed: nothing more is handed out.
+    drained: bool,
+}
+
+/// Builds a [`WorkQueue`] with a name, a rate limiter and metrics.
+pub struct WorkQueueBuilder<T> {
+    name: String,
+    limiter: Option<Box<dyn RateLimiter<T>>>,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+}
+
+impl<T> fmt::Debug for WorkQueueBuilder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkQueueBuilder")
+            .field("name", &self.name)
+            .field("limiter", &self.limiter.is_some())
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
+}
+
+impl<T> WorkQueueBuilder<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    /// The queue's name, given to the metrics provider.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The rate limiter of [`add_rate_limited`](WorkQueue::add_rate_limited) (default:
+    /// [`default_controller_rate_limiter`]).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
+        self.limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Where the queue's metrics go (default: nowhere). Built inside a tokio runtime, the queue
+    /// also refreshes its unfinished-work gauges every [`UNFINISHED_WORK_UPDATE_PERIOD`].
+    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+        self.metrics = Some(provider);
+        self
+    }
+
+    /// The queue.
+    pub fn build(self) -> WorkQueue<T> {
+        let periodic = self.metrics.is_some();
+        let provider: Arc<dyn MetricsProvider> =
+            self.metrics.unwrap_or_else(|| Arc::new(NoMetrics));
+        let metrics = QueueMetrics::new(&*provider, &self.name);
+        let queue = WorkQueue {
+            inner: Arc::new(Inner {
+                name: self.name,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    processing: HashMap::new(),
+                    added_at: HashMap::new(),
+                    timeline: BTreeMap::new(),
+                    delayed: HashMap::new(),
+                    next_seq: 0,
+                    shutting_down: false,
+                    drained: false,
+                }),
+                ready: Notify::new(),
+                drained: Notify::new(),
+                limiter: self
+                    .limiter
+                    .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+                metrics,
+            }),
+        };
+        if periodic && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(refresh_unfinished_work(Arc::downgrade(&queue.inner)));
+        }
+        queue
+    }
+}
+
+/// Refreshes the unfinished-work gauges until the queue is gone or shut down and idle.
+async fn refresh_unfinished_work<T>(queue: Weak<Inner<T>>)
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = queue.upgrade() else {
+            return;
+        };
+        let done = {
+            let state = inner.state.lock();
+            state.shutting_down && state.processing.is_empty()
+        };
+        WorkQueue { inner }.update_unfinished_work();
+        if done {
+            return;
+        }
+    }
+}
+
+impl<T> Default for WorkQueue<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> WorkQueue<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    /// A queue with client-go's default controller rate limiter and no metrics.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder: name, rate limiter, metrics.
+    pub fn builder() -> WorkQueueBuilder<T> {
+        WorkQueueBuilder {
+            name: String::new(),
+            limiter: None,
+            metrics: None,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Adds `item` unless it is waiting already. If a worker is processing it, it is queued
+    /// again when that worker calls [`done`](Self::done). Ignored once shutting down.
+    pub fn add(&self, item: T) {
+        let mut state = self.inner.state.lock();
+        if self.add_locked(&mut state, item, Instant::now()) {
+            drop(state);
+            self.inner.ready.notify_one();
+        }
+    }
+
+    /// Whether the add queued an item for a worker now.
+    fn add_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
+        if state.shutting_down || state.dirty.contains(&item) {
+            return false;
+        }
+        let metrics = &self.inner.metrics;
+        metrics.adds.inc();
+        metrics.depth.inc();
+        state.added_at.entry(item.clone()).or_insert(now);
+        state.dirty.insert(item.clone());
+        if state.processing.contains_key(&item) {
+            return false;
+        }
+        state.queue.push_back(item);
+        true
+    }
+
+    /// Adds `item` once `delay` has passed (at once for a zero delay). An item already delayed
+    /// keeps the earlier of its two deadlines. Ignored once shutting down.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        let mut state = self.inner.state.lock();
+        if state.shutting_down {
+            return;
+        }
+        self.inner.metrics.retries.inc();
+        let now = Instant::now();
+        if delay.is_zero() {
+            if self.add_locked(&mut state, item, now) {
+                drop(state);
+                self.inner.ready.notify_one();
+            }
+            return;
+        }
+        let deadline = now + delay;
+        if let Some(&(at, seq)) = state.delayed.get(&item) {
+            if at <= deadline {
+                return;
+            }
+            state.timeline.remove(&(at, seq));
+        }
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.timeline.insert((deadline, seq), item.clone());
+        state.delayed.insert(item, (deadline, seq));
+        drop(state);
+        // A worker waiting may have to wake sooner now.
+        self.inner.ready.notify_waiters();
+    }
+
+    /// Adds `item` after the rate limiter's delay for it (client-go's `AddRateLimited`).
+    pub fn add_rate_limited(&self, item: T) {
+        let delay = self.inner.limiter.when(&item);
+        self.add_after(item, delay);
+    }
+
+    /// Clears `item`'s failures in the rate limiter: call it when the item succeeded.
+    pub fn forget(&self, item: &T) {
+        self.inner.limiter.forget(item);
+    }
+
+    /// How many times the rate limiter has counted `item` as retried.
+    pub fn num_requeues(&self, item: &T) -> usize {
+        self.inner.limiter.num_requeues(item)
+    }
+
+    /// Moves the delayed items whose deadline has passed into the queue; the next deadline.
+    fn promote(&self, state: &mut State<T>, now: Instant) -> Option<Instant> {
+        while let Some((&(at, seq), _)) = state.timeline.first_key_value() {
+            if at > now {
+                return Some(at);
+            }
+            let item = state
+                .timeline
+                .remove(&(at, seq))
+                .expect("the first entry is there");
+            state.delayed.remove(&item);
+            self.add_locked(state, item, now);
+        }
+        None
+    }
+
+    /// The next item to process, waiting for one; `None` once the queue is shut down and
+    /// nothing is queued. Call [`done`](Self::done) with it when processed. Cancel-safe.
+    pub async fn get(&self) -> Option<T> {
+        loop {
+            let ready = self.inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            let next_deadline = {
+                let mut state = self.inner.state.lock();
+                let now = Instant::now();
+                let next = if state.shutting_down {
+                    None
+                } else {
+                    self.promote(&mut state, now)
+                };
+                if !state.drained
+                    && let Some(item) = state.queue.pop_front()
+                {
+                    let metrics = &self.inner.metrics;
+                    metrics.depth.dec();
+                    if let Some(added) = state.added_at.remove(&item) {
+                        metrics
+                            .latency
+                            .observe(now.saturating_duration_since(added).as_secs_f64());
+                    }
+                    state.dirty.remove(&item);
+                    state.processing.insert(item.clone(), now);
+                    // Another worker may be waiting for the rest.
+                    if !state.queue.is_empty() {
+                        self.inner.ready.notify_one();
+                    }
+                    return Some(item);
+                }
+                if state.shutting_down {
+                    return None;
+                }
+                next
+            };
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        () = ready => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => ready.await,
+            }
+        }
+    }
+
+    /// Marks `item` processed. If it was added again meanwhile, it is queued now.
+    pub fn done(&self, item: &T) {
+        let mut state = self.inner.state.lock();
+        let Some(started) = state.processing.remove(item) else {
+            return;
+        };
+        let now = Instant::now();
+        self.inner
+            .metrics
+            .work_duration
+            .observe(now.saturating_duration_since(started).as_secs_f64());
+        let requeued = state.dirty.contains(item);
+        if requeued {
+            state.queue.push_back(item.clone());
+        }
+        let idle = state.shutting_down && state.processing.is_empty() && state.queue.is_empty();
+        drop(state);
+        if requeued {
+            self.inner.ready.notify_one();
+        }
+        if idle {
+            self.inner.drained.notify_waiters();
+        }
+    }
+
+    /// Items queued for a worker (client-go's `Len`; delayed items not included).
+    pub fn len(&self) -> usize {
+        self.inner.state.lock().queue.len()
+    }
+
+    /// Whether no item is queued for a worker.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Items being processed now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.state.lock().processing.len()
+    }
+
+    /// Stops taking items: later adds are ignored and delayed items dropped; workers get what
+    /// is queued, then `None`.
+    pub fn shut_down(&self) {
+        {
+            let mut state = self.inner.state.lock();
+            state.shutting_down = true;
+            state.timeline.clear();
+            state.delayed.clear();
+        }
+        self.inner.ready.notify_waiters();
+        self.inner.drained.notify_waiters();
+    }
+
+    /// [`shut_down`](Self::shut_down), then waits until every queued and in-flight item is
+    /// done (the workers go on taking what is queued meanwhile). Once it returns, `get`
+    /// returns `None` and nothing more is processed. With no worker running it waits for
+    /// ever: bound it with `tokio::time::timeout`. Cancel-safe.
+    pub async fn shut_down_with_drain(&self) {
+        self.shut_down();
+        loop {
+            let drained = self.inner.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let mut state = self.inner.state.lock();
+                if state.processing.is_empty() && state.queue.is_empty() {
+                    state.drained = true;
+                    return;
+                }
+            }
+            drained.await;
+        }
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) has been called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.state.lock().shutting_down
+    }
+
+    /// Sets the unfinished-work gauges from the items in progress now (done every
+    /// [`UNFINISHED_WORK_UPDATE_PERIOD`] when the queue has metrics and a runtime).
+    pub fn update_unfinished_work(&self) {
+        let now = Instant::now();
+        let (total, longest) = {
+            let state = self.inner.state.lock();
+            state
+                .processing
+                .values()
+                .map(|started| now.saturating_duration_since(*started).as_secs_f64())
+                .fold((0.0, 0.0f64), |(sum, max), s| (sum + s, max.max(s)))
+        };
+        self.inner.metrics.unfinished.set(total);
+        self.inner.metrics.longest.set(longest);
+    }
+}

@@ -1,0 +1,361 @@
+//! Rate limiters: how long an item waits before it is retried (client-go's
+//! `util/workqueue/default_rate_limiters.go`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+/// Decides how long an item waits before it is added again (client-go's `RateLimiter`).
+///
+/// `when` is asked once per retry and may count it; `forget` says the item succeeded (its
+/// failures are cleared); `num_requeues` is how many retries are counted for it.
+pub trait RateLimiter<T>: Send + Sync {
+    /// How long `item` waits now; counts one more retry where the limiter counts them.
+    fn when(&self, item: &T) -> Duration;
+    /// Forgets `item`'s retries (it succeeded, or is given up on).
+    fn forget(&self, item: &T);
+    /// How many retries are counted for `item`.
+    fn num_requeues(&self, item: &T) -> usize;
+}
+
+impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<R> {
+    fn when(&self, item: &T) -> Duration {
+        (**self).when(item)
+    }
+    fn forget(&self, item: &T) {
+        (**self).forget(item)
+    }
+    fn num_requeues(&self, item: &T) -> usize {
+        (**self).num_requeues(item)
+    }
+}
+
+/// Per-item exponential backoff: `base × 2^failures`, capped at `max` (client-go's
+/// `ItemExponentialFailureRateLimiter`).
+pub struct ItemExponentialFailureRateLimiter<T> {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<T, u32>>,
+}
+
+impl<T> fmt::Debug for ItemExponentialFailureRateLimiter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ItemExponentialFailureRateLimiter")
+            .field("base", &self.base)
+            .field("max", &self.max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> ItemExponentialFailureRateLimiter<T> {
+    /// Backoff from `base`, doubling on each failure of an item, never above `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Self {
+            base,
+            max,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync> RateLimiter<T> for ItemExponentialFailureRateLimiter<T> {
+    fn when(&self, item: &T) -> Duration {
+        let mut failures = self.failures.lock();
+        let count = failures.entry(item.clone()).or_insert(0);
+        let exp = *count;
+        *count = count.saturating_add(1);
+        2u32.checked_pow(exp)
+            .and_then(|factor| self.base.checked_mul(factor))
+            .map_or(self.max, |d| d.min(self.max))
+    }
+
+    fn forget(&self, item: &T) {
+        self.failures.lock().remove(item);
+    }
+
+    fn num_requeues(&self, item: &T) -> usize {
+        self.failures.lock().get(item).map_or(0, |n| *n as usize)
+    }
+}
+
+/// An overall token bucket: `qps` tokens a second, at most `burst` saved up; each retry takes
+/// one and waits until it is there (client-go's `BucketRateLimiter` over `x/time/rate`). It
+/// counts no retries per item.
+#[derive(Debug)]
+pub struct BucketRateLimiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl BucketRateLimiter {
+    /// A bucket refilling at `qps` a second, holding at most `burst` (at least 1) tokens; it
+    /// starts full.
+    pub fn new(qps: f64, burst: usize) -> Self {
+        let burst = burst.max(1) as f64;
+        Self {
+            qps: qps.max(f64::MIN_POSITIVE),
+            burst,
+            state: Mutex::new(Bucket {
+                tokens: burst,
+                last: None,
+            }),
+        }
+    }
+}
+
+impl<T> RateLimiter<T> for BucketRateLimiter {
+    fn when(&self, _item: &T) -> Duration {
+        let now = Instant::now();
+        let mut bucket = self.state.lock();
+        if let Some(last) = bucket.last {
+            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            bucket.tokens = (bucket.tokens + elapsed * self.qps).min(self.burst);
+        }
+        bucket.last = Some(now);
+        bucket.tokens -= 1.0;
+        if bucket.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-bucket.tokens / self.qps)
+        }
+    }
+
+    fn forget(&self, _item: &T) {}
+
+    fn num_requeues(&self, _item: &T) -> usize {
+        0
+    }
+}
+
+/// `fast` for an item's first `max_fast_attempts` retries, `slow` after (client-go's
+/// `ItemFastSlowRateLimiter`).
+pub struct ItemFastSlowRateLimiter<T> {
+    fast: Duration,
+    slow: Duration,
+    max_fast_attempts: u32,
+    failures: Mutex<HashMap<T, u32>>,
+}
+
+impl<T> fmt::Debug for ItemFastSlowRateLimiter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ItemFastSlowRateLimiter")
+            .field("fast", &self.fast)
+            .field("slow", &self.slow)
+            .field("max_fast_attempts", &self.max_fast_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> ItemFastSlowRateLimiter<T> {
+    /// `fast` for the first `max_fast_attempts` retries of an item, then `slow`.
+    pub fn new(fast: Duration, slow: Duration, max_fast_attempts: u32) -> Self {
+        Self {
+            fast,
+            slow,
+            max_fast_attempts,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync> RateLimiter<T> for ItemFastSlowRateLimiter<T> {
+    fn when(&self, item: &T) -> Duration {
+        let mut failures = self.failures.lock();
+        let count = failures.entry(item.clone()).or_insert(0);
+        *count = count.saturating_add(1);
+        if *count <= self.max_fast_attempts {
+            self.fast
+        } else {
+            self.slow
+        }
+    }
+
+    fn forget(&self, item: &T) {
+        self.failures.lock().remove(item);
+    }
+
+    fn num_requeues(&self, item: &T) -> usize {
+        self.failures.lock().get(item).map_or(0, |n| *n as usize)
+    }
+}
+
+/// The longest wait of several limiters, each asked every time (client-go's
+/// `MaxOfRateLimiter`).
+pub struct MaxOfRateLimiter<T> {
+    limiters: Vec<Box<dyn RateLimiter<T>>>,
+}
+
+impl<T> fmt::Debug for MaxOfRateLimiter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaxOfRateLimiter")
+            .field("limiters", &self.limiters.len())
+            .finish()
+    }
+}
+
+impl<T> MaxOfRateLimiter<T> {
+    /// The longest wait of `limiters`.
+    pub fn new(limiters: Vec<Box<dyn RateLimiter<T>>>) -> Self {
+        Self { limiters }
+    }
+}
+
+impl<T> RateLimiter<T> for MaxOfRateLimiter<T> {
+    fn when(&self, item: &T) -> Duration {
+        self.limiters
+            .iter()
+            .map(|l| l.when(item))
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    fn forget(&self, item: &T) {
+        for l in &self.limiters {
+            l.forget(item);
+        }
+    }
+
+    fn num_requeues(&self, item: &T) -> usize {
+        self.limiters
+            .iter()
+            .map(|l| l.num_requeues(item))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// client-go's `DefaultControllerRateLimiter`: the longer of a per-item exponential backoff
+/// (5 ms doubling up to 1,000 s) and an overall bucket of 10 retries a second with a burst of
+/// 100.
+pub fn default_controller_rate_limiter<T>() -> MaxOfRateLimiter<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    MaxOfRateLimiter::new(vec![
+        Box::new(ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        )),
+        Box::new(BucketRateLimiter::new(10.0, 100)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// client-go's `TestItemExponentialFailureRateLimiter` numbers.
+    #[test]
+    fn exponential_failure_doubles_per_item_and_caps() {
+        let limiter = ItemExponentialFailureRateLimiter::new(ms(1), Duration::from_secs(1));
+        let waits: Vec<_> = (0..5).map(|_| limiter.when(&"one")).collect();
+        assert_eq!(waits, [ms(1), ms(2), ms(4), ms(8), ms(16)]);
+        assert_eq!(limiter.num_requeues(&"one"), 5);
+        assert_eq!(limiter.when(&"two"), ms(1), "per item");
+        assert_eq!(limiter.when(&"two"), ms(2));
+        assert_eq!(limiter.num_requeues(&"two"), 2);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+        assert_eq!(limiter.when(&"one"), ms(1));
+        // Capped, and no overflow after many failures.
+        for _ in 0..100 {
+            limiter.when(&"three");
+        }
+        assert_eq!(limiter.when(&"three"), Duration::from_secs(1));
+    }
+
+    /// client-go's `TestItemFastSlowRateLimiter`.
+    #[test]
+    fn fast_then_slow() {
+        let limiter = ItemFastSlowRateLimiter::new(ms(5), Duration::from_secs(10), 3);
+        let waits: Vec<_> = (0..4).map(|_| limiter.when(&"one")).collect();
+        assert_eq!(waits, [ms(5), ms(5), ms(5), Duration::from_secs(10)]);
+        assert_eq!(limiter.num_requeues(&"one"), 4);
+        limiter.forget(&"one");
+        assert_eq!(limiter.when(&"one"), ms(5));
+    }
+
+    /// client-go's `TestMaxOfRateLimiter`.
+    #[test]
+    fn max_of_takes_the_longest_and_asks_every_limiter() {
+        let limiter: MaxOfRateLimiter<&str> = MaxOfRateLimiter::new(vec![
+            Box::new(ItemFastSlowRateLimiter::new(
+                ms(5),
+                Duration::from_secs(3),
+                3,
+            )),
+            Box::new(ItemExponentialFailureRateLimiter::new(
+                ms(1),
+                Duration::from_secs(1),
+            )),
+        ]);
+        let waits: Vec<_> = (0..5).map(|_| limiter.when(&"one")).collect();
+        assert_eq!(
+            waits,
+            [
+                ms(5),
+                ms(5),
+                ms(5),
+                Duration::from_secs(3),
+                Duration::from_secs(3)
+            ]
+        );
+        assert_eq!(limiter.num_requeues(&"one"), 5);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+    }
+
+    /// The bucket: a burst goes at once, then one token per 1/qps, on tokio's paused clock.
+    #[tokio::test(start_paused = true)]
+    async fn the_bucket_lets_a_burst_through_then_paces() {
+        let limiter = BucketRateLimiter::new(10.0, 100);
+        for i in 0..100 {
+            assert_eq!(
+                RateLimiter::<u32>::when(&limiter, &i),
+                Duration::ZERO,
+                "burst {i}"
+            );
+        }
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &100), ms(100));
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &101), ms(200));
+        // A second later, ten tokens are back: the debt of two is paid and eight wait no more.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let waits: Vec<_> = (0..9)
+            .map(|i| RateLimiter::<u32>::when(&limiter, &i))
+            .collect();
+        assert_eq!(&waits[..8], &[Duration::ZERO; 8]);
+        assert_eq!(waits[8], ms(100));
+        assert_eq!(RateLimiter::<u32>::num_requeues(&limiter, &1), 0);
+    }
+
+    /// The default: the per-item backoff first, then the bucket once 100 retries are spent.
+    #[tokio::test(start_paused = true)]
+    async fn the_default_is_clientgos() {
+        let limiter = default_controller_rate_limiter::<String>();
+        let one = "one".to_owned();
+        assert_eq!(limiter.when(&one), ms(5));
+        assert_eq!(limiter.when(&one), ms(10));
+        assert_eq!(limiter.when(&one), ms(20));
+        assert_eq!(limiter.num_requeues(&one), 3);
+        for i in 0..97 {
+            assert_eq!(limiter.when(&format!("k{i}")), ms(5));
+        }
+        // The burst of 100 is spent: a first failure waits for the bucket, not 5 ms.
+        assert_eq!(limiter.when(&"late".to_owned()), ms(100));
+    }
+}

@@ -1,0 +1,342 @@
+//! The work queue against a model, under concurrent workers, with delays on tokio's paused
+//! clock, and its metrics.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use informer_workqueue::{CountingMetrics, ItemExponentialFailureRateLimiter, WorkQueue};
+use proptest::prelude::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// client-go's queue, written plainly.
+#[derive(Debug, Default)]
+struct Model {
+    queue: VecDeque<u8>,
+    dirty: HashSet<u8>,
+    processing: HashSet<u8>,
+    /// (deadline in ms, sequence) → item.
+    timeline: BTreeMap<(u64, u64), u8>,
+    delayed: HashMap<u8, (u64, u64)>,
+    seq: u64,
+    now: u64,
+    shut: bool,
+}
+
+impl Model {
+    fn add(&mut self, k: u8) {
+        if self.shut || !self.dirty.insert(k) {
+            return;
+        }
+        if !self.processing.contains(&k) {
+            self.queue.push_back(k);
+        }
+    }
+
+    fn add_after(&mut self, k: u8, d: u64) {
+        if self.shut {
+            return;
+        }
+        if d == 0 {
+            return self.add(k);
+        }
+        let at = self.now + d;
+        if let Some(&(old, seq)) = self.delayed.get(&k) {
+            if old <= at {
+                return;
+            }
+            self.timeline.remove(&(old, seq));
+        }
+        self.seq += 1;
+        self.timeline.insert((at, self.seq), k);
+        self.delayed.insert(k, (at, self.seq));
+    }
+
+    fn get(&mut self) -> Option<u8> {
+        if !self.shut {
+            while let Some((&(at, seq), &k)) = self.timeline.first_key_value() {
+                if at > self.now {
+                    break;
+                }
+                self.timeline.remove(&(at, seq));
+                self.delayed.remove(&k);
+                self.add(k);
+            }
+        }
+        let k = self.queue.pop_front()?;
+        self.dirty.remove(&k);
+        self.processing.insert(k);
+        Some(k)
+    }
+
+    fn done(&mut self, k: u8) {
+        if self.processing.remove(&k) && self.dirty.contains(&k) {
+            self.queue.push_back(k);
+        }
+    }
+
+    fn shut_down(&mut self) {
+        self.shut = true;
+        self.timeline.clear();
+        self.delayed.clear();
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(u8),
+    AddAfter(u8, u64),
+    Get,
+    /// Done with the n-th item in progress (modulo how many there are).
+    Done(usize),
+    Advance(u64),
+    ShutDown,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..6).prop_map(Op::Add),
+        2 => (0u8..6, 0u64..30).prop_map(|(k, d)| Op::AddAfter(k, d)),
+        4 => Just(Op::Get),
+        3 => (0usize..4).prop_map(Op::Done),
+        2 => (1u64..20).prop_map(Op::Advance),
+        1 => Just(Op::ShutDown),
+    ]
+}
+
+proptest! {
+    /// Every sequence of adds, delayed adds, gets, dones, clock steps and a shutdown: the
+    /// queue hands out exactly what the model does, in the same order, and its length agrees
+    /// — so no item is handed to two workers at once, an item added while processed comes
+    /// back after done, and nothing is handed out after a shutdown empties it.
+    #[test]
+    fn the_queue_follows_the_model(ops in prop::collection::vec(op(), 1..120)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let queue = WorkQueue::<u8>::new();
+            let mut model = Model::default();
+            let mut in_progress: Vec<u8> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Add(k) => { queue.add(k); model.add(k); }
+                    Op::AddAfter(k, d) => { queue.add_after(k, ms(d)); model.add_after(k, d); }
+                    Op::Get => {
+                        let got = tokio::time::timeout(Duration::ZERO, queue.get()).await;
+                        let want = model.get();
+                        match (got, want) {
+                            (Ok(Some(k)), Some(w)) => {
+                                prop_assert_eq!(k, w);
+                                prop_assert!(!in_progress.contains(&k), "{} handed out twice", k);
+                                in_progress.push(k);
+                            }
+                            // Nothing ready: pending while open, `None` once shut and empty.
+                            (Err(_), None) => prop_assert!(!model.shut),
+                            (Ok(None), None) => prop_assert!(model.shut),
+                            (got, want) => prop_assert!(false, "got {:?}, the model {:?}", got, want),
+                        }
+                    }
+                    Op::Done(i) => {
+                        if !in_progress.is_empty() {
+                            let k = in_progress.remove(i % in_progress.len());
+                            queue.done(&k);
+                            model.done(k);
+                        }
+                    }
+                    Op::Advance(d) => {
+                        tokio::time::advance(ms(d)).await;
+                        model.now += d;
+                    }
+                    Op::ShutDown => { queue.shut_down(); model.shut_down(); }
+                }
+                prop_assert_eq!(queue.len(), model.queue.len());
+                prop_assert_eq!(queue.in_flight(), model.processing.len());
+            }
+            Ok(())
+        })?;
+    }
+}
+
+/// Four workers, keys re-added all the time: never two workers on one key; every key is
+/// processed after its last add; nothing is processed once `shut_down_with_drain` returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_workers_never_share_a_key_and_miss_no_add() {
+    const KEYS: usize = 50;
+    let queue = WorkQueue::<usize>::new();
+    let clock = Arc::new(AtomicU64::new(1));
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let last_add: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let last_start: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let drained = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (queue, clock, busy, last_start, drained) = (
+                queue.clone(),
+                clock.clone(),
+                busy.clone(),
+                last_start.clone(),
+                drained.clone(),
+            );
+            tokio::spawn(async move {
+                while let Some(k) = queue.get().await {
+                    assert!(!drained.load(Ordering::SeqCst), "processed after the drain");
+                    assert!(!busy[k].swap(true, Ordering::SeqCst), "two workers on {k}");
+                    last_start[k].store(clock.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    busy[k].store(false, Ordering::SeqCst);
+                    queue.done(&k);
+                }
+            })
+        })
+        .collect();
+    let adders: Vec<_> = (0..2)
+        .map(|a| {
+            let (queue, clock, last_add) = (queue.clone(), clock.clone(), last_add.clone());
+            tokio::spawn(async move {
+                for i in 0..5_000 {
+                    let k = (i * 7 + a * 13) % KEYS;
+                    // The add's time is taken before the add: a processing that starts after
+                    // the add has a later time.
+                    last_add[k].fetch_max(clock.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
+                    queue.add(k);
+                    if i % 64 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for a in adders {
+        a.await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(30), queue.shut_down_with_drain())
+        .await
+        .expect("the workers drain the queue");
+    drained.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.await.unwrap();
+    }
+    for k in 0..KEYS {
+        let (added, started) = (
+            last_add[k].load(Ordering::SeqCst),
+            last_start[k].load(Ordering::SeqCst),
+        );
+        assert!(
+            started > added,
+            "key {k}: last add at {added}, last processed at {started}"
+        );
+    }
+    assert_eq!(queue.len(), 0);
+    assert!(queue.get().await.is_none());
+}
+
+/// Rate-limited retries come back after 5, 10, 20 ms (client-go's default backoff), and a
+/// `forget` starts the backoff over.
+#[tokio::test(start_paused = true)]
+async fn rate_limited_retries_back_off_per_item() {
+    let queue = WorkQueue::<&str>::new();
+    let begun = tokio::time::Instant::now();
+    let mut seen = Vec::new();
+    queue.add("a");
+    for _ in 0..4 {
+        let k = queue.get().await.unwrap();
+        seen.push(begun.elapsed());
+        queue.add_rate_limited(k);
+        queue.done(&k);
+    }
+    assert_eq!(seen, [ms(0), ms(5), ms(15), ms(35)]);
+    assert_eq!(queue.num_requeues(&"a"), 4);
+    queue.forget(&"a");
+    assert_eq!(queue.num_requeues(&"a"), 0);
+    let k = queue.get().await.unwrap();
+    let at = begun.elapsed();
+    queue.add_rate_limited(k);
+    queue.done(&k);
+    queue.get().await.unwrap();
+    assert_eq!(begun.elapsed() - at, ms(5), "forgotten: 5 ms again");
+}
+
+/// A delayed item keeps the earlier of two deadlines; a later `add_after` does not postpone
+/// it; a plain `add` does not wait for it.
+#[tokio::test(start_paused = true)]
+async fn add_after_keeps_the_earlier_deadline() {
+    let queue = WorkQueue::<&str>::builder()
+        .rate_limiter(ItemExponentialFailureRateLimiter::new(ms(1), ms(100)))
+        .build();
+    let begun = tokio::time::Instant::now();
+    queue.add_after("a", ms(50));
+    queue.add_after("a", ms(20));
+    queue.add_after("a", ms(80));
+    assert_eq!(queue.get().await, Some("a"));
+    assert_eq!(begun.elapsed(), ms(20));
+    queue.done(&"a");
+    queue.add_after("b", ms(30));
+    queue.add("c");
+    assert_eq!(queue.get().await, Some("c"), "not behind the delayed one");
+    assert_eq!(queue.get().await, Some("b"));
+    assert_eq!(begun.elapsed(), ms(50));
+}
+
+/// A shut-down queue ignores adds and drops delayed items, hands out what was queued, then
+/// `None`.
+#[tokio::test(start_paused = true)]
+async fn shutdown_ignores_adds_and_hands_out_the_rest() {
+    let queue = WorkQueue::<u32>::new();
+    queue.add(1);
+    queue.add(2);
+    queue.add_after(3, ms(10));
+    queue.shut_down();
+    queue.add(4);
+    queue.add_after(5, ms(1));
+    assert!(queue.is_shutting_down());
+    assert_eq!(queue.get().await, Some(1));
+    assert_eq!(queue.get().await, Some(2));
+    tokio::time::advance(ms(20)).await;
+    assert_eq!(queue.get().await, None);
+}
+
+/// A worker blocked in `get` wakes for an item delayed after it started waiting.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_worker_wakes_for_a_new_delay() {
+    let queue = WorkQueue::<u32>::new();
+    let worker = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.get().await }
+    });
+    tokio::task::yield_now().await;
+    queue.add_after(7, ms(15));
+    assert_eq!(worker.await.unwrap(), Some(7));
+}
+
+/// The metric set moves as client-go's does.
+#[tokio::test(start_paused = true)]
+async fn metrics_follow_the_queue() {
+    let metrics = CountingMetrics::new();
+    let queue = WorkQueue::<u32>::builder()
+        .name("test")
+        .metrics(metrics.clone())
+        .build();
+    queue.add(1);
+    queue.add(1); // already waiting: not an add
+    queue.add(2);
+    assert_eq!((metrics.adds(), metrics.depth()), (2, 2));
+    tokio::time::advance(ms(30)).await;
+    let k = queue.get().await.unwrap();
+    assert_eq!(metrics.depth(), 1);
+    assert_eq!(metrics.latencies(), [0.03]);
+    tokio::time::advance(ms(700)).await;
+    queue.update_unfinished_work();
+    assert!((metrics.longest_running_processor_seconds() - 0.7).abs() < 1e-9);
+    queue.done(&k);
+    assert_eq!(metrics.work_durations(), [0.7]);
+    queue.add_rate_limited(3);
+    assert_eq!(metrics.retries(), 1);
+    assert_eq!(queue.get().await, Some(2));
+}
