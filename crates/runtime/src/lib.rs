@@ -1,0 +1,523 @@
+//! A reconciler over shared informers: the controller runtime of the informers stack.
+//!
+//! A [`Controller`] watches one informer's objects (its *main* informer) and any number of
+//! related informers, turns every change into the key of an object to reconcile, and runs your
+//! `reconcile` for each key on a rate-limited [`WorkQueue`] (client-go's `util/workqueue`):
+//!
+//! * **level-triggered**: `reconcile` gets the object as the cache has it when the key is
+//!   dequeued ([`Target::Live`]), or [`Target::Deleted`] with its last known state — a deletion
+//!   is a state to reconcile, not an error;
+//! * **one key at a time**: up to [`concurrency`](Controller::concurrency) reconciles run at once,
+//!   never two of one key; changes that arrive meanwhile coalesce into one more reconcile;
+//! * **retries**: an error goes through your `error_policy` (by default a rate-limited retry:
+//!   per-key exponential backoff from 5 ms, and an overall 10 per second); a success clears the
+//!   key's backoff; [`Action::requeue`] reconciles again after a delay;
+//! * **caches first**: no reconcile starts before every informer the controller reads from has
+//!   synced and its initial state has been queued;
+//! * **related objects**: [`owns`](Controller::owns) and [`watches`](Controller::watches) map a
+//!   change of another informer's object to the keys to reconcile (an owner found through an
+//!   index, say); a child deleted while a relist was in progress still wakes its owner, since a
+//!   deletion always carries the child's last known state;
+//! * **graceful shutdown**: on stop, no new reconcile starts; the ones under way get
+//!   [`shutdown_timeout`](Controller::shutdown_timeout) to finish, then are cancelled; the
+//!   controller's handlers are removed from the informers, which are shared and go on.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use informer_controller::SharedIndexInformer;
+//! use informer_reflector::{FakeListerWatcher, ListPage};
+//! use informer_runtime::{Action, Controller, Target};
+//! use informer_store::{key_func, Indexers};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let source = Arc::new(FakeListerWatcher::<String>::new());
+//! source.push_list(ListPage::new(vec![Arc::new("a".to_string()), Arc::new("b".to_string())], "1"));
+//! let informer = Arc::new(SharedIndexInformer::new(
+//!     source, key_func(|s: &String| Ok(s.clone())), Arc::new(|_: &String| None),
+//!     Duration::ZERO, Indexers::new(),
+//! ));
+//! let stop = CancellationToken::new();
+//! let running = tokio::spawn({ let (i, s) = (informer.clone(), stop.clone()); async move { i.run(s).await } });
+//!
+//! let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+//! let controller = Controller::new(informer.clone()).concurrency(2);
+//! let reconciling = tokio::spawn(controller.run(
+//!     stop.clone(),
+//!     Arc::new(seen_tx),
+//!     |request, seen| async move {
+//!         if let Target::Live(obj) = &request.target {
+//!             seen.send(obj.to_string()).unwrap();
+//!         }
+//!         Ok::<_, std::convert::Infallible>(Action::await_change())
+//!     },
+//!     |_request, _error, _ctx| Action::backoff(),
+//! ));
+//! let mut names = vec![seen.recv().await.unwrap(), seen.recv().await.unwrap()];
+//! names.sort();
+//! assert_eq!(names, ["a", "b"]);
+//! stop.cancel();
+//! reconciling.await.unwrap().unwrap();
+//! running.await.unwrap().unwrap();
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informer_controller::{
+    HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
+};
+use informer_workqueue::WorkQueue;
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// What to do with a key after its reconcile (kube-runtime's `Action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    next: Next,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    AwaitChange,
+    RequeueAfter(Duration),
+    Backoff,
+}
+
+impl Action {
+    /// Nothing more until something changes.
+    pub fn await_change() -> Self {
+        Self {
+            next: Next::AwaitChange,
+        }
+    }
+
+    /// Reconcile the key again after `delay` (sooner if something changes).
+    pub fn requeue(delay: Duration) -> Self {
+        Self {
+            next: Next::RequeueAfter(delay),
+        }
+    }
+
+    /// Retry through the rate limiter: the key's exponential backoff, which grows with each
+    /// retry until a reconcile succeeds. The usual answer of an `error_policy`.
+    pub fn backoff() -> Self {
+        Self {
+            next: Next::Backoff,
+        }
+    }
+
+    /// The delay of a [`requeue`](Self::requeue).
+    pub fn requeue_after(&self) -> Option<Duration> {
+        match self.next {
+            Next::RequeueAfter(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// The state of the object a reconcile is for.
+#[derive(Debug)]
+pub enum Target<K> {
+    /// The object as the cache has it now.
+    Live(Arc<K>),
+    /// The object is gone from the cache; its last known state, if the controller saw one.
+    Deleted {
+        /// The state the deletion carried.
+        last_known: Option<Arc<K>>,
+    },
+}
+
+/// One reconcile's input: the key and its object's state.
+#[derive(Debug)]
+pub struct Request<K> {
+    /// The object's cache key (`namespace/name` for a namespaced Kubernetes object).
+    pub key: Arc<str>,
+    /// Its state.
+    pub target: Target<K>,
+}
+
+/// Errors of [`Controller::run`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// An informer the controller reads from stopped before it synced.
+    #[error("an informer stopped before it synced")]
+    NotSynced,
+    /// Registering a handler on an informer failed.
+    #[error("registering a handler: {0}")]
+    Informer(#[from] InformerError),
+}
+
+type Keys = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A related informer's registration, for the sync wait and the shutdown.
+struct Watched {
+    registration: HandlerRegistration,
+    remove: Box<dyn Fn() + Send + Sync>,
+}
+
+/// A reconciler over a main informer and related ones (see the crate docs).
+pub struct Controller<K> {
+    main: Arc<SharedIndexInformer<K>>,
+    queue: WorkQueue<Arc<str>>,
+    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+    watched: Vec<Result<Watched, InformerError>>,
+    concurrency: usize,
+    shutdown_timeout: Duration,
+}
+
+impl<K> fmt::Debug for Controller<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("main", &self.main)
+            .field("queue", &self.queue)
+            .field("watched", &self.watched.len())
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+/// Queues the key of every change of the main informer's objects, and keeps the last known
+/// state of the deleted ones for their reconcile.
+struct MainHandler<K> {
+    queue: WorkQueue<Arc<str>>,
+    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+}
+
+impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
+    fn on_add(&self, key: &str, _obj: &Arc<K>, _initial: bool) {
+        self.deleted.lock().remove(key);
+        self.queue.add(Arc::from(key));
+    }
+
+    fn on_update(&self, key: &str, _old: &Arc<K>, _new: &Arc<K>) {
+        self.queue.add(Arc::from(key));
+    }
+
+    fn on_delete(&self, key: &str, obj: &Arc<K>, _final_state_unknown: bool) {
+        let key: Arc<str> = Arc::from(key);
+        self.deleted
+            .lock()
+            .insert(Arc::clone(&key), Arc::clone(obj));
+        self.queue.add(key);
+    }
+}
+
+/// Maps a related object's changes to keys of the main informer.
+struct Related<C, F> {
+    map: F,
+    /// An update also wakes the keys of the old version (an owner a child left).
+    both_sides: bool,
+    enqueue: Keys,
+    _object: std::marker::PhantomData<fn(&C)>,
+}
+
+impl<C, F> ResourceEventHandler<C> for Related<C, F>
+where
+    C: Send + Sync + 'static,
+    F: Fn(&C) -> Vec<String> + Send + Sync,
+{
+    fn on_add(&self, _key: &str, obj: &Arc<C>, _initial: bool) {
+        (self.map)(obj).iter().for_each(|k| (self.enqueue)(k));
+    }
+
+    fn on_update(&self, _key: &str, old: &Arc<C>, new: &Arc<C>) {
+        let mut keys = (self.map)(new);
+        if self.both_sides {
+            for k in (self.map)(old) {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys.iter().for_each(|k| (self.enqueue)(k));
+    }
+
+    fn on_delete(&self, _key: &str, obj: &Arc<C>, _final_state_unknown: bool) {
+        (self.map)(obj).iter().for_each(|k| (self.enqueue)(k));
+    }
+}
+
+impl<K: Send + Sync + 'static> Controller<K> {
+    /// A controller reconciling `main`'s objects, with client-go's default rate limiter, one
+    /// reconcile at a time, and 30 s for reconciles to finish on shutdown.
+    pub fn new(main: Arc<SharedIndexInformer<K>>) -> Self {
+        Self::with_queue(main, WorkQueue::builder().name("controller").build())
+    }
+
+    /// A controller over a queue of your own (another rate limiter, metrics).
+    pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
+        let deleted = Arc::new(Mutex::new(HashMap::new()));
+        let registration = main
+            .add_event_handler(MainHandler {
+                queue: queue.clone(),
+                deleted: Arc::clone(&deleted),
+            })
+            .map(|registration| {
+                let informer = Arc::clone(&main);
+                let reg = registration.clone();
+                Watched {
+                    registration,
+                    remove: Box::new(move || {
+                        let _ = informer.remove_event_handler(&reg);
+                    }),
+                }
+            });
+        Self {
+            main,
+            queue,
+            deleted,
+            watched: vec![registration],
+            concurrency: 1,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Up to `n` reconciles at once (at least 1), never two of one key.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// How long reconciles under way may take to finish once stopped, before they are
+    /// cancelled.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The work queue (to add keys by hand, or read its length).
+    pub fn queue(&self) -> &WorkQueue<Arc<str>> {
+        &self.queue
+    }
+
+    /// Reconciles the keys `map` returns for every change of `informer`'s objects (the new
+    /// version of an update; a deletion's last known state).
+    pub fn watches<C, F>(self, informer: Arc<SharedIndexInformer<C>>, map: F) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.related(informer, map, false)
+    }
+
+    /// Reconciles the owners `owners` returns for every change of a child in `informer`:
+    /// both the old and the new owners of an update, and the owners of a deleted child's last
+    /// known state (so a child deleted during a relist still wakes its owner). `owners`
+    /// typically reads an index: the child's owner references' UIDs, looked up in an index of
+    /// the main informer by UID.
+    pub fn owns<C, F>(self, informer: Arc<SharedIndexInformer<C>>, owners: F) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.related(informer, owners, true)
+    }
+
+    fn related<C, F>(
+        mut self,
+        informer: Arc<SharedIndexInformer<C>>,
+        map: F,
+        both_sides: bool,
+    ) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        let queue = self.queue.clone();
+        let enqueue: Keys = Arc::new(move |k: &str| queue.add(Arc::from(k)));
+        let handler = Related {
+            map,
+            both_sides,
+            enqueue,
+            _object: std::marker::PhantomData,
+        };
+        let watched = informer.add_event_handler(handler).map(|registration| {
+            let reg = registration.clone();
+            Watched {
+                registration,
+                remove: Box::new(move || {
+                    let _ = informer.remove_event_handler(&reg);
+                }),
+            }
+        });
+        self.watched.push(watched);
+        self
+    }
+
+    /// Runs until `stop` is cancelled: waits for every informer to sync, then reconciles.
+    ///
+    /// `reconcile(request, ctx)` returns the [`Action`] for the key, or an error, which
+    /// `error_policy(&request, &error, &ctx)` turns into one (usually [`Action::backoff`]).
+    /// On stop, no new reconcile starts, those under way get the shutdown timeout, and the
+    /// controller's handlers are removed. Fails with [`RuntimeError::NotSynced`] if an informer
+    /// stops before it synced.
+    pub async fn run<Ctx, E, R, Fut, P>(
+        self,
+        stop: CancellationToken,
+        ctx: Arc<Ctx>,
+        reconcile: R,
+        error_policy: P,
+    ) -> Result<(), RuntimeError>
+    where
+        Ctx: Send + Sync + 'static,
+        E: Send + 'static,
+        R: Fn(Request<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        let mut this = self;
+        let mut watched = Vec::with_capacity(this.watched.len());
+        for w in std::mem::take(&mut this.watched) {
+            watched.push(w?);
+        }
+        let this = this;
+        let result = this
+            .work(&watched, stop, ctx, reconcile, error_policy)
+            .await;
+        for w in &watched {
+            (w.remove)();
+        }
+        result
+    }
+
+    async fn work<Ctx, E, R, Fut, P>(
+        &self,
+        watched: &[Watched],
+        stop: CancellationToken,
+        ctx: Arc<Ctx>,
+        reconcile: R,
+        error_policy: P,
+    ) -> Result<(), RuntimeError>
+    where
+        Ctx: Send + Sync + 'static,
+        E: Send + 'static,
+        R: Fn(Request<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
+    {
+        // Caches first: every informer synced and its initial state queued.
+        for w in watched {
+            tokio::select! {
+                synced = w.registration.wait_for_sync() => {
+                    if !synced {
+                        return Err(RuntimeError::NotSynced);
+                    }
+                }
+                () = stop.cancelled() => return Ok(()),
+            }
+        }
+        let worker = Arc::new(Worker {
+            lister: self.main.lister(),
+            queue: self.queue.clone(),
+            deleted: Arc::clone(&self.deleted),
+            reconcile,
+            error_policy,
+            ctx,
+            stop: stop.clone(),
+        });
+        let mut workers = JoinSet::new();
+        for _ in 0..self.concurrency {
+            let worker = Arc::clone(&worker);
+            workers.spawn(async move { worker.work().await });
+        }
+        stop.cancelled().await;
+        // No new reconcile: the workers see the stop after their current one.
+        self.queue.shut_down();
+        let finished = tokio::time::timeout(self.shutdown_timeout, async {
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                cancelled = workers.len(),
+                "reconciles still running after the shutdown timeout are cancelled"
+            );
+            workers.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+struct Worker<K, Ctx, R, P> {
+    lister: informer_store::Lister<K>,
+    queue: WorkQueue<Arc<str>>,
+    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+    reconcile: R,
+    error_policy: P,
+    ctx: Arc<Ctx>,
+    stop: CancellationToken,
+}
+
+impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
+where
+    K: Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Send + 'static,
+    R: Fn(Request<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
+{
+    async fn work(&self) {
+        while let Some(key) = self.queue.get().await {
+            if self.stop.is_cancelled() {
+                self.queue.done(&key);
+                return;
+            }
+            self.reconcile_one(&key).await;
+            self.queue.done(&key);
+        }
+    }
+
+    async fn reconcile_one(&self, key: &Arc<str>) {
+        // Level-triggered: the object as the cache has it now.
+        let target = match self.lister.get(key) {
+            Some(obj) => Target::Live(obj),
+            None => Target::Deleted {
+                last_known: self.deleted.lock().get(key).cloned(),
+            },
+        };
+        let was_deleted = matches!(target, Target::Deleted { .. });
+        let request = Request {
+            key: Arc::clone(key),
+            target,
+        };
+        let outcome = (self.reconcile)(
+            Request {
+                key: Arc::clone(&request.key),
+                target: match &request.target {
+                    Target::Live(obj) => Target::Live(Arc::clone(obj)),
+                    Target::Deleted { last_known } => Target::Deleted {
+                        last_known: last_known.clone(),
+                    },
+                },
+            },
+            Arc::clone(&self.ctx),
+        )
+        .await;
+        let action = match outcome {
+            Ok(action) => {
+                self.queue.forget(key);
+                if was_deleted {
+                    self.deleted.lock().remove(key);
+                }
+                action
+            }
+            Err(error) => (self.error_policy)(&request, &error, &self.ctx),
+        };
+        match action.next {
+            Next::AwaitChange => self.queue.forget(key),
+            Next::RequeueAfter(delay) => self.queue.add_after(Arc::clone(key), delay),
+            Next::Backoff => self.queue.add_rate_limited(Arc::clone(key)),
+        }
+    }
+}

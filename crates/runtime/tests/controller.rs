@@ -1,0 +1,441 @@
+//! The reconciler's guarantees, each with a test: level-triggered reads, deletions as a state,
+//! one key at a time under concurrency, retries with per-key backoff reset on success,
+//! requeues, caches synced first, owners woken by their children (deleted ones included),
+//! and a graceful, bounded shutdown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use informer_controller::SharedIndexInformer;
+use informer_reflector::{
+    Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
+};
+use informer_runtime::{Action, Controller, Target};
+use informer_store::{IndexValues, index_func, indexers, key_func};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// An object: a name, a version, and the name of its owner (for children).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Obj {
+    name: String,
+    rv: u64,
+    owner: String,
+}
+
+fn obj(name: &str, rv: u64) -> Arc<Obj> {
+    child(name, rv, "")
+}
+
+fn child(name: &str, rv: u64, owner: &str) -> Arc<Obj> {
+    Arc::new(Obj {
+        name: name.into(),
+        rv,
+        owner: owner.into(),
+    })
+}
+
+type Tx = mpsc::UnboundedSender<Result<WatchEvent<Obj>, Error>>;
+type Rx = mpsc::UnboundedReceiver<Result<WatchEvent<Obj>, Error>>;
+
+/// A source driven by the test: one list, then one watch fed through a channel.
+struct Source {
+    list: Mutex<Option<ListPage<Obj>>>,
+    watch: Mutex<Option<Rx>>,
+    /// Holds the list back until the test lets it go.
+    gate: tokio::sync::Semaphore,
+}
+
+impl Source {
+    fn new(items: Vec<Arc<Obj>>, open: bool) -> (Arc<Self>, Tx) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let source = Arc::new(Self {
+            list: Mutex::new(Some(ListPage::new(items, "1"))),
+            watch: Mutex::new(Some(rx)),
+            gate: tokio::sync::Semaphore::new(usize::from(open)),
+        });
+        (source, tx)
+    }
+}
+
+impl ListerWatcher<Obj> for Source {
+    async fn list(&self, _: &ListParams) -> Result<ListPage<Obj>, Error> {
+        let _permit = self.gate.acquire().await.expect("never closed");
+        self.gate.add_permits(1);
+        let page = self.list.lock().take();
+        match page {
+            Some(page) => Ok(page),
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn watch(&self, _: &WatchParams) -> Result<WatchStream<Obj>, Error> {
+        let rx = self.watch.lock().take();
+        let Some(rx) = rx else {
+            return std::future::pending().await;
+        };
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        Ok(stream.boxed())
+    }
+}
+
+fn send(tx: &Tx, event: fn(Arc<Obj>, String) -> WatchEvent<Obj>, o: Arc<Obj>) {
+    let rv = o.rv.to_string();
+    tx.send(Ok(event(o, rv))).unwrap();
+}
+
+fn informer(source: Arc<Source>) -> Arc<SharedIndexInformer<Obj>> {
+    Arc::new(SharedIndexInformer::new(
+        source,
+        key_func(|o: &Obj| Ok(o.name.clone())),
+        Arc::new(|_: &Obj| None),
+        Duration::ZERO,
+        indexers([(
+            "owner",
+            index_func(|o: &Obj| Ok(IndexValues::one(o.owner.as_str()))),
+        )]),
+    ))
+}
+
+fn run_informer(
+    informer: &Arc<SharedIndexInformer<Obj>>,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let (informer, stop) = (Arc::clone(informer), stop.clone());
+    tokio::spawn(async move { informer.run(stop).await.unwrap() })
+}
+
+/// What reconciles saw: per key, the states in order (`None` for a deletion).
+#[derive(Default)]
+struct Log {
+    seen: Mutex<Vec<(String, Option<u64>)>>,
+    running: Mutex<HashMap<String, usize>>,
+    overlapped: AtomicBool,
+    calls: AtomicUsize,
+}
+
+impl Log {
+    fn of(&self, key: &str) -> Vec<Option<u64>> {
+        self.seen
+            .lock()
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    tokio::time::timeout(LONG, async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+/// Level-triggered: a burst of updates to one key, while its reconcile runs, yields one more
+/// reconcile that reads the latest version; a deletion is reported as a state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_read_the_cache_and_deletions_are_a_state() {
+    let (source, tx) = Source::new(vec![obj("a", 1)], true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let log = Arc::new(Log::default());
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    let controller = Controller::new(Arc::clone(&informer));
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        move |request, log| {
+            let mut gate = gate_rx.clone();
+            async move {
+                let state = match &request.target {
+                    Target::Live(o) => Some(o.rv),
+                    Target::Deleted { last_known } => {
+                        assert_eq!(last_known.as_ref().map(|o| o.rv), Some(5));
+                        None
+                    }
+                };
+                log.seen.lock().push((request.key.to_string(), state));
+                // The first reconcile waits while the updates arrive.
+                let _ = gate.wait_for(|open| *open).await;
+                Ok::<_, ()>(Action::await_change())
+            }
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the first reconcile", || log.of("a") == [Some(1)]).await;
+    for rv in 2..5 {
+        send(&tx, WatchEvent::modified, obj("a", rv));
+    }
+    eventually("the cache at 4", || {
+        informer.lister().get("a").is_some_and(|o| o.rv == 4)
+    })
+    .await;
+    gate_tx.send_replace(true);
+    eventually("one more reconcile, of the latest", || {
+        log.of("a") == [Some(1), Some(4)]
+    })
+    .await;
+    send(&tx, WatchEvent::deleted, obj("a", 5));
+    eventually("the deletion reconciled", || {
+        log.of("a") == [Some(1), Some(4), None]
+    })
+    .await;
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
+}
+
+/// Four workers, forty keys updated over and over: never two reconciles of one key at once,
+/// and every key's last reconcile saw its last version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reconciles_never_share_a_key() {
+    let items: Vec<_> = (0..40).map(|i| obj(&format!("k{i}"), 1)).collect();
+    let (source, tx) = Source::new(items, true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let log = Arc::new(Log::default());
+    let controller = Controller::new(Arc::clone(&informer)).concurrency(4);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        |request, log| async move {
+            let key = request.key.to_string();
+            {
+                let mut running = log.running.lock();
+                let n = running.entry(key.clone()).or_default();
+                *n += 1;
+                if *n > 1 {
+                    log.overlapped.store(true, Ordering::SeqCst);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            if let Target::Live(o) = &request.target {
+                log.seen.lock().push((key.clone(), Some(o.rv)));
+            }
+            *log.running.lock().get_mut(&key).unwrap() -= 1;
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    for rv in 2..=20 {
+        for i in 0..40 {
+            send(&tx, WatchEvent::modified, obj(&format!("k{i}"), rv));
+        }
+        tokio::task::yield_now().await;
+    }
+    eventually("every key reconciled at its last version", || {
+        (0..40).all(|i| log.of(&format!("k{i}")).last() == Some(&Some(20)))
+    })
+    .await;
+    assert!(
+        !log.overlapped.load(Ordering::SeqCst),
+        "a key reconciled twice at once"
+    );
+    let reconciles = log.seen.lock().len();
+    assert!(
+        reconciles < 40 * 20,
+        "changes coalesced: {reconciles} reconciles for 800 changes"
+    );
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
+}
+
+/// An error is retried with the key's backoff (5, 10, 20 ms on the paused clock); a success
+/// resets it; `requeue` reconciles again after its delay.
+#[tokio::test(start_paused = true)]
+async fn errors_back_off_per_key_and_success_resets() {
+    let (source, _tx) = Source::new(vec![obj("a", 1)], true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let times = Arc::new(Mutex::new(Vec::new()));
+    let controller = Controller::new(Arc::clone(&informer));
+    let queue = controller.queue().clone();
+    let begun = tokio::time::Instant::now();
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&times),
+        move |_request, times| async move {
+            let n = {
+                let mut times = times.lock();
+                times.push(begun.elapsed());
+                times.len()
+            };
+            match n {
+                1..=3 => Err("not yet"),
+                4 => Ok(Action::requeue(Duration::from_secs(1))),
+                _ => Ok(Action::await_change()),
+            }
+        },
+        |_, error: &&str, _| {
+            assert_eq!(*error, "not yet");
+            Action::backoff()
+        },
+    ));
+    while times.lock().len() < 5 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let times = times.lock().clone();
+    let first = times[0];
+    let gaps: Vec<_> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(
+        gaps[..3],
+        [
+            Duration::from_millis(5),
+            Duration::from_millis(10),
+            Duration::from_millis(20)
+        ],
+        "backoff after the first reconcile at {first:?}"
+    );
+    assert_eq!(gaps[3], Duration::from_secs(1), "the requeue");
+    assert_eq!(
+        queue.num_requeues(&Arc::from("a")),
+        0,
+        "success reset the backoff"
+    );
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
+}
+
+/// No reconcile starts before every informer the controller reads from has synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_wait_for_every_cache() {
+    let (main_source, _tx) = Source::new(vec![obj("a", 1)], true);
+    let (child_source, _ctx) = Source::new(vec![child("c1", 1, "a")], false);
+    let main = informer(main_source);
+    let children = informer(Arc::clone(&child_source));
+    let stop = CancellationToken::new();
+    let running = [run_informer(&main, &stop), run_informer(&children, &stop)];
+    let log = Arc::new(Log::default());
+    let controller = Controller::new(Arc::clone(&main))
+        .owns(Arc::clone(&children), |c: &Obj| vec![c.owner.clone()]);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        |_request, log| async move {
+            log.calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    assert!(main.wait_for_sync().await);
+    // The main cache is ready, the children's list is held back: nothing runs.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        log.calls.load(Ordering::SeqCst),
+        0,
+        "a reconcile before every cache synced"
+    );
+    child_source.gate.add_permits(1);
+    eventually("reconciles once both caches synced", || {
+        log.calls.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    for r in running {
+        r.await.unwrap();
+    }
+}
+
+/// A child's change wakes its owner — both owners when it moves, and the owner of a deleted
+/// child (a deletion carries the child's last known state).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_wake_their_owners() {
+    let (main_source, _tx) = Source::new(vec![obj("a", 1), obj("b", 1)], true);
+    let (child_source, ctx) = Source::new(vec![child("c1", 1, "a")], true);
+    let main = informer(main_source);
+    let children = informer(child_source);
+    let stop = CancellationToken::new();
+    let running = [run_informer(&main, &stop), run_informer(&children, &stop)];
+    let log = Arc::new(Log::default());
+    let controller = Controller::new(Arc::clone(&main))
+        .owns(Arc::clone(&children), |c: &Obj| vec![c.owner.clone()]);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        |request, log| async move {
+            log.seen.lock().push((request.key.to_string(), Some(0)));
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the initial reconciles", || {
+        log.of("a").len() == 1 && log.of("b").len() == 1
+    })
+    .await;
+    send(&ctx, WatchEvent::modified, child("c1", 2, "b")); // moves from a to b
+    eventually("both owners woken", || {
+        log.of("a").len() == 2 && log.of("b").len() == 2
+    })
+    .await;
+    send(&ctx, WatchEvent::deleted, child("c1", 3, "b"));
+    eventually("the deleted child's owner woken", || log.of("b").len() == 3).await;
+    assert_eq!(log.of("a").len(), 2);
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    for r in running {
+        r.await.unwrap();
+    }
+}
+
+/// On stop no new reconcile starts; one under way gets the shutdown timeout, then is
+/// cancelled; the controller's handlers are removed and the informer goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_graceful_and_bounded() {
+    let (source, tx) = Source::new(vec![obj("stuck", 1)], true);
+    let informer = informer(source);
+    let informer_stop = CancellationToken::new();
+    let running = run_informer(&informer, &informer_stop);
+    let entered = Arc::new(AtomicBool::new(false));
+    let stop = CancellationToken::new();
+    let controller =
+        Controller::new(Arc::clone(&informer)).shutdown_timeout(Duration::from_millis(100));
+    let queue = controller.queue().clone();
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&entered),
+        |_request, entered| async move {
+            entered.store(true, Ordering::SeqCst);
+            std::future::pending::<()>().await;
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the reconcile is under way", || {
+        entered.load(Ordering::SeqCst)
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(LONG, done)
+        .await
+        .expect("bounded by the shutdown timeout")
+        .unwrap()
+        .unwrap();
+    assert!(queue.is_shutting_down());
+    // The informer is shared: it goes on, without the controller's handler.
+    send(&tx, WatchEvent::added, obj("later", 2));
+    eventually("the informer goes on", || {
+        informer.lister().get("later").is_some()
+    })
+    .await;
+    assert_eq!(queue.len(), 0, "nothing queued for a stopped controller");
+    informer_stop.cancel();
+    running.await.unwrap();
+}
