@@ -19,6 +19,8 @@
 //! | [`controller`] | `informer-controller` | `controller` | `SharedIndexInformer`, event handlers, the processor |
 //! | [`factory`] | `informer-factory` | `factory` | `SharedInformerFactory`, typed listers |
 //! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
+//! | [`workqueue`] | `informer-workqueue` | `workqueue` | the rate-limited work queue (client-go's `util/workqueue`) |
+//! | [`runtime`] | `informer-runtime` | `runtime` | the reconciler: `Controller`, `Action`, `Target` |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
 //!
 //! Features: `default = ["kube", "rustls-tls", "ring"]`, which turns on every layer (each
@@ -152,8 +154,12 @@ pub use informer_fifo as fifo;
 pub use informer_kube as kube;
 #[cfg(feature = "reflector")]
 pub use informer_reflector as reflector;
+#[cfg(feature = "runtime")]
+pub use informer_runtime as runtime;
 #[cfg(feature = "store")]
 pub use informer_store as store;
+#[cfg(feature = "workqueue")]
+pub use informer_workqueue as workqueue;
 
 /// The in-process API server simulator (`informer-apiserver`).
 #[cfg(feature = "apiserver")]
@@ -179,6 +185,10 @@ pub mod prelude {
     pub use informer_kube::{
         DynamicResource, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
     };
+    #[cfg(feature = "runtime")]
+    pub use informer_runtime::{Action, Target};
+    #[cfg(feature = "workqueue")]
+    pub use informer_workqueue::WorkQueue;
     #[cfg(feature = "store")]
     pub use informer_store::{
         Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,
