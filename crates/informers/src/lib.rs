@@ -187,13 +187,13 @@ pub mod prelude {
     };
     #[cfg(feature = "runtime")]
     pub use informer_runtime::{Action, Target};
-    #[cfg(feature = "workqueue")]
-    pub use informer_workqueue::WorkQueue;
     #[cfg(feature = "store")]
     pub use informer_store::{
         Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,
         Selector, Store, index_func, indexers,
     };
+    #[cfg(feature = "workqueue")]
+    pub use informer_workqueue::WorkQueue;
     #[cfg(feature = "controller")]
     pub use tokio_util::sync::CancellationToken;
 }

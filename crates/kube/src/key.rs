@@ -1,6 +1,6 @@
 //! Key and index functions for any Kubernetes resource.
 
-use informer_store::{IndexFunc, IndexValues, KeyFunc, index_func, meta_namespace_key};
+use informer_store::{IndexFunc, IndexValues, KeyFunc, Lister, index_func, meta_namespace_key};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 
@@ -80,4 +80,119 @@ pub fn pod_node_index_func() -> IndexFunc<Pod> {
             .map(IndexValues::one)
             .unwrap_or_default())
     })
+}
+
+/// The name of the index [`uid_index_func`] files objects in.
+pub const UID_INDEX: &str = "uid";
+
+/// The name of the index [`owner_uid_index_func`] files objects in.
+pub const OWNER_UID_INDEX: &str = "owner-uid";
+
+/// An index function by `metadata.uid`: one object per value. With it on an owner's informer, a
+/// child's owner references (which name their owner by UID) find the owner's key.
+///
+/// ```
+/// use informer_kube::uid_index_func;
+/// use k8s_openapi::api::apps::v1::ReplicaSet;
+/// use kube::api::ObjectMeta;
+///
+/// let rs = ReplicaSet { metadata: ObjectMeta { uid: Some("u-1".into()), ..Default::default() }, ..Default::default() };
+/// assert_eq!(uid_index_func::<ReplicaSet>()(&rs).unwrap().as_slice(), ["u-1"]);
+/// ```
+pub fn uid_index_func<K: Resource + 'static>() -> IndexFunc<K> {
+    index_func(|o: &K| Ok(o.meta().uid.as_deref().into()))
+}
+
+/// An index function by the UIDs of an object's owner references (every owner, the controller
+/// one included): the children of an owner, by its UID. Values borrow from the object.
+///
+/// ```
+/// use informer_kube::owner_uid_index_func;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+/// use kube::api::ObjectMeta;
+///
+/// let owner = |uid: &str| OwnerReference { uid: uid.into(), ..Default::default() };
+/// let pod = Pod {
+///     metadata: ObjectMeta { owner_references: Some(vec![owner("rs-1"), owner("x-2")]), ..Default::default() },
+///     ..Default::default()
+/// };
+/// assert_eq!(owner_uid_index_func::<Pod>()(&pod).unwrap().as_slice(), ["rs-1", "x-2"]);
+/// ```
+pub fn owner_uid_index_func<K: Resource + 'static>() -> IndexFunc<K> {
+    index_func(|o: &K| {
+        Ok(o.meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| r.uid.as_str())
+            .collect())
+    })
+}
+
+/// The keys of `child`'s owners that `owners` caches, found through `owners`'s
+/// [`UID_INDEX`] (see [`uid_index_func`]): the mapper a reconciler's `owns` takes. An owner
+/// reference of another kind, or to an owner not cached, yields nothing.
+pub fn owner_keys<C, K>(owners: &Lister<K>, child: &C) -> Vec<String>
+where
+    C: Resource,
+    K: Send + Sync + 'static,
+{
+    child
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .flat_map(|r| owners.index_keys(UID_INDEX, &r.uid).unwrap_or_default())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use informer_store::{ReflectorStore, ThreadSafeStore, indexers};
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn rs(name: &str, uid: &str) -> Arc<ReplicaSet> {
+        Arc::new(ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    /// A child's owner references find the cached owners' keys through the UID index; an
+    /// owner not cached yields nothing.
+    #[test]
+    fn owner_keys_follow_owner_references_through_the_uid_index() {
+        let store = Arc::new(ThreadSafeStore::with_indexers(
+            key_func::<ReplicaSet>(),
+            indexers([(UID_INDEX, uid_index_func::<ReplicaSet>())]),
+        ));
+        store.add(rs("web", "u-web")).unwrap();
+        store.add(rs("api", "u-api")).unwrap();
+        let owners = Lister::new(store);
+        let owner = |uid: &str| OwnerReference {
+            uid: uid.into(),
+            ..Default::default()
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                owner_references: Some(vec![owner("u-api"), owner("u-gone")]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(owner_keys(&owners, &pod), ["ns/api"]);
+        assert!(owner_keys(&owners, &Pod::default()).is_empty());
+    }
 }

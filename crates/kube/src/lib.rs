@@ -126,7 +126,10 @@ pub use crate::factory::{
     ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
     default_client,
 };
-pub use crate::key::{key_func, namespace_index_func, pod_node_index_func};
+pub use crate::key::{
+    OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys, owner_uid_index_func,
+    pod_node_index_func, uid_index_func,
+};
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
