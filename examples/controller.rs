@@ -1,0 +1,278 @@
+//! A controller: for every `App` (a custom resource with `spec.replicas`), keep exactly its
+//! child ConfigMaps `<app>-0` … `<app>-<replicas - 1>` — create the missing, repair the drifted,
+//! delete the extra — each owned by its `App` (an owner reference), against the simulator, with
+//! faults injected on the way.
+//!
+//! The controller itself is the `reconcile` function and the builder call in `main`; the rest
+//! sets up the world and checks it converged.
+//!
+//! ```sh
+//! cargo run --example controller
+//! ```
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informers::apiserver::{ApiServer, Config, Failure, ResourceInfo, Verb};
+use informers::k8s_openapi::api::core::v1::ConfigMap;
+use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use informers::kube::{
+    OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
+};
+use informers::kube_client::{self, Api, api::DeleteParams, api::PostParams};
+use informers::prelude::*;
+use informers::runtime::{Controller, Request};
+use serde::{Deserialize, Serialize};
+
+/// The custom resource.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct App {
+    metadata: ObjectMeta,
+    spec: AppSpec,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct AppSpec {
+    replicas: u32,
+}
+
+const GROUP: &str = "example.informers.dev";
+
+impl kube_client::Resource for App {
+    type DynamicType = ();
+    type Scope = kube_client::core::NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "App".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "apps".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// What reconcile needs: the API client and the ConfigMap cache.
+struct Ctx {
+    client: kube_client::Client,
+    config_maps: Lister<ConfigMap>,
+}
+
+/// The ConfigMap `app` wants at `index`.
+fn desired(app: &App, index: u32) -> ConfigMap {
+    let name = app.metadata.name.clone().unwrap_or_default();
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-{index}")),
+            namespace: app.metadata.namespace.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: format!("{GROUP}/v1"),
+                kind: "App".into(),
+                name,
+                uid: app.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("index".into(), index.to_string())])),
+        ..Default::default()
+    }
+}
+
+/// Brings `app`'s children to `spec.replicas`; a deleted `App` takes its children with it.
+async fn reconcile(request: Request<App>, ctx: Arc<Ctx>) -> Result<Action, kube_client::Error> {
+    let (app, wanted) = match &request.target {
+        Target::Live(app) => (Arc::clone(app), app.spec.replicas),
+        Target::Deleted {
+            last_known: Some(app),
+        } => (Arc::clone(app), 0),
+        Target::Deleted { last_known: None } => return Ok(Action::await_change()),
+    };
+    let ns = app.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    let uid = app.metadata.uid.as_deref().unwrap_or_default();
+    let children = ctx
+        .config_maps
+        .by_index(OWNER_UID_INDEX, uid)
+        .unwrap_or_default();
+    for index in 0..wanted {
+        let want = desired(&app, index);
+        let name = want.metadata.name.as_deref().unwrap_or_default();
+        match children
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+        {
+            None => drop(api.create(&PostParams::default(), &want).await?),
+            Some(have) if have.data != want.data => {
+                let mut repaired = want.clone();
+                // Optimistic concurrency: a stale cache is a 409, retried with backoff.
+                repaired.metadata.resource_version = have.metadata.resource_version.clone();
+                drop(api.replace(name, &PostParams::default(), &repaired).await?);
+            }
+            Some(_) => {}
+        }
+    }
+    for extra in children.iter().filter(|c| {
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        !(0..wanted).any(|i| desired(&app, i).metadata.name.as_deref() == Some(name))
+    }) {
+        let name = extra.metadata.name.as_deref().unwrap_or_default();
+        drop(api.delete(name, &DeleteParams::default()).await?);
+    }
+    Ok(Action::await_change())
+}
+
+/// Whether the world on the server is what the Apps ask for: each existing App has exactly its
+/// children, with the data it wants, and no ConfigMap is owned by a App that is gone.
+fn converged(
+    server: &ApiServer,
+    apps: &ResourceInfo,
+) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    let (config_maps, _) = server.list::<ConfigMap>(None)?;
+    let mut ok = true;
+    let mut uids = Vec::new();
+    for name in NAMES {
+        let Ok(app) = server.get_value(apps, Some("default"), name) else {
+            continue; // deleted
+        };
+        let app: App = serde_json::from_value(app)?;
+        let uid = app.metadata.uid.clone().unwrap_or_default();
+        let children: Vec<_> = config_maps
+            .iter()
+            .filter(|c| {
+                c.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid)
+            })
+            .collect();
+        let want: Vec<_> = (0..app.spec.replicas).map(|i| desired(&app, i)).collect();
+        ok &= children.len() == want.len()
+            && children.iter().all(|c| {
+                want.iter()
+                    .any(|w| w.metadata.name == c.metadata.name && w.data == c.data)
+            });
+        uids.push(uid);
+    }
+    // No orphan: every owned ConfigMap's owner exists.
+    ok &= config_maps
+        .iter()
+        .flat_map(|c| c.metadata.owner_references.iter().flatten())
+        .all(|r| uids.contains(&r.uid));
+    Ok(ok)
+}
+
+/// Waits (up to 30 s) until the world has converged.
+async fn wait_converged(server: &ApiServer, apps: &ResourceInfo, what: &str) -> Result<(), String> {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !converged(server, apps).unwrap_or(false) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .map_err(|_| format!("the world did not converge: {what}"))
+}
+
+const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let apps = ResourceInfo::custom(GROUP, "v1", "App", "apps", true);
+    let server = ApiServer::start(
+        Config::default()
+            .with_core_types()
+            .register_info(apps.clone()),
+    )
+    .await?;
+    let app = |name: &str, replicas: u32| {
+        serde_json::json!({"apiVersion": format!("{GROUP}/v1"), "kind": "App",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}})
+    };
+    for (name, replicas) in NAMES.into_iter().zip([2, 3, 1]) {
+        server.create_value(&apps, app(name, replicas))?;
+    }
+    let client = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
+    let factory = KubeInformerFactory::new(KubeSource::new(client.clone()));
+    let app_informer = factory.informer::<App>();
+    let config_map_informer = factory.informer::<ConfigMap>();
+    app_informer.add_index(UID_INDEX, uid_index_func::<App>())?;
+    config_map_informer.add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
+    factory.start()?;
+
+    // The controller: Apps, owning ConfigMaps (a ConfigMap's change wakes its App).
+    let stop = CancellationToken::new();
+    let owners = app_informer.lister();
+    let controller = Controller::new(app_informer.clone())
+        .owns(config_map_informer.clone(), move |cm: &ConfigMap| {
+            owner_keys(&owners, cm)
+        })
+        .concurrency(2);
+    let ctx = Arc::new(Ctx {
+        client,
+        config_maps: config_map_informer.lister(),
+    });
+    let running =
+        tokio::spawn(
+            controller.run(stop.clone(), ctx, reconcile, |request, error, _| {
+                let reason = match error {
+                    kube_client::Error::Api(status) => status.message.clone(),
+                    other => other.to_string(),
+                };
+                println!(
+                    "reconcile of {} failed ({reason}); backing off",
+                    request.key
+                );
+                Action::backoff()
+            }),
+        );
+
+    wait_converged(&server, &apps, "initial").await?;
+    println!("converged: alpha has 2 children, beta 3, gamma 1");
+
+    // Changes, with faults: a failing create, a dropped watch, a drifted child.
+    server
+        .faults()
+        .fail_next(Verb::Create, 2, Failure::internal("injected"));
+    server.patch_value(
+        &apps,
+        Some("default"),
+        "beta",
+        &serde_json::json!({"spec": {"replicas": 5}}),
+    )?;
+    server.faults().drop_watches();
+    server.patch::<ConfigMap>(
+        Some("default"),
+        "alpha-1",
+        &serde_json::json!({"data": {"index": "drifted"}}),
+    )?;
+    server.patch_value(
+        &apps,
+        Some("default"),
+        "alpha",
+        &serde_json::json!({"spec": {"replicas": 1}}),
+    )?;
+    server.delete_value(&apps, Some("default"), "gamma")?;
+    wait_converged(&server, &apps, "after the changes").await?;
+    println!(
+        "converged again: beta scaled to 5, alpha to 1 (its drifted child repaired first), gamma's child deleted with it"
+    );
+
+    stop.cancel();
+    running.await??;
+    factory.shutdown().await?;
+    server.shutdown().await;
+    Ok(())
+}
