@@ -86,7 +86,8 @@ impl HandlerOptions {
     /// consumer next receives one notification per such key — an update from the version it
     /// saw to the current one, or the deletion with the last known state; a key added and
     /// deleted meanwhile yields nothing. It returns to one notification per change once it has
-    /// caught up. Memory: at most `buffer` notifications plus one entry per key.
+    /// caught up (a key that changed and then went away: the update to the last version cached,
+    /// then the deletion). Memory: at most `buffer` notifications plus one entry per key.
     pub fn buffer(mut self, notifications: usize) -> Self {
         self.buffer = notifications.max(1);
         self
@@ -378,6 +379,8 @@ enum Latest<K> {
     Deleted {
         obj: Arc<K>,
         final_state_unknown: bool,
+        /// The version the cache held when the key was deleted.
+        prior: Arc<K>,
     },
 }
 
@@ -394,26 +397,45 @@ struct Coalesced<K> {
 }
 
 impl<K> Coalesced<K> {
-    /// The one notification this entry amounts to, if any.
-    fn into_event(self, key: Arc<str>) -> Option<Event<K>> {
+    /// The notifications this entry amounts to: none, one, or for a key the consumer knew
+    /// that changed and then went away, the update from the version it saw to the last one
+    /// cached, then the deletion — so that a consumer judging objects (a filter) sees the
+    /// state the deletion starts from, never a deletion of a version it did not see.
+    fn into_events(self, key: Arc<str>) -> Option<(Event<K>, Option<Event<K>>)> {
         match (self.base, self.latest) {
-            (None, Latest::Present(obj)) => Some(Event::Add {
-                key,
-                obj,
-                initial: self.initial,
-            }),
-            (Some(old), Latest::Present(new)) => Some(Event::Update { key, old, new }),
+            (None, Latest::Present(obj)) => Some((
+                Event::Add {
+                    key,
+                    obj,
+                    initial: self.initial,
+                },
+                None,
+            )),
+            (Some(old), Latest::Present(new)) => Some((Event::Update { key, old, new }, None)),
             (
-                Some(_),
+                Some(old),
                 Latest::Deleted {
                     obj,
                     final_state_unknown,
+                    prior,
                 },
-            ) => Some(Event::Delete {
-                key,
-                obj,
-                final_state_unknown,
-            }),
+            ) => {
+                let delete = Event::Delete {
+                    key: Arc::clone(&key),
+                    obj,
+                    final_state_unknown,
+                };
+                if Arc::ptr_eq(&old, &prior) {
+                    Some((delete, None))
+                } else {
+                    let update = Event::Update {
+                        key,
+                        old,
+                        new: prior,
+                    };
+                    Some((update, Some(delete)))
+                }
+            }
             (None, Latest::Deleted { .. }) => None,
         }
     }
@@ -431,6 +453,9 @@ struct Buffer<K> {
     coalescing: bool,
     order: VecDeque<Arc<str>>,
     coalesced: HashMap<Arc<str>, Coalesced<K>>,
+    /// The second notification of a coalesced key (see [`Coalesced::into_events`]), handed out
+    /// next.
+    then: Option<Event<K>>,
     /// Takes nothing more: removed, stopped or dropped.
     closed: bool,
 }
@@ -457,12 +482,13 @@ impl<K> Buffer<K> {
             coalescing: false,
             order: VecDeque::new(),
             coalesced: HashMap::new(),
+            then: None,
             closed: false,
         }
     }
 
     fn buffered(&self) -> usize {
-        self.queued + self.coalesced.len()
+        self.queued + self.coalesced.len() + usize::from(self.then.is_some())
     }
 
     fn push(&mut self, batch: &Batch<K>, state: &ListenerState) {
@@ -516,6 +542,7 @@ impl<K> Buffer<K> {
             } => Latest::Deleted {
                 obj: Arc::clone(obj),
                 final_state_unknown: *final_state_unknown,
+                prior: n.prior.clone().unwrap_or_else(|| Arc::clone(obj)),
             },
         };
         if let Some(entry) = self.coalesced.get_mut(&**key) {
@@ -550,6 +577,9 @@ impl<K> Buffer<K> {
     /// Takes up to `max` notifications in order, or one coalesced key. Initial adds of keys
     /// that came to nothing are returned in `dropped_initials`, handled at once.
     fn take(&mut self, max: usize, dropped_initials: &mut usize) -> Taken<K> {
+        if let Some(event) = self.then.take() {
+            return Taken::One(event, 0);
+        }
         if let Some(segment) = self.segments.front_mut() {
             let start = segment.next;
             let end = segment.end.min(start + max.max(1));
@@ -569,8 +599,11 @@ impl<K> Buffer<K> {
                 continue;
             };
             let initials = entry.initials;
-            match entry.into_event(key) {
-                Some(event) => return Taken::One(event, initials),
+            match entry.into_events(key) {
+                Some((event, then)) => {
+                    self.then = then;
+                    return Taken::One(event, initials);
+                }
                 None => *dropped_initials += initials,
             }
         }
@@ -591,6 +624,7 @@ impl<K> Buffer<K> {
         self.exempt = 0;
         self.order.clear();
         self.coalesced.clear();
+        self.then = None;
     }
 
     fn oldest(&self) -> Option<std::time::Instant> {

@@ -491,7 +491,70 @@ async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
     task.await.unwrap().unwrap();
 }
 
+/// A filtered handler that falls behind while a pod leaves its filter and is deleted, and
+/// another enters it and is deleted: it must end with neither, and never be told to delete a
+/// pod it was not given. (Coalesced to one deletion carrying the last state, the first was
+/// filtered out and kept for ever, and the second deleted unseen.)
+async fn a_filtered_consumer_that_coalesces_sees_moves_before_deletions(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![on_node("a", "out", 1, "node-1")], 1);
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let (release, held) = crossbeam_channel::bounded::<()>(0);
+    let seen = Arc::new(StdMutex::new(std::collections::BTreeSet::<String>::new()));
+    let unknown_deletes = Arc::new(AtomicUsize::new(0));
+    let (a, d, u) = (
+        Arc::clone(&seen),
+        Arc::clone(&seen),
+        Arc::clone(&unknown_deletes),
+    );
+    let handler = ResourceEventHandlerFuncs::new()
+        .with_add(move |k, o: &Arc<Obj>, _| {
+            if o.name == "in" {
+                let _ = held.recv(); // held until the test lets go
+            }
+            a.lock().unwrap().insert(k.to_owned());
+        })
+        .with_delete(move |k, _, _| {
+            if !d.lock().unwrap().remove(k) {
+                u.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    let registration = informer
+        .add_event_handler_with(
+            informer_controller::ResourceEventHandlerExt::filtered(handler, |o: &Obj| {
+                o.node == "node-0"
+            }),
+            HandlerOptions::new().buffer(1),
+        )
+        .unwrap();
+    let (stop, task) = start(&informer);
+    assert!(informer.wait_for_sync().await);
+    watch.added(&on_node("a", "in", 2, "node-0")); // held here
+    watch.added(&on_node("a", "stays", 3, "node-0"));
+    watch.modified(&on_node("a", "in", 4, "node-1")); // leaves the filter
+    watch.deleted(&on_node("a", "in", 5, "node-1"));
+    watch.modified(&on_node("a", "out", 6, "node-0")); // enters it
+    watch.deleted(&on_node("a", "out", 7, "node-0"));
+    eventually("the cache has one pod", || cache(&informer).len() == 1).await;
+    eventually("it fell behind", || registration.coalesced() >= 3).await;
+    drop(release);
+    eventually("the filtered view is the filtered cache", || {
+        registration.buffered() == 0
+            && *seen.lock().unwrap() == std::collections::BTreeSet::from(["a/stays".to_owned()])
+    })
+    .await;
+    assert_eq!(
+        unknown_deletes.load(Ordering::SeqCst),
+        0,
+        "a delete of a pod never given"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
 on_each_setup!(
+    a_filtered_consumer_that_coalesces_sees_moves_before_deletions,
     a_removed_subscription_ends_after_what_was_buffered,
     a_panicking_async_handler_stops_under_its_policy,
     a_late_subscriber_gets_the_cache_then_every_change,
