@@ -17,6 +17,14 @@
 //!   task reading its `ReflectHandle` — kube-runtime's way to share one store among several
 //!   consumers; each receives every listed object at `InitDone` and every applied one) or
 //!   [one stream consumer](kube_runtime_consumer) counting for all of them inline.
+//!
+//! Our consumers ([`Consumers`]) are sync handlers on the delivery pool or async
+//! [`Subscription`]s, each read by a tokio task of its own. Every consumer has a bounded buffer
+//! that coalesces per key once it is full; for an exact count of adds and updates the buffer is
+//! [`NO_COALESCING`] notifications, more than the whole workload, so nothing coalesces (a run
+//! that coalesced anyway panics rather than report a figure). [`Consumers::Latest`] keeps the
+//! default buffer, lets it coalesce, and is done when each subscriber's last event for every pod
+//! carries that pod's final resource version.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -24,7 +32,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use informer_controller::{ResourceEventHandler, SharedIndexInformer};
+use informer_controller::{
+    Event as InformerEvent, HandlerOptions, HandlerRegistration, ResourceEventHandler,
+    SharedIndexInformer, Subscription,
+};
 use informer_reflector::{FakeListerWatcher, ListPage, ListerWatcher, WatchEvent, WatchStep};
 use k8s_openapi::api::core::v1::Pod;
 use kube_runtime::reflector::{self, store};
@@ -37,6 +48,40 @@ use crate::workload::{indexers, key_func, pod_at, resource_version_func};
 /// The buffer of kube-runtime's shared store (`store_shared`): how many notifications may wait
 /// for the slowest subscriber before the reflector waits.
 pub const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// A consumer buffer larger than W-INF's 150,000 notifications: with it, no consumer coalesces,
+/// so each sees every add and update.
+pub const NO_COALESCING: usize = 200_000;
+
+/// Our side's consumers of W-INF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumers {
+    /// `count` sync handlers counting adds and updates (on the delivery pool), each with a buffer
+    /// of `buffer` notifications; done when each has counted everything.
+    Handlers {
+        /// How many.
+        count: usize,
+        /// Each one's buffer.
+        buffer: usize,
+    },
+    /// `count` [`Subscription`]s, each read by a tokio task of its own that counts adds and
+    /// updates; done when each has counted everything.
+    Subscribers {
+        /// How many.
+        count: usize,
+        /// Each one's buffer.
+        buffer: usize,
+    },
+    /// `count` [`Subscription`]s with a buffer of `buffer` that may coalesce, each read by a
+    /// tokio task of its own; done when each has seen, for every pod, an event carrying the
+    /// pod's final resource version (the last one the workload gives it).
+    Latest {
+        /// How many.
+        count: usize,
+        /// Each one's buffer.
+        buffer: usize,
+    },
+}
 
 /// A handler that counts adds and updates.
 #[derive(Debug, Default)]
@@ -89,6 +134,16 @@ impl Data {
         Self { list, events }
     }
 
+    /// The final resource version of every pod, by pod number: its last event's, or the
+    /// list's if no event touches it.
+    pub fn last_versions(&self) -> Vec<u64> {
+        let mut last = vec![self.list.len() as u64; self.list.len()];
+        for (k, (_, rv)) in self.events.iter().enumerate() {
+            last[(k * 7919) % self.list.len()] = rv.parse().expect("a number");
+        }
+        last
+    }
+
     /// The same objects as kube-runtime's watcher would yield them (owned copies).
     pub fn watcher_events(&self) -> Vec<Event<Pod>> {
         let mut out = Vec::with_capacity(self.list.len() + self.events.len() + 2);
@@ -132,12 +187,13 @@ pub fn informer<L: ListerWatcher<Pod> + 'static>(
     (informer, counters)
 }
 
-/// Our side: builds the source (not timed), then times `run` → every one of `handlers`
-/// counters has seen it all.
-pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Duration {
-    let (listed, events) = (data.list.len(), data.events.len());
+/// The scripted source of W-INF: the list, then every event, then a watch that hangs.
+fn source(data: &Data) -> FakeListerWatcher<Pod> {
     let source = FakeListerWatcher::new();
-    source.push_list(ListPage::new(data.list.clone(), listed.to_string()));
+    source.push_list(ListPage::new(
+        data.list.clone(),
+        data.list.len().to_string(),
+    ));
     let mut steps: Vec<WatchStep<Pod>> = data
         .events
         .iter()
@@ -145,22 +201,219 @@ pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Duration {
         .collect();
     steps.push(WatchStep::Hang);
     source.push_watch(steps);
-    let (informer, counters) = informer(source, handlers);
+    source
+}
+
+/// Our side with `handlers` counting handlers, each with a buffer of [`NO_COALESCING`]: builds
+/// the source (not timed), then times `run` → every counter has seen it all.
+pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Duration {
+    ours_with(
+        rt,
+        data,
+        Consumers::Handlers {
+            count: handlers,
+            buffer: NO_COALESCING,
+        },
+    )
+    .elapsed
+}
+
+/// One run of our side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// From `run` until every consumer was done.
+    pub elapsed: Duration,
+    /// Notifications the consumers handled, all of them together.
+    pub delivered: usize,
+    /// Notifications taken into per-key coalescing, all consumers together.
+    pub coalesced: usize,
+}
+
+/// Our side with `consumers`: builds the source and registers the consumers (not timed), then
+/// times `run` → every consumer is done (see [`Consumers`]).
+///
+/// Panics if a consumer that must count exactly coalesced (its buffer was too small).
+pub fn ours_with(rt: &Runtime, data: &Data, consumers: Consumers) -> Run {
+    let (listed, events) = (data.list.len(), data.events.len());
+    let informer = Arc::new(SharedIndexInformer::new(
+        source(data),
+        key_func(),
+        resource_version_func(),
+        Duration::ZERO,
+        indexers(),
+    ));
+    let options = |buffer| HandlerOptions::new().buffer(buffer);
+    let (elapsed, registrations) = match consumers {
+        Consumers::Handlers { count, buffer } => {
+            let counters: Vec<Arc<Counter>> = (0..count).map(|_| Arc::default()).collect();
+            let registrations: Vec<HandlerRegistration> = counters
+                .iter()
+                .map(|c| {
+                    informer
+                        .add_event_handler_with(Arc::clone(c), options(buffer))
+                        .expect("handler before start")
+                })
+                .collect();
+            let elapsed = timed_run(rt, &informer, async {
+                while !counters.iter().all(|c| c.saw(listed, events)) {
+                    assert_exact(&registrations);
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+            });
+            (elapsed, registrations)
+        }
+        Consumers::Subscribers { count, buffer } => {
+            let subscriptions = subscribe(&informer, count, buffer);
+            let registrations: Vec<HandlerRegistration> = subscriptions
+                .iter()
+                .map(|s| s.registration().clone())
+                .collect();
+            let elapsed = timed_run(rt, &informer, async {
+                let readers: Vec<_> = subscriptions
+                    .into_iter()
+                    .map(|s| tokio::spawn(count_events(s, listed, events)))
+                    .collect();
+                let mut all = pin!(futures::future::join_all(readers));
+                loop {
+                    tokio::select! {
+                        done = &mut all => {
+                            for r in done {
+                                assert_eq!(r.expect("subscriber"), (listed, events));
+                            }
+                            break;
+                        }
+                        () = tokio::time::sleep(Duration::from_millis(5)) => {
+                            assert_exact(&registrations);
+                        }
+                    }
+                }
+            });
+            (elapsed, registrations)
+        }
+        Consumers::Latest { count, buffer } => {
+            let subscriptions = subscribe(&informer, count, buffer);
+            let registrations: Vec<HandlerRegistration> = subscriptions
+                .iter()
+                .map(|s| s.registration().clone())
+                .collect();
+            let last = Arc::new(data.last_versions());
+            let elapsed = timed_run(rt, &informer, async {
+                let readers: Vec<_> = subscriptions
+                    .into_iter()
+                    .map(|s| tokio::spawn(read_until_latest(s, Arc::clone(&last))))
+                    .collect();
+                for r in readers {
+                    r.await.expect("subscriber");
+                }
+            });
+            (elapsed, registrations)
+        }
+    };
+    Run {
+        elapsed,
+        delivered: registrations
+            .iter()
+            .map(HandlerRegistration::delivered)
+            .sum(),
+        coalesced: registrations
+            .iter()
+            .map(HandlerRegistration::coalesced)
+            .sum(),
+    }
+}
+
+/// Runs `informer` on `rt` and times its start → `done`.
+fn timed_run(
+    rt: &Runtime,
+    informer: &Arc<SharedIndexInformer<Pod>>,
+    done: impl Future<Output = ()>,
+) -> Duration {
     rt.block_on(async {
         let stop = CancellationToken::new();
         let started = Instant::now();
         let task = tokio::spawn({
-            let (informer, stop) = (Arc::clone(&informer), stop.clone());
+            let (informer, stop) = (Arc::clone(informer), stop.clone());
             async move { informer.run(stop).await }
         });
-        while !counters.iter().all(|c| c.saw(listed, events)) {
-            tokio::time::sleep(Duration::from_micros(200)).await;
-        }
+        done.await;
         let elapsed = started.elapsed();
         stop.cancel();
         task.await.expect("informer task").expect("informer run");
         elapsed
     })
+}
+
+fn subscribe(
+    informer: &SharedIndexInformer<Pod>,
+    count: usize,
+    buffer: usize,
+) -> Vec<Subscription<Pod>> {
+    (0..count)
+        .map(|_| {
+            informer
+                .subscribe_with(HandlerOptions::new().buffer(buffer))
+                .expect("subscription before start")
+        })
+        .collect()
+}
+
+/// An exact count is only meaningful if no consumer coalesced.
+fn assert_exact(registrations: &[HandlerRegistration]) {
+    for r in registrations {
+        assert_eq!(
+            r.coalesced(),
+            0,
+            "a consumer coalesced: its buffer is too small for an exact count"
+        );
+    }
+}
+
+/// Reads `subscription` until it has yielded `adds` adds and `updates` updates; returns them.
+pub async fn count_events(
+    mut subscription: Subscription<Pod>,
+    adds: usize,
+    updates: usize,
+) -> (usize, usize) {
+    let (mut a, mut u) = (0, 0);
+    while a < adds || u < updates {
+        match subscription.next().await {
+            Some(InformerEvent::Add { .. }) => a += 1,
+            Some(InformerEvent::Update { .. }) => u += 1,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    (a, u)
+}
+
+/// Reads `subscription` until, for every pod `i`, it has yielded an event whose object is at
+/// `last[i]`, the pod's final resource version. Returns the events read.
+pub async fn read_until_latest(mut subscription: Subscription<Pod>, last: Arc<Vec<u64>>) -> usize {
+    let mut missing = last.len();
+    let mut read = 0;
+    while missing > 0 {
+        let Some(event) = subscription.next().await else {
+            break;
+        };
+        read += 1;
+        let meta = &event.object().metadata;
+        let pod = meta
+            .name
+            .as_deref()
+            .and_then(|n| n.strip_prefix("pod-"))
+            .and_then(|i| i.parse::<usize>().ok());
+        let rv = meta
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok());
+        if let (Some(i), Some(rv)) = (pod, rv)
+            && last.get(i) == Some(&rv)
+        {
+            missing -= 1;
+        }
+    }
+    assert_eq!(missing, 0, "the informer stopped first");
+    read
 }
 
 /// kube-runtime with `subscribers` subscribers: times the reflector's start → every subscriber

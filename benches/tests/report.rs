@@ -53,6 +53,8 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         ("W-IDX", "no indexes: add"),
         ("W-INF", "subscribers"),
         ("W-INF", "stream consumer"),
+        ("W-INF", "4 async subscribers (kube-runtime"),
+        ("W-INF", "final version"),
         ("W-HTTP", "list"),
         ("W-HTTP", "watch"),
         ("W-HTTP", "list + watch"),

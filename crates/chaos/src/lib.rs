@@ -25,8 +25,8 @@
 //! * **shutdown**: the informers stop, every handler worker is joined, and the runtime has no
 //!   task left ([`run_seeds`] also checks that no `informer-` thread is left).
 //!
-//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak()`]): see
-//! `docs/reliability.md`.
+//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak()`]), which can
+//! run the simulator in a process of its own ([`server_process`]): see `docs/reliability.md`.
 //!
 //! ```
 //! use informer_chaos::{Scenario, run_seed};
@@ -42,6 +42,7 @@ pub mod journal;
 pub mod record;
 pub mod runner;
 pub mod scenario;
+pub mod server_process;
 pub mod soak;
 pub mod stack;
 
@@ -52,4 +53,5 @@ pub use crate::runner::{
     run_seeds,
 };
 pub use crate::scenario::{DEFAULT_STEPS, Fault, Generator, Op, SELECTOR, Scenario, Step};
+pub use crate::server_process::serve as serve_soak;
 pub use crate::soak::{SoakOptions, SoakReport, soak};

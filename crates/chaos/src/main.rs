@@ -4,13 +4,14 @@
 //! cargo run --release -p informer-chaos -- --seeds 1000          # seeds 0..1000
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
+//! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
 //! ```
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use informer_chaos::{DEFAULT_STEPS, Scenario, SoakOptions, run_seeds, soak};
+use informer_chaos::{DEFAULT_STEPS, Scenario, SoakOptions, run_seeds, serve_soak, soak};
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
 #[derive(Parser, Debug)]
@@ -50,23 +51,53 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     soak_seed: u64,
     /// Soak: microseconds the slow handler sleeps per notification. Every relist hands each
-    /// handler one update per cached object, so a slow handler's buffer (and the object
-    /// versions it keeps alive) grows by the whole cache per relist until it catches up.
+    /// handler one update per cached object; a slow handler falls behind its bounded buffer and
+    /// coalesces per key until it catches up.
     #[arg(long, default_value_t = 10)]
     slow_handler_us: u64,
+    /// Soak: run the simulator, the churn and the faults in a process of their own (this
+    /// binary, re-run with --soak-server), so that this process holds the informers alone and
+    /// its peak RSS is theirs.
+    #[arg(long)]
+    server_process: bool,
+    /// The server side of --server-process: the simulator, driven over stdin and stdout.
+    #[arg(long, hide = true)]
+    soak_server: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let server_process = if args.server_process {
+        match std::env::current_exe() {
+            Ok(exe) => Some(exe),
+            Err(e) => {
+                eprintln!("--server-process: this executable's path: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    let options = SoakOptions {
+        objects: args.objects,
+        duration: Duration::from_secs_f64(args.duration.max(0.0)),
+        rate: args.rate,
+        fault_every: args.fault_every.max(1),
+        seed: args.soak_seed,
+        slow_handler: Duration::from_micros(args.slow_handler_us),
+        server_process,
+    };
+    if args.soak_server {
+        return match serve_soak(&options) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("soak server: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.soak {
-        let report = soak(&SoakOptions {
-            objects: args.objects,
-            duration: Duration::from_secs_f64(args.duration.max(0.0)),
-            rate: args.rate,
-            fault_every: args.fault_every.max(1),
-            seed: args.soak_seed,
-            slow_handler: Duration::from_micros(args.slow_handler_us),
-        });
+        let report = soak(&options);
         println!("{report}");
         return if report.ok() {
             ExitCode::SUCCESS

@@ -130,10 +130,12 @@ impl std::fmt::Debug for Stack {
 /// A kube client for the simulator, with kube-client's own retries off: the reflector sees
 /// every 429 and 5xx itself.
 pub fn client(server: &ApiServer) -> Result<kube::Client, String> {
-    let url = server
-        .url()
-        .parse()
-        .map_err(|e| format!("server URL: {e}"))?;
+    client_for(&server.url())
+}
+
+/// [`client`] for a simulator at `url` (one in another process).
+pub fn client_for(url: &str) -> Result<kube::Client, String> {
+    let url = url.parse().map_err(|e| format!("server URL: {e}"))?;
     let mut config = kube::Config::new(url);
     config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
@@ -298,17 +300,21 @@ impl Stack {
     /// What still differs between the server and the caches or the handlers' views; empty once
     /// everything has converged.
     pub fn differences(&self, server: &ApiServer) -> Vec<String> {
+        match ServerPod::list(server) {
+            Ok(pods) => self.differences_from(&pods),
+            Err(e) => vec![e],
+        }
+    }
+
+    /// [`differences`](Self::differences) from the server's pods as given.
+    pub fn differences_from(&self, pods: &[ServerPod]) -> Vec<String> {
         let mut problems = Vec::new();
-        let pods = match server.list::<Pod>(None) {
-            Ok((pods, _)) => pods,
-            Err(e) => return vec![format!("listing the server's pods: {e}")],
-        };
         let everything: BTreeMap<String, u64> =
-            pods.iter().map(|p| (key_of(p), rv_of(p))).collect();
+            pods.iter().map(|p| (p.key.clone(), p.rv)).collect();
         let golden: BTreeMap<String, u64> = pods
             .iter()
-            .filter(|p| is_gold(p))
-            .map(|p| (key_of(p), rv_of(p)))
+            .filter(|p| p.gold)
+            .map(|p| (p.key.clone(), p.rv))
             .collect();
         let cached = self.all.lister().list(&informer_store::Everything);
         let cache: BTreeMap<String, u64> = cached.iter().map(|p| (key_of(p), rv_of(p))).collect();
@@ -328,15 +334,15 @@ impl Stack {
         // A terminating pod is in the cache, marked as on the server, until it is removed.
         let cached_marks: BTreeMap<String, _> = cached
             .iter()
-            .map(|p| (key_of(p), p.metadata.deletion_timestamp.clone()))
+            .map(|p| (key_of(p), deletion_mark(p)))
             .collect();
-        for p in &pods {
-            let key = key_of(p);
-            if let Some(mark) = p.metadata.deletion_timestamp.as_ref()
-                && cached_marks.get(&key) != Some(&Some(mark.clone()))
+        for p in pods {
+            if let Some(mark) = &p.deleting
+                && cached_marks.get(&p.key) != Some(&Some(mark.clone()))
             {
                 problems.push(format!(
-                    "cache of every pod: {key} is terminating on the server, not in the cache"
+                    "cache of every pod: {} is terminating on the server, not in the cache",
+                    p.key
                 ));
             }
         }
@@ -378,6 +384,26 @@ impl Stack {
         let begun = Instant::now();
         loop {
             let problems = self.differences(server);
+            if problems.is_empty() {
+                return Ok(begun.elapsed());
+            }
+            if begun.elapsed() > bound {
+                return Err(problems);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// [`converge`](Self::converge) to the server's pods as given (a server that no longer
+    /// changes).
+    pub async fn converge_to(
+        &self,
+        pods: &[ServerPod],
+        bound: Duration,
+    ) -> Result<Duration, Vec<String>> {
+        let begun = Instant::now();
+        loop {
+            let problems = self.differences_from(pods);
             if problems.is_empty() {
                 return Ok(begun.elapsed());
             }
@@ -447,6 +473,45 @@ impl Stack {
         }
         problems
     }
+}
+
+/// What the convergence checks need to know of a pod on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPod {
+    /// `namespace/name`.
+    pub key: String,
+    /// Its resource version.
+    pub rv: u64,
+    /// It matches [`SELECTOR`].
+    pub gold: bool,
+    /// Its deletion timestamp (as JSON), if it is terminating.
+    pub deleting: Option<String>,
+}
+
+impl ServerPod {
+    /// The summary of `pod`.
+    pub fn of(pod: &Pod) -> Self {
+        Self {
+            key: key_of(pod),
+            rv: rv_of(pod),
+            gold: is_gold(pod),
+            deleting: deletion_mark(pod),
+        }
+    }
+
+    /// Every pod on `server`.
+    pub fn list(server: &ApiServer) -> Result<Vec<Self>, String> {
+        let (pods, _) = server
+            .list::<Pod>(None)
+            .map_err(|e| format!("listing the server's pods: {e}"))?;
+        Ok(pods.iter().map(Self::of).collect())
+    }
+}
+
+/// A pod's deletion timestamp, as JSON.
+fn deletion_mark(pod: &Pod) -> Option<String> {
+    let mark = pod.metadata.deletion_timestamp.as_ref()?;
+    Some(serde_json::to_string(mark).unwrap_or_default())
 }
 
 fn compare(

@@ -402,8 +402,10 @@ async fn a_hundred_informers_with_three_handlers_each_run_on_the_pools_threads()
     })
     .await;
     let threads = informer_threads();
+    let total = std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count());
     eprintln!(
-        "100 informers x 3 handlers: {threads} informer threads, {} jobs",
+        "100 informers x 3 handlers: {threads} informer threads, {total} threads in the \
+         process, {} jobs",
         pool.jobs()
     );
     assert_eq!(
