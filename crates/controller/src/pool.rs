@@ -371,6 +371,19 @@ mod tests {
         overlapped: AtomicBool,
     }
 
+    impl Counter {
+        /// A counting job that asks for `more` extra turns before going idle.
+        fn new(more: usize) -> Arc<Self> {
+            Arc::new(Counter {
+                slot: Slot::new(),
+                runs: AtomicUsize::new(0),
+                more: AtomicUsize::new(more),
+                concurrent: AtomicBool::new(false),
+                overlapped: AtomicBool::new(false),
+            })
+        }
+    }
+
     impl Job for Counter {
         fn run(&self) -> Turn {
             if self.concurrent.swap(true, Ordering::AcqRel) {
@@ -406,13 +419,7 @@ mod tests {
     #[test]
     fn a_job_runs_on_one_thread_at_a_time_and_no_schedule_is_lost() {
         let pool = DeliveryPool::new(4).unwrap();
-        let job = Arc::new(Counter {
-            slot: Slot::new(),
-            runs: AtomicUsize::new(0),
-            more: AtomicUsize::new(0),
-            concurrent: AtomicBool::new(false),
-            overlapped: AtomicBool::new(false),
-        });
+        let job = Counter::new(0);
         let dyn_job: Arc<dyn Job> = job.clone();
         for _ in 0..10_000 {
             pool.schedule(&dyn_job);
@@ -433,13 +440,7 @@ mod tests {
     #[test]
     fn more_runs_the_job_again() {
         let pool = DeliveryPool::new(1).unwrap();
-        let job = Arc::new(Counter {
-            slot: Slot::new(),
-            runs: AtomicUsize::new(0),
-            more: AtomicUsize::new(5),
-            concurrent: AtomicBool::new(false),
-            overlapped: AtomicBool::new(false),
-        });
+        let job = Counter::new(5);
         let dyn_job: Arc<dyn Job> = job.clone();
         pool.schedule(&dyn_job);
         wait_until("six turns", || job.runs.load(Ordering::Acquire) == 6);
@@ -477,13 +478,7 @@ mod tests {
             entered: AtomicBool::new(false),
         });
         pool.schedule(&blocked);
-        let other = Arc::new(Counter {
-            slot: Slot::new(),
-            runs: AtomicUsize::new(0),
-            more: AtomicUsize::new(0),
-            concurrent: AtomicBool::new(false),
-            overlapped: AtomicBool::new(false),
-        });
+        let other = Counter::new(0);
         let other_dyn: Arc<dyn Job> = other.clone();
         pool.schedule(&other_dyn);
         wait_until("the other job to run", || {
@@ -528,13 +523,7 @@ mod tests {
         assert!(job.told.load(Ordering::Acquire));
         // Scheduling a finished job does nothing; the thread still serves others.
         pool.schedule(&dyn_job);
-        let other = Arc::new(Counter {
-            slot: Slot::new(),
-            runs: AtomicUsize::new(0),
-            more: AtomicUsize::new(0),
-            concurrent: AtomicBool::new(false),
-            overlapped: AtomicBool::new(false),
-        });
+        let other = Counter::new(0);
         let other_dyn: Arc<dyn Job> = other.clone();
         pool.schedule(&other_dyn);
         wait_until("the other job to run", || {

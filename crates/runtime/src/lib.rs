@@ -145,6 +145,26 @@ pub struct Request<K> {
     pub target: Target<K>,
 }
 
+impl<K> Clone for Target<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Live(obj) => Self::Live(Arc::clone(obj)),
+            Self::Deleted { last_known } => Self::Deleted {
+                last_known: last_known.clone(),
+            },
+        }
+    }
+}
+
+impl<K> Clone for Request<K> {
+    fn clone(&self) -> Self {
+        Self {
+            key: Arc::clone(&self.key),
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// Errors of [`Controller::run`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -381,70 +401,53 @@ impl<K: Send + Sync + 'static> Controller<K> {
             watched.push(w?);
         }
         let this = this;
-        let result = this
-            .work(&watched, stop, ctx, reconcile, error_policy)
+        let result = async {
+            // Caches first: every informer synced and its initial state queued.
+            for w in &watched {
+                tokio::select! {
+                    synced = w.registration.wait_for_sync() => {
+                        if !synced {
+                            return Err(RuntimeError::NotSynced);
+                        }
+                    }
+                    () = stop.cancelled() => return Ok(()),
+                }
+            }
+            let worker = Arc::new(Worker {
+                lister: this.main.lister(),
+                queue: this.queue.clone(),
+                deleted: Arc::clone(&this.deleted),
+                reconcile,
+                error_policy,
+                ctx,
+                stop: stop.clone(),
+            });
+            let mut workers = JoinSet::new();
+            for _ in 0..this.concurrency {
+                let worker = Arc::clone(&worker);
+                workers.spawn(async move { worker.work().await });
+            }
+            stop.cancelled().await;
+            // No new reconcile: the workers see the stop after their current one.
+            this.queue.shut_down();
+            let finished = tokio::time::timeout(this.shutdown_timeout, async {
+                while workers.join_next().await.is_some() {}
+            })
             .await;
+            if finished.is_err() {
+                tracing::warn!(
+                    cancelled = workers.len(),
+                    "reconciles still running after the shutdown timeout are cancelled"
+                );
+                workers.shutdown().await;
+            }
+            Ok(())
+        }
+        .await;
         for w in &watched {
             (w.remove)();
         }
         result
-    }
-
-    async fn work<Ctx, E, R, Fut, P>(
-        &self,
-        watched: &[Watched],
-        stop: CancellationToken,
-        ctx: Arc<Ctx>,
-        reconcile: R,
-        error_policy: P,
-    ) -> Result<(), RuntimeError>
-    where
-        Ctx: Send + Sync + 'static,
-        E: Send + 'static,
-        R: Fn(Request<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
-    {
-        // Caches first: every informer synced and its initial state queued.
-        for w in watched {
-            tokio::select! {
-                synced = w.registration.wait_for_sync() => {
-                    if !synced {
-                        return Err(RuntimeError::NotSynced);
-                    }
-                }
-                () = stop.cancelled() => return Ok(()),
-            }
-        }
-        let worker = Arc::new(Worker {
-            lister: self.main.lister(),
-            queue: self.queue.clone(),
-            deleted: Arc::clone(&self.deleted),
-            reconcile,
-            error_policy,
-            ctx,
-            stop: stop.clone(),
-        });
-        let mut workers = JoinSet::new();
-        for _ in 0..self.concurrency {
-            let worker = Arc::clone(&worker);
-            workers.spawn(async move { worker.work().await });
-        }
-        stop.cancelled().await;
-        // No new reconcile: the workers see the stop after their current one.
-        self.queue.shut_down();
-        let finished = tokio::time::timeout(self.shutdown_timeout, async {
-            while workers.join_next().await.is_some() {}
-        })
-        .await;
-        if finished.is_err() {
-            tracing::warn!(
-                cancelled = workers.len(),
-                "reconciles still running after the shutdown timeout are cancelled"
-            );
-            workers.shutdown().await;
-        }
-        Ok(())
     }
 }
 
@@ -491,19 +494,7 @@ where
             key: Arc::clone(key),
             target,
         };
-        let outcome = (self.reconcile)(
-            Request {
-                key: Arc::clone(&request.key),
-                target: match &request.target {
-                    Target::Live(obj) => Target::Live(Arc::clone(obj)),
-                    Target::Deleted { last_known } => Target::Deleted {
-                        last_known: last_known.clone(),
-                    },
-                },
-            },
-            Arc::clone(&self.ctx),
-        )
-        .await;
+        let outcome = (self.reconcile)(request.clone(), Arc::clone(&self.ctx)).await;
         let action = match outcome {
             Ok(action) => {
                 self.queue.forget(key);
