@@ -2,6 +2,8 @@
 //! one async type.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use foldhash::fast::RandomState;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::{Arc, Weak};
@@ -89,21 +91,25 @@ struct Inner<T> {
     drained: Notify,
     limiter: Box<dyn RateLimiter<T>>,
     metrics: QueueMetrics,
+    /// A metrics provider was given: times are taken (without one, no clock is read on the
+    /// hot path).
+    timed: bool,
+    created: Instant,
 }
 
 struct State<T> {
     /// Items to hand out, in order.
     queue: VecDeque<T>,
     /// Items waiting: queued, or to be queued again when their processing is done.
-    dirty: HashSet<T>,
-    /// Items being processed, and since when.
-    processing: HashMap<T, Instant>,
-    /// When each waiting item was added (for the latency metric).
-    added_at: HashMap<T, Instant>,
+    dirty: HashSet<T, RandomState>,
+    /// Items being processed, and since when (with metrics; the queue's creation otherwise).
+    processing: HashMap<T, Instant, RandomState>,
+    /// When each waiting item was added (for the latency metric; empty without metrics).
+    added_at: HashMap<T, Instant, RandomState>,
     /// Delayed items by deadline (the sequence number breaks ties).
     timeline: BTreeMap<(Instant, u64), T>,
     /// Each delayed item's place in the timeline.
-    delayed: HashMap<T, (Instant, u64)>,
+    delayed: HashMap<T, (Instant, u64), RandomState>,
     next_seq: u64,
     shutting_down: bool,
     /// A drain has completed: nothing more is handed out.
@@ -162,11 +168,11 @@ where
                 name: self.name,
                 state: Mutex::new(State {
                     queue: VecDeque::new(),
-                    dirty: HashSet::new(),
-                    processing: HashMap::new(),
-                    added_at: HashMap::new(),
+                    dirty: HashSet::default(),
+                    processing: HashMap::default(),
+                    added_at: HashMap::default(),
                     timeline: BTreeMap::new(),
-                    delayed: HashMap::new(),
+                    delayed: HashMap::default(),
                     next_seq: 0,
                     shutting_down: false,
                     drained: false,
@@ -177,6 +183,8 @@ where
                     .limiter
                     .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
                 metrics,
+                timed: periodic,
+                created: Instant::now(),
             }),
         };
         if periodic && let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -244,8 +252,9 @@ where
     /// Adds `item` unless it is waiting already. If a worker is processing it, it is queued
     /// again when that worker calls [`done`](Self::done). Ignored once shutting down.
     pub fn add(&self, item: T) {
+        let now = self.now();
         let mut state = self.inner.state.lock();
-        if self.add_locked(&mut state, item, Instant::now()) {
+        if self.add_locked(&mut state, item, now) {
             drop(state);
             self.inner.ready.notify_one();
         }
@@ -259,7 +268,9 @@ where
         let metrics = &self.inner.metrics;
         metrics.adds.inc();
         metrics.depth.inc();
-        state.added_at.entry(item.clone()).or_insert(now);
+        if self.inner.timed {
+            state.added_at.entry(item.clone()).or_insert(now);
+        }
         state.dirty.insert(item.clone());
         if state.processing.contains_key(&item) {
             return false;
@@ -316,6 +327,16 @@ where
         self.inner.limiter.num_requeues(item)
     }
 
+    /// The clock, read only when the metrics need it (or delays are pending, by the callers
+    /// that need the real time).
+    fn now(&self) -> Instant {
+        if self.inner.timed {
+            Instant::now()
+        } else {
+            self.inner.created
+        }
+    }
+
     /// Moves the delayed items whose deadline has passed into the queue; the next deadline.
     fn promote(&self, state: &mut State<T>, now: Instant) -> Option<Instant> {
         while let Some((&(at, seq), _)) = state.timeline.first_key_value() {
@@ -341,8 +362,12 @@ where
             ready.as_mut().enable();
             let next_deadline = {
                 let mut state = self.inner.state.lock();
-                let now = Instant::now();
-                let next = if state.shutting_down {
+                let now = if state.timeline.is_empty() {
+                    self.now()
+                } else {
+                    Instant::now()
+                };
+                let next = if state.shutting_down || state.timeline.is_empty() {
                     None
                 } else {
                     self.promote(&mut state, now)
@@ -388,11 +413,13 @@ where
         let Some(started) = state.processing.remove(item) else {
             return;
         };
-        let now = Instant::now();
-        self.inner
-            .metrics
-            .work_duration
-            .observe(now.saturating_duration_since(started).as_secs_f64());
+        if self.inner.timed {
+            self.inner.metrics.work_duration.observe(
+                Instant::now()
+                    .saturating_duration_since(started)
+                    .as_secs_f64(),
+            );
+        }
         let requeued = state.dirty.contains(item);
         if requeued {
             state.queue.push_back(item.clone());
@@ -463,7 +490,11 @@ where
 
     /// Sets the unfinished-work gauges from the items in progress now (done every
     /// [`UNFINISHED_WORK_UPDATE_PERIOD`] when the queue has metrics and a runtime).
+    /// Without a metrics provider it does nothing (no times are kept).
     pub fn update_unfinished_work(&self) {
+        if !self.inner.timed {
+            return;
+        }
         let now = Instant::now();
         let (total, longest) = {
             let state = self.inner.state.lock();
