@@ -582,7 +582,6 @@ where
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| InformerError::NoRuntime)?;
         let (registration, cursor) = self.register(Consumer::Async, options)?;
-        let cursor = cursor.expect("an async consumer has a cursor");
         let handler: Arc<dyn AsyncResourceEventHandler<K>> = Arc::new(handler);
         let task = runtime.spawn(drive_async_handler(
             cursor,
@@ -633,7 +632,6 @@ where
         options: HandlerOptions,
     ) -> Result<Subscription<K>, InformerError> {
         let (registration, cursor) = self.register(Consumer::Async, options)?;
-        let cursor: Cursor<K> = cursor.expect("an async consumer has a cursor");
         Ok(Subscription::new(cursor, registration))
     }
 
@@ -643,7 +641,7 @@ where
         &self,
         consumer: Consumer<K>,
         options: HandlerOptions,
-    ) -> Result<(HandlerRegistration, Option<Cursor<K>>), InformerError> {
+    ) -> Result<(HandlerRegistration, Cursor<K>), InformerError> {
         let mut settings = self.settings.lock();
         if self.upstream.is_stopped() {
             return Err(InformerError::Stopped);

@@ -123,7 +123,9 @@ struct Shared {
 
 impl DeliveryPool {
     /// The process-wide pool every informer uses unless given another: as many threads as the
-    /// machine has cores (at least 2, at most 16), started on first use.
+    /// machine has cores (at least 2, at most 16), started on first use. Panics if the
+    /// operating system refuses to start its threads then (nothing can be delivered without
+    /// them); give informers a pool built with [`new`](Self::new) to handle that error.
     pub fn global() -> &'static Arc<DeliveryPool> {
         static GLOBAL: OnceLock<Arc<DeliveryPool>> = OnceLock::new();
         GLOBAL.get_or_init(|| {

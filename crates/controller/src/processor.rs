@@ -1074,8 +1074,9 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 
     /// Registers a consumer. `initial` objects are queued to it first, as initial adds, before
-    /// any later notification can be (the caller holds the processing lock). For an async
-    /// consumer, returns the cursor to drive.
+    /// any later notification can be (the caller holds the processing lock). Returns the
+    /// registration and the cursor an async consumer reads its notifications through (a
+    /// handler's job reads them itself; its cursor is not needed).
     pub(crate) fn add_listener(
         &self,
         consumer: Consumer<K>,
@@ -1084,7 +1085,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         check_period: Duration,
         initial: Vec<(Arc<str>, Arc<K>)>,
         informer: &Arc<str>,
-    ) -> (HandlerRegistration, Option<Cursor<K>>) {
+    ) -> (HandlerRegistration, Cursor<K>) {
         let state = Arc::new(ListenerState::default());
         let mut buffer = Buffer::new(options.buffer);
         if !initial.is_empty() {
@@ -1128,7 +1129,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         inner.flush();
         let id = inner.next_id;
         inner.next_id += 1;
-        let (job, cursor) = match consumer {
+        let job = match consumer {
             Consumer::Handler(handler) => {
                 let job: Arc<dyn Job> = Arc::new(HandlerJob {
                     id,
@@ -1142,15 +1143,9 @@ impl<K: Send + Sync + 'static> Processor<K> {
                 if let Wake::Job { job: weak, .. } = &listener.wake {
                     let _ = weak.set(Arc::downgrade(&job));
                 }
-                (Some(job), None)
+                Some(job)
             }
-            Consumer::Async => (
-                None,
-                Some(Cursor {
-                    listener: Arc::clone(&listener),
-                    run: None,
-                }),
-            ),
+            Consumer::Async => None,
         };
         let resync_period = determine_resync_period(requested_resync, check_period);
         inner.listeners.push(Registered {
@@ -1166,6 +1161,10 @@ impl<K: Send + Sync + 'static> Processor<K> {
         drop(inner);
         // A snapshot waiting: start delivering it.
         listener.wake();
+        let cursor = Cursor {
+            listener: Arc::clone(&listener),
+            run: None,
+        };
         let registration = HandlerRegistration {
             id,
             informer: self.id,

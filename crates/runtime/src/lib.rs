@@ -185,6 +185,23 @@ struct Watched {
     remove: Box<dyn Fn() + Send + Sync>,
 }
 
+impl Watched {
+    /// Registers `handler` on `informer`, remembering how to remove it.
+    fn register<C: Send + Sync + 'static>(
+        informer: &Arc<SharedIndexInformer<C>>,
+        handler: impl ResourceEventHandler<C> + 'static,
+    ) -> Result<Self, InformerError> {
+        let registration = informer.add_event_handler(handler)?;
+        let (informer, handle) = (Arc::clone(informer), registration.clone());
+        Ok(Self {
+            registration,
+            remove: Box::new(move || {
+                let _ = informer.remove_event_handler(&handle);
+            }),
+        })
+    }
+}
+
 /// A reconciler over a main informer and related ones (see the crate docs).
 pub struct Controller<K> {
     main: Arc<SharedIndexInformer<K>>,
@@ -277,21 +294,13 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// A controller over a queue of your own (another rate limiter, metrics).
     pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
         let deleted = Arc::new(Mutex::new(HashMap::new()));
-        let registration = main
-            .add_event_handler(MainHandler {
+        let registration = Watched::register(
+            &main,
+            MainHandler {
                 queue: queue.clone(),
                 deleted: Arc::clone(&deleted),
-            })
-            .map(|registration| {
-                let informer = Arc::clone(&main);
-                let reg = registration.clone();
-                Watched {
-                    registration,
-                    remove: Box::new(move || {
-                        let _ = informer.remove_event_handler(&reg);
-                    }),
-                }
-            });
+            },
+        );
         Self {
             main,
             queue,
@@ -361,16 +370,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             enqueue,
             _object: std::marker::PhantomData,
         };
-        let watched = informer.add_event_handler(handler).map(|registration| {
-            let reg = registration.clone();
-            Watched {
-                registration,
-                remove: Box::new(move || {
-                    let _ = informer.remove_event_handler(&reg);
-                }),
-            }
-        });
-        self.watched.push(watched);
+        self.watched.push(Watched::register(&informer, handler));
         self
     }
 

@@ -15,6 +15,7 @@ use informer_reflector::{
 };
 use informer_runtime::{Action, Controller, Target};
 use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_testing::eventually;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -131,16 +132,6 @@ impl Log {
             .map(|(_, v)| *v)
             .collect()
     }
-}
-
-async fn eventually(what: &str, f: impl Fn() -> bool) {
-    tokio::time::timeout(LONG, async {
-        while !f() {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
 }
 
 /// Level-triggered: a burst of updates to one key, while its reconcile runs, yields one more
@@ -325,28 +316,38 @@ async fn reconciles_wait_for_every_cache() {
     let log = Arc::new(Log::default());
     let controller = Controller::new(Arc::clone(&main))
         .owns(Arc::clone(&children), |c: &Obj| vec![c.owner.clone()]);
+    let queue = controller.queue().clone();
+    // Each reconcile records whether the children's cache had synced when it started.
+    let early = Arc::new(AtomicBool::new(false));
+    let ctx = Arc::new((Arc::clone(&log), Arc::clone(&children), Arc::clone(&early)));
     let done = tokio::spawn(controller.run(
         stop.clone(),
-        Arc::clone(&log),
-        |_request, log| async move {
+        ctx,
+        |_request, ctx| async move {
+            let (log, children, early) = &*ctx;
+            if !children.has_synced() {
+                early.store(true, Ordering::SeqCst);
+            }
             log.calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, ()>(Action::await_change())
         },
         |_, _, _| Action::backoff(),
     ));
     assert!(main.wait_for_sync().await);
-    // The main cache is ready, the children's list is held back: nothing runs.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        log.calls.load(Ordering::SeqCst),
-        0,
-        "a reconcile before every cache synced"
-    );
+    // The main cache is ready and has queued its key; the children's list is held back.
+    eventually("the main key queued, or reconciled", || {
+        queue.len() == 1 || log.calls.load(Ordering::SeqCst) > 0
+    })
+    .await;
     child_source.gate.add_permits(1);
     eventually("reconciles once both caches synced", || {
         log.calls.load(Ordering::SeqCst) >= 1
     })
     .await;
+    assert!(
+        !early.load(Ordering::SeqCst),
+        "a reconcile before every cache synced"
+    );
     stop.cancel();
     done.await.unwrap().unwrap();
     for r in running {
