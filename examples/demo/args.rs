@@ -11,10 +11,12 @@ use clap::Parser;
     name = "demo",
     about,
     long_about = "Runs a shared informer factory (pod and configmap informers, the namespace \
-                  and node indexes, three handlers) against the embedded API server simulator \
-                  while it churns objects and injects faults (dropped watches, 410 Expired after \
-                  compaction, restarts). Ends by checking every cache against the server, object \
-                  by object at the same resourceVersion; exits with status 1 on any difference."
+                  and node indexes, three handlers) and, on the same informers, a controller \
+                  keeping a pod-count ConfigMap per namespace, against the embedded API server \
+                  simulator while it churns objects and injects faults (dropped watches, 410 \
+                  Expired after compaction, restarts). Ends by checking every cache against the \
+                  server, object by object at the same resourceVersion, and every pod-count; \
+                  exits with status 1 on any difference."
 )]
 pub(crate) struct Args {
     /// Run read-only against the cluster of the current kubeconfig (no churn, no faults).

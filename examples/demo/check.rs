@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use informers::apiserver::ApiServer;
-use informers::k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use informers::k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use informers::kube::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
-use informers::kube_client::{self, Resource};
+use informers::kube_client::{self, Resource, ResourceExt};
 use informers::prelude::*;
 
 use crate::BoxError;
+use crate::controller::POD_COUNT;
 use crate::informers::{Informers, key_of, node_of, rv_of};
 
 /// Checks the caches against the server until they match (they catch up with the last changes
@@ -36,6 +37,7 @@ pub(crate) struct Verdict {
     pods: usize,
     configmaps: usize,
     nodes_checked: usize,
+    namespaces_checked: usize,
     problems: Vec<String>,
 }
 
@@ -49,9 +51,9 @@ impl Verdict {
             println!(
                 "CHECK PASSED: the caches match the server exactly — {} pods and {} configmaps, \
                  object by object at the same resourceVersion; the three handlers' views agree; \
-                 the node index is exact on {} nodes (caught up {settled_in:.2?} after the churn \
-                 stopped).",
-                self.pods, self.configmaps, self.nodes_checked
+                 the node index is exact on {} nodes; the controller's {POD_COUNT} is right in all \
+                 {} namespaces (caught up {settled_in:.2?} after the churn stopped).",
+                self.pods, self.configmaps, self.nodes_checked, self.namespaces_checked
             );
         } else {
             println!(
@@ -174,12 +176,55 @@ fn check(server: &ApiServer, informers: &Informers) -> Result<Verdict, BoxError>
             ));
         }
     }
+    drop(counts);
+    let namespaces_checked = check_controller(server, &server_pods, &mut problems)?;
     Ok(Verdict {
         pods: pods.len(),
         configmaps: configmaps.len(),
         nodes_checked: by_node.len(),
+        namespaces_checked,
         problems,
     })
+}
+
+/// The controller's world: every namespace has its `pod-count`, owned by it, giving the number
+/// of pods the server has in it. Returns the namespaces checked.
+fn check_controller(
+    server: &ApiServer,
+    pods: &[Pod],
+    problems: &mut Vec<String>,
+) -> Result<usize, BoxError> {
+    let mut per_namespace: HashMap<&str, usize> = HashMap::new();
+    for pod in pods {
+        *per_namespace
+            .entry(pod.metadata.namespace.as_deref().unwrap_or_default())
+            .or_default() += 1;
+    }
+    let (namespaces, _) = server.list::<Namespace>(None)?;
+    for namespace in &namespaces {
+        let name = namespace.name_any();
+        let want = per_namespace
+            .get(name.as_str())
+            .copied()
+            .unwrap_or_default();
+        let Ok(count) = server.get::<ConfigMap>(Some(&name), POD_COUNT) else {
+            problems.push(format!("controller: {name} has no {POD_COUNT}"));
+            continue;
+        };
+        let said = count.data.as_ref().and_then(|d| d.get("pods"));
+        if said.map(String::as_str) != Some(want.to_string().as_str()) {
+            problems.push(format!(
+                "controller: {name}/{POD_COUNT} says {said:?} pods, the server has {want}"
+            ));
+        }
+        let owner = count.owner_references().first().map(|r| r.uid.clone());
+        if owner != namespace.uid() {
+            problems.push(format!(
+                "controller: {name}/{POD_COUNT} is owned by {owner:?}, not by its namespace"
+            ));
+        }
+    }
+    Ok(namespaces.len())
 }
 
 /// `--cluster`: each cache against the cluster's list at exactly the cache's own

@@ -5,10 +5,12 @@
 //! namespaces on 1,000 nodes, creates, updates and deletes pods and configmaps at a steady rate,
 //! and on a schedule drops every watch, compacts the history under the watchers (so they come
 //! back to `410 Expired` and relist) and restarts the server. A `KubeInformerFactory` runs pod
-//! and configmap informers with the `namespace` and `node` indexes and three handlers. At the
-//! end it checks, object by object, that every cache holds exactly what the server holds at the
-//! same resourceVersion, that each handler's view agrees, and that the `node` index is exact —
-//! and exits non-zero if anything differs.
+//! and configmap informers with the `namespace` and `node` indexes and three handlers, and on
+//! the same informers a controller that keeps a `pod-count` ConfigMap in every namespace (the
+//! churn drifts some of them behind its back). At the end it checks, object by object, that
+//! every cache holds exactly what the server holds at the same resourceVersion, that each
+//! handler's view agrees, that the `node` index is exact, and that every namespace's
+//! `pod-count` gives the server's number of pods in it — and exits non-zero if anything differs.
 //!
 //! ```sh
 //! cargo run --release --example demo              # the full run, about 30 s
@@ -19,12 +21,13 @@
 
 //!
 //! The informer code — the factory, the informers, the `node` index and the handlers — is in
-//! `informers.rs`. The rest drives, shows and checks it: `args.rs` (the command line),
+//! `informers.rs`, the controller in `controller.rs`. The rest drives, shows and checks it: `args.rs` (the command line),
 //! `world.rs` (the simulator, its objects, the churn and the faults), `progress.rs` (the live
 //! display) and `check.rs` (the final comparison with the server, and the `--cluster` check).
 
 mod args;
 mod check;
+mod controller;
 mod informers;
 mod progress;
 mod world;
@@ -96,6 +99,8 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
     let factory = informers::simulator_factory(&server.url())?;
     let counters = Arc::new(Counters::default());
     let informers = Informers::new(&factory, &counters)?;
+    // The controller phase: a reconciler on the same informers (see `controller.rs`).
+    let controller = controller::PodCounter::start(&factory, &informers, &counters)?;
     let objects = settings.pods + settings.configmaps * settings.namespaces;
     let display = Display::new(settings.live, objects as u64);
     factory.start()?;
@@ -123,14 +128,20 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
     let settle = Instant::now();
     let verdict = check::until_caught_up(&server, &informers).await?;
     let total_events = informers.delivered();
+    controller.stop().await?;
     factory.shutdown().await?;
     println!(
         "\nsummary: {} changes, {} faults injected, {} watch errors, {} relists after 410, \
-         {total_events} notifications handled; all informers stopped and joined",
+         {total_events} notifications handled; the controller: {} reconciles, {} writes, {} \
+         errors retried, {} drifts repaired; all informers stopped and joined",
         counters.changes.load(Ordering::Relaxed),
         counters.faults.load(Ordering::Relaxed),
         counters.watch_errors.load(Ordering::Relaxed),
         counters.relists.load(Ordering::Relaxed),
+        counters.reconciles.load(Ordering::Relaxed),
+        counters.controller_writes.load(Ordering::Relaxed),
+        counters.reconcile_errors.load(Ordering::Relaxed),
+        counters.drifts.load(Ordering::Relaxed),
     );
     verdict.print(settle.elapsed());
     // Every task holding the server has finished: it can be shut down.

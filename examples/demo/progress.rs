@@ -17,6 +17,12 @@ pub(crate) struct Counters {
     pub(crate) faults: AtomicU64,
     pub(crate) watch_errors: AtomicU64,
     pub(crate) relists: AtomicU64,
+    /// `pod-count` ConfigMaps the churn drifted behind the controller's back.
+    pub(crate) drifts: AtomicU64,
+    /// The controller's reconciles, its writes, and its errors (each retried with backoff).
+    pub(crate) reconciles: AtomicU64,
+    pub(crate) controller_writes: AtomicU64,
+    pub(crate) reconcile_errors: AtomicU64,
 }
 
 /// Progress bars on a terminal; a plain line a second otherwise.
@@ -124,7 +130,7 @@ fn status_line(
 ) -> String {
     format!(
         "t={:>5.1}s  events/s={:>7.0}  cache: {} pods, {} configmaps  changes={}  faults={}  \
-         watch errors={}  relists={}  handler backlog={}",
+         watch errors={}  relists={}  handler backlog={}  reconciles={}",
         elapsed.as_secs_f64(),
         events_per_sec,
         informers.pods.lister().len(),
@@ -134,6 +140,7 @@ fn status_line(
         counters.watch_errors.load(Ordering::Relaxed),
         counters.relists.load(Ordering::Relaxed),
         informers.backlog(),
+        counters.reconciles.load(Ordering::Relaxed),
     )
 }
 

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::BoxError;
 use crate::args::Settings;
+use crate::controller::POD_COUNT;
 use crate::progress::Counters;
 
 /// An object of kind `K` with only a name (and a namespace).
@@ -158,7 +159,16 @@ async fn churn(
         while done < due {
             done += 1;
             let roll = rng.u32(..100);
-            let result = if roll < 10 {
+            let result = if roll < 1 {
+                // Drift: a controller's `pod-count` changed behind its back, to be repaired.
+                let ns = format!("ns-{}", rng.usize(..settings.namespaces));
+                let patch = serde_json::json!({"data": {"pods": "drifted"}});
+                if server.get::<ConfigMap>(Some(&ns), POD_COUNT).is_ok() {
+                    server.patch::<ConfigMap>(Some(&ns), POD_COUNT, &patch)?;
+                    counters.drifts.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            } else if roll < 10 {
                 let ns = format!("ns-{}", rng.usize(..settings.namespaces));
                 let cm = format!("cm-{}", rng.usize(..settings.configmaps.max(1)));
                 server
