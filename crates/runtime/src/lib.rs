@@ -74,6 +74,7 @@ use std::time::Duration;
 use informer_controller::{
     HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
 };
+pub use informer_leaderelection::{LeaderElector, Term};
 use informer_workqueue::WorkQueue;
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
@@ -210,6 +211,7 @@ pub struct Controller<K> {
     watched: Vec<Result<Watched, InformerError>>,
     concurrency: usize,
     shutdown_timeout: Duration,
+    elector: Option<LeaderElector>,
 }
 
 impl<K> fmt::Debug for Controller<K> {
@@ -308,7 +310,19 @@ impl<K: Send + Sync + 'static> Controller<K> {
             watched: vec![registration],
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
+            elector: None,
         }
+    }
+
+    /// Reconciles only while `elector` leads (see the crate docs): the controller runs the
+    /// election once its caches have synced, starts reconciling when a term begins (with
+    /// every cached object queued, since another leader may have left work), stops
+    /// reconciling the instant the term ends — reconciles under way are cancelled at their
+    /// next await — and keeps its caches and queue warm meanwhile, so a new term needs no
+    /// relist. On stop, reconciles finish first, then the lease is released.
+    pub fn leader_election(mut self, elector: LeaderElector) -> Self {
+        self.elector = Some(elector);
+        self
     }
 
     /// Up to `n` reconciles at once (at least 1), never two of one key.
@@ -420,26 +434,42 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 reconcile,
                 error_policy,
                 ctx,
-                stop: stop.clone(),
             });
-            let mut workers = JoinSet::new();
-            for _ in 0..this.concurrency {
-                let worker = Arc::clone(&worker);
-                workers.spawn(async move { worker.work().await });
+            let Some(elector) = this.elector.clone() else {
+                worker
+                    .reconcile_until(this.concurrency, this.shutdown_timeout, &stop, &stop)
+                    .await;
+                return Ok(());
+            };
+            // The election runs until the reconciles have stopped: the lease is released
+            // only once nothing of this replica's term is under way.
+            let election_stop = CancellationToken::new();
+            let election = tokio::spawn({
+                let (elector, election_stop) = (elector.clone(), election_stop.clone());
+                async move { elector.run(election_stop).await }
+            });
+            loop {
+                let term = tokio::select! {
+                    term = elector.leading() => term,
+                    () = stop.cancelled() => break,
+                };
+                // A new term: everything may need work (another leader may have left some).
+                for key in this.main.lister().keys() {
+                    this.queue.add(Arc::from(key));
+                }
+                tracing::info!(term = term.number, "leading: reconciling");
+                let until = term.token();
+                let stopped = worker
+                    .reconcile_until(this.concurrency, this.shutdown_timeout, &until, &stop)
+                    .await;
+                if stopped {
+                    break;
+                }
+                tracing::info!(term = term.number, "leadership lost: reconciles stopped");
             }
-            stop.cancelled().await;
-            // No new reconcile: the workers see the stop after their current one.
-            this.queue.shut_down();
-            let finished = tokio::time::timeout(this.shutdown_timeout, async {
-                while workers.join_next().await.is_some() {}
-            })
-            .await;
-            if finished.is_err() {
-                tracing::warn!(
-                    cancelled = workers.len(),
-                    "reconciles still running after the shutdown timeout are cancelled"
-                );
-                workers.shutdown().await;
+            election_stop.cancel();
+            if let Err(e) = election.await {
+                tracing::error!("the leader election task failed: {e}");
             }
             Ok(())
         }
@@ -451,6 +481,18 @@ impl<K: Send + Sync + 'static> Controller<K> {
     }
 }
 
+/// Marks a key done when its reconcile ends, finished or cancelled.
+struct Processing<'a> {
+    queue: &'a WorkQueue<Arc<str>>,
+    key: Arc<str>,
+}
+
+impl Drop for Processing<'_> {
+    fn drop(&mut self) {
+        self.queue.done(&self.key);
+    }
+}
+
 struct Worker<K, Ctx, R, P> {
     lister: informer_store::Lister<K>,
     queue: WorkQueue<Arc<str>>,
@@ -458,7 +500,6 @@ struct Worker<K, Ctx, R, P> {
     reconcile: R,
     error_policy: P,
     ctx: Arc<Ctx>,
-    stop: CancellationToken,
 }
 
 impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
@@ -470,14 +511,63 @@ where
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
 {
-    async fn work(&self) {
-        while let Some(key) = self.queue.get().await {
-            if self.stop.is_cancelled() {
-                self.queue.done(&key);
+    /// Runs `concurrency` workers until `stop` (returns `true`: graceful, within
+    /// `shutdown_timeout`, the queue shut down) or `until` (returns `false`: a term ended,
+    /// reconciles under way are cancelled at once and the queue stays up for the next term).
+    async fn reconcile_until(
+        self: &Arc<Self>,
+        concurrency: usize,
+        shutdown_timeout: Duration,
+        until: &CancellationToken,
+        stop: &CancellationToken,
+    ) -> bool {
+        let mut workers = JoinSet::new();
+        for _ in 0..concurrency {
+            let (worker, until, stop) = (Arc::clone(self), until.clone(), stop.clone());
+            workers.spawn(async move { worker.work(&until, &stop).await });
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = until.cancelled() => {
+                // Not leading any more: nothing of this term goes on.
+                workers.shutdown().await;
+                return false;
+            }
+        }
+        // No new reconcile: the workers see the stop after their current one.
+        self.queue.shut_down();
+        let finished = tokio::time::timeout(shutdown_timeout, async {
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                cancelled = workers.len(),
+                "reconciles still running after the shutdown timeout are cancelled"
+            );
+            workers.shutdown().await;
+        }
+        true
+    }
+
+    /// Reconciles keys until `until` or `stop` is cancelled (the reconcile under way, if any,
+    /// finishes unless the task is aborted).
+    async fn work(&self, until: &CancellationToken, stop: &CancellationToken) {
+        loop {
+            let key = tokio::select! {
+                key = self.queue.get() => key,
+                () = until.cancelled() => return,
+                () = stop.cancelled() => return,
+            };
+            let Some(key) = key else { return };
+            let processing = Processing {
+                queue: &self.queue,
+                key,
+            };
+            if until.is_cancelled() || stop.is_cancelled() {
                 return;
             }
-            self.reconcile_one(&key).await;
-            self.queue.done(&key);
+            self.reconcile_one(&processing.key).await;
         }
     }
 

@@ -1,0 +1,251 @@
+//! Reconciling only while leading: two replicas' controllers over one lease; whichever leads
+//! reconciles, the other waits with its caches warm; when the leader is cut off from the lease,
+//! it stops reconciling and the other takes over, reconciling every object once more; no
+//! reconcile of a replica ever starts outside its term.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use informer_controller::SharedIndexInformer;
+use informer_leaderelection::{ElectionConfig, LeaderElector, MemoryLease};
+use informer_reflector::{FakeListerWatcher, ListPage};
+use informer_runtime::{Action, Controller, Target};
+use informer_store::{Indexers, key_func};
+use informer_testing::eventually;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// One replica: its own informer over the same objects, its elector, what it reconciled.
+struct Replica {
+    name: &'static str,
+    elector: LeaderElector,
+    lease: MemoryLease,
+    informer: Arc<SharedIndexInformer<String>>,
+    source: Arc<FakeListerWatcher<String>>,
+    /// Keys reconciled, in order, each with the term it started in.
+    reconciled: Arc<Mutex<Vec<(String, u64)>>>,
+    outside_term: Arc<AtomicBool>,
+}
+
+impl Replica {
+    fn new(name: &'static str, lease: &MemoryLease, objects: &[&str]) -> Self {
+        let source = Arc::new(FakeListerWatcher::<String>::new());
+        source.push_list(ListPage::new(
+            objects.iter().map(|o| Arc::new(o.to_string())).collect(),
+            "1",
+        ));
+        let informer = Arc::new(SharedIndexInformer::new(
+            Arc::clone(&source),
+            key_func(|s: &String| Ok(s.clone())),
+            Arc::new(|_: &String| None),
+            Duration::ZERO,
+            Indexers::new(),
+        ));
+        let lease = lease.handle();
+        let config = ElectionConfig::new(name).timings(
+            Duration::from_secs(1),
+            Duration::from_millis(600),
+            Duration::from_millis(100),
+        );
+        let elector = LeaderElector::new(lease.clone(), config).expect("valid timings");
+        Self {
+            name,
+            elector,
+            lease,
+            informer,
+            source,
+            reconciled: Arc::default(),
+            outside_term: Arc::default(),
+        }
+    }
+
+    fn start(&self, stop: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+        let informer = {
+            let (i, s) = (Arc::clone(&self.informer), stop.clone());
+            tokio::spawn(async move { i.run(s).await.expect("informer runs") })
+        };
+        let controller = Controller::new(Arc::clone(&self.informer))
+            .concurrency(2)
+            .leader_election(self.elector.clone());
+        let ctx = Arc::new((
+            self.elector.clone(),
+            Arc::clone(&self.reconciled),
+            Arc::clone(&self.outside_term),
+        ));
+        let reconciling = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                controller
+                    .run(
+                        stop,
+                        ctx,
+                        |request, ctx| async move {
+                            let (elector, reconciled, outside) = &*ctx;
+                            match elector.current_term() {
+                                Some(term) => {
+                                    if let Target::Live(_) = request.target {
+                                        reconciled
+                                            .lock()
+                                            .push((request.key.to_string(), term.number));
+                                    }
+                                }
+                                None => outside.store(true, Ordering::SeqCst),
+                            }
+                            Ok::<_, std::convert::Infallible>(Action::await_change())
+                        },
+                        |_, _, _| Action::backoff(),
+                    )
+                    .await
+                    .expect("the controller runs");
+            }
+        });
+        vec![informer, reconciling]
+    }
+
+    fn keys_reconciled(&self) -> Vec<String> {
+        let mut keys: Vec<_> = self
+            .reconciled
+            .lock()
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_and_a_successor_takes_over_from_warm_caches() {
+    let objects = ["a", "b", "c"];
+    let lease = MemoryLease::new();
+    let replicas = [
+        Replica::new("one", &lease, &objects),
+        Replica::new("two", &lease, &objects),
+    ];
+    let stop = CancellationToken::new();
+    let tasks: Vec<_> = replicas.iter().flat_map(|r| r.start(&stop)).collect();
+
+    eventually("a leader reconciled every object", || {
+        replicas
+            .iter()
+            .any(|r| r.elector.is_leader() && r.keys_reconciled() == objects)
+    })
+    .await;
+    let first = replicas
+        .iter()
+        .position(|r| r.elector.is_leader())
+        .expect("a leader");
+    let (leader, standby) = (&replicas[first], &replicas[1 - first]);
+    assert!(
+        standby.reconciled.lock().is_empty(),
+        "the standby reconciles nothing"
+    );
+    assert!(standby.informer.has_synced(), "the standby's cache is warm");
+
+    // The leader is cut off from the lease: it stops reconciling; the standby takes over and
+    // reconciles everything, from the cache it kept (no new list).
+    let before = leader.reconciled.lock().len();
+    leader.lease.set_reachable(false);
+    eventually("the standby leads and reconciled every object", || {
+        standby.elector.is_leader() && standby.keys_reconciled() == objects
+    })
+    .await;
+    assert!(!leader.elector.is_leader());
+    let lists = |r: &Replica| r.source.requests().iter().filter(|q| q.is_list()).count();
+    assert_eq!(lists(standby), 1, "no relist on taking over");
+    assert_eq!(
+        leader.reconciled.lock().len(),
+        before,
+        "the replica that lost the lease reconciled nothing more"
+    );
+
+    // Healed, the old leader stays a standby while the lease is renewed.
+    leader.lease.set_reachable(true);
+    eventually("the old leader observes the new one", || {
+        leader.elector.status().leader.as_deref() == Some(standby.name)
+    })
+    .await;
+    assert!(!leader.elector.is_leader());
+
+    stop.cancel();
+    for task in tasks {
+        tokio::time::timeout(LONG, task)
+            .await
+            .expect("stops in time")
+            .expect("no panic");
+    }
+    for r in &replicas {
+        assert!(
+            !r.outside_term.load(Ordering::SeqCst),
+            "{} reconciled outside its term",
+            r.name
+        );
+    }
+    assert_eq!(
+        lease.record().expect("kept").holder,
+        None,
+        "released on stop"
+    );
+}
+
+/// Leadership lost mid-reconcile cancels the reconcile at once; the key is reconciled again in
+/// the next term (nothing is stuck as "processing").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_under_way_is_cancelled_when_the_term_ends_and_redone_later() {
+    let lease = MemoryLease::new();
+    let replica = Replica::new("one", &lease, &["slow"]);
+    let stop = CancellationToken::new();
+    let informer = {
+        let (i, s) = (Arc::clone(&replica.informer), stop.clone());
+        tokio::spawn(async move { i.run(s).await.expect("informer runs") })
+    };
+    let started = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let controller =
+        Controller::new(Arc::clone(&replica.informer)).leader_election(replica.elector.clone());
+    let ctx = Arc::new((
+        Arc::clone(&started),
+        Arc::clone(&finished),
+        replica.elector.clone(),
+    ));
+    let reconciling = tokio::spawn(controller.run(
+        stop.clone(),
+        ctx,
+        |_request, ctx| async move {
+            let (started, finished, elector) = &*ctx;
+            let term = elector.current_term().expect("inside a term");
+            started.fetch_add(1, Ordering::SeqCst);
+            if term.number == 1 {
+                // Hangs until cancelled.
+                std::future::pending::<()>().await;
+            }
+            finished.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::convert::Infallible>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the first reconcile started", || {
+        started.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    replica.lease.set_reachable(false);
+    eventually("leadership lost", || !replica.elector.is_leader()).await;
+    replica.lease.set_reachable(true);
+    eventually("redone in the second term", || {
+        finished.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    assert_eq!(replica.elector.status().term, 2);
+    stop.cancel();
+    tokio::time::timeout(LONG, reconciling)
+        .await
+        .expect("stops in time")
+        .expect("no panic")
+        .expect("runs");
+    informer.await.expect("no panic");
+}
