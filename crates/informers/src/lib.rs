@@ -21,6 +21,7 @@
 //! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
 //! | [`workqueue`] | `informer-workqueue` | `workqueue` | the rate-limited work queue (client-go's `util/workqueue`) |
 //! | [`runtime`] | `informer-runtime` | `runtime` | the reconciler: `Controller`, `Action`, `Target` |
+//! | [`leaderelection`] | `informer-leaderelection` | `leaderelection` (or `runtime`) | leader election on Leases: `LeaderElector`, `KubeLease` (with `kube`) |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
 //!
 //! Features: `default = ["kube", "rustls-tls", "ring"]`, which turns on every layer (each
@@ -152,6 +153,8 @@ pub use informer_factory as factory;
 pub use informer_fifo as fifo;
 #[cfg(feature = "kube")]
 pub use informer_kube as kube;
+#[cfg(any(feature = "leaderelection", feature = "runtime"))]
+pub use informer_leaderelection as leaderelection;
 #[cfg(feature = "reflector")]
 pub use informer_reflector as reflector;
 #[cfg(feature = "runtime")]
