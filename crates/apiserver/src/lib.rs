@@ -15,6 +15,9 @@
 //!   [`delete`](ApiServer::delete)...);
 //! * one revision counter for every type (like etcd's), a bounded history, compaction, and
 //!   `Status` errors with the codes, reasons and messages kube-apiserver sends;
+//! * the types of [`Config::with_core_types`]: Pod, ConfigMap, Namespace, Node, and
+//!   `coordination.k8s.io/v1` Lease with its registry's rules (a `PUT` needs a current
+//!   `resourceVersion`, and creates a missing lease);
 //! * [`Faults`]: dropped and torn watches, injected ERROR events, failing and slow requests,
 //!   compaction, restarts, and more (see `docs/apiserver.md`).
 //!
@@ -73,6 +76,7 @@ mod selector;
 mod server;
 mod status;
 mod storage;
+mod strategy;
 mod watch;
 
 pub use config::{BookmarkShape, Config, ExpiredWatch};

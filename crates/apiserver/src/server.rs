@@ -345,8 +345,10 @@ impl ApiServer {
         self.typed(&stored)
     }
 
-    /// Replaces an object. A `metadata.resourceVersion` on it is a precondition (409 Conflict
-    /// when stale); without one the update is unconditional.
+    /// Replaces an object, as an HTTP `PUT` does. A `metadata.resourceVersion` on it is a
+    /// precondition (409 Conflict when stale); without one the update is unconditional, except
+    /// for types whose registry refuses that (leases: 422 Invalid). A missing object is 404,
+    /// except for types that allow create on update (leases), where it is created.
     pub fn update<K>(&self, object: &K) -> Result<K, Error>
     where
         K: Resource + Serialize + DeserializeOwned,
@@ -362,7 +364,7 @@ impl ApiServer {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let stored = self.shared.update(
+        let replaced = self.shared.update(
             Target {
                 resource: r,
                 namespace: namespace.as_deref(),
@@ -370,7 +372,7 @@ impl ApiServer {
             &name,
             value,
         )?;
-        self.typed(&stored)
+        self.typed(&replaced.object)
     }
 
     /// Applies a JSON merge patch to an object.
@@ -524,7 +526,7 @@ impl ApiServer {
         Ok(self.with_type(r, &stored))
     }
 
-    /// Replaces an object of any registered resource from JSON.
+    /// Replaces an object of any registered resource from JSON, as [`ApiServer::update`] does.
     pub fn update_value(&self, resource: &ResourceInfo, object: Value) -> Result<Value, Error> {
         let r = self.index(resource)?;
         let namespace = object
@@ -536,7 +538,7 @@ impl ApiServer {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let stored = self.shared.update(
+        let replaced = self.shared.update(
             Target {
                 resource: r,
                 namespace: namespace.as_deref(),
@@ -544,7 +546,7 @@ impl ApiServer {
             &name,
             object,
         )?;
-        Ok(self.with_type(r, &stored))
+        Ok(self.with_type(r, &replaced.object))
     }
 
     /// Merge-patches an object of any registered resource.
@@ -1006,8 +1008,13 @@ async fn serve(
             Ok(object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let stored = shared.update(target, name, parse_body(&body)?)?;
-            Ok(object(&stored, StatusCode::OK))
+            let replaced = shared.update(target, name, parse_body(&body)?)?;
+            let code = if replaced.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(object(&replaced.object, code))
         }
         Verb::Patch => {
             let media = content_type.split(';').next().unwrap_or("").trim();

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use informer_apiserver::{ApiServer, Config, Failure, StatusError, Verb};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, PostParams, VersionMatch, WatchEvent, WatchParams};
 use serde_json::json;
@@ -819,4 +820,141 @@ async fn json_and_strategic_patches_and_deletecollection() {
     assert_eq!(names, ["a", "b"]);
     let left = cms.list(&ListParams::default()).await.unwrap();
     assert_eq!(left.items.len(), 1);
+}
+
+fn lease(name: &str, holder: &str) -> Lease {
+    Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        }),
+    }
+}
+
+fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+fn rv_of(lease: &Lease) -> u64 {
+    lease
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The `Status` of a failed request.
+fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn leases_over_kube_client() {
+    let (server, client) = start().await;
+    let api: Api<Lease> = Api::namespaced(client, "kube-system");
+    let rv = server.resource_version().to_string();
+    let mut watch = api
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    let pp = PostParams::default();
+    let created = api.create(&pp, &lease("leader", "a")).await.unwrap();
+    assert_eq!(holder(&created), Some("a"));
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(created.metadata.generation, None);
+    let status = api_error(api.create(&pp, &lease("leader", "b")).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    assert_eq!(api.get("leader").await.unwrap(), created);
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items, std::slice::from_ref(&created));
+
+    // Renewed by its holder at the current resourceVersion.
+    let mut renewal = created.clone();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = api.replace("leader", &pp, &renewal).await.unwrap();
+    assert!(rv_of(&renewed) > rv_of(&created));
+    assert_eq!(renewed.spec.as_ref().unwrap().lease_transitions, Some(1));
+
+    // Another candidate with what it read before the renewal: 409 Conflict.
+    let mut takeover = created.clone();
+    takeover.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    let status = api_error(api.replace("leader", &pp, &takeover).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"leader\": the object has \
+         been modified; please apply your changes to the latest version and try again"
+    );
+    let details = status.details.as_ref().unwrap();
+    assert_eq!(
+        (
+            details.name.as_str(),
+            details.group.as_str(),
+            details.kind.as_str()
+        ),
+        ("leader", "coordination.k8s.io", "leases")
+    );
+    assert_eq!(holder(&api.get("leader").await.unwrap()), Some("a"));
+
+    // Without a resourceVersion: leases refuse unconditional updates.
+    takeover.metadata.resource_version = None;
+    let status = api_error(api.replace("leader", &pp, &takeover).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.ends_with(
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        ),
+        "{}",
+        status.message
+    );
+
+    // A replace of a missing lease creates it (leases allow create on update).
+    let standby = api
+        .replace("standby", &pp, &lease("standby", "c"))
+        .await
+        .unwrap();
+    assert_eq!(holder(&standby), Some("c"));
+    assert_eq!(rv_of(&standby), server.resource_version());
+
+    api.delete("leader", &Default::default()).await.unwrap();
+    let status = api_error(api.get("leader").await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (ty, lease) = match next(&mut watch).await {
+            WatchEvent::Added(l) => ("ADDED", l),
+            WatchEvent::Modified(l) => ("MODIFIED", l),
+            WatchEvent::Deleted(l) => ("DELETED", l),
+            other => panic!("unexpected {other:?}"),
+        };
+        seen.push((ty, lease.metadata.name.clone().unwrap(), rv_of(&lease)));
+    }
+    let deleted_rv = seen[3].2;
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", "leader".to_owned(), rv_of(&created)),
+            ("MODIFIED", "leader".to_owned(), rv_of(&renewed)),
+            ("ADDED", "standby".to_owned(), rv_of(&standby)),
+            ("DELETED", "leader".to_owned(), deleted_rv),
+        ]
+    );
+    assert!(deleted_rv > rv_of(&standby));
 }

@@ -826,7 +826,13 @@ async fn custom_resources_and_discovery() {
 
     let groups = Exchange::get(&server, "/apis").await.json();
     assert_eq!(groups["kind"], "APIGroupList");
-    assert_eq!(groups["groups"][0]["name"], "example.com");
+    let group_names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(group_names, ["coordination.k8s.io", "example.com"]);
     let core = Exchange::get(&server, "/api/v1").await.json();
     let names: Vec<&str> = core["resources"]
         .as_array()
@@ -1713,4 +1719,181 @@ async fn a_list_honours_the_timeout_parameter() {
     // A timeout long enough changes nothing.
     let x = Exchange::get(&server, "/api/v1/pods?timeout=1m30s").await;
     assert_eq!(x.status, 200);
+}
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+
+fn lease_body(name: &str, holder: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    })
+}
+
+#[tokio::test]
+async fn leases_are_discovered_and_written_as_kube_apiserver_does() {
+    let server = start().await;
+    let group = Exchange::get(&server, "/apis/coordination.k8s.io")
+        .await
+        .json();
+    assert_eq!(group["kind"], "APIGroup");
+    assert_eq!(
+        group["preferredVersion"],
+        json!({"groupVersion": "coordination.k8s.io/v1", "version": "v1"})
+    );
+    let resources = Exchange::get(&server, "/apis/coordination.k8s.io/v1")
+        .await
+        .json();
+    let lease = &resources["resources"][0];
+    assert_eq!(
+        (&lease["name"], &lease["kind"], &lease["namespaced"]),
+        (&json!("leases"), &json!("Lease"), &json!(true))
+    );
+
+    let lease_path = format!("{LEASES}/leader");
+    let body = lease_body("leader", "a").to_string();
+    let x = Exchange::send(&server, "POST", LEASES, "application/json", &body).await;
+    assert_eq!(x.status, 201, "{}", x.text());
+    let created = x.json();
+    assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
+    assert_eq!(created["metadata"]["namespace"], "kube-system");
+    // The lease strategy sets no generation.
+    assert!(created["metadata"].get("generation").is_none(), "{created}");
+    let created_rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let x = Exchange::send(&server, "POST", LEASES, "application/json", &body).await;
+    let status = assert_status(&x, 409, "AlreadyExists");
+    assert_eq!(
+        status["message"],
+        "leases.coordination.k8s.io \"leader\" already exists"
+    );
+
+    // Renewed at the current resourceVersion: a new revision.
+    let mut renewed = created.clone();
+    renewed["spec"]["renewTime"] = json!("2026-01-01T00:00:00.000000Z");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &renewed.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    let renewed_rv = x.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(renewed_rv.parse::<u64>().unwrap() > created_rv.parse::<u64>().unwrap());
+
+    // At a stale one: 409 Conflict, byte for byte.
+    let mut stale = created.clone();
+    stale["spec"]["holderIdentity"] = json!("b");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &stale.to_string(),
+    )
+    .await;
+    assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":409,\"details\":{\"group\":\"coordination.k8s.io\",\
+         \"kind\":\"leases\",\"name\":\"leader\"},\"kind\":\"Status\",\"message\":\"Operation \
+         cannot be fulfilled on leases.coordination.k8s.io \\\"leader\\\": the object has been \
+         modified; please apply your changes to the latest version and try again\",\
+         \"metadata\":{},\"reason\":\"Conflict\",\"status\":\"Failure\"}"
+    );
+
+    // Without one: leases refuse unconditional updates (422, qualified by the resource).
+    let mut unconditional = renewed.clone();
+    unconditional["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &unconditional.to_string(),
+    )
+    .await;
+    assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":422,\"details\":{\"causes\":[{\"field\":\
+         \"metadata.resourceVersion\",\"message\":\"Invalid value: 0x0: must be specified for \
+         an update\",\"reason\":\"FieldValueInvalid\"}],\"group\":\"coordination.k8s.io\",\
+         \"kind\":\"leases\",\"name\":\"leader\"},\"kind\":\"Status\",\"message\":\
+         \"leases.coordination.k8s.io \\\"leader\\\" is invalid: metadata.resourceVersion: \
+         Invalid value: 0x0: must be specified for an update\",\"metadata\":{},\"reason\":\
+         \"Invalid\",\"status\":\"Failure\"}"
+    );
+    let stored = Exchange::get(&server, &lease_path).await.json();
+    assert_eq!(stored["metadata"]["resourceVersion"], renewed_rv.as_str());
+    assert_eq!(stored["spec"]["holderIdentity"], "a");
+
+    // A PUT of a missing lease creates it (create on update), whatever resourceVersion it
+    // carries.
+    let mut standby = lease_body("standby", "c");
+    standby["metadata"]["resourceVersion"] = json!("12345");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &format!("{LEASES}/standby"),
+        "application/json",
+        &standby.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 201, "{}", x.text());
+    let standby = x.json();
+    assert_eq!(
+        standby["metadata"]["resourceVersion"],
+        server.resource_version().to_string()
+    );
+    assert!(standby["metadata"]["uid"].is_string());
+    assert!(standby["metadata"]["creationTimestamp"].is_string());
+
+    // The lease's own validation.
+    let mut invalid = lease_body("bad", "a");
+    invalid["spec"]["leaseDurationSeconds"] = json!(0);
+    let x = Exchange::send(
+        &server,
+        "POST",
+        LEASES,
+        "application/json",
+        &invalid.to_string(),
+    )
+    .await;
+    let status = assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        status["message"],
+        "Lease.coordination.k8s.io \"bad\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    );
+    assert_eq!(status["details"]["kind"], "Lease");
+    assert_eq!(status["details"]["group"], "coordination.k8s.io");
+
+    // A delete answers a Success Status naming the resource and its group.
+    let x = Exchange::send(&server, "DELETE", &lease_path, "application/json", "").await;
+    assert_eq!(x.status, 200);
+    let status = x.json();
+    assert_eq!(status["status"], "Success");
+    assert_eq!(
+        (&status["details"]["group"], &status["details"]["kind"]),
+        (&json!("coordination.k8s.io"), &json!("leases"))
+    );
+    let x = Exchange::get(&server, &lease_path).await;
+    let status = assert_status(&x, 404, "NotFound");
+    assert_eq!(
+        status["message"],
+        "leases.coordination.k8s.io \"leader\" not found"
+    );
 }
