@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use informer_apiserver::{ApiServer, Config, Failure, StatusError, Verb};
+use informer_apiserver::{ApiServer, Config, Failure, Isolation, StatusError, Verb};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, PostParams, VersionMatch, WatchEvent, WatchParams};
@@ -12,6 +12,9 @@ use serde_json::json;
 
 /// Generous bound for anything that should happen "at once".
 const WAIT: Duration = Duration::from_secs(10);
+/// How long a request of a hung client is watched for an answer that must not come (the
+/// server's count of held requests is what says it is held).
+const STILL_PENDING: Duration = Duration::from_secs(1);
 
 async fn start() -> (ApiServer, kube::Client) {
     start_with(Config::for_tests(Duration::from_millis(100))).await
@@ -957,4 +960,199 @@ async fn leases_over_kube_client() {
         ]
     );
     assert!(deleted_rv > rv_of(&standby));
+}
+
+/// A kube client that authenticates with bearer `token`, the identity the simulator isolates
+/// (kube-client sends it over plain HTTP too). Retries are off, to see the failures.
+fn client_with_token(server: &ApiServer, token: &str) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(token.to_owned().into());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn an_isolated_client_fails_while_another_goes_on() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let created = server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let b: Api<Lease> = Api::namespaced(client_with_token(&server, "token-b"), "kube-system");
+    let wp = WatchParams::default().disable_bookmarks();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    let mut b_watch = b.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 2).await;
+
+    server
+        .faults()
+        .isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    // a's open watch is cut; its requests fail.
+    let got = tokio::time::timeout(WAIT, a_watch.try_next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(got, Ok(None) | Err(_)),
+        "expected the end, got {got:?}"
+    );
+    wait_for(|| server.open_watches() == 1).await;
+    let status = api_error(a.get("leader").await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (503, "ServiceUnavailable")
+    );
+    match a.watch(&wp, &rv).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 503),
+        Err(other) => panic!("expected a 503, got {other:?}"),
+        Ok(_) => panic!("expected a 503, got a watch"),
+    }
+
+    // b reads, renews and watches as if nothing happened.
+    let current = b.get("leader").await.unwrap();
+    let mut renewal = current.clone();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = b
+        .replace("leader", &PostParams::default(), &renewal)
+        .await
+        .unwrap();
+    match next(&mut b_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+
+    // Healed, a is served again, and sees what it missed.
+    server.faults().heal("token-a");
+    assert_eq!(a.get("leader").await.unwrap(), renewed);
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    match next(&mut a_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+
+    // A client identified by its kubeconfig's token, and one by its User-Agent.
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&server.kubeconfig_with_token("token-c")).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    config.default_retry = false;
+    let c: Api<Lease> = Api::namespaced(kube::Client::try_from(config).unwrap(), "kube-system");
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static("elector/1.0"),
+    ));
+    let d: Api<Lease> = Api::namespaced(kube::Client::try_from(config).unwrap(), "kube-system");
+    server
+        .faults()
+        .isolate("token-c", Isolation::Fail(Failure::internal("isolated")));
+    server.faults().isolate(
+        "elector/1.0",
+        Isolation::Fail(Failure::internal("isolated")),
+    );
+    assert_eq!(api_error(c.get("leader").await).code, 500);
+    assert_eq!(api_error(d.get("leader").await).code, 500);
+    assert!(a.get("leader").await.is_ok());
+    server.faults().heal_all();
+    assert!(c.get("leader").await.is_ok());
+    assert!(d.get("leader").await.is_ok());
+}
+
+#[tokio::test]
+async fn a_hung_client_gets_nothing_until_healed() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let created = server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let b: Api<Lease> = Api::namespaced(client_with_token(&server, "token-b"), "kube-system");
+    let wp = WatchParams::default().disable_bookmarks();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    let mut b_watch = b.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 2).await;
+
+    server.faults().isolate("token-a", Isolation::Hang);
+    let held_api = a.clone();
+    let mut held = tokio::spawn(async move { held_api.get("leader").await });
+    wait_for(|| server.held_requests() == 1).await;
+    assert!(
+        tokio::time::timeout(STILL_PENDING, &mut held)
+            .await
+            .is_err(),
+        "a hung client's request does not complete"
+    );
+
+    // b is served meanwhile: get, update, watch.
+    let mut renewal = b.get("leader").await.unwrap();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = b
+        .replace("leader", &PostParams::default(), &renewal)
+        .await
+        .unwrap();
+    match next(&mut b_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+    // a's open watch holds the event back, and its request is still pending.
+    assert!(
+        tokio::time::timeout(STILL_PENDING, a_watch.next())
+            .await
+            .is_err(),
+        "a hung client's watch delivers nothing"
+    );
+    assert!(!held.is_finished());
+
+    // Healed: the held request is served, the watch delivers what it held back.
+    server.faults().heal("token-a");
+    let got = tokio::time::timeout(WAIT, held)
+        .await
+        .expect("the held request completes once healed")
+        .unwrap()
+        .unwrap();
+    // Served after the renewal, it reads the renewed lease.
+    assert_eq!(got, renewed);
+    match next(&mut a_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+    assert_eq!(server.held_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_shutdown_does_not_wait_for_a_hung_client() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let rv = server.resource_version().to_string();
+    let mut a_watch = a
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    server.faults().isolate("token-a", Isolation::Hang);
+    let held = tokio::spawn(async move { a.get("leader").await });
+    wait_for(|| server.held_requests() == 1).await;
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("the server stops with a request held");
+    let got = tokio::time::timeout(WAIT, held)
+        .await
+        .expect("the held request ends with the server")
+        .unwrap();
+    assert!(got.is_err(), "a dropped request is an error: {got:?}");
+    let end = tokio::time::timeout(WAIT, a_watch.try_next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(end, Ok(None) | Err(_)),
+        "expected the end, got {end:?}"
+    );
 }

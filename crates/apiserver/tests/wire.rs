@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use informer_apiserver::{
-    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, ResourceInfo, SlowStream, StatusError,
-    Verb,
+    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, Isolation, ResourceInfo, SlowStream,
+    StatusError, Verb,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -13,6 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(10);
+/// How long a request held for a hung client is watched for an answer that must not come. The
+/// server's count of held requests is what says it is held; this bound only checks that
+/// nothing leaks out meanwhile.
+const STILL_PENDING: Duration = Duration::from_secs(1);
 
 async fn start() -> ApiServer {
     start_with(Config::for_tests(Duration::from_millis(100))).await
@@ -47,13 +51,42 @@ impl Exchange {
         content_type: &str,
         body: &str,
     ) -> Exchange {
+        let stream = Self::open(
+            server,
+            method,
+            path,
+            &[("Content-Type", content_type)],
+            body,
+        )
+        .await;
+        Self::receive(stream).await
+    }
+
+    /// Sends a request with extra headers on a connection of its own; the response is left
+    /// to [`Exchange::receive`].
+    async fn open(
+        server: &ApiServer,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> TcpStream {
         let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+        let headers: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\
-             Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             {headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    }
+
+    /// Reads the response head on `stream`.
+    async fn receive(mut stream: TcpStream) -> Exchange {
         let mut raw = Vec::new();
         let head_end = loop {
             if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -1721,6 +1754,18 @@ async fn a_list_honours_the_timeout_parameter() {
     assert_eq!(x.status, 200);
 }
 
+/// Waits (within [`WAIT`]) until `cond` holds.
+async fn wait_until(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached in time"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
 fn lease_body(name: &str, holder: &str) -> Value {
@@ -1896,4 +1941,140 @@ async fn leases_are_discovered_and_written_as_kube_apiserver_does() {
         status["message"],
         "leases.coordination.k8s.io \"leader\" not found"
     );
+}
+
+#[tokio::test]
+async fn an_isolated_client_is_failed_or_held_while_others_are_served() {
+    let server = start().await;
+    server.create(&pod("demo", "web-0")).unwrap();
+    let faults = server.faults();
+    let path = "/api/v1/namespaces/demo/pods/web-0";
+    let as_a = [("Authorization", "Bearer token-a")];
+    let as_b = [("Authorization", "Bearer token-b")];
+
+    // Fail: the client's requests, discovery included, get the failure; others are served.
+    faults.isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_a, "").await).await;
+    assert_status(&x, 503, "ServiceUnavailable");
+    let x = Exchange::receive(Exchange::open(&server, "GET", "/version", &as_a, "").await).await;
+    assert_status(&x, 503, "ServiceUnavailable");
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_b, "").await).await;
+    assert_eq!(x.status, 200);
+    let x = Exchange::get(&server, path).await;
+    assert_eq!(
+        x.status, 200,
+        "a request without identity is never isolated"
+    );
+
+    // A client without a token is addressed by its User-Agent; with a token, by the token.
+    faults.isolate("probe/1.0", Isolation::Fail(Failure::internal("isolated")));
+    let x = Exchange::receive(
+        Exchange::open(&server, "GET", path, &[("User-Agent", "probe/1.0")], "").await,
+    )
+    .await;
+    assert_status(&x, 500, "InternalError");
+    let x = Exchange::receive(
+        Exchange::open(
+            &server,
+            "GET",
+            path,
+            &[
+                ("User-Agent", "probe/1.0"),
+                ("Authorization", "Bearer token-b"),
+            ],
+            "",
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+
+    // The open watch of a failing client is cut: no chunked terminator.
+    faults.heal_all();
+    let rv = server.resource_version();
+    let mut watch = Exchange::receive(
+        Exchange::open(
+            &server,
+            "GET",
+            &format!("/api/v1/namespaces/demo/pods?watch=1&resourceVersion={rv}"),
+            &as_a,
+            "",
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(watch.status, 200);
+    server.create(&pod("demo", "web-1")).unwrap();
+    watch.read_until("web-1").await;
+    faults.isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    watch.read_to_end().await;
+    assert!(
+        !watch.body().1,
+        "a dropped watch has no terminator: {:?}",
+        watch.raw
+    );
+    wait_until(|| server.open_watches() == 0).await;
+
+    // Hang: the request is held, others go on; healed, it is served.
+    faults.isolate("token-a", Isolation::Hang);
+    let mut held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_b, "").await).await;
+    assert_eq!(x.status, 200);
+    let mut byte = [0u8; 1];
+    assert!(
+        tokio::time::timeout(STILL_PENDING, held.read(&mut byte))
+            .await
+            .is_err(),
+        "a held request gets no answer"
+    );
+    faults.heal("token-a");
+    let x = Exchange::receive(held).await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.json()["metadata"]["name"], "web-0");
+    assert_eq!(server.held_requests(), 0);
+
+    // Held, then failed: the held request gets the failure.
+    faults.isolate("token-a", Isolation::Hang);
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    faults.isolate("token-a", Isolation::Fail(Failure::throttled(3)));
+    let x = Exchange::receive(held).await;
+    assert_eq!(x.status, 429);
+    assert_eq!(x.header("retry-after"), Some("3"));
+}
+
+/// Reads until the peer closes `stream` (cleanly or not); asserts that nothing came.
+async fn assert_closed_unanswered(mut stream: TcpStream) {
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest))
+        .await
+        .expect("the held connection is closed");
+    assert!(
+        rest.is_empty(),
+        "nothing is written to a dropped request: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
+#[tokio::test]
+async fn a_restart_or_a_shutdown_drops_a_held_request_unanswered() {
+    let server = start().await;
+    server.faults().isolate("token-a", Isolation::Hang);
+    let as_a = [("Authorization", "Bearer token-a")];
+    let path = "/api/v1/namespaces/demo/pods";
+
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    server.faults().restart();
+    assert_closed_unanswered(held).await;
+    wait_until(|| server.held_requests() == 0).await;
+
+    // The client is still hung after the restart.
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("the server stops with a request held");
+    assert_closed_unanswered(held).await;
 }
