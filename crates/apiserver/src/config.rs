@@ -120,13 +120,16 @@ impl Config {
         self
     }
 
-    /// Adds Pod, ConfigMap, Namespace and Node.
+    /// Adds Pod, ConfigMap, Namespace and Node (core/v1), and Lease (`coordination.k8s.io/v1`,
+    /// for leader election and heartbeats).
     pub fn with_core_types(self) -> Self {
+        use k8s_openapi::api::coordination::v1::Lease;
         use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
         self.register::<Pod>()
             .register::<ConfigMap>()
             .register::<Namespace>()
             .register::<Node>()
+            .register::<Lease>()
     }
 
     /// Short intervals for tests: bookmarks every `interval`, a 1 s too-large wait.

@@ -3,6 +3,7 @@
 //! Every method takes effect at once: watch faults hit every watch open at the time of the
 //! call; request faults hit the next matching requests.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -102,6 +103,18 @@ impl Failure {
     }
 }
 
+/// What one isolated client gets (see [`Faults::isolate`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Isolation {
+    /// Every request of the client is answered with this failure, and its open watches are
+    /// cut (the connection is dropped, without the chunked terminator).
+    Fail(Failure),
+    /// Every request of the client gets no response until the client is healed, and its open
+    /// watches deliver nothing until then. Other clients are not slowed, and a shutdown or
+    /// restart drops the held connections.
+    Hang,
+}
+
 /// A slowed-down watch stream: each write is cut into pieces of `chunk_bytes`, with `delay`
 /// before each piece.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +153,10 @@ pub(crate) struct FaultState {
     pub(crate) unavailable: Option<u32>,
     pub(crate) cache_lag: u64,
     failures: Vec<(Verb, usize, Failure)>,
+    /// Isolated clients, by identity (bearer token, else `User-Agent`).
+    pub(crate) isolated: HashMap<String, Isolation>,
+    /// How many restarts there have been: a held request dropped by one sees it change.
+    pub(crate) restarts: u64,
 }
 
 impl FaultState {
@@ -233,6 +250,37 @@ impl Faults {
         }
     }
 
+    /// Isolates one client: its requests fail or hang (see [`Isolation`]) while every other
+    /// client is served as before. A client is who kube-apiserver would take it to be: the
+    /// bearer token of its `Authorization: Bearer <token>` header; a request without a token
+    /// is addressed by its `User-Agent`. Requests with neither are never isolated.
+    ///
+    /// Applies to every request of the client, discovery included, before any other fault
+    /// (so an isolated client does not use up failures queued with [`Faults::fail_next`]),
+    /// and at once to its open watches. Isolating an isolated client again replaces its
+    /// isolation; held requests then follow the new one.
+    pub fn isolate(&self, client: &str, isolation: Isolation) {
+        self.shared
+            .faults
+            .lock()
+            .isolated
+            .insert(client.to_owned(), isolation);
+        self.shared.isolation_changed();
+    }
+
+    /// Ends the isolation of `client`: held requests are served (late, as after a network
+    /// partition heals), hung watches deliver what they held back, new requests are served.
+    pub fn heal(&self, client: &str) {
+        self.shared.faults.lock().isolated.remove(client);
+        self.shared.isolation_changed();
+    }
+
+    /// Ends the isolation of every client.
+    pub fn heal_all(&self) {
+        self.shared.faults.lock().isolated.clear();
+        self.shared.isolation_changed();
+    }
+
     /// Forgets every queued failure.
     pub fn clear_failures(&self) {
         self.shared.faults.lock().failures.clear();
@@ -293,8 +341,11 @@ impl Faults {
 
     /// A restart: every watch is aborted and the history is lost, so every older resource
     /// version is expired. Objects and the revision counter survive (they live in etcd).
+    /// Requests held for a hung client are dropped (their connections closed unanswered).
     pub fn restart(&self) {
         self.shared.storage.write().reset_history();
+        self.shared.faults.lock().restarts += 1;
+        self.shared.isolation_changed();
         self.broadcast(Control::Drop);
     }
 

@@ -15,8 +15,12 @@
 //!   [`delete`](ApiServer::delete)...);
 //! * one revision counter for every type (like etcd's), a bounded history, compaction, and
 //!   `Status` errors with the codes, reasons and messages kube-apiserver sends;
+//! * the types of [`Config::with_core_types`]: Pod, ConfigMap, Namespace, Node, and
+//!   `coordination.k8s.io/v1` Lease with its registry's rules (a `PUT` needs a current
+//!   `resourceVersion`, and creates a missing lease);
 //! * [`Faults`]: dropped and torn watches, injected ERROR events, failing and slow requests,
-//!   compaction, restarts, and more (see `docs/apiserver.md`).
+//!   compaction, restarts, one client isolated ([`Faults::isolate`]: its requests fail or hang
+//!   while the others are served), and more (see `docs/apiserver.md`).
 //!
 //! In the informers stack it stands in for the cluster: the reflector lists and watches it
 //! through kube-client.
@@ -56,6 +60,35 @@
 //!
 //! With kube-client, point a `kube::Config` at [`ApiServer::url`] (see the crate's tests), or
 //! write [`ApiServer::kubeconfig`] to a file for kubectl.
+//!
+//! # Telling clients apart
+//!
+//! The server knows a client by its bearer token (else its `User-Agent`), as kube-apiserver
+//! knows a user; it checks no credentials. A kube client gets a token in three lines
+//! (kube-client sends it over plain HTTP; this crate does not depend on kube):
+//!
+//! ```
+//! use informer_apiserver::{ApiServer, Config, Failure, Isolation};
+//! use k8s_openapi::api::coordination::v1::Lease;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = ApiServer::start(Config::default().with_core_types()).await?;
+//! let mut config = kube::Config::new(server.url().parse()?);
+//! config.auth_info.token = Some("client-a".to_owned().into());
+//! let client = kube::Client::try_from(config)?;
+//!
+//! server.faults().isolate("client-a", Isolation::Fail(Failure::internal("cut off")));
+//! let leases: kube::Api<Lease> = kube::Api::namespaced(client, "kube-system");
+//! assert!(leases.list(&Default::default()).await.is_err());
+//! server.faults().heal("client-a");
+//! assert!(leases.list(&Default::default()).await.is_ok());
+//! # server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`ApiServer::kubeconfig_with_token`] gives the same identity as a kubeconfig.
 
 mod config;
 mod defaults;
@@ -63,6 +96,7 @@ mod discovery;
 mod faults;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod isolation;
 mod kubeconfig;
 mod list;
 mod objects;
@@ -73,10 +107,11 @@ mod selector;
 mod server;
 mod status;
 mod storage;
+mod strategy;
 mod watch;
 
 pub use config::{BookmarkShape, Config, ExpiredWatch};
-pub use faults::{Failure, Faults, SlowStream, Verb};
+pub use faults::{Failure, Faults, Isolation, SlowStream, Verb};
 pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};
 pub use server::{ApiServer, Error, RecordedRequest};

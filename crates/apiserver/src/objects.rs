@@ -10,6 +10,7 @@ use crate::patch::Patch;
 use crate::server::Shared;
 use crate::status::{FieldError, StatusError};
 use crate::storage::{ChangeType, StoredObject};
+use crate::strategy;
 
 /// Where an object lives: its resource and namespace.
 #[derive(Clone, Copy, Debug)]
@@ -89,9 +90,20 @@ fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
     meta.as_object_mut().expect("just made an object")
 }
 
-/// Whether an object's `generation` is tracked: types with a `spec`.
-fn has_spec(value: &Value) -> bool {
-    value.get("spec").is_some()
+/// The answer to a replace: the stored object, and whether the `PUT` created it (types that
+/// allow create on update).
+#[derive(Debug)]
+pub(crate) struct Replaced {
+    pub(crate) object: Arc<StoredObject>,
+    pub(crate) created: bool,
+}
+
+/// Who replaces an object: a client's `PUT`, or the server applying a patch to the stored
+/// object (which never creates, and needs no resourceVersion).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replace {
+    Put,
+    Patch,
 }
 
 impl Shared {
@@ -197,6 +209,10 @@ impl Shared {
                 )],
             ));
         }
+        let invalid = strategy::validate(&info, &body);
+        if !invalid.is_empty() {
+            return Err(StatusError::invalid_object(&info, &name, invalid));
+        }
         if self.config.require_namespace
             && let Some(ns) = namespace.as_deref()
             && let Some(ns_resource) = storage.lookup("", "v1", "namespaces")
@@ -212,13 +228,13 @@ impl Shared {
         if info.group.is_empty() && info.plural == "pods" {
             crate::defaults::prepare_pod_for_create(&mut body);
         }
-        let with_spec = has_spec(&body);
+        let with_generation = strategy::tracks_generation(&info, &body);
         let meta = meta_mut(&mut body);
         meta.insert("name".into(), Value::String(name));
         meta.insert("uid".into(), Value::String(new_uid()));
         meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
         meta.remove("deletionTimestamp");
-        if with_spec {
+        if with_generation {
             meta.insert("generation".into(), Value::from(1));
         } else {
             meta.remove("generation");
@@ -242,13 +258,26 @@ impl Shared {
             .ok_or_else(|| StatusError::not_found(info, name))
     }
 
-    /// Replaces an object. A non-empty `metadata.resourceVersion` in `body` is a precondition.
+    /// A client's replace (`PUT`), as the type's registry treats it: a non-empty
+    /// `metadata.resourceVersion` in `body` is a precondition (409 when stale); without one
+    /// the update is unconditional, or 422 for types that refuse unconditional updates; a
+    /// missing object is 404, or created for types that allow create on update.
     pub(crate) fn update(
         &self,
         target: Target<'_>,
         name: &str,
         body: Value,
-    ) -> Result<Arc<StoredObject>, StatusError> {
+    ) -> Result<Replaced, StatusError> {
+        self.replace(target, name, body, Replace::Put)
+    }
+
+    fn replace(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        body: Value,
+        by: Replace,
+    ) -> Result<Replaced, StatusError> {
         let mut body = self.normalize_body(target.resource, body)?;
         let namespace = self.check_namespace(target, &mut body)?;
         match meta_str(&body, "name") {
@@ -262,17 +291,26 @@ impl Shared {
         let mut storage = self.storage.write();
         let info = storage.resource(target.resource).info.clone();
         let key = info.key(namespace.as_deref(), name);
+        let policy = strategy::update_policy(&info);
         let Some(old) = storage.get(target.resource, &key).cloned() else {
+            if by == Replace::Put && policy.create_on_update {
+                drop(storage);
+                return self.create_on_update(target, namespace.as_deref(), name, body);
+            }
             return Err(StatusError::not_found(&info, name));
         };
-        if let Some(rv) = meta_str(&body, "resourceVersion")
-            && Some(rv) != meta_str(&old.value, "resourceVersion")
-        {
-            return Err(StatusError::stale_update(&info, name));
+        match meta_str(&body, "resourceVersion") {
+            Some(rv) if Some(rv) != meta_str(&old.value, "resourceVersion") => {
+                return Err(StatusError::stale_update(&info, name));
+            }
+            None if by == Replace::Put && !policy.unconditional => {
+                return Err(StatusError::resource_version_required(&info, name));
+            }
+            _ => {}
         }
         let old_meta = meta(&old.value).cloned().unwrap_or_default();
         let spec_changed = body.get("spec") != old.value.get("spec");
-        let with_spec = has_spec(&body);
+        let with_spec = strategy::tracks_generation(&info, &body);
         let meta = meta_mut(&mut body);
         meta.insert("name".into(), Value::String(name.to_owned()));
         // System fields an update cannot change; the deletion marks only a delete sets.
@@ -309,9 +347,17 @@ impl Shared {
                 .cloned()
                 .unwrap_or(Value::Null),
         );
+        let invalid = strategy::validate(&info, &body);
+        if !invalid.is_empty() {
+            return Err(StatusError::invalid_object(&info, name, invalid));
+        }
+        let updated = |object| Replaced {
+            object,
+            created: false,
+        };
         if body == old.value {
             // A no-op update does not take a new revision, as in kube-apiserver.
-            return Ok(old);
+            return Ok(updated(old));
         }
         if old_meta.contains_key("deletionTimestamp")
             && !has_finalizers(&body)
@@ -331,11 +377,41 @@ impl Shared {
                 Some(old),
             );
             self.head.send_replace(storage.head);
-            return Ok(change.object.clone());
+            return Ok(updated(change.object.clone()));
         }
         let change = storage.commit(target.resource, key, ChangeType::Modified, body, Some(old));
         self.head.send_replace(storage.head);
-        Ok(change.object.clone())
+        Ok(updated(change.object.clone()))
+    }
+
+    /// The create branch of a `PUT` to a missing object (`Store.Update` with
+    /// `AllowCreateOnUpdate`): the object is created under the URL's name, its
+    /// `resourceVersion` ignored. Losing a race with another create makes it an update.
+    fn create_on_update(
+        &self,
+        target: Target<'_>,
+        namespace: Option<&str>,
+        name: &str,
+        mut body: Value,
+    ) -> Result<Replaced, StatusError> {
+        let retry = body.clone();
+        let meta = meta_mut(&mut body);
+        meta.remove("resourceVersion");
+        meta.insert("name".into(), Value::String(name.to_owned()));
+        let target = Target {
+            resource: target.resource,
+            namespace: namespace.or(target.namespace),
+        };
+        match self.create(target, body) {
+            Ok(object) => Ok(Replaced {
+                object,
+                created: true,
+            }),
+            Err(e) if e.reason() == "AlreadyExists" => {
+                self.replace(target, name, retry, Replace::Put)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Applies a patch. A `metadata.resourceVersion` the patch sets is a precondition.
@@ -365,11 +441,12 @@ impl Shared {
             // No precondition in the patch: the patch applies to the current object.
             meta_mut(&mut patched).remove("resourceVersion");
         }
-        match self.update(target, name, patched) {
+        match self.replace(target, name, patched, Replace::Patch) {
+            Ok(replaced) => Ok(replaced.object),
             // Lost a race with another writer between get and update: retry once more from
             // the new state, as the server's GuaranteedUpdate loop does.
             Err(e) if e.reason() == "Conflict" && !precondition => self.patch(target, name, patch),
-            other => other,
+            Err(e) => Err(e),
         }
     }
 

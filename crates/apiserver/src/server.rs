@@ -53,6 +53,11 @@ pub(crate) struct Shared {
     pub(crate) control: broadcast::Sender<Control>,
     pub(crate) faults: Mutex<FaultState>,
     pub(crate) open_watches: AtomicUsize,
+    /// Bumped on every change of the isolated clients (and on restarts), for what waits on
+    /// an isolation: held requests and the watches of isolated clients.
+    pub(crate) isolation: watch::Sender<u64>,
+    /// Requests of hung clients held right now.
+    pub(crate) held_requests: AtomicUsize,
     pub(crate) shutdown: CancellationToken,
     /// Whether resource requests are recorded, and the record.
     pub(crate) recording: AtomicBool,
@@ -98,6 +103,7 @@ impl Shared {
         }
         let (head, _) = watch::channel(storage.head);
         let (control, _) = broadcast::channel(64);
+        let (isolation, _) = watch::channel(0);
         Arc::new(Shared {
             config,
             storage: RwLock::new(storage),
@@ -105,6 +111,8 @@ impl Shared {
             control,
             faults: Mutex::new(FaultState::default()),
             open_watches: AtomicUsize::new(0),
+            isolation,
+            held_requests: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
             recording: AtomicBool::new(false),
             recorded: Mutex::new(Vec::new()),
@@ -216,7 +224,14 @@ impl ApiServer {
 
     /// A kubeconfig (YAML) pointing at this server, for kubectl and kube-client.
     pub fn kubeconfig(&self) -> String {
-        crate::kubeconfig::render(&self.url())
+        crate::kubeconfig::render(&self.url(), None)
+    }
+
+    /// A kubeconfig (YAML) pointing at this server whose user sends `token` as its bearer
+    /// token: the identity [`Faults::isolate`] addresses (kube-client sends a bearer token over
+    /// plain HTTP as well).
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        crate::kubeconfig::render(&self.url(), Some(token))
     }
 
     /// Registers a k8s-openapi resource type (idempotent).
@@ -252,6 +267,12 @@ impl ApiServer {
     /// How many watch streams are open right now.
     pub fn open_watches(&self) -> usize {
         self.shared.open_watches.load(Ordering::SeqCst)
+    }
+
+    /// How many requests of hung clients ([`Isolation::Hang`](crate::Isolation::Hang)) are
+    /// held right now, waiting for their client to be healed.
+    pub fn held_requests(&self) -> usize {
+        self.shared.held_requests.load(Ordering::SeqCst)
     }
 
     /// Starts (or stops) recording every resource request (discovery excluded): method, path
@@ -345,8 +366,10 @@ impl ApiServer {
         self.typed(&stored)
     }
 
-    /// Replaces an object. A `metadata.resourceVersion` on it is a precondition (409 Conflict
-    /// when stale); without one the update is unconditional.
+    /// Replaces an object, as an HTTP `PUT` does. A `metadata.resourceVersion` on it is a
+    /// precondition (409 Conflict when stale); without one the update is unconditional, except
+    /// for types whose registry refuses that (leases: 422 Invalid). A missing object is 404,
+    /// except for types that allow create on update (leases), where it is created.
     pub fn update<K>(&self, object: &K) -> Result<K, Error>
     where
         K: Resource + Serialize + DeserializeOwned,
@@ -362,7 +385,7 @@ impl ApiServer {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let stored = self.shared.update(
+        let replaced = self.shared.update(
             Target {
                 resource: r,
                 namespace: namespace.as_deref(),
@@ -370,7 +393,7 @@ impl ApiServer {
             &name,
             value,
         )?;
-        self.typed(&stored)
+        self.typed(&replaced.object)
     }
 
     /// Applies a JSON merge patch to an object.
@@ -524,7 +547,7 @@ impl ApiServer {
         Ok(self.with_type(r, &stored))
     }
 
-    /// Replaces an object of any registered resource from JSON.
+    /// Replaces an object of any registered resource from JSON, as [`ApiServer::update`] does.
     pub fn update_value(&self, resource: &ResourceInfo, object: Value) -> Result<Value, Error> {
         let r = self.index(resource)?;
         let namespace = object
@@ -536,7 +559,7 @@ impl ApiServer {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let stored = self.shared.update(
+        let replaced = self.shared.update(
             Target {
                 resource: r,
                 namespace: namespace.as_deref(),
@@ -544,7 +567,7 @@ impl ApiServer {
             &name,
             object,
         )?;
-        Ok(self.with_type(r, &stored))
+        Ok(self.with_type(r, &replaced.object))
     }
 
     /// Merge-patches an object of any registered resource.
@@ -638,7 +661,7 @@ impl IntoResponse for StatusError {
     }
 }
 
-fn failure_response(failure: Failure) -> Response {
+pub(crate) fn failure_response(failure: Failure) -> Response {
     match failure {
         Failure::Status(status) => status.into_response(),
         Failure::PlainText {
@@ -751,18 +774,28 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().unwrap_or("").to_owned();
-    let route = match route(&shared, &path) {
-        Route::Discovery(response) => return response,
-        Route::NotFound => return StatusError::unknown_path().into_response(),
-        Route::Resource(route) => route,
-    };
-    if shared.recording.load(Ordering::SeqCst) {
+    let route = route(&shared, &path);
+    if let Route::Resource(_) = route
+        && shared.recording.load(Ordering::SeqCst)
+    {
         shared.recorded.lock().push(RecordedRequest {
             method: parts.method.as_str().to_owned(),
             path: path.clone(),
             query: query.clone(),
         });
     }
+    // An isolated client is stopped before anything else, discovery included.
+    let client = crate::isolation::client_of(&parts.headers);
+    if let Some(client) = client.as_deref()
+        && let Some(response) = shared.isolation_gate(client).await
+    {
+        return response;
+    }
+    let route = match route {
+        Route::Discovery(response) => return response,
+        Route::NotFound => return StatusError::unknown_path().into_response(),
+        Route::Resource(route) => route,
+    };
     let mut opts = match ListOptions::parse(&query) {
         Ok(opts) => opts,
         Err(status) => return status.into_response(),
@@ -925,7 +958,16 @@ async fn handle_resource(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    match serve(&shared, route, verb, opts, &query, &content_type, body).await {
+    let request = ResourceRequest {
+        route,
+        verb,
+        opts,
+        query: &query,
+        content_type: &content_type,
+        body,
+        client: crate::isolation::client_of(&parts.headers),
+    };
+    match serve(&shared, request).await {
         Ok(response) => response,
         Err(status) => status.into_response(),
     }
@@ -939,15 +981,31 @@ fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
     })
 }
 
-async fn serve(
-    shared: &Arc<Shared>,
+/// A resource request, read and routed, ready to be served.
+struct ResourceRequest<'a> {
     route: ResourceRoute,
     verb: Verb,
-    mut opts: ListOptions,
-    query: &str,
-    content_type: &str,
+    opts: ListOptions,
+    query: &'a str,
+    content_type: &'a str,
     body: Bytes,
+    /// Who sent it (see [`crate::isolation::client_of`]).
+    client: Option<String>,
+}
+
+async fn serve(
+    shared: &Arc<Shared>,
+    request: ResourceRequest<'_>,
 ) -> Result<Response, StatusError> {
+    let ResourceRequest {
+        route,
+        verb,
+        mut opts,
+        query,
+        content_type,
+        body,
+        client,
+    } = request;
     let target = Target {
         resource: route.resource,
         namespace: route.namespace.as_deref(),
@@ -988,7 +1046,7 @@ async fn serve(
                 };
             }
             opts.validate()?;
-            shared.watch(route.resource, route.namespace.as_deref(), &opts)
+            shared.watch(route.resource, route.namespace.as_deref(), &opts, client)
         }
         Verb::Get => Ok(object(&*shared.get(target, name)?, StatusCode::OK)),
         Verb::Create => {
@@ -1006,8 +1064,13 @@ async fn serve(
             Ok(object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let stored = shared.update(target, name, parse_body(&body)?)?;
-            Ok(object(&stored, StatusCode::OK))
+            let replaced = shared.update(target, name, parse_body(&body)?)?;
+            let code = if replaced.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(object(&replaced.object, code))
         }
         Verb::Patch => {
             let media = content_type.split(';').next().unwrap_or("").trim();

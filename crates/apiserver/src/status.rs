@@ -150,6 +150,25 @@ impl StatusError {
         )
     }
 
+    /// 422 `Invalid` for a `PUT` without `metadata.resourceVersion` to a type whose strategy
+    /// refuses unconditional updates (leases, for one): `leases.coordination.k8s.io "x" is
+    /// invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update`.
+    /// The generic store qualifies it with the *resource*, in the message and in
+    /// `details.kind`.
+    pub fn resource_version_required(resource: &ResourceInfo, name: &str) -> Self {
+        Self::invalid(
+            &resource.group_resource(),
+            &resource.group,
+            &resource.plural,
+            name,
+            vec![FieldError::invalid_non_string(
+                "metadata.resourceVersion",
+                "0x0",
+                "must be specified for an update",
+            )],
+        )
+    }
+
     /// 400 `BadRequest` with the given message.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -387,6 +406,14 @@ pub enum FieldErrorKind {
         /// Why.
         detail: String,
     },
+    /// `Invalid value: <value>: <detail>`: a rejected value that is not a string, printed
+    /// without quotes as Go prints it (`0`, `-1`, `0x0` for an unsigned zero).
+    InvalidNonString {
+        /// The rejected value, as printed.
+        value: String,
+        /// Why.
+        detail: String,
+    },
 }
 
 impl FieldErrorKind {
@@ -395,7 +422,9 @@ impl FieldErrorKind {
             FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
             FieldErrorKind::Required(_) => "FieldValueRequired",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
-            FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
+            FieldErrorKind::Invalid { .. } | FieldErrorKind::InvalidNonString { .. } => {
+                "FieldValueInvalid"
+            }
         }
     }
 }
@@ -439,6 +468,17 @@ impl FieldError {
         }
     }
 
+    /// An `Invalid value` error on `field` whose value is not a string (printed unquoted).
+    pub fn invalid_non_string(field: &str, value: &str, detail: &str) -> Self {
+        FieldError {
+            field: field.to_owned(),
+            kind: FieldErrorKind::InvalidNonString {
+                value: value.to_owned(),
+                detail: detail.to_owned(),
+            },
+        }
+    }
+
     /// The message without the field path (`field.Error.ErrorBody`).
     fn body(&self) -> String {
         match &self.kind {
@@ -454,6 +494,9 @@ impl FieldError {
             ),
             FieldErrorKind::Invalid { value, detail } => {
                 format!("Invalid value: \"{value}\": {detail}")
+            }
+            FieldErrorKind::InvalidNonString { value, detail } => {
+                format!("Invalid value: {value}: {detail}")
             }
         }
     }

@@ -14,11 +14,11 @@ use axum::response::Response;
 use bytes::Bytes;
 use rand::Rng;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::config::{BookmarkShape, ExpiredWatch};
-use crate::faults::Control;
+use crate::faults::{Control, Isolation};
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
@@ -128,6 +128,9 @@ struct WatchTask {
     seen_rv: u64,
     buffer: Vec<u8>,
     last_event: Option<Bytes>,
+    /// The client that opened the watch (see [`crate::isolation::client_of`]), and the
+    /// isolation changes to follow for it.
+    client: Option<(String, watch::Receiver<u64>)>,
     _open: OpenWatch,
 }
 
@@ -144,6 +147,7 @@ impl Shared {
         r: usize,
         namespace: Option<&str>,
         opts: &ListOptions,
+        client: Option<String>,
     ) -> Result<Response, StatusError> {
         let requested = opts.requested_rv()?;
         let storage = self.storage.read();
@@ -278,6 +282,7 @@ impl Shared {
             seen_rv: skip_through.min(storage.head),
             buffer: Vec::with_capacity(FLUSH_BYTES),
             last_event: None,
+            client: client.map(|c| (c, self.isolation.subscribe())),
             _open: guard,
         };
         drop(storage);
@@ -558,7 +563,63 @@ impl WatchTask {
         }
     }
 
+    /// Waits for the next change of the isolated clients; never returns for a watch without a
+    /// client identity.
+    async fn isolation_changed(client: &mut Option<(String, watch::Receiver<u64>)>) {
+        match client {
+            Some((_, changes)) => {
+                if changes.changed().await.is_err() {
+                    // The server is gone; the shutdown arm ends the watch.
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Follows the isolation of this watch's client: nothing to do while it is not isolated;
+    /// a failing client's watch is cut; a hung client's watch delivers nothing until the
+    /// client is healed (or fails). While hung, a fault that would end the stream, a restart
+    /// or a shutdown drops the connection (none of what it would write reaches the client);
+    /// other watch faults are ignored.
+    async fn follow_isolation(&mut self) -> Flow {
+        let shutdown = self.shared.shutdown.clone();
+        loop {
+            let Some((client, changes)) = self.client.as_mut() else {
+                return Flow::Continue;
+            };
+            changes.borrow_and_update();
+            match self.shared.isolation_of(client) {
+                None => return Flow::Continue,
+                Some(Isolation::Fail(_)) => {
+                    let _ = self.out.send(Chunk::Abort).await;
+                    return Flow::Stop;
+                }
+                Some(Isolation::Hang) => {}
+            }
+            let abort = tokio::select! {
+                biased;
+                () = self.out.closed() => return Flow::Stop,
+                () = shutdown.cancelled() => true,
+                changed = changes.changed() => changed.is_err(),
+                control = self.control.recv() => match control {
+                    Ok(Control::Garbage | Control::Duplicate)
+                    | Err(broadcast::error::RecvError::Lagged(_)) => false,
+                    Ok(_) | Err(broadcast::error::RecvError::Closed) => true,
+                },
+            };
+            if abort {
+                let _ = self.out.send(Chunk::Abort).await;
+                return Flow::Stop;
+            }
+        }
+    }
+
     async fn live(mut self) {
+        // The client may have been isolated since its request passed the isolation gate.
+        if let Flow::Stop = self.follow_isolation().await {
+            return;
+        }
         let interval = self.shared.config.bookmark_interval;
         let mut next_bookmark = Instant::now() + interval;
         let before = self.shared.config.bookmark_before_deadline;
@@ -576,6 +637,7 @@ impl WatchTask {
                 biased;
                 () = self.out.closed() => Flow::Stop,
                 () = shutdown.cancelled() => Flow::Stop,
+                () = Self::isolation_changed(&mut self.client) => self.follow_isolation().await,
                 control = self.control.recv() => match control {
                     Ok(control) => self.handle_control(control).await,
                     Err(broadcast::error::RecvError::Lagged(_)) => Flow::Continue,

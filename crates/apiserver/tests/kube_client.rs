@@ -4,13 +4,17 @@
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use informer_apiserver::{ApiServer, Config, Failure, StatusError, Verb};
+use informer_apiserver::{ApiServer, Config, Failure, Isolation, StatusError, Verb};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, PostParams, VersionMatch, WatchEvent, WatchParams};
 use serde_json::json;
 
 /// Generous bound for anything that should happen "at once".
 const WAIT: Duration = Duration::from_secs(10);
+/// How long a request of a hung client is watched for an answer that must not come (the
+/// server's count of held requests is what says it is held).
+const STILL_PENDING: Duration = Duration::from_secs(1);
 
 async fn start() -> (ApiServer, kube::Client) {
     start_with(Config::for_tests(Duration::from_millis(100))).await
@@ -819,4 +823,336 @@ async fn json_and_strategic_patches_and_deletecollection() {
     assert_eq!(names, ["a", "b"]);
     let left = cms.list(&ListParams::default()).await.unwrap();
     assert_eq!(left.items.len(), 1);
+}
+
+fn lease(name: &str, holder: &str) -> Lease {
+    Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("kube-system".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        }),
+    }
+}
+
+fn holder(lease: &Lease) -> Option<&str> {
+    lease.spec.as_ref()?.holder_identity.as_deref()
+}
+
+fn rv_of(lease: &Lease) -> u64 {
+    lease
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The `Status` of a failed request.
+fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn leases_over_kube_client() {
+    let (server, client) = start().await;
+    let api: Api<Lease> = Api::namespaced(client, "kube-system");
+    let rv = server.resource_version().to_string();
+    let mut watch = api
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+
+    let pp = PostParams::default();
+    let created = api.create(&pp, &lease("leader", "a")).await.unwrap();
+    assert_eq!(holder(&created), Some("a"));
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(created.metadata.generation, None);
+    let status = api_error(api.create(&pp, &lease("leader", "b")).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+    assert_eq!(api.get("leader").await.unwrap(), created);
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items, std::slice::from_ref(&created));
+
+    // Renewed by its holder at the current resourceVersion.
+    let mut renewal = created.clone();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = api.replace("leader", &pp, &renewal).await.unwrap();
+    assert!(rv_of(&renewed) > rv_of(&created));
+    assert_eq!(renewed.spec.as_ref().unwrap().lease_transitions, Some(1));
+
+    // Another candidate with what it read before the renewal: 409 Conflict.
+    let mut takeover = created.clone();
+    takeover.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    let status = api_error(api.replace("leader", &pp, &takeover).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"leader\": the object has \
+         been modified; please apply your changes to the latest version and try again"
+    );
+    let details = status.details.as_ref().unwrap();
+    assert_eq!(
+        (
+            details.name.as_str(),
+            details.group.as_str(),
+            details.kind.as_str()
+        ),
+        ("leader", "coordination.k8s.io", "leases")
+    );
+    assert_eq!(holder(&api.get("leader").await.unwrap()), Some("a"));
+
+    // Without a resourceVersion: leases refuse unconditional updates.
+    takeover.metadata.resource_version = None;
+    let status = api_error(api.replace("leader", &pp, &takeover).await);
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.ends_with(
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        ),
+        "{}",
+        status.message
+    );
+
+    // A replace of a missing lease creates it (leases allow create on update).
+    let standby = api
+        .replace("standby", &pp, &lease("standby", "c"))
+        .await
+        .unwrap();
+    assert_eq!(holder(&standby), Some("c"));
+    assert_eq!(rv_of(&standby), server.resource_version());
+
+    api.delete("leader", &Default::default()).await.unwrap();
+    let status = api_error(api.get("leader").await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (ty, lease) = match next(&mut watch).await {
+            WatchEvent::Added(l) => ("ADDED", l),
+            WatchEvent::Modified(l) => ("MODIFIED", l),
+            WatchEvent::Deleted(l) => ("DELETED", l),
+            other => panic!("unexpected {other:?}"),
+        };
+        seen.push((ty, lease.metadata.name.clone().unwrap(), rv_of(&lease)));
+    }
+    let deleted_rv = seen[3].2;
+    assert_eq!(
+        seen,
+        [
+            ("ADDED", "leader".to_owned(), rv_of(&created)),
+            ("MODIFIED", "leader".to_owned(), rv_of(&renewed)),
+            ("ADDED", "standby".to_owned(), rv_of(&standby)),
+            ("DELETED", "leader".to_owned(), deleted_rv),
+        ]
+    );
+    assert!(deleted_rv > rv_of(&standby));
+}
+
+/// A kube client that authenticates with bearer `token`, the identity the simulator isolates
+/// (kube-client sends it over plain HTTP too). Retries are off, to see the failures.
+fn client_with_token(server: &ApiServer, token: &str) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some(token.to_owned().into());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn an_isolated_client_fails_while_another_goes_on() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let created = server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let b: Api<Lease> = Api::namespaced(client_with_token(&server, "token-b"), "kube-system");
+    let wp = WatchParams::default().disable_bookmarks();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    let mut b_watch = b.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 2).await;
+
+    server
+        .faults()
+        .isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    // a's open watch is cut; its requests fail.
+    let got = tokio::time::timeout(WAIT, a_watch.try_next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(got, Ok(None) | Err(_)),
+        "expected the end, got {got:?}"
+    );
+    wait_for(|| server.open_watches() == 1).await;
+    let status = api_error(a.get("leader").await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (503, "ServiceUnavailable")
+    );
+    match a.watch(&wp, &rv).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 503),
+        Err(other) => panic!("expected a 503, got {other:?}"),
+        Ok(_) => panic!("expected a 503, got a watch"),
+    }
+
+    // b reads, renews and watches as if nothing happened.
+    let current = b.get("leader").await.unwrap();
+    let mut renewal = current.clone();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = b
+        .replace("leader", &PostParams::default(), &renewal)
+        .await
+        .unwrap();
+    match next(&mut b_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+
+    // Healed, a is served again, and sees what it missed.
+    server.faults().heal("token-a");
+    assert_eq!(a.get("leader").await.unwrap(), renewed);
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    match next(&mut a_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+
+    // A client identified by its kubeconfig's token, and one by its User-Agent.
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&server.kubeconfig_with_token("token-c")).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    config.default_retry = false;
+    let c: Api<Lease> = Api::namespaced(kube::Client::try_from(config).unwrap(), "kube-system");
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static("elector/1.0"),
+    ));
+    let d: Api<Lease> = Api::namespaced(kube::Client::try_from(config).unwrap(), "kube-system");
+    server
+        .faults()
+        .isolate("token-c", Isolation::Fail(Failure::internal("isolated")));
+    server.faults().isolate(
+        "elector/1.0",
+        Isolation::Fail(Failure::internal("isolated")),
+    );
+    assert_eq!(api_error(c.get("leader").await).code, 500);
+    assert_eq!(api_error(d.get("leader").await).code, 500);
+    assert!(a.get("leader").await.is_ok());
+    server.faults().heal_all();
+    assert!(c.get("leader").await.is_ok());
+    assert!(d.get("leader").await.is_ok());
+}
+
+#[tokio::test]
+async fn a_hung_client_gets_nothing_until_healed() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let created = server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let b: Api<Lease> = Api::namespaced(client_with_token(&server, "token-b"), "kube-system");
+    let wp = WatchParams::default().disable_bookmarks();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut a_watch = a.watch(&wp, &rv).await.unwrap().boxed();
+    let mut b_watch = b.watch(&wp, &rv).await.unwrap().boxed();
+    wait_for(|| server.open_watches() == 2).await;
+
+    server.faults().isolate("token-a", Isolation::Hang);
+    let held_api = a.clone();
+    let mut held = tokio::spawn(async move { held_api.get("leader").await });
+    wait_for(|| server.held_requests() == 1).await;
+    assert!(
+        tokio::time::timeout(STILL_PENDING, &mut held)
+            .await
+            .is_err(),
+        "a hung client's request does not complete"
+    );
+
+    // b is served meanwhile: get, update, watch.
+    let mut renewal = b.get("leader").await.unwrap();
+    renewal.spec.as_mut().unwrap().lease_transitions = Some(1);
+    let renewed = b
+        .replace("leader", &PostParams::default(), &renewal)
+        .await
+        .unwrap();
+    match next(&mut b_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+    // a's open watch holds the event back, and its request is still pending.
+    assert!(
+        tokio::time::timeout(STILL_PENDING, a_watch.next())
+            .await
+            .is_err(),
+        "a hung client's watch delivers nothing"
+    );
+    assert!(!held.is_finished());
+
+    // Healed: the held request is served, the watch delivers what it held back.
+    server.faults().heal("token-a");
+    let got = tokio::time::timeout(WAIT, held)
+        .await
+        .expect("the held request completes once healed")
+        .unwrap()
+        .unwrap();
+    // Served after the renewal, it reads the renewed lease.
+    assert_eq!(got, renewed);
+    match next(&mut a_watch).await {
+        WatchEvent::Modified(l) => assert_eq!(l, renewed),
+        other => panic!("expected the renewal, got {other:?}"),
+    }
+    assert_eq!(server.held_requests(), 0);
+}
+
+#[tokio::test]
+async fn a_shutdown_does_not_wait_for_a_hung_client() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    server.create(&lease("leader", "a")).unwrap();
+    let a: Api<Lease> = Api::namespaced(client_with_token(&server, "token-a"), "kube-system");
+    let rv = server.resource_version().to_string();
+    let mut a_watch = a
+        .watch(&WatchParams::default().disable_bookmarks(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    wait_for(|| server.open_watches() == 1).await;
+    server.faults().isolate("token-a", Isolation::Hang);
+    let held = tokio::spawn(async move { a.get("leader").await });
+    wait_for(|| server.held_requests() == 1).await;
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("the server stops with a request held");
+    let got = tokio::time::timeout(WAIT, held)
+        .await
+        .expect("the held request ends with the server")
+        .unwrap();
+    assert!(got.is_err(), "a dropped request is an error: {got:?}");
+    let end = tokio::time::timeout(WAIT, a_watch.try_next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(end, Ok(None) | Err(_)),
+        "expected the end, got {end:?}"
+    );
 }

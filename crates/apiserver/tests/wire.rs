@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use informer_apiserver::{
-    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, ResourceInfo, SlowStream, StatusError,
-    Verb,
+    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, Isolation, ResourceInfo, SlowStream,
+    StatusError, Verb,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -13,6 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(10);
+/// How long a request held for a hung client is watched for an answer that must not come. The
+/// server's count of held requests is what says it is held; this bound only checks that
+/// nothing leaks out meanwhile.
+const STILL_PENDING: Duration = Duration::from_secs(1);
 
 async fn start() -> ApiServer {
     start_with(Config::for_tests(Duration::from_millis(100))).await
@@ -47,13 +51,42 @@ impl Exchange {
         content_type: &str,
         body: &str,
     ) -> Exchange {
+        let stream = Self::open(
+            server,
+            method,
+            path,
+            &[("Content-Type", content_type)],
+            body,
+        )
+        .await;
+        Self::receive(stream).await
+    }
+
+    /// Sends a request with extra headers on a connection of its own; the response is left
+    /// to [`Exchange::receive`].
+    async fn open(
+        server: &ApiServer,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> TcpStream {
         let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+        let headers: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let request = format!(
             "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n\
-             Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+             {headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
         stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    }
+
+    /// Reads the response head on `stream`.
+    async fn receive(mut stream: TcpStream) -> Exchange {
         let mut raw = Vec::new();
         let head_end = loop {
             if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -826,7 +859,13 @@ async fn custom_resources_and_discovery() {
 
     let groups = Exchange::get(&server, "/apis").await.json();
     assert_eq!(groups["kind"], "APIGroupList");
-    assert_eq!(groups["groups"][0]["name"], "example.com");
+    let group_names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(group_names, ["coordination.k8s.io", "example.com"]);
     let core = Exchange::get(&server, "/api/v1").await.json();
     let names: Vec<&str> = core["resources"]
         .as_array()
@@ -1713,4 +1752,329 @@ async fn a_list_honours_the_timeout_parameter() {
     // A timeout long enough changes nothing.
     let x = Exchange::get(&server, "/api/v1/pods?timeout=1m30s").await;
     assert_eq!(x.status, 200);
+}
+
+/// Waits (within [`WAIT`]) until `cond` holds.
+async fn wait_until(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached in time"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+
+fn lease_body(name: &str, holder: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    })
+}
+
+#[tokio::test]
+async fn leases_are_discovered_and_written_as_kube_apiserver_does() {
+    let server = start().await;
+    let group = Exchange::get(&server, "/apis/coordination.k8s.io")
+        .await
+        .json();
+    assert_eq!(group["kind"], "APIGroup");
+    assert_eq!(
+        group["preferredVersion"],
+        json!({"groupVersion": "coordination.k8s.io/v1", "version": "v1"})
+    );
+    let resources = Exchange::get(&server, "/apis/coordination.k8s.io/v1")
+        .await
+        .json();
+    let lease = &resources["resources"][0];
+    assert_eq!(
+        (&lease["name"], &lease["kind"], &lease["namespaced"]),
+        (&json!("leases"), &json!("Lease"), &json!(true))
+    );
+
+    let lease_path = format!("{LEASES}/leader");
+    let body = lease_body("leader", "a").to_string();
+    let x = Exchange::send(&server, "POST", LEASES, "application/json", &body).await;
+    assert_eq!(x.status, 201, "{}", x.text());
+    let created = x.json();
+    assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
+    assert_eq!(created["metadata"]["namespace"], "kube-system");
+    // The lease strategy sets no generation.
+    assert!(created["metadata"].get("generation").is_none(), "{created}");
+    let created_rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let x = Exchange::send(&server, "POST", LEASES, "application/json", &body).await;
+    let status = assert_status(&x, 409, "AlreadyExists");
+    assert_eq!(
+        status["message"],
+        "leases.coordination.k8s.io \"leader\" already exists"
+    );
+
+    // Renewed at the current resourceVersion: a new revision.
+    let mut renewed = created.clone();
+    renewed["spec"]["renewTime"] = json!("2026-01-01T00:00:00.000000Z");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &renewed.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    let renewed_rv = x.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(renewed_rv.parse::<u64>().unwrap() > created_rv.parse::<u64>().unwrap());
+
+    // At a stale one: 409 Conflict, byte for byte.
+    let mut stale = created.clone();
+    stale["spec"]["holderIdentity"] = json!("b");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &stale.to_string(),
+    )
+    .await;
+    assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":409,\"details\":{\"group\":\"coordination.k8s.io\",\
+         \"kind\":\"leases\",\"name\":\"leader\"},\"kind\":\"Status\",\"message\":\"Operation \
+         cannot be fulfilled on leases.coordination.k8s.io \\\"leader\\\": the object has been \
+         modified; please apply your changes to the latest version and try again\",\
+         \"metadata\":{},\"reason\":\"Conflict\",\"status\":\"Failure\"}"
+    );
+
+    // Without one: leases refuse unconditional updates (422, qualified by the resource).
+    let mut unconditional = renewed.clone();
+    unconditional["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &lease_path,
+        "application/json",
+        &unconditional.to_string(),
+    )
+    .await;
+    assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        x.text(),
+        "{\"apiVersion\":\"v1\",\"code\":422,\"details\":{\"causes\":[{\"field\":\
+         \"metadata.resourceVersion\",\"message\":\"Invalid value: 0x0: must be specified for \
+         an update\",\"reason\":\"FieldValueInvalid\"}],\"group\":\"coordination.k8s.io\",\
+         \"kind\":\"leases\",\"name\":\"leader\"},\"kind\":\"Status\",\"message\":\
+         \"leases.coordination.k8s.io \\\"leader\\\" is invalid: metadata.resourceVersion: \
+         Invalid value: 0x0: must be specified for an update\",\"metadata\":{},\"reason\":\
+         \"Invalid\",\"status\":\"Failure\"}"
+    );
+    let stored = Exchange::get(&server, &lease_path).await.json();
+    assert_eq!(stored["metadata"]["resourceVersion"], renewed_rv.as_str());
+    assert_eq!(stored["spec"]["holderIdentity"], "a");
+
+    // A PUT of a missing lease creates it (create on update), whatever resourceVersion it
+    // carries.
+    let mut standby = lease_body("standby", "c");
+    standby["metadata"]["resourceVersion"] = json!("12345");
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &format!("{LEASES}/standby"),
+        "application/json",
+        &standby.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 201, "{}", x.text());
+    let standby = x.json();
+    assert_eq!(
+        standby["metadata"]["resourceVersion"],
+        server.resource_version().to_string()
+    );
+    assert!(standby["metadata"]["uid"].is_string());
+    assert!(standby["metadata"]["creationTimestamp"].is_string());
+
+    // The lease's own validation.
+    let mut invalid = lease_body("bad", "a");
+    invalid["spec"]["leaseDurationSeconds"] = json!(0);
+    let x = Exchange::send(
+        &server,
+        "POST",
+        LEASES,
+        "application/json",
+        &invalid.to_string(),
+    )
+    .await;
+    let status = assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        status["message"],
+        "Lease.coordination.k8s.io \"bad\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    );
+    assert_eq!(status["details"]["kind"], "Lease");
+    assert_eq!(status["details"]["group"], "coordination.k8s.io");
+
+    // A delete answers a Success Status naming the resource and its group.
+    let x = Exchange::send(&server, "DELETE", &lease_path, "application/json", "").await;
+    assert_eq!(x.status, 200);
+    let status = x.json();
+    assert_eq!(status["status"], "Success");
+    assert_eq!(
+        (&status["details"]["group"], &status["details"]["kind"]),
+        (&json!("coordination.k8s.io"), &json!("leases"))
+    );
+    let x = Exchange::get(&server, &lease_path).await;
+    let status = assert_status(&x, 404, "NotFound");
+    assert_eq!(
+        status["message"],
+        "leases.coordination.k8s.io \"leader\" not found"
+    );
+}
+
+#[tokio::test]
+async fn an_isolated_client_is_failed_or_held_while_others_are_served() {
+    let server = start().await;
+    server.create(&pod("demo", "web-0")).unwrap();
+    let faults = server.faults();
+    let path = "/api/v1/namespaces/demo/pods/web-0";
+    let as_a = [("Authorization", "Bearer token-a")];
+    let as_b = [("Authorization", "Bearer token-b")];
+
+    // Fail: the client's requests, discovery included, get the failure; others are served.
+    faults.isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_a, "").await).await;
+    assert_status(&x, 503, "ServiceUnavailable");
+    let x = Exchange::receive(Exchange::open(&server, "GET", "/version", &as_a, "").await).await;
+    assert_status(&x, 503, "ServiceUnavailable");
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_b, "").await).await;
+    assert_eq!(x.status, 200);
+    let x = Exchange::get(&server, path).await;
+    assert_eq!(
+        x.status, 200,
+        "a request without identity is never isolated"
+    );
+
+    // A client without a token is addressed by its User-Agent; with a token, by the token.
+    faults.isolate("probe/1.0", Isolation::Fail(Failure::internal("isolated")));
+    let x = Exchange::receive(
+        Exchange::open(&server, "GET", path, &[("User-Agent", "probe/1.0")], "").await,
+    )
+    .await;
+    assert_status(&x, 500, "InternalError");
+    let x = Exchange::receive(
+        Exchange::open(
+            &server,
+            "GET",
+            path,
+            &[
+                ("User-Agent", "probe/1.0"),
+                ("Authorization", "Bearer token-b"),
+            ],
+            "",
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(x.status, 200);
+
+    // The open watch of a failing client is cut: no chunked terminator.
+    faults.heal_all();
+    let rv = server.resource_version();
+    let mut watch = Exchange::receive(
+        Exchange::open(
+            &server,
+            "GET",
+            &format!("/api/v1/namespaces/demo/pods?watch=1&resourceVersion={rv}"),
+            &as_a,
+            "",
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(watch.status, 200);
+    server.create(&pod("demo", "web-1")).unwrap();
+    watch.read_until("web-1").await;
+    faults.isolate("token-a", Isolation::Fail(Failure::unavailable()));
+    watch.read_to_end().await;
+    assert!(
+        !watch.body().1,
+        "a dropped watch has no terminator: {:?}",
+        watch.raw
+    );
+    wait_until(|| server.open_watches() == 0).await;
+
+    // Hang: the request is held, others go on; healed, it is served.
+    faults.isolate("token-a", Isolation::Hang);
+    let mut held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    let x = Exchange::receive(Exchange::open(&server, "GET", path, &as_b, "").await).await;
+    assert_eq!(x.status, 200);
+    let mut byte = [0u8; 1];
+    assert!(
+        tokio::time::timeout(STILL_PENDING, held.read(&mut byte))
+            .await
+            .is_err(),
+        "a held request gets no answer"
+    );
+    faults.heal("token-a");
+    let x = Exchange::receive(held).await;
+    assert_eq!(x.status, 200);
+    assert_eq!(x.json()["metadata"]["name"], "web-0");
+    assert_eq!(server.held_requests(), 0);
+
+    // Held, then failed: the held request gets the failure.
+    faults.isolate("token-a", Isolation::Hang);
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    faults.isolate("token-a", Isolation::Fail(Failure::throttled(3)));
+    let x = Exchange::receive(held).await;
+    assert_eq!(x.status, 429);
+    assert_eq!(x.header("retry-after"), Some("3"));
+}
+
+/// Reads until the peer closes `stream` (cleanly or not); asserts that nothing came.
+async fn assert_closed_unanswered(mut stream: TcpStream) {
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest))
+        .await
+        .expect("the held connection is closed");
+    assert!(
+        rest.is_empty(),
+        "nothing is written to a dropped request: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
+#[tokio::test]
+async fn a_restart_or_a_shutdown_drops_a_held_request_unanswered() {
+    let server = start().await;
+    server.faults().isolate("token-a", Isolation::Hang);
+    let as_a = [("Authorization", "Bearer token-a")];
+    let path = "/api/v1/namespaces/demo/pods";
+
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    server.faults().restart();
+    assert_closed_unanswered(held).await;
+    wait_until(|| server.held_requests() == 0).await;
+
+    // The client is still hung after the restart.
+    let held = Exchange::open(&server, "GET", path, &as_a, "").await;
+    wait_until(|| server.held_requests() == 1).await;
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("the server stops with a request held");
+    assert_closed_unanswered(held).await;
 }

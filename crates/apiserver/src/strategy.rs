@@ -1,0 +1,139 @@
+//! Where the registries of built-in types depart from the generic store: how a `PUT` is
+//! treated (`AllowCreateOnUpdate`, `AllowUnconditionalUpdate`), whether `metadata.generation`
+//! is kept, and the validation of a type's own fields (`Strategy.Validate`).
+//!
+//! Only the types whose strategy the simulator reproduces are listed; every other type gets
+//! the generic answers (no create on update, unconditional updates allowed, a generation for
+//! objects with a `spec`, no validation beyond names).
+
+use serde_json::Value;
+
+use crate::resource::ResourceInfo;
+use crate::status::FieldError;
+
+/// A registry strategy's answers for a `PUT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UpdatePolicy {
+    /// `AllowCreateOnUpdate`: a `PUT` of a missing object creates it (`201 Created`).
+    pub(crate) create_on_update: bool,
+    /// `AllowUnconditionalUpdate`: a `PUT` without `metadata.resourceVersion` replaces the
+    /// stored object; when `false` it is `422 Invalid` ("must be specified for an update").
+    pub(crate) unconditional: bool,
+}
+
+/// `coordination.k8s.io/v1` leases.
+fn is_lease(info: &ResourceInfo) -> bool {
+    info.group == "coordination.k8s.io" && info.plural == "leases"
+}
+
+/// How the type's registry treats a `PUT`.
+pub(crate) fn update_policy(info: &ResourceInfo) -> UpdatePolicy {
+    if is_lease(info) {
+        // `leaseStrategy`: create on update, no unconditional update.
+        UpdatePolicy {
+            create_on_update: true,
+            unconditional: false,
+        }
+    } else {
+        UpdatePolicy {
+            create_on_update: false,
+            unconditional: true,
+        }
+    }
+}
+
+/// Whether the server keeps `metadata.generation` on `object`: objects with a `spec`, except
+/// leases (their strategy never sets one).
+pub(crate) fn tracks_generation(info: &ResourceInfo, object: &Value) -> bool {
+    object.get("spec").is_some() && !is_lease(info)
+}
+
+/// The type's own validation of a created or updated object (its fields, not its metadata).
+pub(crate) fn validate(info: &ResourceInfo, object: &Value) -> Vec<FieldError> {
+    if is_lease(info) {
+        validate_lease_spec(object)
+    } else {
+        Vec::new()
+    }
+}
+
+/// `ValidateLeaseSpec`: a positive `leaseDurationSeconds`, a non-negative `leaseTransitions`.
+fn validate_lease_spec(lease: &Value) -> Vec<FieldError> {
+    let number = |field: &str| {
+        lease
+            .get("spec")
+            .and_then(|spec| spec.get(field))
+            .and_then(Value::as_i64)
+    };
+    let mut errors = Vec::new();
+    if let Some(duration) = number("leaseDurationSeconds")
+        && duration <= 0
+    {
+        errors.push(FieldError::invalid_non_string(
+            "spec.leaseDurationSeconds",
+            &duration.to_string(),
+            "must be greater than 0",
+        ));
+    }
+    if let Some(transitions) = number("leaseTransitions")
+        && transitions < 0
+    {
+        errors.push(FieldError::invalid_non_string(
+            "spec.leaseTransitions",
+            &transitions.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    #[test]
+    fn leases_have_their_own_update_policy_and_no_generation() {
+        let lease = ResourceInfo::of::<Lease>();
+        let config_map = ResourceInfo::of::<ConfigMap>();
+        assert_eq!(
+            update_policy(&lease),
+            UpdatePolicy {
+                create_on_update: true,
+                unconditional: false
+            }
+        );
+        assert_eq!(
+            update_policy(&config_map),
+            UpdatePolicy {
+                create_on_update: false,
+                unconditional: true
+            }
+        );
+        let object = json!({"spec": {"holderIdentity": "a"}});
+        assert!(!tracks_generation(&lease, &object));
+        assert!(tracks_generation(&ResourceInfo::of::<ConfigMap>(), &object));
+    }
+
+    #[test]
+    fn lease_specs_are_validated() {
+        let lease = ResourceInfo::of::<Lease>();
+        let ok = json!({"spec": {"leaseDurationSeconds": 15, "leaseTransitions": 0}});
+        assert!(validate(&lease, &ok).is_empty());
+        let bad = json!({"spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1}});
+        let errors: Vec<String> = validate(&lease, &bad)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+                "spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0",
+            ]
+        );
+        assert!(validate(&ResourceInfo::of::<ConfigMap>(), &bad).is_empty());
+    }
+}
