@@ -1,0 +1,290 @@
+//! Leader election against the API server simulator, through kube-client: `KubeLease` against
+//! a real Lease, and seeded fault schedules on three replicas — the leader crashed, cut off
+//! (its requests failing or hanging), stopped, the server restarted — checked on the recorded
+//! history: at no instant do two replicas lead, and after each fault a replica leads again
+//! within a lease duration and a retry period (plus a request's worth of slack).
+//!
+//! `ELECTION_SEEDS` sets how many seeds run (default 4), `ELECTION_FIRST_SEED` the first.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use informer_apiserver::{ApiServer, Config, Failure, Isolation};
+use informer_leaderelection::{
+    ElectionConfig, KubeLease, LeaderCallbacks, LeaderElector, LeaderRecord, LeaseLock, LockError,
+};
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const LEASE: Duration = Duration::from_secs(2);
+const DEADLINE: Duration = Duration::from_millis(1200);
+const RETRY: Duration = Duration::from_millis(300);
+/// What a takeover may take beyond `LEASE + RETRY`: requests over loopback HTTP on a busy
+/// machine.
+const SLACK: Duration = Duration::from_millis(700);
+
+fn client(server: &ApiServer, identity: &str) -> kube::Client {
+    let mut config = kube::Config::new(server.url().parse().expect("a URL"));
+    config.auth_info.token = Some(identity.to_owned().into());
+    kube::Client::try_from(config).expect("a client")
+}
+
+#[tokio::test]
+async fn kube_lease_creates_updates_with_preconditions_and_loses_races() {
+    let server = ApiServer::start(Config::default().with_core_types())
+        .await
+        .expect("server");
+    let lock = KubeLease::new(client(&server, "a"), "kube-system", "my-controller");
+    assert_eq!(lock.describe(), "leases/kube-system/my-controller");
+    assert!(lock.get().await.expect("get").is_none(), "no lease yet");
+    let record = LeaderRecord {
+        holder: Some("a".into()),
+        lease_duration: Duration::from_secs(15),
+        acquire_time: Some(std::time::SystemTime::now()),
+        renew_time: Some(std::time::SystemTime::now()),
+        transitions: 0,
+    };
+    let created = lock.create(&record).await.expect("create");
+    assert!(matches!(
+        lock.create(&record).await,
+        Err(LockError::AlreadyExists)
+    ));
+    let read = lock.get().await.expect("get").expect("the lease");
+    assert_eq!(read.version, created.version);
+    assert_eq!(read.record.holder.as_deref(), Some("a"));
+    assert_eq!(read.record.lease_duration, Duration::from_secs(15));
+    let renewed = lock
+        .update(
+            &read.version,
+            &LeaderRecord {
+                transitions: 1,
+                ..record.clone()
+            },
+        )
+        .await
+        .expect("update with the current version");
+    assert_ne!(renewed.version, read.version);
+    assert!(
+        matches!(
+            lock.update(&read.version, &record).await,
+            Err(LockError::Conflict)
+        ),
+        "a stale version is a lost race"
+    );
+    let stored = lock.get().await.expect("get").expect("the lease").record;
+    assert_eq!(stored.transitions, 1);
+    server.shutdown().await;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Started,
+    Stopped,
+}
+
+type History = Arc<Mutex<Vec<(Instant, usize, Mark)>>>;
+
+struct Recorder {
+    replica: usize,
+    history: History,
+}
+
+impl LeaderCallbacks for Recorder {
+    fn started_leading(&self, _term: u64) {
+        self.history
+            .lock()
+            .push((Instant::now(), self.replica, Mark::Started));
+    }
+    fn stopped_leading(&self, _term: u64) {
+        self.history
+            .lock()
+            .push((Instant::now(), self.replica, Mark::Stopped));
+    }
+}
+
+struct Replica {
+    name: String,
+    elector: LeaderElector,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Replica {
+    fn start(&mut self) {
+        self.stop = CancellationToken::new();
+        let (elector, stop) = (self.elector.clone(), self.stop.clone());
+        self.task = Some(tokio::spawn(async move { elector.run(stop).await }));
+    }
+}
+
+/// The worst takeover of a seed, and its fault count.
+struct SeedRun {
+    faults: usize,
+    worst_takeover: Duration,
+}
+
+async fn wait_for_leader(
+    replicas: &[Replica],
+    eligible: impl Fn(usize) -> bool,
+    bound: Duration,
+) -> Option<Duration> {
+    let begun = Instant::now();
+    loop {
+        if replicas
+            .iter()
+            .enumerate()
+            .any(|(i, r)| eligible(i) && r.elector.is_leader())
+        {
+            return Some(begun.elapsed());
+        }
+        if begun.elapsed() > bound {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn run_seed(seed: u64) -> Result<SeedRun, String> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let server = ApiServer::start(Config::default().with_core_types())
+        .await
+        .map_err(|e| e.to_string())?;
+    let history = History::default();
+    let mut replicas: Vec<Replica> = (0..3)
+        .map(|i| {
+            let name = format!("replica-{i}");
+            let lock = KubeLease::new(client(&server, &name), "kube-system", "chaos");
+            let config = ElectionConfig::new(&name).timings(LEASE, DEADLINE, RETRY);
+            let elector = LeaderElector::new(lock, config)
+                .expect("valid timings")
+                .with_callbacks(Recorder {
+                    replica: i,
+                    history: Arc::clone(&history),
+                });
+            Replica {
+                name,
+                elector,
+                stop: CancellationToken::new(),
+                task: None,
+            }
+        })
+        .collect();
+    for r in &mut replicas {
+        r.start();
+    }
+    let bound = LEASE + RETRY + SLACK;
+    let mut worst = Duration::ZERO;
+    let rounds = 6;
+    for round in 0..rounds {
+        let Some(_) = wait_for_leader(&replicas, |_| true, bound).await else {
+            return Err(format!(
+                "seed {seed} round {round}: no leader before the fault"
+            ));
+        };
+        tokio::time::sleep(Duration::from_millis(rng.u64(0..800))).await;
+        let Some(leader) = replicas.iter().position(|r| r.elector.is_leader()) else {
+            continue; // it changed hands meanwhile: the next round
+        };
+        let fault = rng.u8(0..5);
+        let name = replicas[leader].name.clone();
+        let at = Instant::now();
+        match fault {
+            0 => {
+                // A crash: the task is gone, nothing released.
+                if let Some(task) = replicas[leader].task.take() {
+                    task.abort();
+                    let _ = task.await;
+                }
+            }
+            1 => server
+                .faults()
+                .isolate(&name, Isolation::Fail(Failure::unavailable())),
+            2 => server.faults().isolate(&name, Isolation::Hang),
+            3 => {
+                replicas[leader].stop.cancel();
+                if let Some(task) = replicas[leader].task.take() {
+                    let _ = task.await;
+                }
+            }
+            _ => server.faults().restart(),
+        }
+        // After a restart any replica may lead on; otherwise another one must take over.
+        let eligible = |i: usize| fault == 4 || i != leader;
+        let Some(took) = wait_for_leader(&replicas, eligible, bound).await else {
+            return Err(format!(
+                "seed {seed} round {round}: fault {fault} on {name}: no leader within {bound:?}"
+            ));
+        };
+        worst = worst.max(took);
+        let _ = at;
+        // The faulty replica comes back.
+        server.faults().heal_all();
+        if replicas[leader].task.is_none() {
+            replicas[leader].start();
+        }
+    }
+    for r in &mut replicas {
+        r.stop.cancel();
+        if let Some(task) = r.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+    server.shutdown().await;
+    check_history(&history).map_err(|e| format!("seed {seed}: {e}"))?;
+    Ok(SeedRun {
+        faults: rounds,
+        worst_takeover: worst,
+    })
+}
+
+/// At no instant do two replicas lead.
+fn check_history(history: &History) -> Result<(), String> {
+    let mut leading: Option<(usize, Instant)> = None;
+    for (at, replica, mark) in history.lock().iter() {
+        match (mark, leading) {
+            (Mark::Started, None) => leading = Some((*replica, *at)),
+            (Mark::Started, Some((other, since))) => {
+                return Err(format!(
+                    "replica {replica} started leading while replica {other} led (since {:?})",
+                    at.duration_since(since)
+                ));
+            }
+            (Mark::Stopped, Some((who, _))) if who == *replica => leading = None,
+            (Mark::Stopped, _) => {
+                return Err(format!("replica {replica} stopped a term it did not hold"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_under_faults_never_lead_at_once_and_recover_in_bound() {
+    let first = env_u64("ELECTION_FIRST_SEED").unwrap_or(0);
+    let count = env_u64("ELECTION_SEEDS").unwrap_or(4);
+    let runs: Vec<_> = (first..first + count)
+        .map(|seed| tokio::spawn(run_seed(seed)))
+        .collect();
+    let (mut faults, mut worst, mut failures) = (0, Duration::ZERO, Vec::new());
+    for run in runs {
+        match run.await.expect("no panic") {
+            Ok(seed) => {
+                faults += seed.faults;
+                worst = worst.max(seed.worst_takeover);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{count} seeds, {faults} faults, worst time without an eligible leader {worst:?} \
+         (bound {:?}), {} failures",
+        LEASE + RETRY + SLACK,
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
