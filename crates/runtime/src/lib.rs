@@ -441,36 +441,33 @@ impl<K: Send + Sync + 'static> Controller<K> {
                     .await;
                 return Ok(());
             };
-            // The election runs until the reconciles have stopped: the lease is released
-            // only once nothing of this replica's term is under way.
+            // The election runs beside the terms until the reconciles have stopped: the lease
+            // is released only once nothing of this replica's term is under way. Both are
+            // polled by this future, so dropping it (a crash) ends the election too.
             let election_stop = CancellationToken::new();
-            let election = tokio::spawn({
-                let (elector, election_stop) = (elector.clone(), election_stop.clone());
-                async move { elector.run(election_stop).await }
-            });
-            loop {
-                let term = tokio::select! {
-                    term = elector.leading() => term,
-                    () = stop.cancelled() => break,
-                };
-                // A new term: everything may need work (another leader may have left some).
-                for key in this.main.lister().keys() {
-                    this.queue.add(Arc::from(key));
+            let terms = async {
+                loop {
+                    let term = tokio::select! {
+                        term = elector.leading() => term,
+                        () = stop.cancelled() => break,
+                    };
+                    // A new term: everything may need work (another leader may have left some).
+                    for key in this.main.lister().keys() {
+                        this.queue.add(Arc::from(key));
+                    }
+                    tracing::info!(term = term.number, "leading: reconciling");
+                    let until = term.token();
+                    let stopped = worker
+                        .reconcile_until(this.concurrency, this.shutdown_timeout, &until, &stop)
+                        .await;
+                    if stopped {
+                        break;
+                    }
+                    tracing::info!(term = term.number, "leadership lost: reconciles stopped");
                 }
-                tracing::info!(term = term.number, "leading: reconciling");
-                let until = term.token();
-                let stopped = worker
-                    .reconcile_until(this.concurrency, this.shutdown_timeout, &until, &stop)
-                    .await;
-                if stopped {
-                    break;
-                }
-                tracing::info!(term = term.number, "leadership lost: reconciles stopped");
-            }
-            election_stop.cancel();
-            if let Err(e) = election.await {
-                tracing::error!("the leader election task failed: {e}");
-            }
+                election_stop.cancel();
+            };
+            tokio::join!(elector.run(election_stop.clone()), terms);
             Ok(())
         }
         .await;

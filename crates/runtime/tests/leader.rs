@@ -249,3 +249,41 @@ async fn a_reconcile_under_way_is_cancelled_when_the_term_ends_and_redone_later(
         .expect("runs");
     informer.await.expect("no panic");
 }
+
+/// A crash (the controller's task aborted) ends its election with it: the replica stops
+/// leading and renewing, so another can take over once the lease expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_the_controller_ends_its_election() {
+    let lease = MemoryLease::new();
+    let replica = Replica::new("one", &lease, &["a"]);
+    let stop = CancellationToken::new();
+    let tasks = replica.start(&stop);
+    eventually("leading and reconciled", || {
+        replica.elector.is_leader() && !replica.reconciled.lock().is_empty()
+    })
+    .await;
+    tasks[1].abort();
+    eventually("not leading once aborted", || !replica.elector.is_leader()).await;
+    let writes = lease.writes();
+    let other = LeaderElector::new(
+        lease.handle(),
+        ElectionConfig::new("two").timings(
+            Duration::from_secs(1),
+            Duration::from_millis(600),
+            Duration::from_millis(100),
+        ),
+    )
+    .expect("valid timings");
+    let running = tokio::spawn({
+        let (other, stop) = (other.clone(), stop.clone());
+        async move { other.run(stop).await }
+    });
+    eventually("the other replica takes over", || other.is_leader()).await;
+    assert!(lease.writes() > writes);
+    assert_eq!(lease.record().expect("held").holder.as_deref(), Some("two"));
+    stop.cancel();
+    running.await.expect("no panic");
+    for task in tasks {
+        let _ = task.await;
+    }
+}
