@@ -6,8 +6,14 @@
 //! The controller itself is the `reconcile` function and the builder call in `main`; the rest
 //! sets up the world and checks it converged.
 //!
+//! With `--replicas 3`, three replicas of the controller run, each with its own client, caches
+//! and controller, behind a leader election on a Lease: one reconciles at a time. The example
+//! then cuts the leader off from the server and crashes its successor, and checks that the
+//! world still converges each time.
+//!
 //! ```sh
 //! cargo run --example controller
+//! cargo run --example controller -- --replicas 3
 //! ```
 
 use std::borrow::Cow;
@@ -15,15 +21,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informers::apiserver::{ApiServer, Config, Failure, ResourceInfo, Verb};
+use informers::apiserver::{ApiServer, Config, Failure, Isolation, ResourceInfo, Verb};
 use informers::k8s_openapi::api::core::v1::ConfigMap;
 use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use informers::kube::{
     OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
 };
 use informers::kube_client::{self, Api, api::DeleteParams, api::PostParams};
+use informers::leaderelection::{ElectionConfig, KubeLease, LeaderElector};
 use informers::prelude::*;
-use informers::runtime::{Controller, Request};
+use informers::runtime::{Controller, Request, RuntimeError};
 use serde::{Deserialize, Serialize};
 
 /// The custom resource.
@@ -188,8 +195,127 @@ async fn wait_converged(server: &ApiServer, apps: &ResourceInfo, what: &str) -> 
 
 const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 
+/// One replica of the controller: its own client (its identity to the server), factory,
+/// caches and controller; with `ha`, behind a leader election on the Lease `app-controller`.
+struct Replica {
+    name: String,
+    factory: KubeInformerFactory,
+    elector: Option<LeaderElector>,
+    stop: CancellationToken,
+    running: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+}
+
+impl Replica {
+    fn start(server: &ApiServer, name: &str, ha: bool) -> Result<Self, BoxError> {
+        let mut config = kube_client::Config::new(server.url().parse()?);
+        config.auth_info.token = Some(name.to_owned().into()); // who the server takes us for
+        let client = kube_client::Client::try_from(config)?;
+        let factory = KubeInformerFactory::new(KubeSource::new(client.clone()));
+        let app_informer = factory.informer::<App>();
+        let config_map_informer = factory.informer::<ConfigMap>();
+        app_informer.add_index(UID_INDEX, uid_index_func::<App>())?;
+        config_map_informer.add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
+        factory.start()?;
+
+        // The controller: Apps, owning ConfigMaps (a ConfigMap's change wakes its App).
+        let owners = app_informer.lister();
+        let mut controller = Controller::new(app_informer.clone())
+            .owns(config_map_informer.clone(), move |cm: &ConfigMap| {
+                owner_keys(&owners, cm)
+            })
+            .concurrency(2);
+        let elector = if ha {
+            // Short timings so the example runs in seconds; the defaults are 15 s, 10 s, 2 s.
+            let lease = KubeLease::new(client.clone(), "default", "app-controller");
+            let timings = ElectionConfig::new(name).timings(
+                Duration::from_secs(2),
+                Duration::from_millis(1200),
+                Duration::from_millis(300),
+            );
+            let elector = LeaderElector::new(lease, timings)?;
+            controller = controller.leader_election(elector.clone());
+            Some(elector)
+        } else {
+            None
+        };
+        let ctx = Arc::new(Ctx {
+            client,
+            config_maps: config_map_informer.lister(),
+        });
+        let stop = CancellationToken::new();
+        let replica = name.to_owned();
+        let running =
+            tokio::spawn(
+                controller.run(stop.clone(), ctx, reconcile, move |request, error, _| {
+                    let reason = match error {
+                        kube_client::Error::Api(status) => status.message.clone(),
+                        other => other.to_string(),
+                    };
+                    println!(
+                        "{replica}: reconcile of {} failed ({reason}); backing off",
+                        request.key
+                    );
+                    Action::backoff()
+                }),
+            );
+        Ok(Self {
+            name: name.to_owned(),
+            factory,
+            elector,
+            stop,
+            running,
+        })
+    }
+
+    fn leads(&self) -> bool {
+        self.elector.as_ref().is_some_and(LeaderElector::is_leader)
+    }
+
+    /// A graceful stop: reconciles finish, the lease is released, the informers stop.
+    async fn stop(self) -> Result<(), BoxError> {
+        self.stop.cancel();
+        self.running.await??;
+        self.factory.shutdown().await?;
+        Ok(())
+    }
+
+    /// A crash: everything of the replica is dropped at once, nothing is released.
+    async fn crash(self) -> Result<(), BoxError> {
+        self.running.abort();
+        let _ = self.running.await;
+        self.factory.shutdown().await?;
+        Ok(())
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Waits (up to 30 s) until one of `replicas` other than `not` leads; returns its index.
+async fn new_leader(replicas: &[Replica], not: Option<usize>) -> Result<usize, String> {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Some(i) = (0..replicas.len()).find(|&i| Some(i) != not && replicas[i].leads()) {
+                return i;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .map_err(|_| "no replica took the lead".to_owned())
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> Result<(), BoxError> {
+    // `--replicas N`: N replicas of the controller behind a leader election (default 1).
+    let args: Vec<String> = std::env::args().collect();
+    let replicas = match args.iter().position(|a| a == "--replicas") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .filter(|&n: &usize| n >= 1)
+            .ok_or("--replicas takes a number, at least 1")?,
+        None => 1,
+    };
     let apps = ResourceInfo::custom(GROUP, "v1", "App", "apps", true);
     let server = ApiServer::start(
         Config::default()
@@ -204,40 +330,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for (name, replicas) in NAMES.into_iter().zip([2, 3, 1]) {
         server.create_value(&apps, app(name, replicas))?;
     }
-    let client = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
-    let factory = KubeInformerFactory::new(KubeSource::new(client.clone()));
-    let app_informer = factory.informer::<App>();
-    let config_map_informer = factory.informer::<ConfigMap>();
-    app_informer.add_index(UID_INDEX, uid_index_func::<App>())?;
-    config_map_informer.add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
-    factory.start()?;
-
-    // The controller: Apps, owning ConfigMaps (a ConfigMap's change wakes its App).
-    let stop = CancellationToken::new();
-    let owners = app_informer.lister();
-    let controller = Controller::new(app_informer.clone())
-        .owns(config_map_informer.clone(), move |cm: &ConfigMap| {
-            owner_keys(&owners, cm)
-        })
-        .concurrency(2);
-    let ctx = Arc::new(Ctx {
-        client,
-        config_maps: config_map_informer.lister(),
-    });
-    let running =
-        tokio::spawn(
-            controller.run(stop.clone(), ctx, reconcile, |request, error, _| {
-                let reason = match error {
-                    kube_client::Error::Api(status) => status.message.clone(),
-                    other => other.to_string(),
-                };
-                println!(
-                    "reconcile of {} failed ({reason}); backing off",
-                    request.key
-                );
-                Action::backoff()
-            }),
-        );
+    let ha = replicas > 1;
+    let mut running = Vec::new();
+    for i in 0..replicas {
+        running.push(Replica::start(&server, &format!("controller-{i}"), ha)?);
+    }
 
     wait_converged(&server, &apps, "initial").await?;
     println!("converged: alpha has 2 children, beta 3, gamma 1");
@@ -270,9 +367,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "converged again: beta scaled to 5, alpha to 1 (its drifted child repaired first), gamma's child deleted with it"
     );
 
-    stop.cancel();
-    running.await??;
-    factory.shutdown().await?;
+    if ha {
+        // The leader cut off from the server (its requests fail): another takes over.
+        let leader = new_leader(&running, None).await?;
+        let cut = running[leader].name.clone();
+        server
+            .faults()
+            .isolate(&cut, Isolation::Fail(Failure::unavailable()));
+        let next = new_leader(&running, Some(leader)).await?;
+        server.patch_value(
+            &apps,
+            Some("default"),
+            "alpha",
+            &serde_json::json!({"spec": {"replicas": 4}}),
+        )?;
+        wait_converged(&server, &apps, "after the leader was cut off").await?;
+        println!(
+            "{cut} cut off: {} took over and scaled alpha to 4",
+            running[next].name
+        );
+        server.faults().heal(&cut);
+
+        // The new leader crashes: another takes over once the lease expires.
+        let crashed = running.remove(next);
+        let name = crashed.name.clone();
+        crashed.crash().await?;
+        let after = new_leader(&running, None).await?;
+        server.patch_value(
+            &apps,
+            Some("default"),
+            "beta",
+            &serde_json::json!({"spec": {"replicas": 2}}),
+        )?;
+        wait_converged(&server, &apps, "after the leader crashed").await?;
+        println!(
+            "{name} crashed: {} took over and scaled beta to 2",
+            running[after].name
+        );
+    }
+
+    for replica in running {
+        replica.stop().await?;
+    }
     server.shutdown().await;
     Ok(())
 }
