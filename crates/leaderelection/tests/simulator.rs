@@ -120,9 +120,19 @@ impl Replica {
 
 /// The worst takeover of a seed, and its fault count.
 struct SeedRun {
-    faults: usize,
-    worst_takeover: Duration,
+    /// Per fault kind ([`FAULTS`]): how many fired, and the longest time without a leader.
+    faults: [usize; 5],
+    worst: [Duration; 5],
 }
+
+/// The faults, by number.
+const FAULTS: [&str; 5] = [
+    "leader crashed",
+    "leader cut off (failing)",
+    "leader cut off (hanging)",
+    "leader stopped",
+    "server restarted",
+];
 
 async fn wait_for_leader(
     replicas: &[Replica],
@@ -174,7 +184,7 @@ async fn run_seed(seed: u64) -> Result<SeedRun, String> {
         r.start();
     }
     let bound = LEASE + RETRY + SLACK;
-    let mut worst = Duration::ZERO;
+    let (mut faults, mut worst) = ([0; 5], [Duration::ZERO; 5]);
     let rounds = 6;
     for round in 0..rounds {
         let Some(_) = wait_for_leader(&replicas, |_| true, bound).await else {
@@ -186,9 +196,8 @@ async fn run_seed(seed: u64) -> Result<SeedRun, String> {
         let Some(leader) = replicas.iter().position(|r| r.elector.is_leader()) else {
             continue; // it changed hands meanwhile: the next round
         };
-        let fault = rng.u8(0..5);
+        let fault = rng.usize(0..5);
         let name = replicas[leader].name.clone();
-        let at = Instant::now();
         match fault {
             0 => {
                 // A crash: the task is gone, nothing released.
@@ -216,8 +225,8 @@ async fn run_seed(seed: u64) -> Result<SeedRun, String> {
                 "seed {seed} round {round}: fault {fault} on {name}: no leader within {bound:?}"
             ));
         };
-        worst = worst.max(took);
-        let _ = at;
+        faults[fault] += 1;
+        worst[fault] = worst[fault].max(took);
         // The faulty replica comes back.
         server.faults().heal_all();
         if replicas[leader].task.is_none() {
@@ -232,10 +241,7 @@ async fn run_seed(seed: u64) -> Result<SeedRun, String> {
     }
     server.shutdown().await;
     check_history(&history).map_err(|e| format!("seed {seed}: {e}"))?;
-    Ok(SeedRun {
-        faults: rounds,
-        worst_takeover: worst,
-    })
+    Ok(SeedRun { faults, worst })
 }
 
 /// At no instant do two replicas lead.
@@ -270,21 +276,29 @@ async fn three_replicas_under_faults_never_lead_at_once_and_recover_in_bound() {
     let runs: Vec<_> = (first..first + count)
         .map(|seed| tokio::spawn(run_seed(seed)))
         .collect();
-    let (mut faults, mut worst, mut failures) = (0, Duration::ZERO, Vec::new());
+    let (mut faults, mut worst, mut failures) = ([0; 5], [Duration::ZERO; 5], Vec::new());
     for run in runs {
         match run.await.expect("no panic") {
             Ok(seed) => {
-                faults += seed.faults;
-                worst = worst.max(seed.worst_takeover);
+                for kind in 0..FAULTS.len() {
+                    faults[kind] += seed.faults[kind];
+                    worst[kind] = worst[kind].max(seed.worst[kind]);
+                }
             }
             Err(e) => failures.push(e),
         }
     }
     println!(
-        "{count} seeds, {faults} faults, worst time without an eligible leader {worst:?} \
-         (bound {:?}), {} failures",
+        "{count} seeds, {} faults, {} failures; bound on the time without a leader {:?}",
+        faults.iter().sum::<usize>(),
+        failures.len(),
         LEASE + RETRY + SLACK,
-        failures.len()
     );
+    for kind in 0..FAULTS.len() {
+        println!(
+            "  {:<26} {:>4} times, worst time without an eligible leader {:?}",
+            FAULTS[kind], faults[kind], worst[kind]
+        );
+    }
     assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -20,7 +20,10 @@
 //!   deletion always carries the child's last known state;
 //! * **graceful shutdown**: on stop, no new reconcile starts; the ones under way get
 //!   [`shutdown_timeout`](Controller::shutdown_timeout) to finish, then are cancelled; the
-//!   controller's handlers are removed from the informers, which are shared and go on.
+//!   controller's handlers are removed from the informers, which are shared and go on;
+//! * **several replicas**: [`leader_election`](Controller::leader_election) puts the controller
+//!   behind a [`LeaderElector`] (informer-leaderelection, on a Lease): it reconciles only while
+//!   leading, stops the instant a term ends, and keeps its caches and queue warm meanwhile.
 //!
 //! # Example
 //!
