@@ -94,6 +94,7 @@ impl std::fmt::Display for Figure {
         match *self {
             Figure::Ns(ns) if ns >= 10_000.0 => write!(f, "{:.1} µs", ns / 1000.0),
             Figure::Ns(ns) => write!(f, "{ns:.0} ns"),
+            Figure::Secs(s) if s < 0.1 => write!(f, "{s:.4} s"),
             Figure::Secs(s) => write!(f, "{s:.3} s"),
             Figure::Bytes(b) => write!(f, "{b:.0} B"),
             Figure::Percent(p) => write!(f, "{p:.1} %"),
