@@ -3,8 +3,8 @@
 //! kube-runtime side by side.
 //!
 //! * [`workload`]: the objects (pod number `i`), the key function and the two indexes;
-//! * [`w_idx`], [`w_fifo`], [`w_inf`], [`w_http`]: one module per workload, each with our side
-//!   and, where kube-runtime has the same thing, its side;
+//! * [`w_idx`], [`w_fifo`], [`w_inf`], [`w_http`], [`w_ctrl`], [`w_wq`]: one module per
+//!   workload, each with our side and, where kube-runtime has the same thing, its side;
 //! * [`mem`]: bytes per cached object, run in a process of its own;
 //! * [`report`]: every workload once more, as one table.
 //!
@@ -22,10 +22,12 @@
 
 pub mod mem;
 pub mod report;
+pub mod w_ctrl;
 pub mod w_fifo;
 pub mod w_http;
 pub mod w_idx;
 pub mod w_inf;
+pub mod w_wq;
 pub mod workload;
 
 /// The sizes of every workload: [`full`](Self::full) is the definition, the others shrink it
@@ -52,6 +54,16 @@ pub struct Sizes {
     pub events: usize,
     /// MEM: pods synced.
     pub mem: usize,
+    /// W-CTRL: pods listed, each reconciled once from a cold start.
+    pub ctrl_pods: usize,
+    /// W-CTRL: MODIFIED events on those pods after the cold start.
+    pub ctrl_updates: usize,
+    /// W-WQ: distinct keys added, then processed.
+    pub wq_distinct: u64,
+    /// W-WQ: hot keys re-added while processed.
+    pub wq_hot_keys: u64,
+    /// W-WQ: rounds of adds over every hot key.
+    pub wq_hot_rounds: u64,
 }
 
 impl Sizes {
@@ -68,6 +80,11 @@ impl Sizes {
             listed: 50_000,
             events: 100_000,
             mem: 100_000,
+            ctrl_pods: 10_000,
+            ctrl_updates: 100_000,
+            wq_distinct: 100_000,
+            wq_hot_keys: 1_000,
+            wq_hot_rounds: 100,
         }
     }
 
@@ -84,6 +101,11 @@ impl Sizes {
             listed: 5_000,
             events: 10_000,
             mem: 10_000,
+            ctrl_pods: 1_000,
+            ctrl_updates: 10_000,
+            wq_distinct: 10_000,
+            wq_hot_keys: 1_000,
+            wq_hot_rounds: 10,
         }
     }
 
@@ -100,6 +122,11 @@ impl Sizes {
             listed: 200,
             events: 400,
             mem: 300,
+            ctrl_pods: 100,
+            ctrl_updates: 400,
+            wq_distinct: 300,
+            wq_hot_keys: 30,
+            wq_hot_rounds: 5,
         }
     }
 }

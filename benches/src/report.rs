@@ -14,11 +14,11 @@ use informer_store::NAMESPACE_INDEX;
 use crate::mem::{Mode, Sample};
 use crate::w_idx::Phase;
 use crate::workload::NODE_INDEX;
-use crate::{Sizes, w_fifo, w_http, w_idx, w_inf};
+use crate::{Sizes, w_ctrl, w_fifo, w_http, w_idx, w_inf, w_wq};
 
 /// The workloads, by name (`--only` matches a part of one of these).
-pub const WORKLOADS: [&str; 7] = [
-    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-idx", "w-inf", "w-http", "mem",
+pub const WORKLOADS: [&str; 9] = [
+    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-wq", "w-idx", "w-inf", "w-http", "w-ctrl", "mem",
 ];
 
 /// What to run.
@@ -61,6 +61,8 @@ pub enum Figure {
     Bytes(f64),
     /// A share, in percent.
     Percent(f64),
+    /// A number of things done (reconciles, …): fewer is better.
+    Count(f64),
     /// Not measured, or not supported by that side.
     NotApplicable,
 }
@@ -68,7 +70,11 @@ pub enum Figure {
 impl Figure {
     fn value(self) -> Option<f64> {
         match self {
-            Figure::Ns(v) | Figure::Secs(v) | Figure::Bytes(v) | Figure::Percent(v) => Some(v),
+            Figure::Ns(v)
+            | Figure::Secs(v)
+            | Figure::Bytes(v)
+            | Figure::Percent(v)
+            | Figure::Count(v) => Some(v),
             Figure::NotApplicable => None,
         }
     }
@@ -88,9 +94,11 @@ impl std::fmt::Display for Figure {
         match *self {
             Figure::Ns(ns) if ns >= 10_000.0 => write!(f, "{:.1} µs", ns / 1000.0),
             Figure::Ns(ns) => write!(f, "{ns:.0} ns"),
+            Figure::Secs(s) if s < 0.1 => write!(f, "{s:.4} s"),
             Figure::Secs(s) => write!(f, "{s:.3} s"),
             Figure::Bytes(b) => write!(f, "{b:.0} B"),
             Figure::Percent(p) => write!(f, "{p:.1} %"),
+            Figure::Count(n) => f.write_str(&thousands(n)),
             Figure::NotApplicable => f.write_str("n/a"),
         }
     }
@@ -261,6 +269,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
             emit(row.target("160 ns").rate_per_op(), &mut rows);
         }
     }
+    if opts.selected("w-wq") {
+        wq_rows(opts, &mut |r| emit(r, &mut rows));
+    }
     if opts.selected("w-idx") {
         idx_rows(opts, &mut |r| emit(r, &mut rows));
     }
@@ -271,10 +282,104 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     if opts.selected("w-http") {
         http_rows(opts, w_inf_ours, &mut |r| emit(r, &mut rows));
     }
+    if opts.selected("w-ctrl") {
+        ctrl_rows(opts, &mut |r| emit(r, &mut rows));
+    }
     if opts.selected("mem") {
         mem_rows(opts, &mut |r| emit(r, &mut rows));
     }
     rows
+}
+
+/// The target of a W-WQ row: a ratio to client-go that cannot be measured without Go.
+const WQ_TARGET: &str =
+    "≤ ⅓ of client-go's workqueue (client-go not measured here: no Go toolchain)";
+
+fn wq_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let s = opts.sizes;
+    let rt = w_inf::runtime();
+    let workers = w_wq::WORKERS;
+    let t = median_of(opts.reps, || w_wq::distinct(&rt, s.wq_distinct, workers));
+    let row = Row::new(
+        "W-WQ",
+        format!(
+            "{} distinct keys, {workers} workers: ns per key (add + get + done)",
+            thousands(s.wq_distinct as f64)
+        ),
+        Figure::per_op(t / s.wq_distinct as u32),
+        Figure::NotApplicable,
+    );
+    emit(row.target(WQ_TARGET).rate_per_op());
+    let adds = s.wq_hot_keys * s.wq_hot_rounds;
+    let t = median_of(opts.reps, || {
+        w_wq::hot(&rt, s.wq_hot_keys, s.wq_hot_rounds, workers)
+    });
+    let row = Row::new(
+        "W-WQ",
+        format!(
+            "{} hot keys × {} re-adds while processed, {workers} workers: ns per add",
+            thousands(s.wq_hot_keys as f64),
+            s.wq_hot_rounds
+        ),
+        Figure::per_op(t / adds as u32),
+        Figure::NotApplicable,
+    );
+    emit(row.target(WQ_TARGET).rate_per_op());
+}
+
+fn ctrl_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let s = opts.sizes;
+    let rt = w_inf::runtime();
+    let data = w_ctrl::Data::new(s.ctrl_pods, s.ctrl_updates);
+    let (mut ours, mut peer) = (Vec::new(), Vec::new());
+    for _ in 0..opts.reps.max(1) {
+        ours.push(w_ctrl::ours(&rt, &data));
+        peer.push(w_ctrl::kube_runtime(&rt, &data));
+    }
+    let med =
+        |runs: &[w_ctrl::Run], f: fn(&w_ctrl::Run) -> f64| median(runs.iter().map(f).collect());
+    let cold = |r: &w_ctrl::Run| r.cold_start.as_secs_f64();
+    let updates = |r: &w_ctrl::Run| r.updates.as_secs_f64();
+    let count = |r: &w_ctrl::Run| r.reconciles as f64;
+    let per_sec = |r: &w_ctrl::Run| r.reconciles_per_sec();
+    let concurrency = w_ctrl::CONCURRENCY;
+    let row = Row::new(
+        "W-CTRL",
+        format!(
+            "cold start ({} reconciles), concurrency {concurrency}",
+            thousands(data.pods() as f64)
+        ),
+        Figure::Secs(med(&ours, cold)),
+        Figure::Secs(med(&peer, cold)),
+    );
+    emit(row.target("≥ 3× kube-runtime").rate_over(data.pods()));
+    let row = Row::new(
+        "W-CTRL",
+        format!(
+            "{} updates to quiescence (every pod reconciled at its final version, nothing \
+             queued)",
+            thousands(data.updates() as f64)
+        ),
+        Figure::Secs(med(&ours, updates)),
+        Figure::Secs(med(&peer, updates)),
+    );
+    emit(row.target("≥ 3× kube-runtime").rate_over(data.updates()));
+    let mut row = Row::new(
+        "W-CTRL",
+        "reconciles",
+        Figure::Count(med(&ours, count)),
+        Figure::Count(med(&peer, count)),
+    );
+    row.phase = format!(
+        "reconciles of the {} updates (coalesced; at least {}, one per pod touched); \
+         reconciles per second: ours {}, kube-runtime {}",
+        thousands(data.updates() as f64),
+        thousands(data.touched() as f64),
+        thousands(med(&ours, per_sec)),
+        thousands(med(&peer, per_sec)),
+    );
+    row.rate = Some(med(&ours, per_sec));
+    emit(row);
 }
 
 fn idx_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {

@@ -10,7 +10,9 @@ use informer_benches::report::{self, Figure, Options, WORKLOADS};
 
 fn measured(f: Figure) -> bool {
     match f {
-        Figure::Ns(v) | Figure::Secs(v) | Figure::Percent(v) => v.is_finite() && v > 0.0,
+        Figure::Ns(v) | Figure::Secs(v) | Figure::Percent(v) | Figure::Count(v) => {
+            v.is_finite() && v > 0.0
+        }
         Figure::Bytes(v) => v.is_finite(),
         Figure::NotApplicable => false,
     }
@@ -40,6 +42,8 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         ("W-FIFO-C", "in_order_fifo"),
         ("W-IDX", "two indexes: by_index namespace"),
         ("W-IDX", "two indexes: by_index node"),
+        ("W-WQ", "distinct keys"),
+        ("W-WQ", "hot keys"),
     ] {
         let row = find(workload, phase);
         assert!(measured(row.ours), "{row:?}");
@@ -58,6 +62,9 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         ("W-HTTP", "list"),
         ("W-HTTP", "watch"),
         ("W-HTTP", "list + watch"),
+        ("W-CTRL", "cold start (100 reconciles)"),
+        ("W-CTRL", "400 updates to quiescence"),
+        ("W-CTRL", "reconciles of the 400 updates"),
         ("MEM", "the object itself"),
         ("MEM", "all-in"),
         ("MEM", "RSS"),
@@ -67,6 +74,12 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.ratio().is_some(), "{row:?}");
     }
     assert!(measured(find("W-HTTP", "share").ours));
+    // No Go toolchain: W-WQ's ratio to client-go is a target the report says it cannot measure.
+    for phase in ["distinct keys", "hot keys"] {
+        let row = find("W-WQ", phase);
+        assert!(row.target.contains("client-go not measured"), "{row:?}");
+    }
+    assert!(find("W-CTRL", "cold start").target.contains("3×"));
     for phase in [
         "key + slot",
         "index entries",
@@ -83,7 +96,9 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         table.lines().all(|l| l.matches('|').count() == 9),
         "{table}"
     );
-    for w in ["W-FIFO-A", "W-IDX", "W-INF", "W-HTTP", "MEM"] {
+    for w in [
+        "W-FIFO-A", "W-WQ", "W-IDX", "W-INF", "W-HTTP", "W-CTRL", "MEM",
+    ] {
         assert!(table.contains(w), "{w} missing from\n{table}");
     }
 }

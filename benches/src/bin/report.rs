@@ -19,8 +19,8 @@ struct Args {
     /// Smaller sizes (a tenth): a smoke run.
     #[arg(long)]
     quick: bool,
-    /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-idx, w-inf,
-    /// w-http, mem); repeatable.
+    /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-wq, w-idx,
+    /// w-inf, w-http, w-ctrl, mem); repeatable.
     #[arg(long, value_name = "NAME")]
     only: Vec<String>,
     /// Repetitions of each workload (figures are medians).
