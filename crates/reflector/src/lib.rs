@@ -67,6 +67,7 @@ mod backoff;
 mod error;
 mod fake;
 mod lister_watcher;
+mod observer;
 mod reflector;
 
 pub use crate::backoff::BackoffConfig;
@@ -78,6 +79,7 @@ pub use crate::lister_watcher::{
     BoxListerWatcher, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent,
     WatchParams, WatchStream,
 };
+pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{
     DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, HEALTHY_WATCH, Reflector, ShouldResync,
     WatchErrorHandler, default_watch_error_handler,

@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorKind};
 use crate::lister_watcher::{
     ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
 };
+use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 
 /// The page size of a paginated list when none is configured (client-go's pager default).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -146,6 +147,7 @@ struct Config<K> {
     streaming_list_key: Option<KeyFunc<K>>,
     watch_error_handler: WatchErrorHandler,
     seed: Option<u64>,
+    observer: Option<Arc<dyn ReflectorObserver>>,
 }
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
@@ -191,6 +193,7 @@ where
                 streaming_list_key: None,
                 watch_error_handler: Arc::new(default_watch_error_handler),
                 seed: None,
+                observer: None,
             },
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),
@@ -280,6 +283,13 @@ where
         self
     }
 
+    /// Tells `observer` of every list, watch, event, resourceVersion change, backoff wait and
+    /// 429 (see [`ReflectorObserver`]): the hooks of a metrics layer.
+    pub fn with_observer(mut self, observer: Arc<dyn ReflectorObserver>) -> Self {
+        self.config.observer = Some(observer);
+        self
+    }
+
     /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.config.seed = Some(seed);
@@ -329,6 +339,7 @@ where
                 cycle = self.list_and_watch(&mut state) => cycle,
             };
             if let Err(err) = cycle {
+                state.list_reason = ListReason::after(err.kind());
                 (self.config.watch_error_handler)(&err);
             }
             let delay = state.backoff_delay();
@@ -375,6 +386,10 @@ where
         let mut last = self.last_sync_resource_version.write();
         if *last != rv {
             rv.clone_into(&mut last);
+            drop(last);
+            if let Some(observer) = &self.config.observer {
+                observer.synced_to(rv);
+            }
         }
     }
 
@@ -389,21 +404,32 @@ where
     /// that version is known to be unavailable.
     async fn list(&self, state: &mut RunState) -> Result<(), Error> {
         let rv = state.relist_resource_version(&self.last_sync_resource_version());
+        let begun = Instant::now();
         let page = match self.paginated_list(rv).await {
             Ok(page) => page,
-            Err(err) => match state.react(&err, Step::List) {
-                Reaction::ReadLatest => {
-                    tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
-                    state.rv_unavailable = true;
-                    let rv = state.relist_resource_version(&self.last_sync_resource_version());
-                    // A failure of this second list ends the cycle, whatever it is.
-                    self.paginated_list(rv)
-                        .await
-                        .map_err(|e| Error::List(Box::new(e)))?
+            Err(err) => {
+                state.observe_list(false, begun, Err(err.kind()));
+                match state.react(&err, Step::List) {
+                    Reaction::ReadLatest => {
+                        tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
+                        state.rv_unavailable = true;
+                        state.list_reason = ListReason::after(err.kind());
+                        let rv = state.relist_resource_version(&self.last_sync_resource_version());
+                        let begun = Instant::now();
+                        // A failure of this second list ends the cycle, whatever it is.
+                        match self.paginated_list(rv).await {
+                            Ok(page) => page,
+                            Err(e) => {
+                                state.observe_list(false, begun, Err(e.kind()));
+                                return Err(Error::List(Box::new(e)));
+                            }
+                        }
+                    }
+                    reaction => return Err(state.fail(reaction, Error::List(Box::new(err)))),
                 }
-                reaction => return Err(state.fail(reaction, Error::List(Box::new(err)))),
-            },
+            }
         };
+        state.observe_list(false, begun, Ok(page.items.len()));
         state.rv_unavailable = false;
         if page.resource_version.is_empty() {
             return Err(Error::List(Box::new(Error::decode(
@@ -493,9 +519,11 @@ where
                 allow_bookmarks: true,
                 send_initial_events: true,
             };
+            let begun = Instant::now();
             let failure = match self.lister_watcher.watch(&params).await {
                 Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
                     Ok(Some((items, rv))) => {
+                        state.observe_list(true, begun, Ok(items.len()));
                         state.rv_unavailable = false;
                         tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
                         self.store
@@ -516,6 +544,7 @@ where
                 },
                 Err(err) => err,
             };
+            state.observe_list(true, begun, Err(failure.kind()));
             match state.react(&failure, Step::StreamingList) {
                 Reaction::Retry { after } => {
                     tracing::debug!(reflector = %self.name, error = %failure, "streaming list failed, retrying");
@@ -524,6 +553,7 @@ where
                 Reaction::ReadLatest => {
                     tracing::debug!(reflector = %self.name, error = %failure, "streaming list from a version the server no longer has, streaming the latest state");
                     state.rv_unavailable = true;
+                    state.list_reason = ListReason::after(failure.kind());
                 }
                 // The caller falls back to a list, in the same cycle.
                 reaction => {
@@ -597,7 +627,12 @@ where
                         send_initial_events: false,
                     };
                     match self.lister_watcher.watch(&params).await {
-                        Ok(s) => (s, propagate),
+                        Ok(s) => {
+                            if let Some(observer) = &self.config.observer {
+                                observer.watch_started();
+                            }
+                            (s, propagate)
+                        }
                         Err(err) => match state.react(&err, Step::WatchStart) {
                             Reaction::Retry { after } => {
                                 tracing::debug!(reflector = %self.name, error = %err, "watch refused, retrying");
@@ -618,6 +653,16 @@ where
             if started.elapsed() >= HEALTHY_WATCH {
                 // The server was back and serving: the next failure is a new outage.
                 state.backoff.reset();
+            }
+            if let Some(observer) = &self.config.observer {
+                observer.watch_ended(match &end {
+                    Ok(()) if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
+                        WatchEnd::VeryShort
+                    }
+                    Ok(()) => WatchEnd::Closed,
+                    Err(Error::Transport(_)) => WatchEnd::Broken,
+                    Err(err) => WatchEnd::Error(err.kind()),
+                });
             }
             let end = match end {
                 // A transport failure mid-stream loses nothing that was applied: resume like a
@@ -679,6 +724,15 @@ where
                 return Ok(());
             };
             let event = event?;
+            if let Some(observer) = &self.config.observer {
+                observer.event(match &event {
+                    WatchEvent::Added { .. } => EventType::Added,
+                    WatchEvent::Modified { .. } => EventType::Modified,
+                    WatchEvent::Deleted { .. } => EventType::Deleted,
+                    WatchEvent::Bookmark { .. } => EventType::Bookmark,
+                    WatchEvent::Error(_) => EventType::Error,
+                });
+            }
             let written = match &event {
                 WatchEvent::Added { object, .. } => self.store.add(object.clone()),
                 WatchEvent::Modified { object, .. } => {
@@ -836,6 +890,9 @@ fn react(
 /// The mutable state of one [`Reflector::run`].
 struct RunState {
     rv_unavailable: bool,
+    /// Why the next list runs.
+    list_reason: ListReason,
+    observer: Option<Arc<dyn ReflectorObserver>>,
     backoff: Backoff,
     rng: fastrand::Rng,
     min_watch_timeout: Duration,
@@ -846,6 +903,8 @@ impl RunState {
     fn new<K>(config: &Config<K>) -> Self {
         Self {
             rv_unavailable: false,
+            list_reason: ListReason::Initial,
+            observer: config.observer.clone(),
             backoff: Backoff::new(config.backoff),
             rng: config
                 .seed
@@ -871,7 +930,24 @@ impl RunState {
 
     fn backoff_delay(&mut self) -> Duration {
         let random = self.rng.f64();
-        self.backoff.step(Instant::now(), random)
+        let delay = self.backoff.step(Instant::now(), random);
+        if let Some(observer) = &self.observer {
+            observer.backoff(delay);
+        }
+        delay
+    }
+
+    /// Tells the observer of a list that ended; the next one, if any, is for the same reason
+    /// unless something else ends the cycle.
+    fn observe_list(&self, streaming: bool, begun: Instant, result: Result<usize, ErrorKind>) {
+        if let Some(observer) = &self.observer {
+            observer.list(ListOutcome {
+                reason: self.list_reason,
+                streaming,
+                duration: begun.elapsed(),
+                result,
+            });
+        }
     }
 
     /// A random timeout in `[min, 2·min)`, in whole seconds, at least one.
@@ -887,7 +963,11 @@ impl RunState {
 
     /// [`react`] to `err` at `step`, with this run's internal-error window.
     fn react(&mut self, err: &Error, step: Step) -> Reaction {
-        react(err.kind(), step, || self.internal_error_should_retry())
+        let kind = err.kind();
+        if let (ErrorKind::TooManyRequests { .. }, Some(observer)) = (kind, &self.observer) {
+            observer.throttled();
+        }
+        react(kind, step, || self.internal_error_should_retry())
     }
 
     /// Waits out a [`Delay`] (no wait at all for [`Delay::None`]).
@@ -895,7 +975,13 @@ impl RunState {
         let delay = match after {
             Delay::None => return,
             Delay::Backoff => self.backoff_delay(),
-            Delay::RetryAfter(retry_after) => retry_after.unwrap_or_else(|| self.backoff_delay()),
+            Delay::RetryAfter(Some(retry_after)) => {
+                if let Some(observer) = &self.observer {
+                    observer.backoff(retry_after);
+                }
+                retry_after
+            }
+            Delay::RetryAfter(None) => self.backoff_delay(),
         };
         tracing::trace!(?delay, "waiting before the retry");
         tokio::time::sleep(delay).await;
