@@ -105,6 +105,31 @@ struct Settings<K> {
     streaming_list: bool,
 }
 
+/// A snapshot of an informer, from [`SharedIndexInformer::stats`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct InformerStats {
+    /// The informer's name.
+    pub name: String,
+    /// Whether it has been started.
+    pub started: bool,
+    /// Whether it has synced.
+    pub synced: bool,
+    /// Whether it has stopped.
+    pub stopped: bool,
+    /// Objects in its cache.
+    pub objects: usize,
+    /// Each index, by name, with its number of distinct values.
+    pub indexes: Vec<(String, usize)>,
+    /// Deltas refused ([`SharedIndexInformer::refused_deltas`]).
+    pub refused_deltas: u64,
+    /// Panics caught on the informer's own path ([`SharedIndexInformer::caught_panics`]).
+    pub caught_panics: u64,
+    /// Its consumers now, each with its counters (buffered, delivered, coalesced, lag,
+    /// panics).
+    pub handlers: Vec<HandlerRegistration>,
+}
+
 /// What an informer counts about the input it could not take.
 #[derive(Debug, Default)]
 struct Counters {
@@ -502,12 +527,18 @@ where
         self
     }
 
-    /// The same informer with its reflector adjusted by `f` before it runs.
+    /// The same informer with its reflector adjusted by `f` before it runs (after any
+    /// adjustment set before).
     pub fn with_reflector_config(
         self,
         f: impl FnOnce(InformerReflector<K>) -> InformerReflector<K> + Send + 'static,
     ) -> Self {
-        self.settings.lock().reflector_config = Some(Box::new(f));
+        let mut settings = self.settings.lock();
+        settings.reflector_config = Some(match settings.reflector_config.take() {
+            Some(before) => Box::new(move |r| f(before(r))),
+            None => Box::new(f),
+        });
+        drop(settings);
         self
     }
 
@@ -525,6 +556,34 @@ where
     /// handler ([`HandlerRegistration::panics`]).
     pub fn caught_panics(&self) -> u64 {
         self.counters.panics.load(Ordering::Relaxed)
+    }
+
+    /// A snapshot of the informer's state and counters, for metrics and health checks: cheap
+    /// enough for every scrape (it reads counters, and counts each index's values).
+    pub fn stats(&self) -> InformerStats
+    where
+        K: Send + Sync + 'static,
+    {
+        let indexes = self
+            .indexer
+            .get_indexers()
+            .keys()
+            .map(|name| {
+                let values = self.indexer.list_index_func_values(name).len();
+                (name.clone(), values)
+            })
+            .collect();
+        InformerStats {
+            name: self.name.to_string(),
+            started: self.has_started(),
+            synced: self.has_synced(),
+            stopped: self.is_stopped(),
+            objects: self.indexer.len(),
+            indexes,
+            refused_deltas: self.refused_deltas(),
+            caught_panics: self.caught_panics(),
+            handlers: self.processor.registrations(),
+        }
     }
 
     /// Registers `handler` with the informer's default resync period and buffer.

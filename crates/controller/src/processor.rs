@@ -318,6 +318,12 @@ impl HandlerRegistration {
         self.state.panics.load(Ordering::Acquire)
     }
 
+    /// This registration's number, unique among its informer's consumers (in the order they
+    /// registered).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Whether this consumer has stopped: removed and drained, stopped after a panic under
     /// [`PanicPolicy::StopHandler`], a subscription dropped, or the informer has stopped.
     pub fn is_stopped(&self) -> bool {
@@ -351,10 +357,6 @@ impl HandlerRegistration {
     /// notification returns. Cancel-safe.
     pub async fn stopped(&self) {
         self.upstream.wait(|| self.is_stopped(), || false).await;
-    }
-
-    pub(crate) fn id(&self) -> u64 {
-        self.id
     }
 
     pub(crate) fn informer(&self) -> u64 {
@@ -1173,6 +1175,25 @@ impl<K: Send + Sync + 'static> Processor<K> {
             lag: listener,
         };
         (registration, cursor)
+    }
+
+    /// The registrations of the consumers registered now.
+    pub(crate) fn registrations(&self) -> Vec<HandlerRegistration>
+    where
+        K: Send + Sync + 'static,
+    {
+        self.inner
+            .lock()
+            .listeners
+            .iter()
+            .map(|l| HandlerRegistration {
+                id: l.id,
+                informer: self.id,
+                state: Arc::clone(&l.listener.state),
+                upstream: Arc::clone(&self.upstream),
+                lag: Arc::clone(&l.listener) as Arc<dyn Lag>,
+            })
+            .collect()
     }
 
     /// Records the task an async handler runs on, to abort it when the informer stops.

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_controller::{InformerError, ResourceVersionFunc, SharedIndexInformer};
-use informer_reflector::ListerWatcher;
+use informer_controller::{InformerError, InformerStats, ResourceVersionFunc, SharedIndexInformer};
+use informer_reflector::{ListerWatcher, ReflectorObserver};
 use informer_store::{Indexers, KeyFunc, Lister};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
@@ -87,6 +87,9 @@ struct Parts<L, O> {
 }
 
 /// An informer with its types erased, as the factory runs and watches it.
+/// Makes the reflector observer of an informer, by its name.
+type ReflectorObservers = Arc<dyn Fn(&str) -> Arc<dyn ReflectorObserver> + Send + Sync>;
+
 trait Runnable: Send + Sync {
     fn run(
         self: Arc<Self>,
@@ -96,6 +99,7 @@ trait Runnable: Send + Sync {
     fn is_stopped(&self) -> bool;
     /// Resolves once the informer has synced or stopped.
     fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>>;
+    fn stats(&self) -> InformerStats;
 }
 
 impl<O> Runnable for SharedIndexInformer<O>
@@ -119,6 +123,10 @@ where
 
     fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>> {
         Box::pin(async move { SharedIndexInformer::wait_for_sync(&self).await })
+    }
+
+    fn stats(&self) -> InformerStats {
+        SharedIndexInformer::stats(self)
     }
 }
 
@@ -249,6 +257,7 @@ pub struct SharedInformerFactory<S> {
     resync_for: HashMap<TypeId, Duration>,
     configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     runtime: Option<Handle>,
+    reflector_observers: Option<ReflectorObservers>,
     stop: CancellationToken,
     state: Mutex<State>,
     /// Held by `shutdown` while it waits, so a concurrent call waits too.
@@ -291,6 +300,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             resync_for: HashMap::new(),
             configure: HashMap::new(),
             runtime: None,
+            reflector_observers: None,
             stop: CancellationToken::new(),
             state: Mutex::new(State::default()),
             shutdown_lock: tokio::sync::Mutex::new(()),
@@ -336,6 +346,31 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     pub fn with_resync_for<R: ?Sized + 'static>(mut self, period: Duration) -> Self {
         self.resync_for.insert(TypeId::of::<R>(), period);
         self
+    }
+
+    /// Gives the reflector of each informer created from now on the observer `observers`
+    /// returns for the informer's name (see `informer_reflector::ReflectorObserver`): the hook
+    /// a metrics layer installs.
+    #[must_use]
+    pub fn with_reflector_observers(
+        mut self,
+        observers: impl Fn(&str) -> Arc<dyn ReflectorObserver> + Send + Sync + 'static,
+    ) -> Self {
+        self.reflector_observers = Some(Arc::new(observers));
+        self
+    }
+
+    /// A snapshot of every informer the factory holds (see `SharedIndexInformer::stats`), in
+    /// the order they were first requested.
+    pub fn stats(&self) -> Vec<InformerStats> {
+        let runners: Vec<_> = self
+            .state
+            .lock()
+            .entries
+            .iter()
+            .map(|e| Arc::clone(&e.runner))
+            .collect();
+        runners.iter().map(|r| r.stats()).collect()
     }
 
     /// Runs informers on this runtime instead of the one `start` is called from.
@@ -535,6 +570,10 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             transform_name.as_deref(),
         ))
         .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list));
+        if let Some(observers) = &self.reflector_observers {
+            let observer = observers(informer.name());
+            informer = informer.with_reflector_config(move |r| r.with_observer(observer));
+        }
         if let Some(configure) = configure {
             informer = configure(informer);
         }

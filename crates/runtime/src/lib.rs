@@ -128,6 +128,27 @@ impl Action {
     }
 }
 
+/// How one reconcile went, as told to a [`ReconcileObserver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReconcileOutcome {
+    /// Whether `reconcile` returned `Ok`.
+    pub succeeded: bool,
+    /// Whether the object was gone from the cache ([`Target::Deleted`]).
+    pub deleted: bool,
+    /// What happens to the key next: `"await_change"`, `"requeue"` or `"backoff"`.
+    pub next: &'static str,
+    /// How long `reconcile` took.
+    pub duration: Duration,
+}
+
+/// Told of every reconcile as it ends (the hook of a metrics layer); runs on the worker, so
+/// keep it short.
+pub trait ReconcileObserver: Send + Sync + 'static {
+    /// A reconcile ended.
+    fn reconciled(&self, outcome: ReconcileOutcome);
+}
+
 /// The state of the object a reconcile is for.
 #[derive(Debug)]
 pub enum Target<K> {
@@ -215,6 +236,7 @@ pub struct Controller<K> {
     concurrency: usize,
     shutdown_timeout: Duration,
     elector: Option<LeaderElector>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
 }
 
 impl<K> fmt::Debug for Controller<K> {
@@ -314,7 +336,14 @@ impl<K: Send + Sync + 'static> Controller<K> {
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
             elector: None,
+            observer: None,
         }
+    }
+
+    /// Tells `observer` of every reconcile (result, next step, duration).
+    pub fn observer(mut self, observer: Arc<dyn ReconcileObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Reconciles only while `elector` leads (see the crate docs): the controller runs the
@@ -437,6 +466,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 reconcile,
                 error_policy,
                 ctx,
+                observer: this.observer.clone(),
             });
             let Some(elector) = this.elector.clone() else {
                 worker
@@ -500,6 +530,7 @@ struct Worker<K, Ctx, R, P> {
     reconcile: R,
     error_policy: P,
     ctx: Arc<Ctx>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
 }
 
 impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
@@ -584,7 +615,10 @@ where
             key: Arc::clone(key),
             target,
         };
+        let begun = std::time::Instant::now();
         let outcome = (self.reconcile)(request.clone(), Arc::clone(&self.ctx)).await;
+        let duration = begun.elapsed();
+        let succeeded = outcome.is_ok();
         let action = match outcome {
             Ok(action) => {
                 self.queue.forget(key);
@@ -595,6 +629,18 @@ where
             }
             Err(error) => (self.error_policy)(&request, &error, &self.ctx),
         };
+        if let Some(observer) = &self.observer {
+            observer.reconciled(ReconcileOutcome {
+                succeeded,
+                deleted: was_deleted,
+                next: match action.next {
+                    Next::AwaitChange => "await_change",
+                    Next::RequeueAfter(_) => "requeue",
+                    Next::Backoff => "backoff",
+                },
+                duration,
+            });
+        }
         match action.next {
             Next::AwaitChange => self.queue.forget(key),
             Next::RequeueAfter(delay) => self.queue.add_after(Arc::clone(key), delay),
