@@ -87,6 +87,34 @@ struct Parts<L, O> {
 }
 
 /// An informer with its types erased, as the factory runs and watches it.
+/// Reads the stats of a factory's informers (from [`SharedInformerFactory::stats_handle`]).
+#[derive(Clone)]
+pub struct FactoryStats {
+    state: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for FactoryStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FactoryStats")
+            .field("informers", &self.state.lock().entries.len())
+            .finish()
+    }
+}
+
+impl FactoryStats {
+    /// A snapshot of every informer the factory holds now.
+    pub fn stats(&self) -> Vec<InformerStats> {
+        let runners: Vec<_> = self
+            .state
+            .lock()
+            .entries
+            .iter()
+            .map(|e| Arc::clone(&e.runner))
+            .collect();
+        runners.iter().map(|r| r.stats()).collect()
+    }
+}
+
 /// Makes the reflector observer of an informer, by its name.
 type ReflectorObservers = Arc<dyn Fn(&str) -> Arc<dyn ReflectorObserver> + Send + Sync>;
 
@@ -259,7 +287,7 @@ pub struct SharedInformerFactory<S> {
     runtime: Option<Handle>,
     reflector_observers: Option<ReflectorObservers>,
     stop: CancellationToken,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     /// Held by `shutdown` while it waits, so a concurrent call waits too.
     shutdown_lock: tokio::sync::Mutex<()>,
 }
@@ -302,7 +330,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             runtime: None,
             reflector_observers: None,
             stop: CancellationToken::new(),
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
             shutdown_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -363,14 +391,15 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     /// A snapshot of every informer the factory holds (see `SharedIndexInformer::stats`), in
     /// the order they were first requested.
     pub fn stats(&self) -> Vec<InformerStats> {
-        let runners: Vec<_> = self
-            .state
-            .lock()
-            .entries
-            .iter()
-            .map(|e| Arc::clone(&e.runner))
-            .collect();
-        runners.iter().map(|r| r.stats()).collect()
+        self.stats_handle().stats()
+    }
+
+    /// A handle that reads [`stats`](Self::stats) later, from anywhere (a metrics collector,
+    /// a health endpoint), including informers requested after it was taken.
+    pub fn stats_handle(&self) -> FactoryStats {
+        FactoryStats {
+            state: Arc::clone(&self.state),
+        }
     }
 
     /// Runs informers on this runtime instead of the one `start` is called from.

@@ -1,0 +1,196 @@
+//! The caches' and consumers' metrics, read from the informers' own counters at each scrape.
+
+use std::sync::Arc;
+
+use informer_controller::InformerStats;
+use parking_lot::Mutex;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use crate::Labels;
+use crate::reflector::Families as ReflectorFamilies;
+
+type Source = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
+
+/// Where the informers' stats come from: factories and single informers.
+#[derive(Default)]
+pub(crate) struct Sources(Mutex<Vec<Source>>);
+
+impl Sources {
+    pub(crate) fn add(&self, source: impl Fn() -> Vec<InformerStats> + Send + Sync + 'static) {
+        self.0.lock().push(Box::new(source));
+    }
+
+    pub(crate) fn read(&self) -> Vec<InformerStats> {
+        self.0.lock().iter().flat_map(|source| source()).collect()
+    }
+}
+
+/// Encodes the informers' stats at each scrape.
+pub(crate) struct Collector {
+    pub(crate) sources: Arc<Sources>,
+    pub(crate) reflector: Arc<ReflectorFamilies>,
+}
+
+impl std::fmt::Debug for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collector").finish_non_exhaustive()
+    }
+}
+
+/// One metric over every informer: a gauge or counter per label set.
+fn family(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    counter: bool,
+    values: &[(Labels, f64)],
+) -> Result<(), std::fmt::Error> {
+    if values.is_empty() {
+        return Ok(());
+    }
+    let kind = if counter {
+        MetricType::Counter
+    } else {
+        MetricType::Gauge
+    };
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in values {
+        let encoder = metric.encode_family(labels)?;
+        if counter {
+            ConstCounter::new(*value).encode(encoder)?;
+        } else {
+            ConstGauge::new(*value).encode(encoder)?;
+        }
+    }
+    Ok(())
+}
+
+impl prometheus_client::collector::Collector for Collector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let stats = self.sources.read();
+        let informer = |s: &InformerStats| -> Labels { vec![("informer", s.name.clone())] };
+        let per = |f: &dyn Fn(&InformerStats) -> f64| -> Vec<(Labels, f64)> {
+            stats.iter().map(|s| (informer(s), f(s))).collect()
+        };
+        family(
+            &mut encoder,
+            "informer_cache_objects",
+            "Objects in the informer's cache",
+            false,
+            &per(&|s| s.objects as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_synced",
+            "Whether the informer has synced (1) or not (0)",
+            false,
+            &per(&|s| f64::from(u8::from(s.synced))),
+        )?;
+        family(
+            &mut encoder,
+            "informer_refused_deltas",
+            "Deltas the informer's queue or cache refused (a key, index or transform function failed)",
+            true,
+            &per(&|s| s.refused_deltas as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_caught_panics",
+            "Panics caught in the informer's key, index, transform and resource-version functions",
+            true,
+            &per(&|s| s.caught_panics as f64),
+        )?;
+        let indexes: Vec<(Labels, f64)> = stats
+            .iter()
+            .flat_map(|s| {
+                s.indexes.iter().map(move |(index, values)| {
+                    let mut labels = informer(s);
+                    labels.push(("index", index.clone()));
+                    (labels, *values as f64)
+                })
+            })
+            .collect();
+        family(
+            &mut encoder,
+            "informer_index_values",
+            "Distinct values of each index",
+            false,
+            &indexes,
+        )?;
+
+        let handlers =
+            |f: &dyn Fn(&informer_controller::HandlerRegistration) -> f64| -> Vec<(Labels, f64)> {
+                stats
+                    .iter()
+                    .flat_map(|s| {
+                        s.handlers.iter().map(move |h| {
+                            let mut labels = informer(s);
+                            labels.push(("handler", h.id().to_string()));
+                            (labels, f(h))
+                        })
+                    })
+                    .collect()
+            };
+        family(
+            &mut encoder,
+            "informer_handler_buffered",
+            "Notifications buffered for the consumer, not handled yet",
+            false,
+            &handlers(&|h| h.buffered() as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_handler_delivered",
+            "Notifications the consumer has handled",
+            true,
+            &handlers(&|h| h.delivered() as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_handler_coalesced",
+            "Notifications taken into per-key coalescing while the consumer was behind its bound",
+            true,
+            &handlers(&|h| h.coalesced() as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_handler_overflows",
+            "Times the consumer fell behind its buffer's bound",
+            true,
+            &handlers(&|h| h.overflows() as f64),
+        )?;
+        family(
+            &mut encoder,
+            "informer_handler_lag_seconds",
+            "Age of the oldest notification waiting for the consumer (0 when caught up)",
+            false,
+            &handlers(&|h| h.lag().as_secs_f64()),
+        )?;
+        family(
+            &mut encoder,
+            "informer_handler_panics",
+            "Panics caught in the consumer's handler",
+            true,
+            &handlers(&|h| h.panics() as f64),
+        )?;
+
+        let ages: Vec<(Labels, f64)> = self
+            .reflector
+            .last_moved
+            .lock()
+            .iter()
+            .map(|(name, at)| (vec![("informer", name.clone())], at.elapsed().as_secs_f64()))
+            .collect();
+        family(
+            &mut encoder,
+            "informer_reflector_last_resource_version_age_seconds",
+            "Seconds since the informer's last synced resourceVersion moved (bookmarks move it on a quiet collection)",
+            false,
+            &ages,
+        )?;
+        Ok(())
+    }
+}

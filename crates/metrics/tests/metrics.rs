@@ -1,0 +1,363 @@
+//! Each metric moves when its event happens, and a scrape is well-formed OpenMetrics text.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use informer_controller::{
+    HandlerOptions, PanicPolicy, ResourceEventHandlerFuncs, SharedIndexInformer,
+};
+use informer_metrics::Metrics;
+use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
+use informer_runtime::{Action, Controller};
+use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_testing::eventually;
+use tokio_util::sync::CancellationToken;
+
+/// `name{labels} value` for a sample of the scrape, if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Checks the OpenMetrics text format: families announced by `# TYPE` (and `# HELP`), samples
+/// of the announced family only (with its suffixes), label values quoted, numbers parsing, one
+/// `# EOF` at the very end.
+fn assert_openmetrics(text: &str) {
+    assert!(text.ends_with("# EOF\n"), "ends with # EOF");
+    let mut family: Option<(String, String)> = None;
+    for line in text.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+            assert!(
+                [
+                    "counter",
+                    "gauge",
+                    "histogram",
+                    "info",
+                    "stateset",
+                    "unknown",
+                    "summary"
+                ]
+                .contains(&kind),
+                "{line}"
+            );
+            family = Some((name.to_owned(), kind.to_owned()));
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let (name, kind) = family.as_ref().expect("a sample after a # TYPE");
+        let (series, value) = line.rsplit_once(' ').expect("a sample: series value");
+        let value = value.trim();
+        assert!(
+            value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value),
+            "{line}"
+        );
+        let metric = series.split('{').next().expect("a name");
+        let allowed: &[&str] = match kind.as_str() {
+            "counter" => &["_total", "_created"],
+            "histogram" => &["_bucket", "_sum", "_count", "_created"],
+            _ => &[""],
+        };
+        assert!(
+            allowed
+                .iter()
+                .any(|suffix| metric == format!("{name}{suffix}")),
+            "{metric} under family {name} ({kind})"
+        );
+        if let Some(labels) = series.split_once('{').map(|(_, l)| l) {
+            let labels = labels.strip_suffix('}').expect("labels close");
+            for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+                let (key, value) = pair.split_once('=').expect("key=value");
+                assert!(!key.is_empty() && value.starts_with('"'), "{line}");
+            }
+        }
+    }
+}
+
+fn informer(
+    source: Arc<FakeListerWatcher<String>>,
+    metrics: &Metrics,
+) -> Arc<SharedIndexInformer<String>> {
+    let observer = metrics.reflector_observer("words");
+    let informer = Arc::new(
+        SharedIndexInformer::new(
+            source,
+            key_func(|s: &String| Ok(s.clone())),
+            Arc::new(|_: &String| None),
+            Duration::ZERO,
+            indexers([(
+                "first-letter",
+                index_func(|s: &String| Ok(IndexValues::one(&s[..1]))),
+            )]),
+        )
+        .with_name("words")
+        .with_panic_policy(PanicPolicy::Continue)
+        .with_reflector_config(move |r| r.with_observer(observer)),
+    );
+    metrics.watch_informer(&informer);
+    informer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
+    let metrics = Metrics::new();
+    let source = Arc::new(FakeListerWatcher::<String>::new());
+    source.push_list(ListPage::new(
+        vec![Arc::new("apple".into()), Arc::new("avocado".into())],
+        "1",
+    ));
+    source.push_watch(vec![
+        WatchStep::Event(WatchEvent::Added {
+            object: Arc::new("banana".into()),
+            resource_version: "2".into(),
+        }),
+        WatchStep::Event(WatchEvent::Error(Status::expired("too old"))),
+    ]);
+    source.push_list(ListPage::new(
+        vec![
+            Arc::new("apple".into()),
+            Arc::new("banana".into()),
+            Arc::new("cherry".into()),
+        ],
+        "5",
+    ));
+    source.push_watch(vec![WatchStep::Hang]);
+    let informer = informer(Arc::clone(&source), &metrics);
+
+    // A consumer that panics on "cherry", and one held back until the test lets it go.
+    let panicky = informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().with_add(|_, s: &Arc<String>, _| {
+                assert_ne!(s.as_str(), "cherry", "a handler bug");
+            }),
+        )
+        .expect("registered");
+    let held = Arc::new(AtomicBool::new(true));
+    let slow = informer
+        .add_event_handler_with(
+            ResourceEventHandlerFuncs::new().with_add({
+                let held = Arc::clone(&held);
+                move |_, _, _| {
+                    while held.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }),
+            HandlerOptions::new().buffer(2),
+        )
+        .expect("registered");
+
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    eventually("the relist after the 410", || {
+        source.requests().iter().filter(|r| r.is_list()).count() == 2
+            && informer.lister().len() == 3
+    })
+    .await;
+    eventually("the panic is counted", || panicky.panics() == 1).await;
+    eventually("the slow consumer lags", || slow.lag() > Duration::ZERO).await;
+
+    let text = metrics.encode();
+    if std::env::var_os("SHOW_SCRAPE").is_some() {
+        println!("{text}");
+    }
+    assert_openmetrics(&text);
+    let at = |series: &str| sample(&text, series);
+    let words = "informer=\"words\"";
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_lists_total{{{words},reason=\"initial\",streaming=\"false\",result=\"ok\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_lists_total{{{words},reason=\"expired\",streaming=\"false\",result=\"ok\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_events_total{{{words},type=\"ADDED\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_events_total{{{words},type=\"ERROR\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_watch_ends_total{{{words},end=\"error\"}}"
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!("informer_reflector_watches_total{{{words}}}")),
+        Some(2.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_reflector_list_duration_seconds_count{{{words}}}"
+        )),
+        Some(2.0)
+    );
+    assert!(
+        at(&format!(
+            "informer_reflector_backoff_waits_total{{{words}}}"
+        ))
+        .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        at(&format!(
+            "informer_reflector_last_resource_version_age_seconds{{{words}}}"
+        ))
+        .is_some()
+    );
+    assert_eq!(at(&format!("informer_cache_objects{{{words}}}")), Some(3.0));
+    assert_eq!(at(&format!("informer_synced{{{words}}}")), Some(1.0));
+    assert_eq!(
+        at(&format!(
+            "informer_index_values{{{words},index=\"first-letter\"}}"
+        )),
+        Some(3.0)
+    );
+    let handler =
+        |h: &informer_controller::HandlerRegistration| format!("{words},handler=\"{}\"", h.id());
+    assert_eq!(
+        at(&format!(
+            "informer_handler_panics_total{{{}}}",
+            handler(&panicky)
+        )),
+        Some(1.0)
+    );
+    assert_eq!(
+        at(&format!(
+            "informer_handler_panics_total{{{}}}",
+            handler(&slow)
+        )),
+        Some(0.0)
+    );
+    assert!(
+        at(&format!(
+            "informer_handler_lag_seconds{{{}}}",
+            handler(&slow)
+        ))
+        .is_some_and(|lag| lag > 0.0)
+    );
+    assert!(
+        at(&format!("informer_handler_buffered{{{}}}", handler(&slow))).is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        at(&format!(
+            "informer_handler_delivered_total{{{}}}",
+            handler(&panicky)
+        ))
+        .is_some_and(|n| n >= 3.0)
+    );
+
+    held.store(false, Ordering::Release);
+    eventually("the slow consumer catches up", || slow.buffered() == 0).await;
+    let text = metrics.encode();
+    assert_eq!(
+        sample(
+            &text,
+            &format!("informer_handler_lag_seconds{{{}}}", handler(&slow))
+        ),
+        Some(0.0)
+    );
+    stop.cancel();
+    running.await.expect("no panic").expect("runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_are_counted_by_result_and_timed() {
+    let metrics = Metrics::new();
+    let source = Arc::new(FakeListerWatcher::<String>::new());
+    source.push_list(ListPage::new(
+        vec![Arc::new("good".into()), Arc::new("bad".into())],
+        "1",
+    ));
+    let informer = informer(source, &metrics);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    let queue = informer_workqueue::WorkQueue::builder()
+        .name("words")
+        .metrics(metrics.workqueue_provider())
+        .build();
+    let controller = Controller::with_queue(Arc::clone(&informer), queue)
+        .observer(metrics.reconcile_observer("words"));
+    let reconciling = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::new(()),
+        |request, _| async move {
+            if &*request.key == "bad" {
+                Err("refused")
+            } else {
+                Ok(Action::await_change())
+            }
+        },
+        |_, _, _| Action::requeue(Duration::from_secs(3600)),
+    ));
+    let controller = "controller=\"words\"";
+    eventually("both reconciled", || {
+        let text = metrics.encode();
+        sample(
+            &text,
+            &format!("controller_runtime_reconcile_total{{{controller},result=\"success\"}}"),
+        ) == Some(1.0)
+            && sample(
+                &text,
+                &format!("controller_runtime_reconcile_total{{{controller},result=\"error\"}}"),
+            ) == Some(1.0)
+    })
+    .await;
+    let text = metrics.encode();
+    assert_openmetrics(&text);
+    assert_eq!(
+        sample(
+            &text,
+            &format!("controller_runtime_reconcile_errors_total{{{controller}}}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("controller_runtime_reconcile_time_seconds_count{{{controller}}}")
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, "workqueue_adds_total{name=\"words\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&text, "workqueue_retries_total{name=\"words\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "workqueue_work_duration_seconds_count{name=\"words\"}"
+        ),
+        Some(2.0)
+    );
+    stop.cancel();
+    reconciling.await.expect("no panic").expect("runs");
+    running.await.expect("no panic").expect("runs");
+}
