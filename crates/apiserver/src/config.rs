@@ -124,9 +124,10 @@ impl Config {
     /// for leader election and heartbeats).
     pub fn with_core_types(self) -> Self {
         use k8s_openapi::api::coordination::v1::Lease;
-        use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};
         self.register::<Pod>()
             .register::<ConfigMap>()
+            .register::<Secret>()
             .register::<Namespace>()
             .register::<Node>()
             .register::<Lease>()

@@ -90,6 +90,7 @@
 //!
 //! [`ApiServer::kubeconfig_with_token`] gives the same identity as a kubeconfig.
 
+mod codec;
 mod config;
 mod defaults;
 mod discovery;
@@ -101,6 +102,8 @@ mod kubeconfig;
 mod list;
 mod objects;
 mod patch;
+#[cfg(feature = "protobuf")]
+mod protobuf;
 mod query;
 mod resource;
 mod selector;

@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::codec;
 use crate::config::Config;
 use crate::faults::{Control, Failure, FaultState, Faults, Verb};
 use crate::objects::{DeleteOptions, Deleted, Target};
@@ -634,7 +635,7 @@ impl ApiServer {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
     let mut response = Response::new(body.into());
     *response.status_mut() = code;
     response.headers_mut().insert(
@@ -875,7 +876,7 @@ fn request_timeout(query: &str) -> Result<Option<Duration>, StatusError> {
 
 /// Go's `time.ParseDuration` for the non-negative durations a timeout takes (`"1.5s"`,
 /// `"1m30s"`, `"250ms"`), with its error messages. A negative one is zero.
-fn parse_go_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
     let invalid = || format!("time: invalid duration {text:?}");
     let (negative, mut rest) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),
@@ -958,6 +959,20 @@ async fn handle_resource(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let builtin = {
+        let storage = shared.storage.read();
+        let info = &storage.resource(route.resource).info;
+        codec::serves(info)
+    };
+    let output = match codec::negotiate(accept, builtin) {
+        Ok(output) => output,
+        Err(status) => return status.into_response(),
+    };
     let request = ResourceRequest {
         route,
         verb,
@@ -966,14 +981,15 @@ async fn handle_resource(
         content_type: &content_type,
         body,
         client: crate::isolation::client_of(&parts.headers),
+        output,
     };
     match serve(&shared, request).await {
         Ok(response) => response,
-        Err(status) => status.into_response(),
+        Err(status) => codec::status_response(status, output),
     }
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
     serde_json::from_slice(body).map_err(|e| {
         StatusError::bad_request(format!(
             "the object provided is unrecognized: couldn't get version/kind; json parse error: {e}"
@@ -991,6 +1007,8 @@ struct ResourceRequest<'a> {
     body: Bytes,
     /// Who sent it (see [`crate::isolation::client_of`]).
     client: Option<String>,
+    /// The negotiated response encoding.
+    output: codec::Output,
 }
 
 async fn serve(
@@ -1005,7 +1023,15 @@ async fn serve(
         content_type,
         body,
         client,
+        output,
     } = request;
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let read_body = |body: &[u8]| -> Result<Value, StatusError> {
+        let info = shared.storage.read().resource(route.resource).info.clone();
+        let mut value = codec::read_body(&info, media, body)?;
+        crate::strategy::prepare_secret(&info, &mut value)?;
+        Ok(value)
+    };
     let target = Target {
         resource: route.resource,
         namespace: route.namespace.as_deref(),
@@ -1017,7 +1043,7 @@ async fn serve(
         storage
             .resource(route.resource)
             .write_typed(&mut out, stored);
-        json_response(code, out)
+        codec::body_response(code, out, output)
     };
     match verb {
         Verb::List => {
@@ -1025,7 +1051,7 @@ async fn serve(
             let body = shared
                 .list(route.resource, route.namespace.as_deref(), &opts)
                 .await?;
-            Ok(json_response(StatusCode::OK, body))
+            Ok(codec::body_response(StatusCode::OK, body, output))
         }
         Verb::Watch => {
             if let Some(name) = route.name.as_deref() {
@@ -1046,7 +1072,9 @@ async fn serve(
                 };
             }
             opts.validate()?;
-            shared.watch(route.resource, route.namespace.as_deref(), &opts, client)
+            let response =
+                shared.watch(route.resource, route.namespace.as_deref(), &opts, client)?;
+            Ok(codec::watch_response(response, output))
         }
         Verb::Get => Ok(object(&*shared.get(target, name)?, StatusCode::OK)),
         Verb::Create => {
@@ -1060,11 +1088,11 @@ async fn serve(
             {
                 return Err(StatusError::unknown_path());
             }
-            let stored = shared.create(target, parse_body(&body)?)?;
+            let stored = shared.create(target, read_body(&body)?)?;
             Ok(object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let replaced = shared.update(target, name, parse_body(&body)?)?;
+            let replaced = shared.update(target, name, read_body(&body)?)?;
             let code = if replaced.created {
                 StatusCode::CREATED
             } else {
@@ -1073,7 +1101,6 @@ async fn serve(
             Ok(object(&replaced.object, code))
         }
         Verb::Patch => {
-            let media = content_type.split(';').next().unwrap_or("").trim();
             let info = shared.storage.read().resource(route.resource).info.clone();
             let patch = Patch::decode(&info, media, &body)?;
             let stored = shared.patch(target, name, &patch)?;
@@ -1103,9 +1130,10 @@ async fn serve(
                         drop(storage);
                         Ok(object(&stored, StatusCode::OK))
                     } else {
-                        Ok(value_response(
+                        Ok(codec::body_response(
                             StatusCode::OK,
-                            &delete_success(info, &stored),
+                            delete_success(info, &stored).to_string().into_bytes(),
+                            output,
                         ))
                     }
                 }

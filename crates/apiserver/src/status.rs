@@ -292,6 +292,19 @@ impl StatusError {
         )
     }
 
+    /// 406 `NotAcceptable` when no media type of the `Accept` header can be served
+    /// (`negotiation.NewNotAcceptableError`).
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
     /// 504 `Timeout` from the request deadline (`?timeout=`, or the server's maximum).
     pub fn request_timeout() -> Self {
         Self::new(

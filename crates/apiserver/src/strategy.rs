@@ -48,6 +48,71 @@ pub(crate) fn tracks_generation(info: &ResourceInfo, object: &Value) -> bool {
     object.get("spec").is_some() && !is_lease(info)
 }
 
+/// kube-apiserver's decoding of a Secret: every `data` value is base64 (a JSON `[]byte`; a value
+/// that is not is a 400 from the decoder), the write-only `stringData` is merged into `data`
+/// (its keys win) and dropped, and `type` defaults to `Opaque`.
+pub(crate) fn prepare_secret(
+    info: &ResourceInfo,
+    object: &mut Value,
+) -> Result<(), crate::status::StatusError> {
+    use base64::Engine as _;
+    if !(info.group.is_empty() && info.kind == "Secret") {
+        return Ok(());
+    }
+    let Some(fields) = object.as_object_mut() else {
+        return Ok(());
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    if let Some(data) = fields.get("data").and_then(Value::as_object) {
+        for value in data.values() {
+            let valid = match value {
+                Value::String(s) => engine.decode(s).map_err(|e| e.to_string()),
+                Value::Null => Ok(Vec::new()),
+                other => Err(format!(
+                    "json: cannot unmarshal {} into Go value of type []uint8",
+                    kind_of(other)
+                )),
+            };
+            if let Err(e) = valid {
+                return Err(crate::status::StatusError::bad_request(format!(
+                    "Secret in version \"v1\" cannot be handled as a Secret: {e}"
+                )));
+            }
+        }
+    }
+    if let Some(Value::Object(strings)) = fields.remove("stringData") {
+        let data = fields
+            .entry("data")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !data.is_object() {
+            *data = Value::Object(Default::default());
+        }
+        if let Some(data) = data.as_object_mut() {
+            for (key, value) in strings {
+                let text = value.as_str().unwrap_or_default().to_owned();
+                data.insert(key, Value::String(engine.encode(text)));
+            }
+        }
+    }
+    if fields
+        .get("type")
+        .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+    {
+        fields.insert("type".into(), Value::String("Opaque".into()));
+    }
+    Ok(())
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        _ => "string",
+    }
+}
+
 /// The type's own validation of a created or updated object (its fields, not its metadata).
 pub(crate) fn validate(info: &ResourceInfo, object: &Value) -> Vec<FieldError> {
     if is_lease(info) {

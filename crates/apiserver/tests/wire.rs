@@ -873,7 +873,10 @@ async fn custom_resources_and_discovery() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["pods", "configmaps", "namespaces", "nodes"]);
+    assert_eq!(
+        names,
+        ["pods", "configmaps", "secrets", "namespaces", "nodes"]
+    );
     assert_eq!(
         Exchange::get(&server, "/api").await.json()["versions"],
         json!(["v1"])
