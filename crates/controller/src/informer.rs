@@ -105,6 +105,109 @@ struct Settings<K> {
     streaming_list: bool,
 }
 
+type WatchDownSince = Arc<dyn Fn() -> Option<tokio::time::Instant> + Send + Sync>;
+
+/// When [`SharedIndexInformer::health`] reports a stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthOptions {
+    /// Changes waiting (queued, or one being processed) with none processed for this long, as
+    /// seen across health checks: the pop loop is stuck (default 60 s).
+    pub stalled_after: Duration,
+    /// No watch open for this long: the reflector cannot get back to the server (default 60 s,
+    /// twice the default backoff cap).
+    pub watch_down_after: Duration,
+}
+
+impl Default for HealthOptions {
+    fn default() -> Self {
+        Self {
+            stalled_after: Duration::from_secs(60),
+            watch_down_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Something wrong with a running informer (see [`SharedIndexInformer::health`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// The informer has stopped.
+    Stopped,
+    /// A consumer stopped while the informer runs (its panic policy stopped it).
+    HandlerStopped {
+        /// The consumer's registration number.
+        handler: u64,
+    },
+    /// Changes are waiting and none has been processed for a while.
+    NoProgress {
+        /// Keys queued (not counting a batch being processed).
+        queued: usize,
+        /// Since a health check last saw a change processed (or the start).
+        stalled_for: Duration,
+    },
+    /// No watch has been open for a while.
+    WatchDown {
+        /// Since the last watch ended (or the start).
+        down_for: Duration,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Stopped => write!(f, "stopped"),
+            Self::HandlerStopped { handler } => write!(f, "handler {handler} stopped"),
+            Self::NoProgress {
+                queued,
+                stalled_for,
+            } => write!(
+                f,
+                "{queued} keys queued and nothing processed for {stalled_for:.1?}"
+            ),
+            Self::WatchDown { down_for } => write!(f, "no watch open for {down_for:.1?}"),
+        }
+    }
+}
+
+/// An informer's health (see [`SharedIndexInformer::health`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Health {
+    /// The informer's name.
+    pub name: String,
+    /// Whether it has synced.
+    pub synced: bool,
+    /// What is wrong, if anything.
+    pub problems: Vec<Problem>,
+}
+
+impl Health {
+    /// Nothing is wrong (a liveness check).
+    pub fn is_live(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// Synced and nothing is wrong (a readiness check).
+    pub fn is_ready(&self) -> bool {
+        self.synced && self.is_live()
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            self.name,
+            if self.synced { "synced" } else { "not synced" }
+        )?;
+        for problem in &self.problems {
+            write!(f, "; {problem}")?;
+        }
+        Ok(())
+    }
+}
+
 /// A snapshot of an informer, from [`SharedIndexInformer::stats`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -135,6 +238,13 @@ pub struct InformerStats {
 struct Counters {
     refused: AtomicU64,
     panics: AtomicU64,
+    /// Changes processed (applied and distributed), and whether one is being processed now.
+    processed: AtomicU64,
+    processing: AtomicBool,
+    /// The processed count a health check last saw change, and when.
+    progress_seen: Mutex<Option<(u64, tokio::time::Instant)>>,
+    /// When the informer started running.
+    started_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// One resource's cache, kept current by a reflector through a queue, and shared by any number
@@ -166,6 +276,8 @@ pub struct SharedIndexInformer<K> {
     upstream: Arc<Upstream>,
     counters: Arc<Counters>,
     last_sync_resource_version: Mutex<Option<Arc<dyn Fn() -> String + Send + Sync>>>,
+    /// Since when the reflector has had no watch open, once running.
+    watch_down_since: Mutex<Option<WatchDownSince>>,
     started: AtomicBool,
 }
 
@@ -252,6 +364,8 @@ struct ApplyDeltas<K> {
 impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool) {
         let _block = self.block_deltas.lock();
+        let counters = &self.distributor.counters;
+        counters.processing.store(true, Ordering::Relaxed);
         let (key, deltas) = deltas.into_parts();
         let mut refused = Vec::new();
         // User code on this path (index functions, the resource-version function) is caught
@@ -267,7 +381,8 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
                 &mut refused,
             );
         });
-        let counters = &self.distributor.counters;
+        counters.processed.fetch_add(1, Ordering::Relaxed);
+        counters.processing.store(false, Ordering::Relaxed);
         let name = &self.distributor.name;
         for error in &refused {
             counters.refused.fetch_add(1, Ordering::Relaxed);
@@ -388,6 +503,10 @@ impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
     fn is_closed(&self) -> bool {
         self.queue.is_closed()
     }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
 }
 
 /// Marks the informer stopped and stops its handlers when a run ends, however it ends: a run
@@ -475,6 +594,7 @@ where
             upstream,
             counters: Arc::new(Counters::default()),
             last_sync_resource_version: Mutex::new(None),
+            watch_down_since: Mutex::new(None),
             started: AtomicBool::new(false),
         }
     }
@@ -556,6 +676,66 @@ where
     /// handler ([`HandlerRegistration::panics`]).
     pub fn caught_panics(&self) -> u64 {
         self.counters.panics.load(Ordering::Relaxed)
+    }
+
+    /// Whether the informer is synced and making progress, for readiness and liveness checks.
+    ///
+    /// Problems: it stopped; a consumer stopped while it runs (its panic policy); changes are
+    /// waiting (queued or being processed) and none has been processed for
+    /// [`stalled_after`](HealthOptions::stalled_after), as seen across health checks; no
+    /// watch has been open for [`watch_down_after`](HealthOptions::watch_down_after). An
+    /// informer not started yet has none (and is not synced).
+    pub fn health(&self, options: &HealthOptions) -> Health
+    where
+        K: Send + Sync + 'static,
+    {
+        let mut problems = Vec::new();
+        let now = tokio::time::Instant::now();
+        if self.is_stopped() {
+            problems.push(Problem::Stopped);
+        } else if let Some(started) = *self.counters.started_at.lock() {
+            problems.extend(
+                self.processor
+                    .registrations()
+                    .iter()
+                    .filter(|r| r.is_stopped())
+                    .map(|r| Problem::HandlerStopped { handler: r.id() }),
+            );
+            let queued = self.queue.lock().as_ref().map_or(0, |q| q.len());
+            let busy = self.counters.processing.load(Ordering::Relaxed);
+            let processed = self.counters.processed.load(Ordering::Relaxed);
+            let since = {
+                let mut seen = self.counters.progress_seen.lock();
+                match *seen {
+                    Some((count, at)) if count == processed => at,
+                    _ => {
+                        // Progress since the last check (or the first check): from the start.
+                        let at = if seen.is_none() { started } else { now };
+                        *seen = Some((processed, at));
+                        at
+                    }
+                }
+            };
+            let stalled_for = now.saturating_duration_since(since);
+            if (queued > 0 || busy) && stalled_for >= options.stalled_after {
+                problems.push(Problem::NoProgress {
+                    queued,
+                    stalled_for,
+                });
+            }
+            let down = self.watch_down_since.lock().clone();
+            if let Some(since) = down.and_then(|f| f()) {
+                let down_for = now.saturating_duration_since(since);
+                if down_for >= options.watch_down_after {
+                    problems.push(Problem::WatchDown { down_for });
+                }
+            }
+        }
+        Health {
+            name: self.name.to_string(),
+            synced: self.has_synced(),
+            problems,
+        }
     }
 
     /// A snapshot of the informer's state and counters, for metrics and health checks: cheap
@@ -953,8 +1133,12 @@ where
         let controller = Controller::new(Arc::clone(&queue), reflector)
             .with_pool(Arc::clone(self.processor.pool()));
         let reflector = Arc::clone(controller.reflector());
-        *self.last_sync_resource_version.lock() =
-            Some(Arc::new(move || reflector.last_sync_resource_version()));
+        *self.last_sync_resource_version.lock() = Some(Arc::new({
+            let reflector = Arc::clone(&reflector);
+            move || reflector.last_sync_resource_version()
+        }));
+        *self.watch_down_since.lock() = Some(Arc::new(move || reflector.watch_down_since()));
+        *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
 
         let distributor = Distributor {
             processor: Arc::clone(&self.processor),

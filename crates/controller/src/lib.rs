@@ -86,8 +86,8 @@ pub use crate::handler::{
     ResourceEventHandlerExt, ResourceEventHandlerFuncs,
 };
 pub use crate::informer::{
-    InformerError, InformerReflector, InformerStats, MINIMUM_RESYNC_PERIOD, QueueFactory,
-    QueueKind, ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
+    Health, HealthOptions, InformerError, InformerReflector, InformerStats, MINIMUM_RESYNC_PERIOD,
+    Problem, QueueFactory, QueueKind, ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
 };
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};

@@ -9,7 +9,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_controller::{InformerError, InformerStats, ResourceVersionFunc, SharedIndexInformer};
+use informer_controller::{
+    Health, HealthOptions, InformerError, InformerStats, ResourceVersionFunc, SharedIndexInformer,
+};
 use informer_reflector::{ListerWatcher, ReflectorObserver};
 use informer_store::{Indexers, KeyFunc, Lister};
 use parking_lot::Mutex;
@@ -102,16 +104,57 @@ impl fmt::Debug for FactoryStats {
 }
 
 impl FactoryStats {
-    /// A snapshot of every informer the factory holds now.
-    pub fn stats(&self) -> Vec<InformerStats> {
-        let runners: Vec<_> = self
-            .state
+    fn runners(&self) -> Vec<Arc<dyn Runnable>> {
+        self.state
             .lock()
             .entries
             .iter()
             .map(|e| Arc::clone(&e.runner))
-            .collect();
-        runners.iter().map(|r| r.stats()).collect()
+            .collect()
+    }
+
+    /// A snapshot of every informer the factory holds now.
+    pub fn stats(&self) -> Vec<InformerStats> {
+        self.runners().iter().map(|r| r.stats()).collect()
+    }
+
+    /// The health of every informer the factory holds now.
+    pub fn health(&self, options: &HealthOptions) -> FactoryHealth {
+        FactoryHealth {
+            informers: self.runners().iter().map(|r| r.health(options)).collect(),
+        }
+    }
+}
+
+/// The health of a factory's informers (from [`SharedInformerFactory::health`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FactoryHealth {
+    /// Each informer's, in the order they were first requested.
+    pub informers: Vec<Health>,
+}
+
+impl FactoryHealth {
+    /// No informer has a problem (a liveness check).
+    pub fn is_live(&self) -> bool {
+        self.informers.iter().all(Health::is_live)
+    }
+
+    /// Every informer is synced and none has a problem (a readiness check).
+    pub fn is_ready(&self) -> bool {
+        self.informers.iter().all(Health::is_ready)
+    }
+}
+
+impl fmt::Display for FactoryHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, health) in self.informers.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{health}")?;
+        }
+        Ok(())
     }
 }
 
@@ -128,6 +171,7 @@ trait Runnable: Send + Sync {
     /// Resolves once the informer has synced or stopped.
     fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>>;
     fn stats(&self) -> InformerStats;
+    fn health(&self, options: &HealthOptions) -> Health;
 }
 
 impl<O> Runnable for SharedIndexInformer<O>
@@ -155,6 +199,10 @@ where
 
     fn stats(&self) -> InformerStats {
         SharedIndexInformer::stats(self)
+    }
+
+    fn health(&self, options: &HealthOptions) -> Health {
+        SharedIndexInformer::health(self, options)
     }
 }
 
@@ -394,7 +442,14 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self.stats_handle().stats()
     }
 
-    /// A handle that reads [`stats`](Self::stats) later, from anywhere (a metrics collector,
+    /// Whether every informer is synced and making progress (see
+    /// `SharedIndexInformer::health`): for `/readyz` ([`FactoryHealth::is_ready`]) and
+    /// `/livez` ([`FactoryHealth::is_live`]).
+    pub fn health(&self, options: &HealthOptions) -> FactoryHealth {
+        self.stats_handle().health(options)
+    }
+
+    /// A handle that reads [`stats`](Self::stats) and [`health`](Self::health) later, from anywhere (a metrics collector,
     /// a health endpoint), including informers requested after it was taken.
     pub fn stats_handle(&self) -> FactoryStats {
         FactoryStats {

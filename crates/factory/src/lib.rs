@@ -85,7 +85,7 @@ mod source;
 mod sync_report;
 
 pub use crate::error::FactoryError;
-pub use crate::factory::{FactoryInformer, FactoryStats, SharedInformerFactory};
+pub use crate::factory::{FactoryHealth, FactoryInformer, FactoryStats, SharedInformerFactory};
 pub use crate::options::InformerOptions;
 pub use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};

@@ -176,6 +176,14 @@ pub trait Queue<K>: ReflectorStore<K, Error = Error> {
 
     /// Whether [`close`](Self::close) has been called.
     fn is_closed(&self) -> bool;
+
+    /// Keys with changes waiting to be popped (not counting a batch in flight).
+    fn len(&self) -> usize;
+
+    /// Whether no change is waiting.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Conveniences on top of any [`Queue`].
@@ -235,6 +243,7 @@ macro_rules! forward_through {
             fn has_synced(&self) -> bool { (**self).has_synced() }
             fn close(&self) { (**self).close() }
             fn is_closed(&self) -> bool { (**self).is_closed() }
+            fn len(&self) -> usize { (**self).len() }
         }
     )*};
 }

@@ -471,6 +471,10 @@ macro_rules! queue_via_shared {
             fn is_closed(&self) -> bool {
                 self.shared.is_closed()
             }
+
+            fn len(&self) -> usize {
+                $queue::len(self)
+            }
         }
     };
 }

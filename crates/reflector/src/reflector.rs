@@ -123,6 +123,8 @@ pub struct Reflector<K, L, S> {
     last_sync_resource_version: RwLock<String>,
     running: AtomicBool,
     streaming_fallbacks: AtomicU64,
+    /// Since when no watch stream is open (`None` while one is).
+    watch_down_since: parking_lot::Mutex<Option<Instant>>,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -198,6 +200,7 @@ where
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),
             streaming_fallbacks: AtomicU64::new(0),
+            watch_down_since: parking_lot::Mutex::new(Some(Instant::now())),
             _object: PhantomData,
         }
     }
@@ -307,6 +310,22 @@ where
     /// as a warning.
     pub fn streaming_fallbacks(&self) -> u64 {
         self.streaming_fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// Since when the reflector has had no watch stream open (listing, backing off, or not
+    /// running); `None` while a watch (or a streaming list's stream) is open. A health check
+    /// reads it: a watch not re-established for longer than the backoff cap is a stall.
+    pub fn watch_down_since(&self) -> Option<Instant> {
+        *self.watch_down_since.lock()
+    }
+
+    fn set_watching(&self, watching: bool) {
+        let mut since = self.watch_down_since.lock();
+        match (watching, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(Instant::now()),
+            (false, Some(_)) => {}
+        }
     }
 
     /// The store the reflector writes to.
@@ -647,9 +666,11 @@ where
 
             let started = Instant::now();
             let mut events = 0_u64;
+            self.set_watching(true);
             let end = self
                 .handle_watch(stream, propagate_from_start, &mut events)
                 .await;
+            self.set_watching(false);
             if started.elapsed() >= HEALTHY_WATCH {
                 // The server was back and serving: the next failure is a new outage.
                 state.backoff.reset();

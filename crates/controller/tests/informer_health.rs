@@ -1,0 +1,139 @@
+//! Health: an informer reports each way it can be stuck — a pop loop that stopped making
+//! progress while changes wait, a watch that is not re-established, a consumer stopped by its
+//! panic policy, the informer stopped — and is ready once synced with none of these.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use informer_controller::{
+    HealthOptions, PanicPolicy, Problem, ResourceEventHandlerFuncs, SharedIndexInformer,
+};
+use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
+use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_testing::eventually;
+use tokio_util::sync::CancellationToken;
+
+const QUICK: HealthOptions = HealthOptions {
+    stalled_after: Duration::from_millis(200),
+    watch_down_after: Duration::from_millis(200),
+};
+
+fn informer(
+    source: Arc<FakeListerWatcher<String>>,
+    blocked: Arc<AtomicBool>,
+) -> Arc<SharedIndexInformer<String>> {
+    Arc::new(
+        SharedIndexInformer::new(
+            source,
+            key_func(|s: &String| Ok(s.clone())),
+            Arc::new(|_: &String| None),
+            Duration::ZERO,
+            // An index function that can hold the pop loop (a user function stuck in a lock).
+            indexers([(
+                "all",
+                index_func(move |_: &String| {
+                    while blocked.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Ok(IndexValues::one("all"))
+                }),
+            )]),
+        )
+        .with_name("words")
+        .with_panic_policy(PanicPolicy::StopHandler),
+    )
+}
+
+fn added(name: &str, rv: &str) -> WatchStep<String> {
+    WatchStep::Event(WatchEvent::Added {
+        object: Arc::new(name.into()),
+        resource_version: rv.into(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_informer_is_ready_and_live_and_a_stuck_pop_loop_is_reported() {
+    let source = Arc::new(FakeListerWatcher::<String>::new());
+    source.push_list(ListPage::new(vec![Arc::new("a".into())], "1"));
+    source.push_watch(vec![
+        WatchStep::Wait(Duration::from_millis(300)),
+        added("b", "2"),
+        added("c", "3"),
+        added("d", "4"),
+        WatchStep::Hang,
+    ]);
+    let blocked = Arc::new(AtomicBool::new(false));
+    let informer = informer(Arc::clone(&source), Arc::clone(&blocked));
+    let before = informer.health(&QUICK);
+    assert!(!before.synced && before.is_live() && !before.is_ready());
+
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (i, s) = (Arc::clone(&informer), stop.clone());
+        async move { i.run(s).await }
+    });
+    eventually("ready", || informer.health(&QUICK).is_ready()).await;
+
+    // The index function blocks: "b" is in hand, "c" and "d" wait, nothing is popped.
+    blocked.store(true, Ordering::Release);
+    eventually("the stall is reported", || {
+        informer
+            .health(&QUICK)
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::NoProgress { .. }))
+    })
+    .await;
+    assert!(!informer.health(&QUICK).is_live());
+    blocked.store(false, Ordering::Release);
+    eventually("live again once the pop loop moves", || {
+        informer.lister().len() == 4 && informer.health(&QUICK).is_live()
+    })
+    .await;
+
+    stop.cancel();
+    running.await.expect("no panic").expect("runs");
+    assert_eq!(informer.health(&QUICK).problems, [Problem::Stopped]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
+    let source = Arc::new(FakeListerWatcher::<String>::new());
+    source.push_list(ListPage::new(vec![Arc::new("a".into())], "1"));
+    // The first watch ends at once; the next request never gets an answer.
+    source.push_watch(vec![added("boom", "2")]);
+    let informer = informer(Arc::clone(&source), Arc::default());
+    let handler = informer
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().with_add(|_, s: &Arc<String>, _| {
+                assert_ne!(s.as_str(), "boom", "a handler bug");
+            }),
+        )
+        .expect("registered");
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (i, s) = (Arc::clone(&informer), stop.clone());
+        async move { i.run(s).await }
+    });
+    eventually("the handler stopped by its panic policy", || {
+        handler.is_stopped()
+    })
+    .await;
+    eventually("both problems reported", || {
+        let health = informer.health(&QUICK);
+        health.synced
+            && health.problems.contains(&Problem::HandlerStopped {
+                handler: handler.id(),
+            })
+            && health
+                .problems
+                .iter()
+                .any(|p| matches!(p, Problem::WatchDown { .. }))
+    })
+    .await;
+    let text = informer.health(&QUICK).to_string();
+    assert!(text.starts_with("words: synced; "), "{text}");
+    stop.cancel();
+    running.await.expect("no panic").expect("runs");
+}
