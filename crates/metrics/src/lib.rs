@@ -19,6 +19,9 @@
 //!   `Controller::observer`: reconciles by result, errors, durations (controller-runtime's
 //!   names).
 //!
+//! With the feature `http`, `Endpoints` serves `/metrics`, `/readyz` and `/livez` (from the
+//! factories' health) as an axum router.
+//!
 //! Without this crate nothing is recorded: the layers' hooks are empty by default. The names,
 //! types and labels are listed in `docs/metrics.md`.
 //!
@@ -43,6 +46,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "http")]
+mod http;
 mod informer;
 mod reconcile;
 mod reflector;
@@ -57,6 +62,9 @@ use informer_runtime::ReconcileObserver;
 use informer_workqueue::MetricsProvider;
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
+
+#[cfg(feature = "http")]
+pub use crate::http::{Endpoints, OPENMETRICS};
 
 /// Labels as name–value pairs.
 pub(crate) type Labels = Vec<(&'static str, String)>;
