@@ -22,6 +22,7 @@
 //! | [`workqueue`] | `informer-workqueue` | `workqueue` | the rate-limited work queue (client-go's `util/workqueue`) |
 //! | [`runtime`] | `informer-runtime` | `runtime` | the reconciler: `Controller`, `Action`, `Target` |
 //! | [`leaderelection`] | `informer-leaderelection` | `leaderelection` (or `runtime`) | leader election on Leases: `LeaderElector`, `KubeLease` (with `kube`) |
+//! | `metrics` | `informer-metrics` | `metrics` (not a default) | metrics in a prometheus-client registry; `/metrics`, `/readyz`, `/livez` over HTTP |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
 //!
 //! Features: `default = ["kube", "rustls-tls", "ring"]`, which turns on every layer (each
@@ -155,6 +156,8 @@ pub use informer_fifo as fifo;
 pub use informer_kube as kube;
 #[cfg(any(feature = "leaderelection", feature = "runtime"))]
 pub use informer_leaderelection as leaderelection;
+#[cfg(feature = "metrics")]
+pub use informer_metrics as metrics;
 #[cfg(feature = "reflector")]
 pub use informer_reflector as reflector;
 #[cfg(feature = "runtime")]
