@@ -295,6 +295,19 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
 const WQ_TARGET: &str =
     "≤ ⅓ of client-go's workqueue (client-go not measured here: no Go toolchain)";
 
+/// The cost of metrics: `on` over `off` (medians of runs taken in turns), as a percentage.
+fn overhead_row(workload: &'static str, phase: String, off: Vec<f64>, on: Vec<f64>) -> Row {
+    let (off, on) = (median(off), median(on));
+    let mut row = Row::new(
+        workload,
+        format!("{phase}: metrics on {on:.4} s, off {off:.4} s"),
+        Figure::Percent((on / off - 1.0) * 100.0),
+        Figure::NotApplicable,
+    );
+    row.target = "≤ 5 % (metrics on over off)";
+    row
+}
+
 fn wq_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     let s = opts.sizes;
     let rt = w_inf::runtime();
@@ -325,6 +338,32 @@ fn wq_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         Figure::NotApplicable,
     );
     emit(row.target(WQ_TARGET).rate_per_op());
+    let provider = || Some(informer_metrics::Metrics::new().workqueue_provider());
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut hot_off, mut hot_on) = (Vec::new(), Vec::new());
+    for _ in 0..opts.reps.max(1) {
+        off.push(w_wq::distinct_with(&rt, s.wq_distinct, workers, None).as_secs_f64());
+        on.push(w_wq::distinct_with(&rt, s.wq_distinct, workers, provider()).as_secs_f64());
+        let (k, r) = (s.wq_hot_keys, s.wq_hot_rounds);
+        hot_off.push(w_wq::hot_with(&rt, k, r, workers, None).as_secs_f64());
+        hot_on.push(w_wq::hot_with(&rt, k, r, workers, provider()).as_secs_f64());
+    }
+    emit(overhead_row(
+        "W-WQ",
+        format!("{} distinct keys", thousands(s.wq_distinct as f64)),
+        off,
+        on,
+    ));
+    emit(overhead_row(
+        "W-WQ",
+        format!(
+            "{} hot keys × {}",
+            thousands(s.wq_hot_keys as f64),
+            s.wq_hot_rounds
+        ),
+        hot_off,
+        hot_on,
+    ));
 }
 
 fn ctrl_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
@@ -455,7 +494,24 @@ fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
     let (mut ours, mut subs, mut consumer) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ours_subs, mut ours_latest) = (Vec::new(), Vec::new());
     let (mut latest_delivered, mut latest_coalesced) = (Vec::new(), Vec::new());
+    let (mut metrics_off, mut metrics_on) = (Vec::new(), Vec::new());
+    let handlers = w_inf::Consumers::Handlers {
+        count: 4,
+        buffer: w_inf::NO_COALESCING,
+    };
     for _ in 0..opts.reps.max(1) {
+        metrics_off.push(
+            w_inf::ours_observed(&rt, &data, handlers, None)
+                .elapsed
+                .as_secs_f64(),
+        );
+        let metrics = informer_metrics::Metrics::new();
+        let observer = Some(metrics.reflector_observer("w-inf"));
+        metrics_on.push(
+            w_inf::ours_observed(&rt, &data, handlers, observer)
+                .elapsed
+                .as_secs_f64(),
+        );
         ours.push(w_inf::ours(&rt, &data, 4).as_secs_f64());
         let run = w_inf::ours_with(&rt, &data, subscribers);
         ours_subs.push(run.elapsed.as_secs_f64());
@@ -468,6 +524,12 @@ fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
         let events = data.watcher_events();
         consumer.push(w_inf::kube_runtime_consumer(&rt, events, 4).as_secs_f64());
     }
+    emit(overhead_row(
+        "W-INF",
+        "4 handlers, reflector observed (every event counted in the registry)".to_owned(),
+        metrics_off,
+        metrics_on,
+    ));
     let ours = median(ours);
     let (ours_subs, ours_latest) = (median(ours_subs), median(ours_latest));
     let (subs, consumer) = (median(subs), median(consumer));

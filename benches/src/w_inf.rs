@@ -36,7 +36,9 @@ use informer_controller::{
     Event as InformerEvent, HandlerOptions, HandlerRegistration, ResourceEventHandler,
     SharedIndexInformer, Subscription,
 };
-use informer_reflector::{FakeListerWatcher, ListPage, ListerWatcher, WatchEvent, WatchStep};
+use informer_reflector::{
+    FakeListerWatcher, ListPage, ListerWatcher, ReflectorObserver, WatchEvent, WatchStep,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube_runtime::reflector::{self, store};
 use kube_runtime::watcher::Event;
@@ -234,14 +236,29 @@ pub struct Run {
 ///
 /// Panics if a consumer that must count exactly coalesced (its buffer was too small).
 pub fn ours_with(rt: &Runtime, data: &Data, consumers: Consumers) -> Run {
+    ours_observed(rt, data, consumers, None)
+}
+
+/// [`ours_with`], the reflector telling `observer` of every list, watch and event (a metrics
+/// layer's hook; `None`: no observer, as in [`ours_with`]).
+pub fn ours_observed(
+    rt: &Runtime,
+    data: &Data,
+    consumers: Consumers,
+    observer: Option<Arc<dyn ReflectorObserver>>,
+) -> Run {
     let (listed, events) = (data.list.len(), data.events.len());
-    let informer = Arc::new(SharedIndexInformer::new(
+    let mut informer = SharedIndexInformer::new(
         source(data),
         key_func(),
         resource_version_func(),
         Duration::ZERO,
         indexers(),
-    ));
+    );
+    if let Some(observer) = observer {
+        informer = informer.with_reflector_config(move |r| r.with_observer(observer));
+    }
+    let informer = Arc::new(informer);
     let options = |buffer| HandlerOptions::new().buffer(buffer);
     let (elapsed, registrations) = match consumers {
         Consumers::Handlers { count, buffer } => {

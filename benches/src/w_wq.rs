@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use informer_workqueue::WorkQueue;
+use informer_workqueue::{MetricsProvider, WorkQueue};
 use tokio::runtime::Runtime;
 
 /// The workers taking keys in both workloads.
@@ -53,8 +53,26 @@ async fn drain_with_workers(queue: &WorkQueue<u64>, workers: usize) -> u64 {
 ///
 /// Panics if the workers did not process every key exactly once.
 pub fn distinct(rt: &Runtime, keys: u64, workers: usize) -> Duration {
+    distinct_with(rt, keys, workers, None)
+}
+
+/// A queue, with `metrics` if given.
+fn queue(metrics: Option<Arc<dyn MetricsProvider>>) -> WorkQueue<u64> {
+    match metrics {
+        Some(provider) => WorkQueue::builder().name("w-wq").metrics(provider).build(),
+        None => WorkQueue::new(),
+    }
+}
+
+/// [`distinct`] on a queue reporting to `metrics` (`None`: no metrics).
+pub fn distinct_with(
+    rt: &Runtime,
+    keys: u64,
+    workers: usize,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+) -> Duration {
     rt.block_on(async {
-        let queue = WorkQueue::<u64>::new();
+        let queue = queue(metrics);
         let started = Instant::now();
         for k in 0..keys {
             queue.add(k);
@@ -71,8 +89,19 @@ pub fn distinct(rt: &Runtime, keys: u64, workers: usize) -> Duration {
 ///
 /// Panics if a key added was never processed after its last add.
 pub fn hot(rt: &Runtime, keys: u64, rounds: u64, workers: usize) -> Duration {
+    hot_with(rt, keys, rounds, workers, None)
+}
+
+/// [`hot`] on a queue reporting to `metrics` (`None`: no metrics).
+pub fn hot_with(
+    rt: &Runtime,
+    keys: u64,
+    rounds: u64,
+    workers: usize,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+) -> Duration {
     rt.block_on(async {
-        let queue = Arc::new(WorkQueue::<u64>::new());
+        let queue = Arc::new(queue(metrics));
         let started = Instant::now();
         let adder = tokio::spawn({
             let queue = Arc::clone(&queue);

@@ -49,6 +49,18 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(measured(row.ours), "{row:?}");
         assert_eq!(row.kube_runtime, Figure::NotApplicable, "{row:?}");
     }
+    // The cost of metrics, as a percentage (noise can make it negative).
+    for (workload, phase) in [
+        ("W-WQ", "distinct keys: metrics on"),
+        ("W-WQ", "metrics on"),
+        ("W-INF", "reflector observed"),
+    ] {
+        let row = find(workload, phase);
+        assert!(
+            matches!(row.ours, Figure::Percent(p) if p.is_finite()),
+            "{row:?}"
+        );
+    }
     // Both sides, so a ratio.
     for (workload, phase) in [
         ("W-IDX", "two indexes: add"),
