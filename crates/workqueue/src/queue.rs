@@ -1,7 +1,7 @@
 //! [`WorkQueue`]: client-go's `util/workqueue` queue, delaying queue and rate-limiting queue in
 //! one async type.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use foldhash::fast::RandomState;
 use std::fmt;
@@ -100,12 +100,11 @@ struct Inner<T> {
 struct State<T> {
     /// Items to hand out, in order.
     queue: VecDeque<T>,
-    /// Items waiting: queued, or to be queued again when their processing is done.
-    dirty: HashSet<T, RandomState>,
+    /// Items waiting (queued, or to be queued again when their processing is done), with when
+    /// each was added (for the latency metric; the queue's creation without metrics).
+    dirty: HashMap<T, Instant, RandomState>,
     /// Items being processed, and since when (with metrics; the queue's creation otherwise).
     processing: HashMap<T, Instant, RandomState>,
-    /// When each waiting item was added (for the latency metric; empty without metrics).
-    added_at: HashMap<T, Instant, RandomState>,
     /// Delayed items by deadline (the sequence number breaks ties).
     timeline: BTreeMap<(Instant, u64), T>,
     /// Each delayed item's place in the timeline.
@@ -168,9 +167,8 @@ where
                 name: self.name,
                 state: Mutex::new(State {
                     queue: VecDeque::new(),
-                    dirty: HashSet::default(),
+                    dirty: HashMap::default(),
                     processing: HashMap::default(),
-                    added_at: HashMap::default(),
                     timeline: BTreeMap::new(),
                     delayed: HashMap::default(),
                     next_seq: 0,
@@ -262,16 +260,13 @@ where
 
     /// Whether the add queued an item for a worker now.
     fn add_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
-        if state.shutting_down || state.dirty.contains(&item) {
+        if state.shutting_down || state.dirty.contains_key(&item) {
             return false;
         }
         let metrics = &self.inner.metrics;
         metrics.adds.inc();
         metrics.depth.inc();
-        if self.inner.timed {
-            state.added_at.entry(item.clone()).or_insert(now);
-        }
-        state.dirty.insert(item.clone());
+        state.dirty.insert(item.clone(), now);
         if state.processing.contains_key(&item) {
             return false;
         }
@@ -377,12 +372,13 @@ where
                 {
                     let metrics = &self.inner.metrics;
                     metrics.depth.dec();
-                    if let Some(added) = state.added_at.remove(&item) {
+                    if let Some(added) = state.dirty.remove(&item)
+                        && self.inner.timed
+                    {
                         metrics
                             .latency
                             .observe(now.saturating_duration_since(added).as_secs_f64());
                     }
-                    state.dirty.remove(&item);
                     state.processing.insert(item.clone(), now);
                     // Another worker may be waiting for the rest.
                     if !state.queue.is_empty() {
@@ -420,7 +416,7 @@ where
                     .as_secs_f64(),
             );
         }
-        let requeued = state.dirty.contains(item);
+        let requeued = state.dirty.contains_key(item);
         if requeued {
             state.queue.push_back(item.clone());
         }
