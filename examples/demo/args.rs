@@ -51,6 +51,10 @@ pub(crate) struct Args {
     /// Inject no faults.
     #[arg(long)]
     pub(crate) no_faults: bool,
+    /// Serve the metrics registry on this port while the demo runs: /metrics (OpenMetrics),
+    /// /readyz and /livez on 127.0.0.1.
+    #[arg(long)]
+    pub(crate) metrics_port: Option<u16>,
     /// Print a plain line every second instead of live progress bars (the default when stdout
     /// is not a terminal).
     #[arg(long)]
@@ -68,6 +72,7 @@ pub(crate) struct Settings {
     pub(crate) duration: Duration,
     pub(crate) fault_every: Option<Duration>,
     pub(crate) live: bool,
+    pub(crate) metrics_port: Option<u16>,
 }
 
 impl Settings {
@@ -90,6 +95,7 @@ impl Settings {
             fault_every: (!args.no_faults && !args.cluster && fault_every > 0.0)
                 .then(|| Duration::from_secs_f64(fault_every)),
             live: !args.plain && std::io::stdout().is_terminal(),
+            metrics_port: args.metrics_port,
         }
     }
 }

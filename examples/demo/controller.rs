@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use informers::k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -24,7 +23,9 @@ use tokio::task::JoinHandle;
 
 use crate::BoxError;
 use crate::informers::Informers;
-use crate::progress::Counters;
+use informers::metrics::Metrics;
+use informers::metrics::prometheus_client::metrics::counter::Counter;
+use informers::workqueue::WorkQueue;
 
 /// The name of the ConfigMap the controller keeps in every namespace.
 pub(crate) const POD_COUNT: &str = "pod-count";
@@ -34,7 +35,8 @@ struct Ctx {
     client: kube_client::Client,
     pods: Lister<Pod>,
     configmaps: Lister<ConfigMap>,
-    counters: Arc<Counters>,
+    /// The demo's own metric, in the same registry: writes the controller made.
+    writes: Counter,
 }
 
 /// The running controller.
@@ -49,7 +51,7 @@ impl PodCounter {
     pub(crate) fn start(
         factory: &KubeInformerFactory,
         informers: &Informers,
-        counters: &Arc<Counters>,
+        metrics: &Metrics,
     ) -> Result<Self, BoxError> {
         let namespaces = factory.informer::<Namespace>();
         namespaces.add_index(UID_INDEX, uid_index_func::<Namespace>())?;
@@ -57,7 +59,20 @@ impl PodCounter {
             .configmaps
             .add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
         let owners = namespaces.lister();
-        let controller = Controller::new(namespaces)
+        // Its queue and its reconciles report to the registry; its writes too, as a metric of
+        // the demo's own.
+        let queue = WorkQueue::builder()
+            .name("pod-count")
+            .metrics(metrics.workqueue_provider())
+            .build();
+        let writes = Counter::default();
+        metrics.registry().register(
+            "demo_controller_writes",
+            "Writes the pod-count controller made (creates and patches)",
+            writes.clone(),
+        );
+        let controller = Controller::with_queue(namespaces, queue)
+            .observer(metrics.reconcile_observer("pod-count"))
             .watches(Arc::clone(&informers.pods), |pod: &Pod| {
                 pod.namespace().into_iter().collect()
             })
@@ -69,19 +84,16 @@ impl PodCounter {
             client: factory.source().client().clone(),
             pods: informers.pods.lister(),
             configmaps: informers.configmaps.lister(),
-            counters: Arc::clone(counters),
+            writes,
         });
         let stop = CancellationToken::new();
         let running = tokio::spawn(controller.run(
             stop.clone(),
             ctx,
             reconcile,
-            |_request, _error, ctx: &Arc<Ctx>| {
+            |_request, _error, _ctx: &Arc<Ctx>| {
                 // A write refused while the server restarts, or a create racing the cache:
-                // retried with the key's backoff.
-                ctx.counters
-                    .reconcile_errors
-                    .fetch_add(1, Ordering::Relaxed);
+                // retried with the key's backoff (and counted in the registry).
                 Action::backoff()
             },
         ));
@@ -121,7 +133,6 @@ async fn reconcile(
     request: Request<Namespace>,
     ctx: Arc<Ctx>,
 ) -> Result<Action, kube_client::Error> {
-    ctx.counters.reconciles.fetch_add(1, Ordering::Relaxed);
     let Target::Live(namespace) = &request.target else {
         return Ok(Action::await_change()); // the demo deletes no namespace
     };
@@ -143,8 +154,6 @@ async fn reconcile(
         }
         Some(_) => return Ok(Action::await_change()),
     }
-    ctx.counters
-        .controller_writes
-        .fetch_add(1, Ordering::Relaxed);
+    ctx.writes.inc();
     Ok(Action::await_change())
 }

@@ -6,22 +6,24 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use informers::k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use informers::kube::{KubeInformerFactory, KubeSource};
 use informers::kube_client::{self, Resource, ResourceExt};
+use informers::metrics::Metrics;
 use informers::prelude::*;
-use informers::reflector::{BackoffConfig, WatchErrorHandler};
+use informers::reflector::BackoffConfig;
 use parking_lot::Mutex;
 
 use crate::BoxError;
-use crate::progress::Counters;
 
 /// The factory for the simulator at `url`: a short reflector backoff, so that the informers
 /// ride out the injected faults quickly.
-pub(crate) fn simulator_factory(url: &str) -> Result<KubeInformerFactory, BoxError> {
+pub(crate) fn simulator_factory(
+    url: &str,
+    metrics: &Metrics,
+) -> Result<KubeInformerFactory, BoxError> {
     let client = kube_client::Client::try_from(kube_client::Config::new(url.parse()?))?;
     let backoff = || BackoffConfig {
         initial: Duration::from_millis(50),
@@ -29,6 +31,7 @@ pub(crate) fn simulator_factory(url: &str) -> Result<KubeInformerFactory, BoxErr
         ..BackoffConfig::default()
     };
     Ok(KubeInformerFactory::new(KubeSource::new(client))
+        .with_reflector_observers(metrics.reflector_observers())
         .configure::<Pod>(move |i| i.with_reflector_config(move |r| r.with_backoff(backoff())))
         .configure::<ConfigMap>(move |i| {
             i.with_reflector_config(move |r| r.with_backoff(backoff()))
@@ -36,10 +39,9 @@ pub(crate) fn simulator_factory(url: &str) -> Result<KubeInformerFactory, BoxErr
 }
 
 /// The factory for the cluster of the current kubeconfig (or the in-cluster service account).
-pub(crate) async fn cluster_factory() -> Result<KubeInformerFactory, BoxError> {
-    Ok(KubeSource::try_default()
-        .await
-        .map(KubeInformerFactory::new)?)
+pub(crate) async fn cluster_factory(metrics: &Metrics) -> Result<KubeInformerFactory, BoxError> {
+    Ok(KubeInformerFactory::new(KubeSource::try_default().await?)
+        .with_reflector_observers(metrics.reflector_observers()))
 }
 
 /// The demo's informers, with their handlers.
@@ -53,12 +55,8 @@ pub(crate) struct Informers {
 }
 
 impl Informers {
-    /// The factory's pod and configmap informers, the `node` index and the three handlers; the
-    /// reflectors' watch errors are counted in `counters`.
-    pub(crate) fn new(
-        factory: &KubeInformerFactory,
-        counters: &Arc<Counters>,
-    ) -> Result<Self, BoxError> {
+    /// The factory's pod and configmap informers, the `node` index and the three handlers.
+    pub(crate) fn new(factory: &KubeInformerFactory) -> Result<Self, BoxError> {
         let pods = factory.informer::<Pod>(); // with the `namespace` index, as in client-go
         let configmaps = factory.informer::<ConfigMap>();
         // The `node` index: a pod is filed under its node's name (unscheduled: nowhere).
@@ -66,8 +64,6 @@ impl Informers {
             "node",
             index_func(|p: &Pod| Ok(node_of(p).map(IndexValues::one).unwrap_or_default())),
         )]))?;
-        pods.set_watch_error_handler(watch_error_counter(counters))?;
-        configmaps.set_watch_error_handler(watch_error_counter(counters))?;
         let pod_mirror = Arc::new(Mirror::<Pod>::default());
         let configmap_mirror = Arc::new(Mirror::<ConfigMap>::default());
         let per_node = Arc::new(PodsPerNode::default());
@@ -94,14 +90,6 @@ impl Informers {
             .sum()
     }
 
-    /// Events handled, each counted once (by the two mirrors, one per informer).
-    pub(crate) fn events(&self) -> u64 {
-        [&self.registrations[0], &self.registrations[2]]
-            .iter()
-            .map(|r| r.delivered() as u64)
-            .sum()
-    }
-
     /// Notifications buffered for the handlers, not handled yet.
     pub(crate) fn backlog(&self) -> usize {
         self.registrations
@@ -109,17 +97,6 @@ impl Informers {
             .map(HandlerRegistration::backlog)
             .sum()
     }
-}
-
-/// Counts watch errors, and among them the `410 Expired` ones (each followed by a relist).
-fn watch_error_counter(counters: &Arc<Counters>) -> WatchErrorHandler {
-    let counters = Arc::clone(counters);
-    Arc::new(move |e: &informers::reflector::Error| {
-        counters.watch_errors.fetch_add(1, Ordering::Relaxed);
-        if e.is_expired() {
-            counters.relists.fetch_add(1, Ordering::Relaxed);
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------------------

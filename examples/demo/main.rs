@@ -41,7 +41,9 @@ use clap::Parser;
 
 use crate::args::{Args, Settings};
 use crate::informers::Informers;
-use crate::progress::{Counters, Display};
+use crate::progress::{Counters, Display, Scraped};
+use ::informers::kube::KubeInformerFactory;
+use ::informers::metrics::{Endpoints, Metrics};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -95,12 +97,15 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
     );
     let (server, live_pods) = world::seed(settings).await?;
 
-    // The informers, synced.
-    let factory = informers::simulator_factory(&server.url())?;
+    // The informers, synced, every figure of theirs in one metrics registry.
+    let metrics = Metrics::new();
+    let factory = informers::simulator_factory(&server.url(), &metrics)?;
+    metrics.watch_factory(&factory);
     let counters = Arc::new(Counters::default());
-    let informers = Informers::new(&factory, &counters)?;
+    let informers = Informers::new(&factory)?;
     // The controller phase: a reconciler on the same informers (see `controller.rs`).
-    let controller = controller::PodCounter::start(&factory, &informers, &counters)?;
+    let controller = controller::PodCounter::start(&factory, &informers, &metrics)?;
+    let serving = serve_metrics(settings.metrics_port, &metrics, &factory).await?;
     let objects = settings.pods + settings.configmaps * settings.namespaces;
     let display = Display::new(settings.live, objects as u64);
     factory.start()?;
@@ -119,7 +124,15 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
     // Churn and faults.
     let churn = world::Churn::start(&server, live_pods, settings, &counters);
     let tick = Duration::from_millis(250);
-    progress::show_status(&display, settings.duration, tick, &informers, &counters).await;
+    progress::show_status(
+        &display,
+        settings.duration,
+        tick,
+        &informers,
+        &counters,
+        &metrics,
+    )
+    .await;
     churn.stop().await?;
     display.finish();
 
@@ -130,17 +143,21 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
     let total_events = informers.delivered();
     controller.stop().await?;
     factory.shutdown().await?;
+    if let Some(serving) = serving {
+        serving.abort();
+    }
+    let scraped = Scraped::from(&metrics);
     println!(
         "\nsummary: {} changes, {} faults injected, {} watch errors, {} relists after 410, \
          {total_events} notifications handled; the controller: {} reconciles, {} writes, {} \
          errors retried, {} drifts repaired; all informers stopped and joined",
         counters.changes.load(Ordering::Relaxed),
         counters.faults.load(Ordering::Relaxed),
-        counters.watch_errors.load(Ordering::Relaxed),
-        counters.relists.load(Ordering::Relaxed),
-        counters.reconciles.load(Ordering::Relaxed),
-        counters.controller_writes.load(Ordering::Relaxed),
-        counters.reconcile_errors.load(Ordering::Relaxed),
+        scraped.watch_errors,
+        scraped.relists,
+        scraped.reconciles,
+        scraped.writes,
+        scraped.reconcile_errors,
         counters.drifts.load(Ordering::Relaxed),
     );
     verdict.print(settle.elapsed());
@@ -153,7 +170,10 @@ async fn run_simulated(settings: &Settings) -> Result<bool, BoxError> {
 
 /// `--cluster`: the same informers against the current kubeconfig's cluster, read-only.
 async fn run_cluster(settings: &Settings) -> Result<bool, BoxError> {
-    let factory = informers::cluster_factory().await?;
+    let metrics = Metrics::new();
+    let factory = informers::cluster_factory(&metrics).await?;
+    metrics.watch_factory(&factory);
+    let serving = serve_metrics(settings.metrics_port, &metrics, &factory).await?;
     let client = factory.source().client().clone();
     println!(
         "informers demo against the cluster of the current kubeconfig (default namespace {}), \
@@ -162,7 +182,7 @@ async fn run_cluster(settings: &Settings) -> Result<bool, BoxError> {
         settings.duration
     );
     let counters = Arc::new(Counters::default());
-    let informers = Informers::new(&factory, &counters)?;
+    let informers = Informers::new(&factory)?;
     let display = Display::new(settings.live, 0);
     factory.start()?;
     let took =
@@ -173,10 +193,44 @@ async fn run_cluster(settings: &Settings) -> Result<bool, BoxError> {
         informers.configmaps.lister().len()
     );
     let tick = Duration::from_secs(1);
-    progress::show_status(&display, settings.duration, tick, &informers, &counters).await;
+    progress::show_status(
+        &display,
+        settings.duration,
+        tick,
+        &informers,
+        &counters,
+        &metrics,
+    )
+    .await;
     display.finish();
 
     let verdict = check::against_cluster(client, &informers).await;
     factory.shutdown().await?;
+    if let Some(serving) = serving {
+        serving.abort();
+    }
     Ok(verdict.print())
+}
+
+/// With `--metrics-port`, serves `/metrics`, `/readyz` and `/livez` on 127.0.0.1 while the demo
+/// runs.
+async fn serve_metrics(
+    port: Option<u16>,
+    metrics: &Metrics,
+    factory: &KubeInformerFactory,
+) -> Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>, BoxError> {
+    let Some(port) = port else {
+        return Ok(None);
+    };
+    let app = Endpoints::new(metrics.clone())
+        .with_factory(factory)
+        .router();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    println!(
+        "metrics: http://{}/metrics (and /readyz, /livez)",
+        listener.local_addr()?
+    );
+    Ok(Some(tokio::spawn(async move {
+        axum::serve(listener, app).await
+    })))
 }

@@ -6,23 +6,69 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use informers::kube::KubeInformerFactory;
+use informers::metrics::Metrics;
 
 use crate::BoxError;
 use crate::informers::Informers;
 
-/// What the world and the reflectors have done so far.
+/// What the world has done so far (the informers' and the controller's figures come from the
+/// metrics registry: [`Scraped`]).
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) changes: AtomicU64,
     pub(crate) faults: AtomicU64,
-    pub(crate) watch_errors: AtomicU64,
-    pub(crate) relists: AtomicU64,
     /// `pod-count` ConfigMaps the churn drifted behind the controller's back.
     pub(crate) drifts: AtomicU64,
-    /// The controller's reconciles, its writes, and its errors (each retried with backoff).
-    pub(crate) reconciles: AtomicU64,
-    pub(crate) controller_writes: AtomicU64,
-    pub(crate) reconcile_errors: AtomicU64,
+}
+
+/// The figures the display shows, read from one scrape of the metrics registry.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Scraped {
+    /// Watch events the reflectors received.
+    pub(crate) events: u64,
+    /// Watch streams that ended other than by the server's clean close.
+    pub(crate) watch_errors: u64,
+    /// Lists after a 410 Expired.
+    pub(crate) relists: u64,
+    /// Notifications buffered for the handlers.
+    pub(crate) backlog: u64,
+    /// The controller's reconciles, its errors and its writes.
+    pub(crate) reconciles: u64,
+    pub(crate) reconcile_errors: u64,
+    pub(crate) writes: u64,
+}
+
+impl Scraped {
+    /// Reads the registry's OpenMetrics text.
+    pub(crate) fn from(metrics: &Metrics) -> Self {
+        let text = metrics.encode();
+        // The sum of the samples of `metric` whose labels contain `with` (all of them: ""), a
+        // count.
+        let sum = |metric: &str, with: &str| -> u64 {
+            text.lines()
+                .filter_map(|line| {
+                    let rest = line.strip_prefix(metric)?;
+                    let (series, value) = rest.rsplit_once(' ')?;
+                    (series.is_empty() || series.starts_with('{'))
+                        .then_some(())
+                        .filter(|()| series.contains(with))?;
+                    value.parse::<f64>().ok()
+                })
+                .sum::<f64>()
+                .max(0.0) as u64
+        };
+        Scraped {
+            events: sum("informer_reflector_events_total", ""),
+            watch_errors: sum("informer_reflector_watch_ends_total", "end=\"error\"")
+                + sum("informer_reflector_watch_ends_total", "end=\"broken\"")
+                + sum("informer_reflector_watch_ends_total", "end=\"very_short\""),
+            relists: sum("informer_reflector_lists_total", "reason=\"expired\""),
+            backlog: sum("informer_handler_buffered", ""),
+            reconciles: sum("controller_runtime_reconcile_total", ""),
+            reconcile_errors: sum("controller_runtime_reconcile_errors_total", ""),
+            writes: sum("demo_controller_writes_total", ""),
+        }
+    }
 }
 
 /// Progress bars on a terminal; a plain line a second otherwise.
@@ -126,6 +172,7 @@ fn status_line(
     elapsed: Duration,
     informers: &Informers,
     counters: &Counters,
+    scraped: &Scraped,
     events_per_sec: f64,
 ) -> String {
     format!(
@@ -137,10 +184,10 @@ fn status_line(
         informers.configmaps.lister().len(),
         counters.changes.load(Ordering::Relaxed),
         counters.faults.load(Ordering::Relaxed),
-        counters.watch_errors.load(Ordering::Relaxed),
-        counters.relists.load(Ordering::Relaxed),
-        informers.backlog(),
-        counters.reconciles.load(Ordering::Relaxed),
+        scraped.watch_errors,
+        scraped.relists,
+        scraped.backlog,
+        scraped.reconciles,
     )
 }
 
@@ -152,9 +199,10 @@ pub(crate) async fn show_status(
     tick: Duration,
     informers: &Informers,
     counters: &Counters,
+    metrics: &Metrics,
 ) {
     let started = Instant::now();
-    let mut last = (Instant::now(), informers.events());
+    let mut last = (Instant::now(), Scraped::from(metrics).events);
     let mut next_plain = Instant::now() + Duration::from_secs(1);
     while started.elapsed() < duration {
         tokio::time::sleep(tick).await;
@@ -162,9 +210,15 @@ pub(crate) async fn show_status(
             continue;
         }
         next_plain = Instant::now() + Duration::from_secs(1);
-        let events = informers.events();
-        let rate = (events - last.1) as f64 / last.0.elapsed().as_secs_f64();
-        last = (Instant::now(), events);
-        display.status(&status_line(started.elapsed(), informers, counters, rate));
+        let scraped = Scraped::from(metrics);
+        let rate = scraped.events.saturating_sub(last.1) as f64 / last.0.elapsed().as_secs_f64();
+        last = (Instant::now(), scraped.events);
+        display.status(&status_line(
+            started.elapsed(),
+            informers,
+            counters,
+            &scraped,
+            rate,
+        ));
     }
 }

@@ -65,6 +65,8 @@ use prometheus_client::registry::Registry;
 
 #[cfg(feature = "http")]
 pub use crate::http::{Endpoints, OPENMETRICS};
+/// prometheus-client, the version the registry is of (to register metrics of your own).
+pub use prometheus_client;
 
 /// Labels as name–value pairs.
 pub(crate) type Labels = Vec<(&'static str, String)>;
