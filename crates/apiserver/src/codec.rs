@@ -111,6 +111,7 @@ pub(crate) fn read_body(
     unreachable!("serves() is false without the protobuf feature")
 }
 
+#[cfg(feature = "protobuf")]
 fn protobuf_response(code: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = code;
