@@ -489,7 +489,13 @@ where
                 last_known: self.deleted.lock().get(key).cloned(),
             },
         };
-        let was_deleted = matches!(target, Target::Deleted { .. });
+        // The last known state a deletion's reconcile is given, forgotten once it succeeds.
+        let reconciled = match &target {
+            Target::Deleted {
+                last_known: Some(obj),
+            } => Some(Arc::clone(obj)),
+            _ => None,
+        };
         let request = Request {
             key: Arc::clone(key),
             target,
@@ -498,8 +504,13 @@ where
         let action = match outcome {
             Ok(action) => {
                 self.queue.forget(key);
-                if was_deleted {
-                    self.deleted.lock().remove(key);
+                if let Some(then) = reconciled {
+                    // Only that state: a later deletion of the key (recreated and deleted again
+                    // meanwhile) keeps its own for the next reconcile.
+                    let mut deleted = self.deleted.lock();
+                    if deleted.get(key).is_some_and(|now| Arc::ptr_eq(now, &then)) {
+                        deleted.remove(key);
+                    }
                 }
                 action
             }
