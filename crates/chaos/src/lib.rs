@@ -25,8 +25,19 @@
 //! * **shutdown**: the informers stop, every handler worker is joined, and the runtime has no
 //!   task left ([`run_seeds`] also checks that no `informer-` thread is left).
 //!
-//! The `informer-chaos` binary runs thousands of seeds and has a soak mode ([`soak()`]), which can
-//! run the simulator in a process of its own ([`server_process`]): see `docs/reliability.md`.
+//! The same seeds also drive a controller ([`controller`], [`run_controller_seed`]): an
+//! `informer-runtime` reconciler over the pods that keeps one child ConfigMap `ns/p-info` per
+//! pod (its node in `data.node`, owned by the pod's current UID), through the scenario's churn
+//! and faults plus disturbances of its own drawn from the seed ([`ControllerPlan`]): children
+//! drifted or deleted behind its back, orphans, second children, failed writes, latency. Each
+//! reconcile checks that no other reconcile of its key runs and that both caches have synced;
+//! once the churn stops, the world on the server must converge within [`SETTLE_BOUND`] (every
+//! pod exactly its child, no ConfigMap of a pod UID that is gone), and the controller and the
+//! informers must stop cleanly.
+//!
+//! The `informer-chaos` binary runs thousands of seeds (`--controller` for the controller
+//! scenario) and has a soak mode ([`soak()`]), which can run the simulator in a process of its
+//! own ([`server_process`]): see `docs/reliability.md`.
 //!
 //! ```
 //! use informer_chaos::{Scenario, run_seed};
@@ -37,7 +48,18 @@
 //!     Err(failure) => panic!("{failure}"), // prints the seed and the replay command
 //! }
 //! ```
+//!
+//! ```
+//! use informer_chaos::{Scenario, run_controller_seed};
+//!
+//! let scenario = Scenario::with_steps(7, 40);
+//! match run_controller_seed(&scenario) {
+//!     Ok(outcome) => println!("{} reconciles, {} retried", outcome.reconciles, outcome.errors_retried),
+//!     Err(failure) => panic!("{failure}"), // replay: informer-chaos --controller --seed 7 --steps 40
+//! }
+//! ```
 
+pub mod controller;
 pub mod journal;
 pub mod record;
 pub mod runner;
@@ -46,11 +68,15 @@ pub mod server_process;
 pub mod soak;
 pub mod stack;
 
+pub use crate::controller::{
+    ControllerOutcome, ControllerPlan, ControllerSummary, Disturbance, run_controller,
+    run_controller_seed, run_controller_seeds,
+};
 pub use crate::journal::{Journal, JournalOptions, Note, WriteLog};
 pub use crate::record::{Call, CallLog, End, Recording, check_relists, justifies_relist};
 pub use crate::runner::{
-    Failure, Outcome, SETTLE_BOUND, Summary, informer_threads, replay_command, run, run_seed,
-    run_seeds,
+    Failure, Outcome, SETTLE_BOUND, Suite, Summary, controller_replay_command, informer_threads,
+    replay_command, run, run_seed, run_seeds,
 };
 pub use crate::scenario::{DEFAULT_STEPS, Fault, Generator, Op, SELECTOR, Scenario, Step};
 pub use crate::server_process::serve as serve_soak;

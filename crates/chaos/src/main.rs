@@ -3,6 +3,8 @@
 //! ```sh
 //! cargo run --release -p informer-chaos -- --seeds 1000          # seeds 0..1000
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
+//! cargo run --release -p informer-chaos -- --controller --seeds 500 # the controller scenario
+//! cargo run --release -p informer-chaos -- --controller --seed 31  # replay one of its seeds
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
 //! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
 //! ```
@@ -11,7 +13,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use informer_chaos::{DEFAULT_STEPS, Scenario, SoakOptions, run_seeds, serve_soak, soak};
+use informer_chaos::{
+    DEFAULT_STEPS, Scenario, SoakOptions, run_controller_seeds, run_seeds, serve_soak, soak,
+};
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
 #[derive(Parser, Debug)]
@@ -32,6 +36,10 @@ struct Args {
     /// Seeds run at once [default: the number of CPUs].
     #[arg(long)]
     jobs: Option<usize>,
+    /// Run the controller scenario: a reconciler keeping one child ConfigMap per pod through
+    /// the seeds' churn and faults and disturbances of its own, checked for convergence.
+    #[arg(long, conflicts_with = "soak")]
+    controller: bool,
     /// Soak mode: one long run at volume instead of seeds.
     #[arg(long)]
     soak: bool,
@@ -117,10 +125,41 @@ fn main() -> ExitCode {
         .map(|&seed| Scenario::with_steps(seed, args.steps))
         .collect();
     println!(
-        "running {} seeds ({} steps each) on {jobs} threads",
+        "running {} {}seeds ({} steps each) on {jobs} threads",
         scenarios.len(),
+        if args.controller { "controller " } else { "" },
         args.steps
     );
+    if args.controller {
+        let summary = run_controller_seeds(scenarios, jobs, |result| match result {
+            Ok(outcome) => {
+                if args.seed.is_some() {
+                    println!(
+                        "seed {} passed: {} pod writes, {} faults and disturbances, {} \
+                         reconciles, {} errors retried, {} writes, {} relists, {} pods, settled \
+                         in {:.2?}, {:.2?} in all",
+                        outcome.seed,
+                        outcome.pod_writes,
+                        outcome.faults.values().sum::<u64>(),
+                        outcome.reconciles,
+                        outcome.errors_retried,
+                        outcome.writes,
+                        outcome.relists,
+                        outcome.pods,
+                        outcome.settled_in,
+                        outcome.wall
+                    );
+                }
+            }
+            Err(failure) => eprintln!("{failure}"),
+        });
+        println!("\n{summary}");
+        return if summary.ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let summary = run_seeds(scenarios, jobs, |result| match result {
         Ok(outcome) => {
             if args.seed.is_some() {

@@ -43,6 +43,17 @@ pub struct Outcome {
     pub wall: Duration,
 }
 
+/// Which suite a seed ran in: it decides the command that replays it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Suite {
+    /// The informers' convergence runs ([`run_seed`]).
+    #[default]
+    Informers,
+    /// The controller's convergence runs
+    /// ([`run_controller_seed`](crate::controller::run_controller_seed)).
+    Controller,
+}
+
 /// A failing run: the seed and what went wrong.
 #[derive(Debug, Clone)]
 pub struct Failure {
@@ -50,8 +61,30 @@ pub struct Failure {
     pub seed: u64,
     /// Steps of the scenario (to replay it with the same length).
     pub steps: usize,
+    /// The suite the seed ran in.
+    pub suite: Suite,
     /// What went wrong.
     pub problems: Vec<String>,
+}
+
+impl Failure {
+    /// A failure of `scenario` in `suite`.
+    pub fn of(scenario: &Scenario, suite: Suite, problems: Vec<String>) -> Self {
+        Self {
+            seed: scenario.seed,
+            steps: scenario.steps.len(),
+            suite,
+            problems,
+        }
+    }
+
+    /// The command that replays this seed.
+    pub fn replay(&self) -> String {
+        match self.suite {
+            Suite::Informers => replay_command(self.seed, self.steps),
+            Suite::Controller => controller_replay_command(self.seed, self.steps),
+        }
+    }
 }
 
 impl fmt::Display for Failure {
@@ -60,7 +93,7 @@ impl fmt::Display for Failure {
         for problem in &self.problems {
             writeln!(f, "  - {problem}")?;
         }
-        write!(f, "  replay: {}", replay_command(self.seed, self.steps))
+        write!(f, "  replay: {}", self.replay())
     }
 }
 
@@ -68,7 +101,16 @@ impl std::error::Error for Failure {}
 
 /// The command that replays one seed.
 pub fn replay_command(seed: u64, steps: usize) -> String {
-    let mut command = format!("cargo run --release -p informer-chaos -- --seed {seed}");
+    replay_with("", seed, steps)
+}
+
+/// The command that replays one seed of the controller scenario.
+pub fn controller_replay_command(seed: u64, steps: usize) -> String {
+    replay_with(" --controller", seed, steps)
+}
+
+fn replay_with(flag: &str, seed: u64, steps: usize) -> String {
+    let mut command = format!("cargo run --release -p informer-chaos --{flag} --seed {seed}");
     if steps != crate::scenario::DEFAULT_STEPS {
         command.push_str(&format!(" --steps {steps}"));
     }
@@ -89,7 +131,7 @@ pub fn informer_threads() -> Option<usize> {
 
 /// The delivery pool's threads once any spare has left (spares leave after
 /// [`SPARE_IDLE`](informer_controller::SPARE_IDLE) idle; waits up to ten seconds for that).
-fn pool_threads_settled() -> Option<usize> {
+pub(crate) fn pool_threads_settled() -> Option<usize> {
     let resting = informer_controller::DeliveryPool::global().size() + 1;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -103,7 +145,7 @@ fn pool_threads_settled() -> Option<usize> {
 
 /// Waits (up to ten seconds) until no job is left on the delivery pool: every informer's pop
 /// loop and every handler has ended. Returns what is left.
-fn jobs_left_on_the_pool() -> usize {
+pub(crate) fn jobs_left_on_the_pool() -> usize {
     let pool = informer_controller::DeliveryPool::global();
     let deadline = Instant::now() + Duration::from_secs(10);
     while pool.jobs() > 0 && Instant::now() < deadline {
@@ -117,20 +159,8 @@ fn jobs_left_on_the_pool() -> usize {
 /// relists, then stops everything. The runtime's own tasks are checked by [`run_seed`].
 pub async fn run(scenario: &Scenario) -> Result<Outcome, Failure> {
     let begun = Instant::now();
-    let fail = |problems: Vec<String>| Failure {
-        seed: scenario.seed,
-        steps: scenario.steps.len(),
-        problems,
-    };
-    let settings = scenario.server;
-    let config = Config {
-        history_size: settings.history_size,
-        watch_buffer: settings.watch_buffer,
-        expired_watch: settings.expired_watch,
-        bookmark_before_deadline: Duration::from_millis(300),
-        ..Config::for_tests(Duration::from_millis(150))
-    };
-    let server = ApiServer::start(config)
+    let fail = |problems: Vec<String>| Failure::of(scenario, Suite::Informers, problems);
+    let server = ApiServer::start(server_config(scenario))
         .await
         .map_err(|e| fail(vec![format!("starting the API server: {e}")]))?;
     let outcome = drive(scenario, &server).await;
@@ -138,6 +168,18 @@ pub async fn run(scenario: &Scenario) -> Result<Outcome, Failure> {
     let mut outcome = outcome.map_err(fail)?;
     outcome.wall = begun.elapsed();
     Ok(outcome)
+}
+
+/// The simulator's configuration for `scenario`.
+pub(crate) fn server_config(scenario: &Scenario) -> Config {
+    let settings = scenario.server;
+    Config {
+        history_size: settings.history_size,
+        watch_buffer: settings.watch_buffer,
+        expired_watch: settings.expired_watch,
+        bookmark_before_deadline: Duration::from_millis(300),
+        ..Config::for_tests(Duration::from_millis(150))
+    }
 }
 
 async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<String>> {
@@ -216,15 +258,21 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
 /// Runs one scenario on a runtime of its own, then checks that the runtime has no task left
 /// (the informers, the server and the client all released theirs).
 pub fn run_seed(scenario: &Scenario) -> Result<Outcome, Failure> {
+    on_a_runtime_of_its_own(scenario, Suite::Informers, run(scenario))
+}
+
+/// Runs `run` on a current-thread runtime of its own, then checks that the runtime has no task
+/// left once it has returned.
+pub(crate) fn on_a_runtime_of_its_own<T>(
+    scenario: &Scenario,
+    suite: Suite,
+    run: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure {
-            seed: scenario.seed,
-            steps: scenario.steps.len(),
-            problems: vec![format!("building a runtime: {e}")],
-        })?;
-    let outcome = runtime.block_on(run(scenario))?;
+        .map_err(|e| Failure::of(scenario, suite, vec![format!("building a runtime: {e}")]))?;
+    let outcome = runtime.block_on(run)?;
     let metrics = runtime.metrics();
     let left = runtime.block_on(async {
         // A finished task's slot is released a moment after it completes.
@@ -235,11 +283,11 @@ pub fn run_seed(scenario: &Scenario) -> Result<Outcome, Failure> {
         metrics.num_alive_tasks()
     });
     if left > 0 {
-        return Err(Failure {
-            seed: scenario.seed,
-            steps: scenario.steps.len(),
-            problems: vec![format!("{left} tasks still alive after shutdown")],
-        });
+        return Err(Failure::of(
+            scenario,
+            suite,
+            vec![format!("{left} tasks still alive after shutdown")],
+        ));
     }
     Ok(outcome)
 }
@@ -355,8 +403,27 @@ pub fn run_seeds(
     progress: impl Fn(&Result<Outcome, Failure>) + Sync,
 ) -> Summary {
     let begun = Instant::now();
-    let next = AtomicUsize::new(0);
     let summary = Mutex::new(Summary::default());
+    on_threads(scenarios, jobs, run_seed, |result| {
+        progress(&result);
+        summary.lock().add(result);
+    });
+    let mut summary = summary.into_inner();
+    summary.failures.sort_by_key(|f| f.seed);
+    summary.jobs_left = jobs_left_on_the_pool();
+    summary.threads_left = pool_threads_settled();
+    summary.wall = begun.elapsed();
+    summary
+}
+
+/// Runs `run` over `scenarios` on `jobs` threads, handing each result to `each` as it comes.
+pub(crate) fn on_threads<T>(
+    scenarios: Vec<Scenario>,
+    jobs: usize,
+    run: impl Fn(&Scenario) -> T + Sync,
+    each: impl Fn(T) + Sync,
+) {
+    let next = AtomicUsize::new(0);
     let scenarios = Arc::new(scenarios);
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -366,17 +433,9 @@ pub fn run_seeds(
                     let Some(scenario) = scenarios.get(i) else {
                         return;
                     };
-                    let result = run_seed(scenario);
-                    progress(&result);
-                    summary.lock().add(result);
+                    each(run(scenario));
                 }
             });
         }
     });
-    let mut summary = summary.into_inner();
-    summary.failures.sort_by_key(|f| f.seed);
-    summary.jobs_left = jobs_left_on_the_pool();
-    summary.threads_left = pool_threads_settled();
-    summary.wall = begun.elapsed();
-    summary
 }

@@ -19,6 +19,9 @@ pub const NAMESPACES: [&str; 3] = ["alpha", "beta", "gamma"];
 pub const NODES: u32 = 6;
 /// The label selector of the second informer: only these pods are in its cache.
 pub const SELECTOR: &str = "tier=gold";
+/// How many pod names a scenario uses in each namespace (`pod-0` .. `pod-29`): names come back
+/// after a delete, with new UIDs.
+pub const NAMES_PER_NAMESPACE: usize = 30;
 
 /// One write to the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,7 +279,7 @@ impl Scenario {
 
     /// The scenario of `seed` with `steps` steps (writes, faults and pauses together).
     pub fn with_steps(seed: u64, steps: usize) -> Self {
-        let mut generator = Generator::new(seed, 30);
+        let mut generator = Generator::new(seed, NAMES_PER_NAMESPACE);
         let server = ServerSettings {
             history_size: if generator.rng.random_bool(0.3) {
                 generator.rng.random_range(60..200)

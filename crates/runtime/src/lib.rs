@@ -558,6 +558,9 @@ where
             workers.spawn(async move { worker.work(&until, &stop).await });
         }
         tokio::select! {
+            // A stop is graceful, even when it also ends the term (without an election the two
+            // are one token): look at it first.
+            biased;
             () = stop.cancelled() => {}
             () = until.cancelled() => {
                 // Not leading any more: nothing of this term goes on.
@@ -610,6 +613,13 @@ where
                 last_known: self.deleted.lock().get(key).cloned(),
             },
         };
+        // The last known state a deletion's reconcile is given, forgotten once it succeeds.
+        let reconciled = match &target {
+            Target::Deleted {
+                last_known: Some(obj),
+            } => Some(Arc::clone(obj)),
+            _ => None,
+        };
         let was_deleted = matches!(target, Target::Deleted { .. });
         let request = Request {
             key: Arc::clone(key),
@@ -621,9 +631,13 @@ where
         let succeeded = outcome.is_ok();
         let action = match outcome {
             Ok(action) => {
-                self.queue.forget(key);
-                if was_deleted {
-                    self.deleted.lock().remove(key);
+                if let Some(then) = reconciled {
+                    // Only that state: a later deletion of the key (recreated and deleted again
+                    // meanwhile) keeps its own for the next reconcile.
+                    let mut deleted = self.deleted.lock();
+                    if deleted.get(key).is_some_and(|now| Arc::ptr_eq(now, &then)) {
+                        deleted.remove(key);
+                    }
                 }
                 action
             }
@@ -641,8 +655,12 @@ where
                 duration,
             });
         }
+        // A success clears the key's backoff, as does an error its policy lets go.
+        if succeeded || action.next == Next::AwaitChange {
+            self.queue.forget(key);
+        }
         match action.next {
-            Next::AwaitChange => self.queue.forget(key),
+            Next::AwaitChange => {}
             Next::RequeueAfter(delay) => self.queue.add_after(Arc::clone(key), delay),
             Next::Backoff => self.queue.add_rate_limited(Arc::clone(key)),
         }

@@ -440,3 +440,59 @@ async fn shutdown_is_graceful_and_bounded() {
     informer_stop.cancel();
     running.await.unwrap();
 }
+
+/// A deletion that arrives while an earlier deletion of the same key is being reconciled keeps
+/// its own last known state: the earlier reconcile's success does not erase it, and the next
+/// reconcile is told what was deleted last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_during_the_reconcile_of_an_earlier_one_keeps_its_last_known_state() {
+    let (source, tx) = Source::new(vec![obj("a", 1)], true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let log = Arc::new(Log::default());
+    let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
+    // Two workers: `b` is reconciled while `a`'s first deletion waits.
+    let controller = Controller::new(Arc::clone(&informer)).concurrency(2);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        move |request, log| {
+            let mut gate = gate_rx.clone();
+            async move {
+                let state = match &request.target {
+                    Target::Live(o) => Some(o.rv),
+                    Target::Deleted { last_known } => last_known.as_ref().map(|o| 100 + o.rv),
+                };
+                log.seen.lock().push((request.key.to_string(), state));
+                if state == Some(102) {
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                Ok::<_, ()>(Action::await_change())
+            }
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the first reconcile", || log.of("a") == [Some(1)]).await;
+    send(&tx, WatchEvent::deleted, obj("a", 2));
+    eventually("the first deletion under way", || {
+        log.of("a") == [Some(1), Some(102)]
+    })
+    .await;
+    // Recreated and deleted again while that reconcile runs; `b`'s reconcile shows that the
+    // controller's handler has seen both (it gets the informer's changes in order).
+    send(&tx, WatchEvent::added, obj("a", 3));
+    send(&tx, WatchEvent::deleted, obj("a", 4));
+    send(&tx, WatchEvent::added, obj("b", 5));
+    eventually("b reconciled", || log.of("b") == [Some(5)]).await;
+    gate_tx.send_replace(true);
+    eventually("the second deletion reconciled", || log.of("a").len() == 3).await;
+    assert_eq!(
+        log.of("a"),
+        [Some(1), Some(102), Some(104)],
+        "the second deletion's reconcile gets the state deleted last (104), not none"
+    );
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
+}
