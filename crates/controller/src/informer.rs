@@ -224,6 +224,8 @@ pub struct InformerStats {
     pub objects: usize,
     /// Each index, by name, with its number of distinct values.
     pub indexes: Vec<(String, usize)>,
+    /// The queue's counts (zero before the informer runs).
+    pub queue: informer_fifo::QueueCounts,
     /// Deltas refused ([`SharedIndexInformer::refused_deltas`]).
     pub refused_deltas: u64,
     /// Panics caught on the informer's own path ([`SharedIndexInformer::caught_panics`]).
@@ -507,6 +509,10 @@ impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
     fn len(&self) -> usize {
         self.queue.len()
     }
+
+    fn counts(&self) -> informer_fifo::QueueCounts {
+        self.queue.counts()
+    }
 }
 
 /// Marks the informer stopped and stops its handlers when a run ends, however it ends: a run
@@ -760,6 +766,12 @@ where
             stopped: self.is_stopped(),
             objects: self.indexer.len(),
             indexes,
+            queue: self
+                .queue
+                .lock()
+                .as_ref()
+                .map(|q| q.counts())
+                .unwrap_or_default(),
             refused_deltas: self.refused_deltas(),
             caught_panics: self.caught_panics(),
             handlers: self.processor.registrations(),

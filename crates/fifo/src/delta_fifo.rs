@@ -352,7 +352,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
         let deletions = queued_deletions.len() + known_deletions.len();
         // Listing cannot reuse the slot of a queued key: the slot numbers are still valid.
         for (slot, delta) in queued_deletions {
-            state.pending.push_to(slot, delta);
+            state.pending.push_queued(slot, delta);
         }
         for (key, delta) in known_deletions {
             state.pending.queue_delta(key, delta);

@@ -117,8 +117,15 @@ pub struct InOrderFifo<K> {
     shared: Shared<K, Log<K>>,
 }
 
-/// Every event not yet popped, oldest first, with its key.
-struct Log<K>(VecDeque<(String, Delta<K>)>);
+/// Every event not yet popped, oldest first, with its key; and how many were written.
+struct Log<K>(VecDeque<(String, Delta<K>)>, u64);
+
+impl<K> Log<K> {
+    fn push(&mut self, key: String, delta: Delta<K>) {
+        self.1 += 1;
+        self.0.push_back((key, delta));
+    }
+}
 
 impl<K> Pending<K> for Log<K> {
     fn take_front(&mut self) -> Option<Deltas<K>> {
@@ -129,6 +136,11 @@ impl<K> Pending<K> for Log<K> {
 
     fn len(&self) -> usize {
         self.0.len()
+    }
+
+    fn written(&self) -> (u64, u64) {
+        // Every event is its own entry: nothing coalesces.
+        (self.1, 0)
     }
 
     fn put_front(&mut self, deltas: Deltas<K>) -> Option<usize> {
@@ -158,7 +170,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
                 transform: options.transform,
                 on_refused: options.on_refused,
             },
-            shared: Shared::new(Log(VecDeque::new())),
+            shared: Shared::new(Log(VecDeque::new(), 0)),
         }
     }
 
@@ -186,7 +198,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         };
         let mut state = self.shared.lock();
         state.populated = true;
-        state.pending.0.push_back((key, Delta::new(kind, obj)));
+        state.pending.push(key, Delta::new(kind, obj));
         self.shared.queued(state, false);
         Ok(())
     }
@@ -208,7 +220,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
             Some(last) => {
                 state.populated = true;
                 let tombstone = Delta::tombstone(key.as_str(), last);
-                state.pending.0.push_back((key, tombstone));
+                state.pending.push(key, tombstone);
                 self.shared.queued(state, false);
             }
             None => drop(state),
@@ -281,7 +293,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
 
         state.pending.0.extend(deletions);
         for (key, obj) in listed {
-            state.pending.0.push_back((key, Delta::Replaced(obj)));
+            state.pending.push(key, Delta::Replaced(obj));
         }
         let queued = state.pending.0.len();
         state.replaced(queued);

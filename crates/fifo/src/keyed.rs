@@ -43,6 +43,9 @@ pub(crate) struct Keyed<K> {
     free: Vec<SlotId>,
     /// Slot numbers in key arrival order; each queued key once.
     queue: VecDeque<SlotId>,
+    /// Deltas written, and those of them that joined a queued key.
+    written: u64,
+    coalesced: u64,
 }
 
 impl<K> Keyed<K> {
@@ -53,6 +56,8 @@ impl<K> Keyed<K> {
             slots: Vec::new(),
             free: Vec::new(),
             queue: VecDeque::new(),
+            written: 0,
+            coalesced: 0,
         }
     }
 
@@ -76,9 +81,13 @@ impl<K> Keyed<K> {
 
     /// Appends `delta` to the deltas of `key`, queueing the key at the back if it is new.
     pub(crate) fn queue_delta(&mut self, key: String, delta: Delta<K>) {
+        self.written += 1;
         let hash = self.hasher.hash_one(key.as_str());
         match self.find(hash, &key) {
-            Some(id) => self.push_to(id, delta),
+            Some(id) => {
+                self.coalesced += 1;
+                self.push_to(id, delta);
+            }
             None => {
                 let id = self.insert(hash, Deltas::keyed(key, delta));
                 self.queue.push_back(id);
@@ -110,8 +119,15 @@ impl<K> Keyed<K> {
         id
     }
 
+    /// A new `delta` for the queued key in slot `id` (counted as written and coalesced).
+    pub(crate) fn push_queued(&mut self, id: SlotId, delta: Delta<K>) {
+        self.written += 1;
+        self.coalesced += 1;
+        self.push_to(id, delta);
+    }
+
     /// Appends `delta` to the deltas of the queued key in slot `id`, then deduplicates.
-    pub(crate) fn push_to(&mut self, id: SlotId, delta: Delta<K>) {
+    fn push_to(&mut self, id: SlotId, delta: Delta<K>) {
         if let Some(deltas) = self.slots[id as usize].deltas.as_mut() {
             deltas.push(delta);
             deltas.dedup_newest();
@@ -172,6 +188,10 @@ impl<K> Pending<K> for Keyed<K> {
 
     fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    fn written(&self) -> (u64, u64) {
+        (self.written, self.coalesced)
     }
 
     fn put_front(&mut self, deltas: Deltas<K>) -> Option<usize> {

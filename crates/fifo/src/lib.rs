@@ -88,7 +88,8 @@ pub use crate::delta_fifo::{DeltaFifo, DeltaFifoOptions};
 pub use crate::error::{Error, Result};
 pub use crate::in_order::{InOrderFifo, InOrderFifoOptions};
 pub use crate::queue::{
-    Queue, QueueClosed, QueueExt, ReadyHook, RefusalHandler, TransformFunc, transform_func,
+    Queue, QueueClosed, QueueCounts, QueueExt, ReadyHook, RefusalHandler, TransformFunc,
+    transform_func,
 };
 pub use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 

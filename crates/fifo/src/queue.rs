@@ -184,6 +184,29 @@ pub trait Queue<K>: ReflectorStore<K, Error = Error> {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// What the queue has taken and given so far (for metrics). A queue that does not count
+    /// reports only its length.
+    fn counts(&self) -> QueueCounts {
+        QueueCounts {
+            queued: self.len(),
+            ..QueueCounts::default()
+        }
+    }
+}
+
+/// What a queue has taken and given (see [`Queue::counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct QueueCounts {
+    /// Keys (or events) waiting now.
+    pub queued: usize,
+    /// Changes written so far (adds, updates, deletes, replaced and resynced objects).
+    pub written: u64,
+    /// Of those, the ones that joined a key already queued (coalesced into its deltas).
+    pub coalesced: u64,
+    /// Entries handed to `process` so far.
+    pub popped: u64,
 }
 
 /// Conveniences on top of any [`Queue`].
@@ -244,6 +267,7 @@ macro_rules! forward_through {
             fn close(&self) { (**self).close() }
             fn is_closed(&self) -> bool { (**self).is_closed() }
             fn len(&self) -> usize { (**self).len() }
+            fn counts(&self) -> QueueCounts { (**self).counts() }
         }
     )*};
 }

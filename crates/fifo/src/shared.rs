@@ -33,6 +33,9 @@ pub(crate) trait Pending<K> {
     /// entry per key merges what was queued for the key meanwhile behind it, and returns the
     /// position (0 = front) that entry had.
     fn put_front(&mut self, deltas: Deltas<K>) -> Option<usize>;
+
+    /// Changes written so far, and how many of them joined a key already queued.
+    fn written(&self) -> (u64, u64);
 }
 
 /// In-flight records kept (with their key buffers) once a batch is over; a larger batch gives
@@ -189,6 +192,8 @@ pub(crate) struct Guarded<K, S> {
     /// The buffer a batch is taken into, kept from batch to batch.
     batch: VecDeque<(Deltas<K>, bool)>,
     hook: Option<ReadyHook>,
+    /// Entries handed to `process` so far.
+    popped: u64,
 }
 
 impl<K, S> Guarded<K, S> {
@@ -251,6 +256,7 @@ impl<K, S> Shared<K, S> {
                 popper: None,
                 batch: VecDeque::new(),
                 hook: None,
+                popped: 0,
             }),
             ready: Condvar::new(),
         }
@@ -344,6 +350,21 @@ impl<K, S> Shared<K, S> {
         self.state.lock().has_synced()
     }
 
+    /// The queue's counts now.
+    pub(crate) fn counts(&self) -> crate::QueueCounts
+    where
+        S: Pending<K>,
+    {
+        let state = self.state.lock();
+        let (written, coalesced) = state.pending.written();
+        crate::QueueCounts {
+            queued: state.pending.len(),
+            written,
+            coalesced,
+            popped: state.popped,
+        }
+    }
+
     pub(crate) fn close(&self) {
         let mut state = self.state.lock();
         state.closed = true;
@@ -393,6 +414,7 @@ impl<K, S: Pending<K>> Drop for Batch<'_, K, S> {
         let mut guard = self.shared.state.lock();
         let state = &mut *guard;
         // The entries handed over are processed (or dropped by a panic): their count falls.
+        state.popped += self.handed_over as u64;
         let processed = state.in_flight.counted_among_first(self.handed_over);
         state.initial_population_count = state.initial_population_count.saturating_sub(processed);
         if !self.taken.is_empty() {
@@ -474,6 +496,10 @@ macro_rules! queue_via_shared {
 
             fn len(&self) -> usize {
                 $queue::len(self)
+            }
+
+            fn counts(&self) -> $crate::QueueCounts {
+                self.shared.counts()
             }
         }
     };

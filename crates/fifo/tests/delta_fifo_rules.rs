@@ -551,3 +551,37 @@ fn a_first_relist_during_a_batch_that_panics_counts_what_it_queued() {
         "y, put back, absorbed the relist's entry for it"
     );
 }
+
+#[test]
+fn the_counts_follow_writes_coalescing_and_pops() {
+    let f = fifo();
+    f.add(obj("ns", "a", 1)).unwrap();
+    f.add(obj("ns", "b", 2)).unwrap();
+    f.update(obj("ns", "a", 3)).unwrap();
+    let counts = f.counts();
+    assert_eq!(
+        (
+            counts.queued,
+            counts.written,
+            counts.coalesced,
+            counts.popped
+        ),
+        (2, 3, 1, 0)
+    );
+    f.pop_with(|_, _| ()).unwrap();
+    f.replace(vec![obj("ns", "c", 4)], "5".into()).unwrap();
+    let counts = f.counts();
+    // The replace lists `c` and tombstones `b` (queued, not listed): two more writes; the
+    // tombstone joins `b`'s queued deltas.
+    assert_eq!(
+        (
+            counts.queued,
+            counts.written,
+            counts.coalesced,
+            counts.popped
+        ),
+        (2, 5, 2, 1)
+    );
+    drain(&f);
+    assert_eq!((f.counts().queued, f.counts().popped), (0, 3));
+}

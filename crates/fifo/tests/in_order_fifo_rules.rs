@@ -259,3 +259,25 @@ fn a_first_relist_during_a_batch_that_panics_counts_what_is_put_back() {
         ]
     );
 }
+
+#[test]
+fn the_counts_follow_every_event_and_pop() {
+    let f = informer_fifo::InOrderFifo::new(informer_testing::fifo::conformance::key_func());
+    f.add(informer_testing::fifo::conformance::obj("ns", "a", 1))
+        .unwrap();
+    f.update(informer_testing::fifo::conformance::obj("ns", "a", 2))
+        .unwrap();
+    let counts = informer_fifo::Queue::counts(&f);
+    assert_eq!(
+        (
+            counts.queued,
+            counts.written,
+            counts.coalesced,
+            counts.popped
+        ),
+        (2, 2, 0, 0)
+    );
+    informer_fifo::QueueExt::pop_with(&f, |_, _| ()).unwrap();
+    let counts = informer_fifo::Queue::counts(&f);
+    assert_eq!((counts.queued, counts.popped), (1, 1));
+}

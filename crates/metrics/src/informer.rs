@@ -103,6 +103,35 @@ impl prometheus_client::collector::Collector for Collector {
             true,
             &per(&|s| s.caught_panics as f64),
         )?;
+        let queue: [(&str, &str, bool, fn(&InformerStats) -> f64); 4] = [
+            (
+                "informer_queue_depth",
+                "Keys (or events) waiting in the informer's queue",
+                false,
+                |s| s.queue.queued as f64,
+            ),
+            (
+                "informer_queue_adds",
+                "Changes written to the informer's queue",
+                true,
+                |s| s.queue.written as f64,
+            ),
+            (
+                "informer_queue_coalesced",
+                "Changes that joined a key already queued (coalesced into its deltas)",
+                true,
+                |s| s.queue.coalesced as f64,
+            ),
+            (
+                "informer_queue_pops",
+                "Entries the informer popped off its queue and processed",
+                true,
+                |s| s.queue.popped as f64,
+            ),
+        ];
+        for (name, help, counter, value) in queue {
+            family(&mut encoder, name, help, counter, &per(&value))?;
+        }
         let indexes: Vec<(Labels, f64)> = stats
             .iter()
             .flat_map(|s| {

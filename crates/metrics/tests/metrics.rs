@@ -162,6 +162,11 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
         ))
         .is_some()
     );
+    // Two listed, one added, three relisted: six writes; every one popped by now.
+    assert!(at(&format!("informer_queue_adds_total{{{words}}}")).is_some_and(|n| n >= 6.0));
+    assert!(at(&format!("informer_queue_pops_total{{{words}}}")).is_some_and(|n| n >= 3.0));
+    assert!(at(&format!("informer_queue_coalesced_total{{{words}}}")).is_some());
+    assert_eq!(at(&format!("informer_queue_depth{{{words}}}")), Some(0.0));
     assert_eq!(at(&format!("informer_cache_objects{{{words}}}")), Some(3.0));
     assert_eq!(at(&format!("informer_synced{{{words}}}")), Some(1.0));
     assert_eq!(
