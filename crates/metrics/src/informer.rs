@@ -14,6 +14,9 @@ use crate::reflector::Families as ReflectorFamilies;
 
 type Source = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
 
+/// A metric with one sample per informer: name, help, whether a counter, the value.
+type Column = (&'static str, &'static str, bool, fn(&InformerStats) -> f64);
+
 /// Where the informers' stats come from: factories and single informers.
 #[derive(Default)]
 pub(crate) struct Sources(Mutex<Vec<Source>>);
@@ -75,35 +78,32 @@ impl prometheus_client::collector::Collector for Collector {
         let per = |f: &dyn Fn(&InformerStats) -> f64| -> Vec<(Labels, f64)> {
             stats.iter().map(|s| (informer(s), f(s))).collect()
         };
-        family(
-            &mut encoder,
-            "informer_cache_objects",
-            "Objects in the informer's cache",
-            false,
-            &per(&|s| s.objects as f64),
-        )?;
-        family(
-            &mut encoder,
-            "informer_synced",
-            "Whether the informer has synced (1) or not (0)",
-            false,
-            &per(&|s| f64::from(u8::from(s.synced))),
-        )?;
-        family(
-            &mut encoder,
-            "informer_refused_deltas",
-            "Deltas the informer's queue or cache refused (a key, index or transform function failed)",
-            true,
-            &per(&|s| s.refused_deltas as f64),
-        )?;
-        family(
-            &mut encoder,
-            "informer_caught_panics",
-            "Panics caught in the informer's key, index, transform and resource-version functions",
-            true,
-            &per(&|s| s.caught_panics as f64),
-        )?;
-        let queue: [(&str, &str, bool, fn(&InformerStats) -> f64); 4] = [
+        // One sample per informer: name, help, counter (or gauge), value.
+        let columns: [Column; 8] = [
+            (
+                "informer_cache_objects",
+                "Objects in the informer's cache",
+                false,
+                |s| s.objects as f64,
+            ),
+            (
+                "informer_synced",
+                "Whether the informer has synced (1) or not (0)",
+                false,
+                |s| f64::from(u8::from(s.synced)),
+            ),
+            (
+                "informer_refused_deltas",
+                "Deltas the informer's queue or cache refused (a key, index or transform function failed)",
+                true,
+                |s| s.refused_deltas as f64,
+            ),
+            (
+                "informer_caught_panics",
+                "Panics caught in the informer's key, index, transform and resource-version functions",
+                true,
+                |s| s.caught_panics as f64,
+            ),
             (
                 "informer_queue_depth",
                 "Keys (or events) waiting in the informer's queue",
@@ -129,7 +129,7 @@ impl prometheus_client::collector::Collector for Collector {
                 |s| s.queue.popped as f64,
             ),
         ];
-        for (name, help, counter, value) in queue {
+        for (name, help, counter, value) in columns {
             family(&mut encoder, name, help, counter, &per(&value))?;
         }
         let indexes: Vec<(Labels, f64)> = stats
