@@ -206,7 +206,7 @@ impl Stack {
         let gold_journal = Arc::new(Journal::new("gold", Arc::clone(&gold_log), notes));
         let err = |e: InformerError| format!("registering a handler: {e}");
         let small = HandlerOptions::new().buffer(options.slow_buffer);
-        let mut events = all.subscribe_with(small).map_err(err)?;
+        let mut events = all.subscribe_with(small.clone()).map_err(err)?;
         let registrations = vec![
             all.add_event_handler(Arc::clone(&main)).map_err(err)?,
             all.add_event_handler(Arc::clone(&filtered).filtered(on_even_node))

@@ -52,10 +52,11 @@ const TURN_BUDGET: usize = 256;
 const TAKE: usize = 64;
 
 /// How a consumer is registered: its resync period and its buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandlerOptions {
     resync: Option<Duration>,
     buffer: usize,
+    name: Option<Arc<str>>,
 }
 
 impl Default for HandlerOptions {
@@ -63,6 +64,7 @@ impl Default for HandlerOptions {
         Self {
             resync: None,
             buffer: DEFAULT_BUFFER,
+            name: None,
         }
     }
 }
@@ -90,6 +92,13 @@ impl HandlerOptions {
     /// then the deletion). Memory: at most `buffer` notifications plus one entry per key.
     pub fn buffer(mut self, notifications: usize) -> Self {
         self.buffer = notifications.max(1);
+        self
+    }
+
+    /// A name for this consumer, for logs and metrics ([`HandlerRegistration::name`]); by
+    /// default it is known by its registration number.
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
@@ -171,6 +180,8 @@ pub(crate) struct ListenerState {
     overflows: AtomicUsize,
     /// Handler panics caught so far.
     panics: AtomicUsize,
+    /// The consumer's name, if it was given one.
+    name: Option<Arc<str>>,
 }
 
 impl ListenerState {
@@ -322,6 +333,11 @@ impl HandlerRegistration {
     /// registered).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The name given with [`HandlerOptions::name`], if any.
+    pub fn name(&self) -> Option<&str> {
+        self.state.name.as_deref()
     }
 
     /// Whether this consumer has stopped: removed and drained, stopped after a panic under
@@ -1088,7 +1104,10 @@ impl<K: Send + Sync + 'static> Processor<K> {
         initial: Vec<(Arc<str>, Arc<K>)>,
         informer: &Arc<str>,
     ) -> (HandlerRegistration, Cursor<K>) {
-        let state = Arc::new(ListenerState::default());
+        let state = Arc::new(ListenerState {
+            name: options.name.clone(),
+            ..ListenerState::default()
+        });
         let mut buffer = Buffer::new(options.buffer);
         if !initial.is_empty() {
             state

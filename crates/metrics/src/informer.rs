@@ -157,7 +157,9 @@ impl prometheus_client::collector::Collector for Collector {
                     .flat_map(|s| {
                         s.handlers.iter().map(move |h| {
                             let mut labels = informer(s);
-                            labels.push(("handler", h.id().to_string()));
+                            let handler =
+                                h.name().map_or_else(|| h.id().to_string(), str::to_owned);
+                            labels.push(("handler", handler));
                             (labels, f(h))
                         })
                     })

@@ -86,7 +86,7 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
                     }
                 }
             }),
-            HandlerOptions::new().buffer(2),
+            HandlerOptions::new().buffer(2).name("slow"),
         )
         .expect("registered");
 
@@ -175,8 +175,13 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
         )),
         Some(3.0)
     );
-    let handler =
-        |h: &informer_controller::HandlerRegistration| format!("{words},handler=\"{}\"", h.id());
+    // A consumer is labelled by its name, or by its registration number without one.
+    let handler = |h: &informer_controller::HandlerRegistration| {
+        let label = h.name().map_or_else(|| h.id().to_string(), str::to_owned);
+        format!("{words},handler=\"{label}\"")
+    };
+    assert_eq!(slow.name(), Some("slow"));
+    assert!(text.contains("handler=\"slow\""), "{text}");
     assert_eq!(
         at(&format!(
             "informer_handler_panics_total{{{}}}",
