@@ -264,7 +264,8 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     }
 
     fn on_update(&self, key: &str, _old: &Arc<K>, _new: &Arc<K>) {
-        self.queue.add(Arc::from(key));
+        // Most updates find their key waiting already: no allocation for those.
+        self.queue.add_with(key, || Arc::from(key));
     }
 
     fn on_delete(&self, key: &str, obj: &Arc<K>, _final_state_unknown: bool) {

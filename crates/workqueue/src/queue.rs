@@ -258,6 +258,25 @@ where
         }
     }
 
+    /// [`add`](Self::add) without building the item when it is waiting already: `probe` finds
+    /// it (a `&str` for `Arc<str>` items), `make` builds it only if it must be added. For
+    /// callers that add the same keys over and over (an event handler).
+    pub fn add_with<Q>(&self, probe: &Q, make: impl FnOnce() -> T)
+    where
+        T: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let now = self.now();
+        let mut state = self.inner.state.lock();
+        if state.shutting_down || state.dirty.contains_key(probe) {
+            return;
+        }
+        if self.add_locked(&mut state, make(), now) {
+            drop(state);
+            self.inner.ready.notify_one();
+        }
+    }
+
     /// Whether the add queued an item for a worker now.
     fn add_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
         if state.shutting_down || state.dirty.contains_key(&item) {

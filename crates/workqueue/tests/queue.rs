@@ -340,3 +340,27 @@ async fn metrics_follow_the_queue() {
     assert_eq!(metrics.retries(), 1);
     assert_eq!(queue.get().await, Some(2));
 }
+
+/// `add_with` is `add` that builds the item only when it must be added: not for an item
+/// waiting already; yes for one being processed (it is queued again at `done`) or not there.
+#[tokio::test(flavor = "current_thread")]
+async fn add_with_builds_the_item_only_when_it_is_added() {
+    use std::sync::Arc;
+    let queue = WorkQueue::<Arc<str>>::new();
+    let built = std::cell::Cell::new(0);
+    let make = |key: &str| {
+        built.set(built.get() + 1);
+        Arc::<str>::from(key)
+    };
+    queue.add_with("a", || make("a"));
+    queue.add_with("a", || make("a")); // waiting already
+    assert_eq!((built.get(), queue.len()), (1, 1));
+    let a = queue.get().await.unwrap();
+    queue.add_with("a", || make("a")); // being processed: queued again at done
+    assert_eq!((built.get(), queue.len()), (2, 0));
+    queue.done(&a);
+    assert_eq!(queue.len(), 1);
+    queue.shut_down();
+    queue.add_with("b", || make("b")); // shutting down: ignored, never built
+    assert_eq!(built.get(), 2);
+}
