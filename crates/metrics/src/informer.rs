@@ -213,7 +213,7 @@ impl prometheus_client::collector::Collector for Collector {
             .last_moved
             .lock()
             .iter()
-            .map(|(name, at)| (vec![("informer", name.clone())], at.elapsed().as_secs_f64()))
+            .filter_map(|(name, at)| Some((vec![("informer", name.clone())], at.age()?)))
             .collect();
         family(
             &mut encoder,

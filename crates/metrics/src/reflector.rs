@@ -1,6 +1,8 @@
 //! The reflector's metrics, recorded by its observer hooks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use informer_reflector::{EventType, ListOutcome, ReflectorObserver, WatchEnd};
@@ -28,7 +30,34 @@ pub(crate) struct Families {
     backoff_seconds: Family<Labels, Counter<f64>>,
     throttled: Family<Labels, Counter>,
     /// When each informer's resourceVersion last moved (read by the collector).
-    pub(crate) last_moved: Mutex<HashMap<String, Instant>>,
+    pub(crate) last_moved: Mutex<HashMap<String, Arc<LastMoved>>>,
+}
+
+/// [`LastMoved`] before the first move.
+const NEVER: u64 = u64::MAX;
+
+/// When an informer's resourceVersion last moved: nanoseconds since `base`, written with one
+/// atomic store per event (no lock, no allocation on the reflector's path).
+pub(crate) struct LastMoved {
+    base: Instant,
+    nanos: AtomicU64,
+}
+
+impl LastMoved {
+    fn now(&self) {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(NEVER - 1);
+        self.nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Seconds since it last moved; `None` if it never has.
+    pub(crate) fn age(&self) -> Option<f64> {
+        let nanos = self.nanos.load(Ordering::Relaxed);
+        (nanos != NEVER).then(|| {
+            (self.base + Duration::from_nanos(nanos))
+                .elapsed()
+                .as_secs_f64()
+        })
+    }
 }
 
 impl Families {
@@ -88,19 +117,70 @@ impl Families {
     }
 }
 
-/// One informer's reflector observer.
+/// One informer's reflector observer. The metrics every event or wait touches are looked up
+/// once, here; lists and watch ends, a few per minute, find theirs by label set.
 pub(crate) struct Observer {
-    families: std::sync::Arc<Families>,
-    name: String,
+    families: Arc<Families>,
     labels: Labels,
+    /// `informer_reflector_events_total`, by [`EventType`] in declaration order.
+    events: [Counter; 5],
+    watches: Counter,
+    backoff_waits: Counter,
+    backoff_seconds: Counter<f64>,
+    throttled: Counter,
+    list_duration: Histogram,
+    last_moved: Arc<LastMoved>,
 }
 
+const EVENT_TYPES: [EventType; 5] = [
+    EventType::Added,
+    EventType::Modified,
+    EventType::Deleted,
+    EventType::Bookmark,
+    EventType::Error,
+];
+
 impl Observer {
-    pub(crate) fn new(families: std::sync::Arc<Families>, informer: &str) -> Self {
+    pub(crate) fn new(families: Arc<Families>, informer: &str) -> Self {
+        let labels: Labels = vec![("informer", informer.to_owned())];
+        let with = |key: &'static str, value: &str| {
+            let mut labels = labels.clone();
+            labels.push((key, value.to_owned()));
+            labels
+        };
+        let events = EVENT_TYPES.map(|t| {
+            families
+                .events
+                .get_or_create(&with("type", t.as_str()))
+                .clone()
+        });
+        let last_moved = Arc::clone(
+            families
+                .last_moved
+                .lock()
+                .entry(informer.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(LastMoved {
+                        base: Instant::now(),
+                        nanos: AtomicU64::new(NEVER),
+                    })
+                }),
+        );
+        let watches = families.watches.get_or_create(&labels).clone();
+        let backoff_waits = families.backoff_waits.get_or_create(&labels).clone();
+        let backoff_seconds = families.backoff_seconds.get_or_create(&labels).clone();
+        let throttled = families.throttled.get_or_create(&labels).clone();
+        let list_duration = families.list_duration.get_or_create(&labels).clone();
         Self {
             families,
-            name: informer.to_owned(),
-            labels: vec![("informer", informer.to_owned())],
+            labels,
+            events,
+            watches,
+            backoff_waits,
+            backoff_seconds,
+            throttled,
+            list_duration,
+            last_moved,
         }
     }
 
@@ -128,14 +208,11 @@ impl ReflectorObserver for Observer {
             .to_owned(),
         ));
         self.families.lists.get_or_create(&labels).inc();
-        self.families
-            .list_duration
-            .get_or_create(&self.labels)
-            .observe(outcome.duration.as_secs_f64());
+        self.list_duration.observe(outcome.duration.as_secs_f64());
     }
 
     fn watch_started(&self) {
-        self.families.watches.get_or_create(&self.labels).inc();
+        self.watches.inc();
     }
 
     fn watch_ended(&self, end: WatchEnd) {
@@ -146,31 +223,21 @@ impl ReflectorObserver for Observer {
     }
 
     fn event(&self, event: EventType) {
-        self.families
-            .events
-            .get_or_create(&self.with("type", event.as_str()))
-            .inc();
+        if let Some(at) = EVENT_TYPES.iter().position(|&t| t == event) {
+            self.events[at].inc();
+        }
     }
 
     fn synced_to(&self, _resource_version: &str) {
-        self.families
-            .last_moved
-            .lock()
-            .insert(self.name.clone(), Instant::now());
+        self.last_moved.now();
     }
 
     fn backoff(&self, delay: Duration) {
-        self.families
-            .backoff_waits
-            .get_or_create(&self.labels)
-            .inc();
-        self.families
-            .backoff_seconds
-            .get_or_create(&self.labels)
-            .inc_by(delay.as_secs_f64());
+        self.backoff_waits.inc();
+        self.backoff_seconds.inc_by(delay.as_secs_f64());
     }
 
     fn throttled(&self) {
-        self.families.throttled.get_or_create(&self.labels).inc();
+        self.throttled.inc();
     }
 }
