@@ -180,6 +180,8 @@ pub struct LeaderElector {
 struct Inner {
     lock: Box<dyn LeaseLock>,
     config: ElectionConfig,
+    /// The lease duration as written into the record: whole seconds, rounded up.
+    record_lease: Duration,
     status: watch::Sender<Status>,
     term: Mutex<Option<Term>>,
     running: AtomicBool,
@@ -243,6 +245,7 @@ impl LeaderElector {
         Ok(Self {
             inner: Arc::new(Inner {
                 lock: Box::new(lock),
+                record_lease: Duration::from_secs(config.lease_duration.as_secs_f64().ceil() as u64),
                 config,
                 status: watch::Sender::new(Status::default()),
                 term: Mutex::new(None),
@@ -437,10 +440,9 @@ impl LeaderElector {
         let config = &self.inner.config;
         let me = config.identity.as_str();
         let wall = SystemTime::now();
-        let lease_duration = Duration::from_secs(config.lease_duration.as_secs_f64().ceil() as u64);
         let ours = |acquire_time: Option<SystemTime>, transitions: u32| LeaderRecord {
             holder: Some(me.to_owned()),
-            lease_duration,
+            lease_duration: self.inner.record_lease,
             acquire_time,
             renew_time: Some(wall),
             transitions,

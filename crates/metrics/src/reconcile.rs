@@ -78,7 +78,7 @@ impl ReconcileObserver for Observer {
         let result = if !outcome.succeeded {
             self.families.errors.get_or_create(&self.labels).inc();
             &self.error
-        } else if outcome.next == "requeue" {
+        } else if outcome.action.requeue_after().is_some() {
             &self.requeue
         } else {
             &self.success

@@ -136,8 +136,8 @@ pub struct ReconcileOutcome {
     pub succeeded: bool,
     /// Whether the object was gone from the cache ([`Target::Deleted`]).
     pub deleted: bool,
-    /// What happens to the key next: `"await_change"`, `"requeue"` or `"backoff"`.
-    pub next: &'static str,
+    /// What happens to the key next (from `reconcile`, or the error policy).
+    pub action: Action,
     /// How long `reconcile` took.
     pub duration: Duration,
 }
@@ -260,7 +260,7 @@ struct MainHandler<K> {
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, _obj: &Arc<K>, _initial: bool) {
         self.deleted.lock().remove(key);
-        self.queue.add(Arc::from(key));
+        self.queue.add_with(key, || Arc::from(key));
     }
 
     fn on_update(&self, key: &str, _old: &Arc<K>, _new: &Arc<K>) {
@@ -410,7 +410,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
         let queue = self.queue.clone();
-        let enqueue: Keys = Arc::new(move |k: &str| queue.add(Arc::from(k)));
+        let enqueue: Keys = Arc::new(move |k: &str| queue.add_with(k, || Arc::from(k)));
         let handler = Related {
             map,
             both_sides,
@@ -648,11 +648,7 @@ where
             observer.reconciled(ReconcileOutcome {
                 succeeded,
                 deleted: was_deleted,
-                next: match action.next {
-                    Next::AwaitChange => "await_change",
-                    Next::RequeueAfter(_) => "requeue",
-                    Next::Backoff => "backoff",
-                },
+                action,
                 duration,
             });
         }

@@ -271,7 +271,7 @@ where
         if state.shutting_down || state.dirty.contains_key(probe) {
             return;
         }
-        if self.add_locked(&mut state, make(), now) {
+        if self.add_new_locked(&mut state, make(), now) {
             drop(state);
             self.inner.ready.notify_one();
         }
@@ -282,6 +282,12 @@ where
         if state.shutting_down || state.dirty.contains_key(&item) {
             return false;
         }
+        self.add_new_locked(state, item, now)
+    }
+
+    /// [`add_locked`](Self::add_locked) for an item known not to be waiting, the queue not
+    /// shutting down.
+    fn add_new_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
         let metrics = &self.inner.metrics;
         metrics.adds.inc();
         metrics.depth.inc();
