@@ -105,8 +105,6 @@ struct Settings<K> {
     streaming_list: bool,
 }
 
-type WatchDownSince = Arc<dyn Fn() -> Option<tokio::time::Instant> + Send + Sync>;
-
 /// When [`SharedIndexInformer::health`] reports a stall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HealthOptions {
@@ -277,9 +275,8 @@ pub struct SharedIndexInformer<K> {
     /// Synced and stopped, and the signal every wait is woken by.
     upstream: Arc<Upstream>,
     counters: Arc<Counters>,
-    last_sync_resource_version: Mutex<Option<Arc<dyn Fn() -> String + Send + Sync>>>,
-    /// Since when the reflector has had no watch open, once running.
-    watch_down_since: Mutex<Option<WatchDownSince>>,
+    /// The reflector, once running (its last synced version, its watch state).
+    reflector: Mutex<Option<Arc<InformerReflector<K>>>>,
     started: AtomicBool,
 }
 
@@ -599,8 +596,7 @@ where
             queue,
             upstream,
             counters: Arc::new(Counters::default()),
-            last_sync_resource_version: Mutex::new(None),
-            watch_down_since: Mutex::new(None),
+            reflector: Mutex::new(None),
             started: AtomicBool::new(false),
         }
     }
@@ -729,8 +725,8 @@ where
                     stalled_for,
                 });
             }
-            let down = self.watch_down_since.lock().clone();
-            if let Some(since) = down.and_then(|f| f()) {
+            let down = self.reflector.lock().as_ref().map(|r| r.watch_down_since());
+            if let Some(since) = down.flatten() {
                 let down_for = now.saturating_duration_since(since);
                 if down_for >= options.watch_down_after {
                     problems.push(Problem::WatchDown { down_for });
@@ -988,10 +984,10 @@ where
 
     /// The resource version the reflector last synced to; `""` before the informer runs.
     pub fn last_sync_resource_version(&self) -> String {
-        self.last_sync_resource_version
+        self.reflector
             .lock()
             .as_ref()
-            .map_or_else(String::new, |f| f())
+            .map_or_else(String::new, |r| r.last_sync_resource_version())
     }
 
     /// Sets the transform applied to objects as they enter the queue. Before start only.
@@ -1145,11 +1141,7 @@ where
         let controller = Controller::new(Arc::clone(&queue), reflector)
             .with_pool(Arc::clone(self.processor.pool()));
         let reflector = Arc::clone(controller.reflector());
-        *self.last_sync_resource_version.lock() = Some(Arc::new({
-            let reflector = Arc::clone(&reflector);
-            move || reflector.last_sync_resource_version()
-        }));
-        *self.watch_down_since.lock() = Some(Arc::new(move || reflector.watch_down_since()));
+        *self.reflector.lock() = Some(reflector);
         *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
 
         let distributor = Distributor {
