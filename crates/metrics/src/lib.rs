@@ -55,7 +55,7 @@ mod workqueue;
 
 use std::sync::Arc;
 
-use informer_controller::{InformerStats, SharedIndexInformer};
+use informer_controller::SharedIndexInformer;
 use informer_factory::SharedInformerFactory;
 use informer_reflector::ReflectorObserver;
 use informer_runtime::ReconcileObserver;
@@ -167,12 +167,6 @@ impl Metrics {
             Arc::clone(&self.inner.reconcile),
             controller,
         ))
-    }
-
-    /// The informers' stats as the last scrape would read them (for health checks and
-    /// displays).
-    pub fn informer_stats(&self) -> Vec<InformerStats> {
-        self.inner.informers.read()
     }
 
     /// The registry, to register metrics of your own beside these.
