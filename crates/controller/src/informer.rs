@@ -226,6 +226,8 @@ pub struct InformerStats {
     pub queue: informer_fifo::QueueCounts,
     /// Deltas refused ([`SharedIndexInformer::refused_deltas`]).
     pub refused_deltas: u64,
+    /// The same by reason, every reason listed ([`SharedIndexInformer::refused_deltas_by`]).
+    pub refused_by_reason: Vec<(RefusalReason, u64)>,
     /// Panics caught on the informer's own path ([`SharedIndexInformer::caught_panics`]).
     pub caught_panics: u64,
     /// Its consumers now, each with its counters (buffered, delivered, coalesced, lag,
@@ -233,10 +235,66 @@ pub struct InformerStats {
     pub handlers: Vec<HandlerRegistration>,
 }
 
+/// Why the queue or the cache refused an object (the label of
+/// [`SharedIndexInformer::refused_deltas_by`] and of the `informer_refused_deltas_total`
+/// metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefusalReason {
+    /// The key function failed or panicked (the queue's, or the cache's).
+    Key,
+    /// The transform failed or panicked.
+    Transform,
+    /// An index function failed or panicked.
+    Index,
+    /// The queue or the cache refused it for another reason (a store of your own).
+    Other,
+    /// Applying the change panicked outside the user functions caught where they run.
+    Panic,
+}
+
+impl RefusalReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [Self; 5] = [
+        Self::Key,
+        Self::Transform,
+        Self::Index,
+        Self::Other,
+        Self::Panic,
+    ];
+
+    /// The reason as a metric label: `key`, `transform`, `index`, `other`, `panic`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Key => "key",
+            Self::Transform => "transform",
+            Self::Index => "index",
+            Self::Other => "other",
+            Self::Panic => "panic",
+        }
+    }
+
+    fn of_queue(error: &informer_fifo::Error) -> Self {
+        match error {
+            informer_fifo::Error::Key(_) => Self::Key,
+            informer_fifo::Error::Transform { .. } => Self::Transform,
+            _ => Self::Other,
+        }
+    }
+
+    fn of_cache(error: &informer_store::Error) -> Self {
+        match error {
+            informer_store::Error::Key(_) => Self::Key,
+            informer_store::Error::IndexFunc { .. } => Self::Index,
+            _ => Self::Other,
+        }
+    }
+}
+
 /// What an informer counts about the input it could not take.
 #[derive(Debug, Default)]
 struct Counters {
-    refused: AtomicU64,
+    /// Refusals, by [`RefusalReason`] (in the order of [`RefusalReason::ALL`]).
+    refused: [AtomicU64; RefusalReason::ALL.len()],
     panics: AtomicU64,
     /// Changes processed (applied and distributed), and whether one is being processed now.
     processed: AtomicU64,
@@ -245,6 +303,12 @@ struct Counters {
     progress_seen: Mutex<Option<(u64, tokio::time::Instant)>>,
     /// When the informer started running.
     started_at: Mutex<Option<tokio::time::Instant>>,
+}
+
+impl Counters {
+    fn refuse(&self, reason: RefusalReason) {
+        self.refused[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// One resource's cache, kept current by a reflector through a queue, and shared by any number
@@ -384,14 +448,14 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
         counters.processing.store(false, Ordering::Relaxed);
         let name = &self.distributor.name;
         for error in &refused {
-            counters.refused.fetch_add(1, Ordering::Relaxed);
+            counters.refuse(RefusalReason::of_cache(error));
             if error.is_panic() {
                 counters.panics.fetch_add(1, Ordering::Relaxed);
             }
             tracing::warn!(informer = %name, key = key.as_deref().or(error.key()), %error, "the cache refused a change; its stale version was withdrawn");
         }
         if let Err(panicked) = outcome {
-            counters.refused.fetch_add(1, Ordering::Relaxed);
+            counters.refuse(RefusalReason::Panic);
             counters.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(informer = %name, key = key.as_deref(), %panicked, "applying a change panicked; it was dropped");
         }
@@ -670,7 +734,15 @@ where
     /// superseded version in the cache as if current (see
     /// [`process_deltas`](crate::process_deltas) and [`Queue`]).
     pub fn refused_deltas(&self) -> u64 {
-        self.counters.refused.load(Ordering::Relaxed)
+        RefusalReason::ALL
+            .iter()
+            .map(|&r| self.refused_deltas_by(r))
+            .sum()
+    }
+
+    /// [`refused_deltas`](Self::refused_deltas) for one reason.
+    pub fn refused_deltas_by(&self, reason: RefusalReason) -> u64 {
+        self.counters.refused[reason as usize].load(Ordering::Relaxed)
     }
 
     /// Panics caught in user code on the informer's own path (key, index, transform and
@@ -769,6 +841,10 @@ where
                 .map(|q| q.counts())
                 .unwrap_or_default(),
             refused_deltas: self.refused_deltas(),
+            refused_by_reason: RefusalReason::ALL
+                .iter()
+                .map(|&r| (r, self.refused_deltas_by(r)))
+                .collect(),
             caught_panics: self.caught_panics(),
             handlers: self.processor.registrations(),
         }
@@ -1181,7 +1257,7 @@ where
         let counters = Arc::clone(&self.counters);
         let name = Arc::clone(&self.name);
         Arc::new(move |error: &informer_fifo::Error| {
-            counters.refused.fetch_add(1, Ordering::Relaxed);
+            counters.refuse(RefusalReason::of_queue(error));
             if error.is_panic() {
                 counters.panics.fetch_add(1, Ordering::Relaxed);
             }

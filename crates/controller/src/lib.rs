@@ -72,6 +72,7 @@
 mod controller;
 mod handler;
 mod informer;
+mod lag;
 mod pool;
 mod processor;
 mod subscription;
@@ -87,8 +88,10 @@ pub use crate::handler::{
 };
 pub use crate::informer::{
     Health, HealthOptions, InformerError, InformerReflector, InformerStats, MINIMUM_RESYNC_PERIOD,
-    Problem, QueueFactory, QueueKind, ReflectorConfig, ResourceVersionFunc, SharedIndexInformer,
+    Problem, QueueFactory, QueueKind, ReflectorConfig, RefusalReason, ResourceVersionFunc,
+    SharedIndexInformer,
 };
+pub use crate::lag::{LAG_BUCKETS, LagHistogram};
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};
 pub use crate::subscription::Subscription;

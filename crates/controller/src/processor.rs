@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::handler::{Event, ResourceEventHandler};
+use crate::lag::{LagHistogram, LagRecorder};
 use crate::pool::{DeliveryPool, Job, JobToken, Slot, Turn};
 
 /// What a consumer does when its handler panics.
@@ -180,6 +181,8 @@ pub(crate) struct ListenerState {
     overflows: AtomicUsize,
     /// Handler panics caught so far.
     panics: AtomicUsize,
+    /// How long the notifications it took had waited.
+    lag: LagRecorder,
     /// The consumer's name, if it was given one.
     name: Option<Arc<str>>,
 }
@@ -322,6 +325,13 @@ impl HandlerRegistration {
     /// caught up).
     pub fn lag(&self) -> Duration {
         self.lag.lag()
+    }
+
+    /// How long the notifications this consumer took had waited for it in its buffer, from
+    /// their write to its take (client-go has no such figure; a slow consumer shows here
+    /// before its buffer fills).
+    pub fn lag_histogram(&self) -> LagHistogram {
+        self.state.lag.snapshot()
     }
 
     /// Panics caught in this consumer's handler.
@@ -473,7 +483,7 @@ struct Buffer<K> {
     coalesced: HashMap<Arc<str>, Coalesced<K>>,
     /// The second notification of a coalesced key (see [`Coalesced::into_events`]), handed out
     /// next.
-    then: Option<Event<K>>,
+    then: Option<(Event<K>, std::time::Instant)>,
     /// Takes nothing more: removed, stopped or dropped.
     closed: bool,
 }
@@ -593,9 +603,16 @@ impl<K> Buffer<K> {
     }
 
     /// Takes up to `max` notifications in order, or one coalesced key. Initial adds of keys
-    /// that came to nothing are returned in `dropped_initials`, handled at once.
-    fn take(&mut self, max: usize, dropped_initials: &mut usize) -> Taken<K> {
-        if let Some(event) = self.then.take() {
+    /// that came to nothing are returned in `dropped_initials`, handled at once; `since` is set
+    /// to when what is taken was written.
+    fn take(
+        &mut self,
+        max: usize,
+        dropped_initials: &mut usize,
+        since: &mut Option<std::time::Instant>,
+    ) -> Taken<K> {
+        if let Some((event, at)) = self.then.take() {
+            *since = Some(at);
             return Taken::One(event, 0);
         }
         if let Some(segment) = self.segments.front_mut() {
@@ -603,6 +620,7 @@ impl<K> Buffer<K> {
             let end = segment.end.min(start + max.max(1));
             segment.next = end;
             let batch = Arc::clone(&segment.batch);
+            *since = Some(segment.since);
             if segment.exempt {
                 self.exempt -= end - start;
             }
@@ -617,9 +635,11 @@ impl<K> Buffer<K> {
                 continue;
             };
             let initials = entry.initials;
+            let at = entry.since;
             match entry.into_events(key) {
                 Some((event, then)) => {
-                    self.then = then;
+                    self.then = then.map(|then| (then, at));
+                    *since = Some(at);
                     return Taken::One(event, initials);
                 }
                 None => *dropped_initials += initials,
@@ -717,14 +737,20 @@ impl<K> Listener<K> {
 
     fn take(&self, max: usize) -> Taken<K> {
         let mut dropped = 0;
+        let mut since = None;
         let taken = {
             let mut buffer = self.buffer.lock();
-            let taken = buffer.take(max, &mut dropped);
+            let taken = buffer.take(max, &mut dropped, &mut since);
             let in_hand = match &taken {
                 Taken::Run(_, range) => range.len(),
                 Taken::One(..) => 1,
                 Taken::Empty | Taken::Finished => 0,
             };
+            if let Some(since) = since
+                && in_hand > 0
+            {
+                self.state.lag.record(since.elapsed(), in_hand as u64);
+            }
             self.state.in_hand.fetch_add(in_hand, Ordering::AcqRel);
             self.state
                 .buffered
@@ -1375,7 +1401,7 @@ mod tests {
     fn drain(buffer: &mut Buffer<u32>, view: &mut std::collections::BTreeMap<String, u32>) {
         let mut dropped = 0;
         loop {
-            match buffer.take(7, &mut dropped) {
+            match buffer.take(7, &mut dropped, &mut None) {
                 Taken::Run(batch, range) => batch[range].iter().for_each(|n| apply(view, &n.event)),
                 Taken::One(event, _) => apply(view, &event),
                 Taken::Empty | Taken::Finished => return,
@@ -1423,7 +1449,7 @@ mod tests {
                     if consume {
                         // Takes a little only: stays behind.
                         let mut dropped = 0;
-                        match buffer.take(1, &mut dropped) {
+                        match buffer.take(1, &mut dropped, &mut None) {
                             Taken::Run(b, r) => b[r].iter().for_each(|n| apply(&mut view, &n.event)),
                             Taken::One(e, _) => apply(&mut view, &e),
                             Taken::Empty | Taken::Finished => {}
@@ -1460,7 +1486,7 @@ mod tests {
         let mut dropped = 0;
         let mut got = Vec::new();
         loop {
-            match buffer.take(10, &mut dropped) {
+            match buffer.take(10, &mut dropped, &mut None) {
                 Taken::Run(b, r) => got.extend(b[r].iter().map(|n| n.event.clone())),
                 Taken::One(e, _) => got.push(e),
                 _ => break,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use informer_controller::process_deltas;
+use informer_controller::{RefusalReason, process_deltas};
 use informer_fifo::{Delta, DeltaType, Deltas};
 use informer_store::{
     Error, IndexValues, Indexer, KnownObjects, Store, ThreadSafeStore, index_func, indexers,
@@ -200,6 +200,17 @@ async fn panics_in_key_index_transform_and_version_functions_are_refusals_not_st
     assert_eq!(cached["a/marker"], 4);
     assert_eq!(cached, rec.replay());
     assert_eq!(informer.refused_deltas(), 3, "key, index and transform");
+    for reason in [
+        RefusalReason::Key,
+        RefusalReason::Index,
+        RefusalReason::Transform,
+    ] {
+        assert_eq!(informer.refused_deltas_by(reason), 1, "{reason:?}");
+    }
+    assert_eq!(informer.refused_deltas_by(RefusalReason::Panic), 0);
+    let stats = informer.stats();
+    assert_eq!(stats.refused_by_reason.len(), RefusalReason::ALL.len());
+    assert_eq!(stats.refused_by_reason.iter().map(|r| r.1).sum::<u64>(), 3);
     assert_eq!(
         informer.caught_panics(),
         4,

@@ -379,6 +379,14 @@ async fn a_slow_consumer_coalesces_within_its_bound_and_delays_nobody(kind: Kind
     .await;
     eventually("nothing left for the slow handler", || slow.buffered() == 0).await;
     assert_eq!(slow.lag(), Duration::ZERO);
+    let waits = slow.lag_histogram();
+    assert_eq!(
+        waits.count,
+        slow.delivered() as u64,
+        "every notification it took is in its wait histogram"
+    );
+    assert_eq!(waits.buckets.iter().map(|b| b.1).sum::<u64>(), waits.count);
+    assert!(waits.sum_seconds > 0.0, "it was held back");
     assert!(
         (slow.delivered() as u64) < writes as u64,
         "it received less than every change: {}",

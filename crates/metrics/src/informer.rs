@@ -4,12 +4,10 @@ use std::sync::Arc;
 
 use informer_controller::InformerStats;
 use parking_lot::Mutex;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::DescriptorEncoder;
 
 use crate::Labels;
+use crate::encode::{ConstHistogram, family, metrics};
 use crate::reflector::Families as ReflectorFamilies;
 
 type Source = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
@@ -43,34 +41,6 @@ impl std::fmt::Debug for Collector {
     }
 }
 
-/// One metric over every informer: a gauge or counter per label set.
-fn family(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    counter: bool,
-    values: &[(Labels, f64)],
-) -> Result<(), std::fmt::Error> {
-    if values.is_empty() {
-        return Ok(());
-    }
-    let kind = if counter {
-        MetricType::Counter
-    } else {
-        MetricType::Gauge
-    };
-    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
-    for (labels, value) in values {
-        let encoder = metric.encode_family(labels)?;
-        if counter {
-            ConstCounter::new(*value).encode(encoder)?;
-        } else {
-            ConstGauge::new(*value).encode(encoder)?;
-        }
-    }
-    Ok(())
-}
-
 impl prometheus_client::collector::Collector for Collector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let stats = self.sources.read();
@@ -79,7 +49,7 @@ impl prometheus_client::collector::Collector for Collector {
             stats.iter().map(|s| (informer(s), f(s))).collect()
         };
         // One sample per informer: name, help, counter (or gauge), value.
-        let columns: [Column; 8] = [
+        let columns: [Column; 7] = [
             (
                 "informer_cache_objects",
                 "Objects in the informer's cache",
@@ -91,12 +61,6 @@ impl prometheus_client::collector::Collector for Collector {
                 "Whether the informer has synced (1) or not (0)",
                 false,
                 |s| f64::from(u8::from(s.synced)),
-            ),
-            (
-                "informer_refused_deltas",
-                "Deltas the informer's queue or cache refused (a key, index or transform function failed)",
-                true,
-                |s| s.refused_deltas as f64,
             ),
             (
                 "informer_caught_panics",
@@ -132,6 +96,23 @@ impl prometheus_client::collector::Collector for Collector {
         for (name, help, counter, value) in columns {
             family(&mut encoder, name, help, counter, &per(&value))?;
         }
+        let refused: Vec<(Labels, f64)> = stats
+            .iter()
+            .flat_map(|s| {
+                s.refused_by_reason.iter().map(move |(reason, n)| {
+                    let mut labels = informer(s);
+                    labels.push(("reason", reason.as_str().to_owned()));
+                    (labels, *n as f64)
+                })
+            })
+            .collect();
+        family(
+            &mut encoder,
+            "informer_refused_deltas",
+            "Deltas the informer's queue or cache refused, by reason (a key, transform or index function failed; the cache refused; applying panicked)",
+            true,
+            &refused,
+        )?;
         let indexes: Vec<(Labels, f64)> = stats
             .iter()
             .flat_map(|s| {
@@ -199,6 +180,27 @@ impl prometheus_client::collector::Collector for Collector {
             "Age of the oldest notification waiting for the consumer (0 when caught up)",
             false,
             &handlers(&|h| h.lag().as_secs_f64()),
+        )?;
+        let waits: Vec<(Labels, ConstHistogram)> = handlers(&|_| 0.0)
+            .into_iter()
+            .zip(stats.iter().flat_map(|s| s.handlers.iter()))
+            .map(|((labels, _), h)| {
+                let lag = h.lag_histogram();
+                (
+                    labels,
+                    ConstHistogram {
+                        sum: lag.sum_seconds,
+                        count: lag.count,
+                        buckets: lag.buckets,
+                    },
+                )
+            })
+            .collect();
+        metrics(
+            &mut encoder,
+            "informer_handler_wait_seconds",
+            "How long notifications waited in the consumer's buffer, from their write to the consumer taking them",
+            waits,
         )?;
         family(
             &mut encoder,

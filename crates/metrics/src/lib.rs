@@ -14,7 +14,8 @@
 //!   deltas, caught panics, whether synced, and per consumer what is buffered, delivered,
 //!   coalesced, its lag and its panics;
 //! * **work queues**: [`workqueue_provider`](Metrics::workqueue_provider), client-go's
-//!   workqueue metric set under client-go's names (`workqueue_depth`, `workqueue_adds_total`, …);
+//!   workqueue metric set under client-go's names (`workqueue_depth`, `workqueue_adds_total`, …),
+//!   read from the queues' own numbers at each scrape;
 //! * **reconcilers**: [`reconcile_observer`](Metrics::reconcile_observer) for
 //!   `Controller::observer`: reconciles by result, errors, durations (controller-runtime's
 //!   names).
@@ -46,6 +47,7 @@
 //! # }
 //! ```
 
+mod encode;
 #[cfg(feature = "http")]
 mod http;
 mod informer;
@@ -59,7 +61,7 @@ use informer_controller::SharedIndexInformer;
 use informer_factory::SharedInformerFactory;
 use informer_reflector::ReflectorObserver;
 use informer_runtime::ReconcileObserver;
-use informer_workqueue::MetricsProvider;
+use informer_workqueue::{MetricsProvider, QueueList};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 
@@ -81,7 +83,7 @@ pub struct Metrics {
 struct Inner {
     registry: Mutex<Registry>,
     reflector: Arc<reflector::Families>,
-    workqueue: Arc<workqueue::Families>,
+    workqueue: Arc<QueueList>,
     reconcile: Arc<reconcile::Families>,
     informers: Arc<informer::Sources>,
 }
@@ -103,7 +105,10 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let reflector = Arc::new(reflector::Families::register(&mut registry));
-        let workqueue = Arc::new(workqueue::Families::register(&mut registry));
+        let workqueue = QueueList::new();
+        registry.register_collector(Box::new(workqueue::Collector {
+            queues: Arc::clone(&workqueue),
+        }));
         let reconcile = Arc::new(reconcile::Families::register(&mut registry));
         let informers = Arc::new(informer::Sources::default());
         registry.register_collector(Box::new(informer::Collector {

@@ -101,7 +101,10 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
     })
     .await;
     eventually("the panic is counted", || panicky.panics() == 1).await;
-    eventually("the slow consumer lags", || slow.lag() > Duration::ZERO).await;
+    eventually("the slow consumer lags by 20 ms", || {
+        slow.lag() >= Duration::from_millis(20)
+    })
+    .await;
 
     let text = metrics.encode();
     if std::env::var_os("SHOW_SCRAPE").is_some() {
@@ -217,6 +220,37 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
     held.store(false, Ordering::Release);
     eventually("the slow consumer catches up", || slow.buffered() == 0).await;
     let text = metrics.encode();
+    assert_openmetrics(&text);
+    // Every notification it took is in its wait histogram; those it took after the hold had
+    // waited 20 ms or more, above the 10 ms bucket.
+    let waits = |suffix: &str| {
+        sample(
+            &text,
+            &format!(
+                "informer_handler_wait_seconds_{suffix}{{{}}}",
+                handler(&slow)
+            ),
+        )
+    };
+    let delivered = slow.delivered() as f64;
+    assert_eq!(waits("count"), Some(delivered));
+    assert!(
+        waits("sum").is_some_and(|s| s >= 0.02),
+        "{:?}",
+        waits("sum")
+    );
+    let within_10ms = sample(
+        &text,
+        &format!(
+            "informer_handler_wait_seconds_bucket{{le=\"0.01\",{}}}",
+            handler(&slow)
+        ),
+    )
+    .expect("the 10 ms bucket");
+    assert!(
+        within_10ms < delivered,
+        "{within_10ms} of {delivered} within 10 ms"
+    );
     assert_eq!(
         sample(
             &text,
@@ -306,5 +340,47 @@ async fn reconciles_are_counted_by_result_and_timed() {
     );
     stop.cancel();
     reconciling.await.expect("no panic").expect("runs");
+    running.await.expect("no panic").expect("runs");
+}
+
+/// A refused object is counted under its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_deltas_are_counted_by_reason() {
+    let metrics = Metrics::new();
+    let source = Arc::new(FakeListerWatcher::<String>::new());
+    // The empty word has no first letter: the index function panics on it, and the cache
+    // refuses it.
+    source.push_list(ListPage::new(
+        vec![Arc::new("apple".into()), Arc::new(String::new())],
+        "1",
+    ));
+    source.push_watch(vec![WatchStep::Hang]);
+    let informer = informer(source, &metrics);
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    eventually("synced, one refusal", || {
+        informer.has_synced() && informer.refused_deltas() == 1
+    })
+    .await;
+    let text = metrics.encode();
+    assert_openmetrics(&text);
+    let refused = |reason: &str| {
+        sample(
+            &text,
+            &format!("informer_refused_deltas_total{{informer=\"words\",reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(refused("index"), Some(1.0));
+    for other in ["key", "transform", "other", "panic"] {
+        assert_eq!(refused(other), Some(0.0), "{other}");
+    }
+    assert_eq!(
+        sample(&text, "informer_caught_panics_total{informer=\"words\"}"),
+        Some(1.0)
+    );
+    stop.cancel();
     running.await.expect("no panic").expect("runs");
 }

@@ -9,7 +9,8 @@
 //! * [`RateLimiter`]s that compose: [`ItemExponentialFailureRateLimiter`],
 //!   [`BucketRateLimiter`], [`ItemFastSlowRateLimiter`], [`MaxOfRateLimiter`], and client-go's
 //!   default, [`default_controller_rate_limiter`].
-//! * Metrics hooks in client-go's workqueue metric set ([`MetricsProvider`]).
+//! * client-go's workqueue metric set, kept by the queue and read when asked
+//!   ([`WorkQueue::stats`], [`MetricsProvider`]).
 //!
 //! # Example: workers with retries
 //!
@@ -45,15 +46,15 @@
 //! # }
 //! ```
 
-mod metrics;
+pub mod metrics;
 mod queue;
 mod rate_limiter;
 
 pub use crate::metrics::{
-    CounterMetric, CountingMetrics, GaugeMetric, HistogramMetric, MetricsProvider, NoMetrics, Noop,
-    SettableGaugeMetric,
+    DURATION_BUCKETS, DurationHistogram, MAX_STRIDE, MetricsProvider, QueueHandle, QueueList,
+    QueueStats, SAMPLE_INTERVAL,
 };
-pub use crate::queue::{UNFINISHED_WORK_UPDATE_PERIOD, WorkQueue, WorkQueueBuilder};
+pub use crate::queue::{WorkQueue, WorkQueueBuilder};
 pub use crate::rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,

@@ -6,19 +6,15 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use foldhash::fast::RandomState;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::metrics::{MetricsProvider, NoMetrics, QueueMetrics};
+use crate::metrics::{MetricsProvider, Numbers, QueueHandle, QueueStats, Sampler, Source, Stamp};
 use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
-
-/// How often the unfinished-work gauges are refreshed while the queue has a metrics provider
-/// and a tokio runtime to refresh them on (client-go: every 500 ms).
-pub const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 
 /// A work queue of keys (client-go's rate-limiting `workqueue`), for any number of async
 /// workers.
@@ -90,21 +86,27 @@ struct Inner<T> {
     /// Wakes `shut_down_with_drain` when the last item is done.
     drained: Notify,
     limiter: Box<dyn RateLimiter<T>>,
-    metrics: QueueMetrics,
-    /// A metrics provider was given: times are taken (without one, no clock is read on the
-    /// hot path).
-    timed: bool,
-    created: Instant,
+}
+
+/// Whether, and since when, an item is being processed.
+#[derive(Debug, Clone, Copy)]
+enum Started {
+    /// Not timed (no provider, or not in the sample).
+    Untimed,
+    /// Timed from its get.
+    Timed(Stamp),
+    /// Not timed, but seen in progress by a read of the stats at this instant.
+    Seen(Instant),
 }
 
 struct State<T> {
     /// Items to hand out, in order.
     queue: VecDeque<T>,
     /// Items waiting (queued, or to be queued again when their processing is done), with when
-    /// each was added (for the latency metric; the queue's creation without metrics).
-    dirty: HashMap<T, Instant, RandomState>,
-    /// Items being processed, and since when (with metrics; the queue's creation otherwise).
-    processing: HashMap<T, Instant, RandomState>,
+    /// each was added if it is timed.
+    dirty: HashMap<T, Option<Stamp>, RandomState>,
+    /// Items being processed.
+    processing: HashMap<T, Started, RandomState>,
     /// Delayed items by deadline (the sequence number breaks ties).
     timeline: BTreeMap<(Instant, u64), T>,
     /// Each delayed item's place in the timeline.
@@ -113,6 +115,8 @@ struct State<T> {
     shutting_down: bool,
     /// A drain has completed: nothing more is handed out.
     drained: bool,
+    sampler: Sampler,
+    numbers: Numbers,
 }
 
 /// Builds a [`WorkQueue`] with a name, a rate limiter and metrics.
@@ -149,8 +153,8 @@ where
         self
     }
 
-    /// Where the queue's metrics go (default: nowhere). Built inside a tokio runtime, the queue
-    /// also refreshes its unfinished-work gauges every [`UNFINISHED_WORK_UPDATE_PERIOD`].
+    /// Who reads the queue's metrics (default: no one). With a provider the queue times its
+    /// items (a sample of them at high rates: see the [`metrics`](crate::metrics) module).
     pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
         self.metrics = Some(provider);
         self
@@ -158,59 +162,67 @@ where
 
     /// The queue.
     pub fn build(self) -> WorkQueue<T> {
-        let periodic = self.metrics.is_some();
-        let provider: Arc<dyn MetricsProvider> =
-            self.metrics.unwrap_or_else(|| Arc::new(NoMetrics));
-        let metrics = QueueMetrics::new(&*provider, &self.name);
-        let queue = WorkQueue {
-            inner: Arc::new(Inner {
-                name: self.name,
-                state: Mutex::new(State {
-                    queue: VecDeque::new(),
-                    dirty: HashMap::default(),
-                    processing: HashMap::default(),
-                    timeline: BTreeMap::new(),
-                    delayed: HashMap::default(),
-                    next_seq: 0,
-                    shutting_down: false,
-                    drained: false,
-                }),
-                ready: Notify::new(),
-                drained: Notify::new(),
-                limiter: self
-                    .limiter
-                    .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
-                metrics,
-                timed: periodic,
-                created: Instant::now(),
+        let inner = Arc::new(Inner {
+            name: self.name,
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashMap::default(),
+                processing: HashMap::default(),
+                timeline: BTreeMap::new(),
+                delayed: HashMap::default(),
+                next_seq: 0,
+                shutting_down: false,
+                drained: false,
+                sampler: Sampler::new(self.metrics.is_some()),
+                numbers: Numbers::default(),
             }),
-        };
-        if periodic && let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(refresh_unfinished_work(Arc::downgrade(&queue.inner)));
+            ready: Notify::new(),
+            drained: Notify::new(),
+            limiter: self
+                .limiter
+                .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+        });
+        if let Some(provider) = self.metrics {
+            let weak = Arc::downgrade(&inner);
+            let source: std::sync::Weak<dyn Source> = weak;
+            provider.register(QueueHandle::new(inner.name.clone(), source));
         }
-        queue
+        WorkQueue { inner }
     }
 }
 
-/// Refreshes the unfinished-work gauges until the queue is gone or shut down and idle.
-async fn refresh_unfinished_work<T>(queue: Weak<Inner<T>>)
+impl<T> Source for Inner<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    let mut tick = tokio::time::interval(UNFINISHED_WORK_UPDATE_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(inner) = queue.upgrade() else {
-            return;
-        };
-        let done = {
-            let state = inner.state.lock();
-            state.shutting_down && state.processing.is_empty()
-        };
-        WorkQueue { inner }.update_unfinished_work();
-        if done {
-            return;
+    fn stats(&self) -> QueueStats {
+        let mut state = self.state.lock();
+        let now = Instant::now();
+        let (mut unfinished, mut longest) = (0.0, 0.0f64);
+        for started in state.processing.values_mut() {
+            let since = match *started {
+                Started::Timed(stamp) => stamp.at,
+                Started::Seen(at) => at,
+                Started::Untimed => {
+                    *started = Started::Seen(now);
+                    now
+                }
+            };
+            let age = now.saturating_duration_since(since).as_secs_f64();
+            unfinished += age;
+            longest = longest.max(age);
+        }
+        QueueStats {
+            name: self.name.clone(),
+            depth: state.dirty.len(),
+            in_flight: state.processing.len(),
+            adds: state.numbers.adds,
+            retries: state.numbers.retries,
+            queue_duration: state.numbers.queue_duration.clone(),
+            work_duration: state.numbers.work_duration.clone(),
+            timed: state.numbers.timed,
+            unfinished_work_seconds: unfinished,
+            longest_running_processor_seconds: longest,
         }
     }
 }
@@ -250,9 +262,8 @@ where
     /// Adds `item` unless it is waiting already. If a worker is processing it, it is queued
     /// again when that worker calls [`done`](Self::done). Ignored once shutting down.
     pub fn add(&self, item: T) {
-        let now = self.now();
         let mut state = self.inner.state.lock();
-        if self.add_locked(&mut state, item, now) {
+        if Self::add_locked(&mut state, item) {
             drop(state);
             self.inner.ready.notify_one();
         }
@@ -266,32 +277,30 @@ where
         T: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let now = self.now();
         let mut state = self.inner.state.lock();
         if state.shutting_down || state.dirty.contains_key(probe) {
             return;
         }
-        if self.add_new_locked(&mut state, make(), now) {
+        if Self::add_new_locked(&mut state, make()) {
             drop(state);
             self.inner.ready.notify_one();
         }
     }
 
     /// Whether the add queued an item for a worker now.
-    fn add_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
+    fn add_locked(state: &mut State<T>, item: T) -> bool {
         if state.shutting_down || state.dirty.contains_key(&item) {
             return false;
         }
-        self.add_new_locked(state, item, now)
+        Self::add_new_locked(state, item)
     }
 
     /// [`add_locked`](Self::add_locked) for an item known not to be waiting, the queue not
     /// shutting down.
-    fn add_new_locked(&self, state: &mut State<T>, item: T, now: Instant) -> bool {
-        let metrics = &self.inner.metrics;
-        metrics.adds.inc();
-        metrics.depth.inc();
-        state.dirty.insert(item.clone(), now);
+    fn add_new_locked(state: &mut State<T>, item: T) -> bool {
+        state.numbers.adds += 1;
+        let stamp = state.sampler.sample();
+        state.dirty.insert(item.clone(), stamp);
         if state.processing.contains_key(&item) {
             return false;
         }
@@ -306,16 +315,15 @@ where
         if state.shutting_down {
             return;
         }
-        self.inner.metrics.retries.inc();
-        let now = Instant::now();
+        state.numbers.retries += 1;
         if delay.is_zero() {
-            if self.add_locked(&mut state, item, now) {
+            if Self::add_locked(&mut state, item) {
                 drop(state);
                 self.inner.ready.notify_one();
             }
             return;
         }
-        let deadline = now + delay;
+        let deadline = Instant::now() + delay;
         if let Some(&(at, seq)) = state.delayed.get(&item) {
             if at <= deadline {
                 return;
@@ -347,18 +355,8 @@ where
         self.inner.limiter.num_requeues(item)
     }
 
-    /// The clock, read only when the metrics need it (or delays are pending, by the callers
-    /// that need the real time).
-    fn now(&self) -> Instant {
-        if self.inner.timed {
-            Instant::now()
-        } else {
-            self.inner.created
-        }
-    }
-
     /// Moves the delayed items whose deadline has passed into the queue; the next deadline.
-    fn promote(&self, state: &mut State<T>, now: Instant) -> Option<Instant> {
+    fn promote(state: &mut State<T>, now: Instant) -> Option<Instant> {
         while let Some((&(at, seq), _)) = state.timeline.first_key_value() {
             if at > now {
                 return Some(at);
@@ -368,7 +366,7 @@ where
                 .remove(&(at, seq))
                 .expect("the first entry is there");
             state.delayed.remove(&item);
-            self.add_locked(state, item, now);
+            Self::add_locked(state, item);
         }
         None
     }
@@ -382,29 +380,31 @@ where
             ready.as_mut().enable();
             let next_deadline = {
                 let mut state = self.inner.state.lock();
-                let now = if state.timeline.is_empty() {
-                    self.now()
+                let (now, next) = if state.shutting_down || state.timeline.is_empty() {
+                    (None, None)
                 } else {
-                    Instant::now()
-                };
-                let next = if state.shutting_down || state.timeline.is_empty() {
-                    None
-                } else {
-                    self.promote(&mut state, now)
+                    let now = Instant::now();
+                    (Some(now), Self::promote(&mut state, now))
                 };
                 if !state.drained
                     && let Some(item) = state.queue.pop_front()
                 {
-                    let metrics = &self.inner.metrics;
-                    metrics.depth.dec();
-                    if let Some(added) = state.dirty.remove(&item)
-                        && self.inner.timed
-                    {
-                        metrics
-                            .latency
-                            .observe(now.saturating_duration_since(added).as_secs_f64());
-                    }
-                    state.processing.insert(item.clone(), now);
+                    let started = match state.dirty.remove(&item).flatten() {
+                        Some(added) => {
+                            let now = now.unwrap_or_else(Instant::now);
+                            state.numbers.timed += 1;
+                            state.numbers.queue_duration.observe(
+                                now.saturating_duration_since(added.at),
+                                added.weight.into(),
+                            );
+                            Started::Timed(Stamp {
+                                at: now,
+                                weight: added.weight,
+                            })
+                        }
+                        None => Started::Untimed,
+                    };
+                    state.processing.insert(item.clone(), started);
                     // Another worker may be waiting for the rest.
                     if !state.queue.is_empty() {
                         self.inner.ready.notify_one();
@@ -414,6 +414,7 @@ where
                 if state.shutting_down {
                     return None;
                 }
+                state.sampler.idle();
                 next
             };
             match next_deadline {
@@ -434,12 +435,12 @@ where
         let Some(started) = state.processing.remove(item) else {
             return;
         };
-        if self.inner.timed {
-            self.inner.metrics.work_duration.observe(
-                Instant::now()
-                    .saturating_duration_since(started)
-                    .as_secs_f64(),
-            );
+        if let Started::Timed(stamp) = started {
+            let took = Instant::now().saturating_duration_since(stamp.at);
+            state
+                .numbers
+                .work_duration
+                .observe(took, stamp.weight.into());
         }
         let requeued = state.dirty.contains_key(item);
         if requeued {
@@ -509,23 +510,9 @@ where
         self.inner.state.lock().shutting_down
     }
 
-    /// Sets the unfinished-work gauges from the items in progress now (done every
-    /// [`UNFINISHED_WORK_UPDATE_PERIOD`] when the queue has metrics and a runtime).
-    /// Without a metrics provider it does nothing (no times are kept).
-    pub fn update_unfinished_work(&self) {
-        if !self.inner.timed {
-            return;
-        }
-        let now = Instant::now();
-        let (total, longest) = {
-            let state = self.inner.state.lock();
-            state
-                .processing
-                .values()
-                .map(|started| now.saturating_duration_since(*started).as_secs_f64())
-                .fold((0.0, 0.0f64), |(sum, max), s| (sum + s, max.max(s)))
-        };
-        self.inner.metrics.unfinished.set(total);
-        self.inner.metrics.longest.set(longest);
+    /// The queue's numbers now (client-go's workqueue metric set). The durations are empty
+    /// unless the queue was built with a [`MetricsProvider`].
+    pub fn stats(&self) -> QueueStats {
+        self.inner.stats()
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use informer_workqueue::{CountingMetrics, ItemExponentialFailureRateLimiter, WorkQueue};
+use informer_workqueue::{ItemExponentialFailureRateLimiter, QueueList, WorkQueue};
 use proptest::prelude::*;
 
 fn ms(n: u64) -> Duration {
@@ -318,27 +318,111 @@ async fn a_waiting_worker_wakes_for_a_new_delay() {
 /// The metric set moves as client-go's does.
 #[tokio::test(start_paused = true)]
 async fn metrics_follow_the_queue() {
-    let metrics = CountingMetrics::new();
+    let metrics = QueueList::new();
     let queue = WorkQueue::<u32>::builder()
         .name("test")
         .metrics(metrics.clone())
         .build();
+    let stats = || metrics.get("test").expect("the queue is registered");
     queue.add(1);
     queue.add(1); // already waiting: not an add
     queue.add(2);
-    assert_eq!((metrics.adds(), metrics.depth()), (2, 2));
+    assert_eq!((stats().adds, stats().depth), (2, 2));
     tokio::time::advance(ms(30)).await;
     let k = queue.get().await.unwrap();
-    assert_eq!(metrics.depth(), 1);
-    assert_eq!(metrics.latencies(), [0.03]);
+    assert_eq!(stats().depth, 1);
+    let latency = stats().queue_duration;
+    assert_eq!((latency.count(), latency.sum()), (1, 0.03));
+    // 30 ms: in the bucket up to 100 ms.
+    assert_eq!(latency.buckets()[5], (0.1, 1));
     tokio::time::advance(ms(700)).await;
-    queue.update_unfinished_work();
-    assert!((metrics.longest_running_processor_seconds() - 0.7).abs() < 1e-9);
+    assert!((stats().longest_running_processor_seconds - 0.7).abs() < 1e-9);
+    assert!((stats().unfinished_work_seconds - 0.7).abs() < 1e-9);
     queue.done(&k);
-    assert_eq!(metrics.work_durations(), [0.7]);
+    let work = stats().work_duration;
+    assert_eq!((work.count(), work.sum()), (1, 0.7));
+    assert_eq!(stats().timed, 1);
+    assert_eq!(stats().longest_running_processor_seconds, 0.0);
     queue.add_rate_limited(3);
-    assert_eq!(metrics.retries(), 1);
+    assert_eq!(stats().retries, 1);
     assert_eq!(queue.get().await, Some(2));
+    drop(queue);
+    assert!(
+        metrics.stats().is_empty(),
+        "a dropped queue is no longer read"
+    );
+}
+
+/// Items added faster than the sampling interval are timed in a sample, each timed item
+/// standing for the untimed ones before it: the histograms still count every item up to the
+/// last timed one, and the queue times every item again once it has run empty.
+#[tokio::test(start_paused = true)]
+async fn fast_items_are_timed_in_a_sample_that_counts_them_all() {
+    let metrics = QueueList::new();
+    let queue = WorkQueue::<u32>::builder()
+        .name("fast")
+        .metrics(metrics.clone())
+        .build();
+    // The paused clock does not move between adds: as fast as items can come.
+    for k in 0..10_000 {
+        queue.add(k);
+    }
+    let mut taken = 0;
+    while taken < 10_000 {
+        let k = queue.get().await.unwrap();
+        queue.done(&k);
+        taken += 1;
+    }
+    let stats = metrics.get("fast").unwrap();
+    let (latency, work) = (stats.queue_duration.count(), stats.work_duration.count());
+    assert_eq!(latency, work, "a timed item is timed from add to done");
+    assert!(
+        stats.timed < 200,
+        "{} of 10,000 items timed: the clock was read for each",
+        stats.timed
+    );
+    assert!(
+        latency <= 10_000 && latency > 10_000 - u64::from(informer_workqueue::MAX_STRIDE),
+        "{latency} of 10,000 items counted"
+    );
+    // Run empty, the queue times each item again: one add, one item counted.
+    let worker = tokio::spawn({
+        let queue = queue.clone();
+        async move {
+            let k = queue.get().await.unwrap();
+            queue.done(&k);
+        }
+    });
+    tokio::task::yield_now().await;
+    tokio::time::advance(ms(1)).await;
+    queue.add(1);
+    worker.await.unwrap();
+    let after = metrics.get("fast").unwrap().work_duration.count();
+    assert_eq!(
+        after, 10_001,
+        "the item after the idle worker carries the untimed ones before it"
+    );
+    queue.add(2);
+    let k = queue.get().await.unwrap();
+    queue.done(&k);
+    // The worker found the queue empty before item 2 too: timed on its own.
+    assert_eq!(metrics.get("fast").unwrap().work_duration.count(), 10_002);
+}
+
+/// An item that was not timed (no provider) still shows in the unfinished-work figures, from
+/// the first read that sees it in progress.
+#[tokio::test(start_paused = true)]
+async fn untimed_items_in_progress_count_from_the_first_read() {
+    let queue = WorkQueue::<u32>::new();
+    queue.add(1);
+    let k = queue.get().await.unwrap();
+    assert_eq!(queue.stats().longest_running_processor_seconds, 0.0);
+    tokio::time::advance(ms(400)).await;
+    let stats = queue.stats();
+    assert!((stats.longest_running_processor_seconds - 0.4).abs() < 1e-9);
+    assert_eq!(stats.work_duration.count(), 0, "no provider: nothing timed");
+    queue.done(&k);
+    assert_eq!(queue.stats().unfinished_work_seconds, 0.0);
 }
 
 /// `add_with` is `add` that builds the item only when it must be added: not for an item
