@@ -35,6 +35,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::replay::{Encoded, ReplayServer};
 use crate::w_inf::{self, Counter, Data, SUBSCRIBER_BUFFER};
 use crate::workload::pod;
 
@@ -175,7 +176,12 @@ pub fn write_events(server: &ApiServer, data: &Data) {
 
 /// A kube client for `server` whose watch requests pass `gate`.
 pub fn client(server: &ApiServer, gate: &WatchGate) -> kube::Client {
-    let mut config = kube::Config::new(server.url().parse().expect("server URL"));
+    client_for(&server.url(), gate)
+}
+
+/// A kube client for the server at `url` whose watch requests pass `gate`.
+pub fn client_for(url: &str, gate: &WatchGate) -> kube::Client {
+    let mut config = kube::Config::new(url.parse().expect("server URL"));
     config.default_retry = false;
     ClientBuilder::try_from(config)
         .expect("client config")
@@ -183,9 +189,23 @@ pub fn client(server: &ApiServer, gate: &WatchGate) -> kube::Client {
         .build()
 }
 
+/// Where a run's responses come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Backend<'a> {
+    /// The simulator, encoding each response as it serves it (the figure includes it).
+    Simulator,
+    /// Pre-encoded bytes served from memory (the figure is the client's; see [`replay`]).
+    Replay(&'a Arc<Encoded>),
+}
+
+enum Running {
+    Simulator(ApiServer),
+    Replay(ReplayServer),
+}
+
 /// Times one side: `start` begins the informer (given the client) and returns its counters
 /// (one per handler: `adds` counts listed objects, `updates` events) and a stop function.
-async fn timed<F, Fut>(data: &Data, start: F) -> Run
+async fn timed<F, Fut>(data: &Data, backend: Backend<'_>, start: F) -> Run
 where
     F: FnOnce(kube::Client) -> Fut,
     Fut: Future<
@@ -196,9 +216,15 @@ where
     >,
 {
     let (listed, events) = (data.list.len(), data.events.len());
-    let server = server(data).await;
+    let server = match backend {
+        Backend::Simulator => Running::Simulator(server(data).await),
+        Backend::Replay(encoded) => Running::Replay(ReplayServer::start(Arc::clone(encoded)).await),
+    };
     let gate = WatchGate::default();
-    let client = client(&server, &gate);
+    let client = match &server {
+        Running::Simulator(s) => client(s, &gate),
+        Running::Replay(s) => client_for(s.url(), &gate),
+    };
 
     let started = Instant::now();
     let (counters, stop) = start(client).await;
@@ -207,7 +233,9 @@ where
     }
     let list = started.elapsed();
 
-    write_events(&server, data);
+    if let Running::Simulator(server) = &server {
+        write_events(server, data);
+    }
 
     let started = Instant::now();
     gate.open();
@@ -216,13 +244,16 @@ where
     }
     let watch = started.elapsed();
     stop().await;
-    server.shutdown().await;
+    match server {
+        Running::Simulator(s) => s.shutdown().await,
+        Running::Replay(s) => s.shutdown().await,
+    }
     Run { list, watch }
 }
 
 /// Our side with `handlers` counting handlers.
-pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Run {
-    rt.block_on(timed(data, |client| async move {
+pub fn ours(rt: &Runtime, data: &Data, handlers: usize, backend: Backend<'_>) -> Run {
+    rt.block_on(timed(data, backend, |client| async move {
         let (informer, counters) =
             w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), handlers);
         let token = CancellationToken::new();
@@ -241,9 +272,9 @@ pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Run {
 }
 
 /// kube-runtime's side with `subscribers` subscribers.
-pub fn kube_runtime(rt: &Runtime, data: &Data, subscribers: usize) -> Run {
+pub fn kube_runtime(rt: &Runtime, data: &Data, subscribers: usize, backend: Backend<'_>) -> Run {
     let listed = data.list.len();
-    rt.block_on(timed(data, |client| async move {
+    rt.block_on(timed(data, backend, |client| async move {
         let (_reader, writer) = store::store_shared::<Pod>(SUBSCRIBER_BUFFER);
         let counters: Vec<Arc<Counter>> = (0..subscribers).map(|_| Arc::default()).collect();
         let readers: Vec<_> = counters
