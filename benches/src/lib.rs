@@ -21,6 +21,7 @@
 //! ```
 
 pub mod mem;
+pub mod realistic;
 pub mod report;
 pub mod w_ctrl;
 pub mod w_fifo;
