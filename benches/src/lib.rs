@@ -21,6 +21,7 @@
 //! ```
 
 pub mod mem;
+pub mod realistic;
 pub mod replay;
 pub mod report;
 pub mod w_ctrl;

@@ -33,6 +33,7 @@ use kube_runtime::watcher::Event;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::realistic::{SlimPod, decoded, slim_node_index};
 use crate::workload::{key_func, pod, pods};
 use crate::{w_fifo, w_idx, w_inf};
 
@@ -63,9 +64,33 @@ pub enum Mode {
     /// Builds each pod's metadata only (`PartialObjectMeta<Pod>`, what a metadata-only informer
     /// caches) and syncs it into our informer (DeltaFifo, the namespace index, one handler).
     OursMetadata,
+    /// Realistic pods ([`crate::realistic`]), decoded as `Pod`, synced into our informer (as
+    /// [`Mode::Ours`]).
+    RealisticPod,
+    /// Realistic pods as `Pod`, with `strip_managed_fields` as the informer's transform.
+    RealisticPodStripped,
+    /// Realistic pods as `PartialObjectMeta<Pod>` (as [`Mode::OursMetadata`]).
+    RealisticMetadata,
+    /// Realistic pods as `PartialObjectMeta<Pod>`, with `strip_managed_fields`.
+    RealisticMetadataStripped,
+    /// Realistic pods as the [`SlimPod`] projection (namespace and node indexes).
+    RealisticProjection,
+    /// Realistic pods as [`SlimPod`]s, with `strip_managed_fields`.
+    RealisticProjectionStripped,
 }
 
 impl Mode {
+    /// The modes over realistic pods: full, metadata-only and projected, each as decoded and
+    /// with `strip_managed_fields`.
+    pub const REALISTIC: [Mode; 6] = [
+        Mode::RealisticPod,
+        Mode::RealisticPodStripped,
+        Mode::RealisticMetadata,
+        Mode::RealisticMetadataStripped,
+        Mode::RealisticProjection,
+        Mode::RealisticProjectionStripped,
+    ];
+
     /// Every mode.
     pub const ALL: [Mode; 4] = [
         Mode::OursBaseline,
@@ -82,6 +107,12 @@ impl Mode {
             Mode::KubeRuntimeBaseline => "kube-runtime-baseline",
             Mode::KubeRuntime => "kube-runtime",
             Mode::OursMetadata => "ours-metadata",
+            Mode::RealisticPod => "realistic-pod",
+            Mode::RealisticPodStripped => "realistic-pod-stripped",
+            Mode::RealisticMetadata => "realistic-metadata",
+            Mode::RealisticMetadataStripped => "realistic-metadata-stripped",
+            Mode::RealisticProjection => "realistic-projection",
+            Mode::RealisticProjectionStripped => "realistic-projection-stripped",
         }
     }
 
@@ -90,6 +121,7 @@ impl Mode {
         Mode::ALL
             .into_iter()
             .chain([Mode::OursMetadata])
+            .chain(Mode::REALISTIC)
             .find(|m| m.name() == name)
     }
 }
@@ -175,6 +207,33 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::Ours => ours(n, heap),
         Mode::KubeRuntime => kube_runtime(n, heap),
         Mode::OursMetadata => ours_metadata(n, heap),
+        Mode::RealisticPod | Mode::RealisticPodStripped => realistic(
+            n,
+            heap,
+            mode == Mode::RealisticPodStripped,
+            crate::workload::indexers(),
+        ),
+        Mode::RealisticMetadata | Mode::RealisticMetadataStripped => realistic(
+            n,
+            heap,
+            mode == Mode::RealisticMetadataStripped,
+            informer_store::indexers([(
+                informer_store::NAMESPACE_INDEX,
+                informer_kube::namespace_index_func::<PartialObjectMeta<Pod>>(),
+            )]),
+        ),
+        Mode::RealisticProjection | Mode::RealisticProjectionStripped => realistic(
+            n,
+            heap,
+            mode == Mode::RealisticProjectionStripped,
+            informer_store::indexers([
+                (
+                    informer_store::NAMESPACE_INDEX,
+                    informer_kube::namespace_index_func::<SlimPod>(),
+                ),
+                (crate::workload::NODE_INDEX, slim_node_index()),
+            ]),
+        ),
     }
 }
 
@@ -346,6 +405,60 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
     let (stop, task) = run_until_synced(&rt, &informer, &counter, n);
     let (all_in, _) = per(n, heap(), h0);
     let rss_peak = rss_peak();
+    stop_and_join(&rt, &stop, task);
+    Sample {
+        pods: n,
+        rss_peak,
+        object,
+        object_blocks,
+        all_in,
+        ..Sample::default()
+    }
+}
+
+/// Realistic pods, each decoded as a `K` from its JSON, synced into our informer (DeltaFifo,
+/// `indexers`, one handler), with `strip_managed_fields` as its transform when `strip`. The
+/// object figure is the object as decoded (before any transform).
+fn realistic<K>(
+    n: usize,
+    heap: HeapProbe,
+    strip: bool,
+    indexers: informer_store::Indexers<K>,
+) -> Sample
+where
+    K: kube::Resource + serde::de::DeserializeOwned + Clone + Send + Sync + 'static,
+{
+    let rt = runtime();
+    let h0 = heap();
+    let built: Vec<Arc<K>> = decoded(n);
+    let (object, object_blocks) = per(n, heap(), h0);
+
+    let source = FakeListerWatcher::new();
+    source.push_list(ListPage::new(built, n.to_string()));
+    source.push_watch(vec![WatchStep::Hang]);
+    let informer = Arc::new(SharedIndexInformer::new(
+        source,
+        informer_kube::key_func::<K>(),
+        Arc::new(|o: &K| o.meta().resource_version.as_deref()),
+        Duration::ZERO,
+        indexers,
+    ));
+    if strip {
+        informer
+            .set_transform(informer_kube::strip_managed_fields::<K>())
+            .expect("transform before start");
+    }
+    let counter = Arc::new(w_inf::Counter::default());
+    informer
+        .add_event_handler(Arc::clone(&counter))
+        .expect("handler before start");
+    let (stop, task) = run_until_synced(&rt, &informer, &counter, n);
+    let (all_in, _) = per(n, heap(), h0);
+    let rss_peak = rss_peak();
+    let cached = informer.lister().list(&informer_store::Everything);
+    assert_eq!(cached.len(), n);
+    assert!(!strip || cached.iter().all(|o| o.meta().managed_fields.is_none()));
+    drop(cached);
     stop_and_join(&rt, &stop, task);
     Sample {
         pods: n,

@@ -287,6 +287,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     }
     if opts.selected("mem") {
         mem_rows(opts, &mut |r| emit(r, &mut rows));
+        mem_projection_rows(opts, &mut |r| emit(r, &mut rows));
     }
     rows
 }
@@ -757,6 +758,125 @@ fn mem_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         row.phase = format!("heap blocks per object: ours {o:.1}, kube-runtime {k:.1}");
         emit(row);
     }
+}
+
+/// Realistic pods in MEM: how many (a tenth of the synthetic count: a realistic pod is several
+/// times larger).
+pub fn realistic_pods(sizes: &Sizes) -> usize {
+    (sizes.mem / 10).max(10)
+}
+
+/// MEM on realistic pods ([`crate::realistic`]): heap all-in per cached pod for the full `Pod`,
+/// the metadata-only view and the [`SlimPod`](crate::realistic::SlimPod) projection, each as
+/// decoded and with `strip_managed_fields`; then the decode time per pod of each view, from the
+/// bytes of the full pod (medians of [`Options::reps`] runs, at least five).
+fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    use crate::realistic::{SlimPod, decode_time, realistic_metadata_json, realistic_pod_json};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::core::PartialObjectMeta;
+
+    let n = realistic_pods(&opts.sizes);
+    let sample = |mode: Mode| {
+        opts.mem_exe
+            .as_deref()
+            .and_then(|exe| mem_sample(exe, mode, n).map_err(|e| eprintln!("{e}")).ok())
+    };
+    let label = |mode: Mode| match mode {
+        Mode::RealisticPod => "Pod",
+        Mode::RealisticPodStripped => "Pod, strip_managed_fields",
+        Mode::RealisticMetadata => "metadata-only (PartialObjectMeta<Pod>)",
+        Mode::RealisticMetadataStripped => {
+            "metadata-only (PartialObjectMeta<Pod>), strip_managed_fields"
+        }
+        Mode::RealisticProjection => "projection (SlimPod: metadata, nodeName, phase)",
+        Mode::RealisticProjectionStripped => "projection (SlimPod), strip_managed_fields",
+        _ => unreachable!("a realistic mode"),
+    };
+    let mut full_object = None;
+    for mode in Mode::REALISTIC {
+        let s = sample(mode);
+        if mode == Mode::RealisticPod {
+            full_object = s.as_ref().and_then(|s| s.object);
+        }
+        let row = Row::new(
+            "MEM",
+            format!(
+                "realistic pod ({} pods): heap all-in, {}",
+                thousands(n as f64),
+                label(mode)
+            ),
+            Figure::bytes(s.as_ref().and_then(|s| s.all_in)),
+            Figure::NotApplicable,
+        );
+        let projected = matches!(
+            mode,
+            Mode::RealisticProjection | Mode::RealisticProjectionStripped
+        );
+        emit(if projected {
+            row.target("≤ 1,200 B")
+        } else {
+            row
+        });
+    }
+    emit(Row::new(
+        "MEM",
+        "realistic pod: heap of one decoded Pod (the object alone)",
+        Figure::bytes(full_object),
+        Figure::NotApplicable,
+    ));
+
+    let bytes = realistic_pod_json(0);
+    let metadata_bytes = realistic_metadata_json(0);
+    let runs = opts.reps.max(5);
+    let count = n.min(2_000);
+    let per_pod = |f: &dyn Fn() -> Duration| {
+        let t = median_of(runs, f);
+        Figure::per_op(t)
+    };
+    let strip = |mut p: Pod| {
+        p.metadata.managed_fields = None;
+        p
+    };
+    let full = per_pod(&|| decode_time::<Pod>(&bytes, count, |p| p));
+    let stripped = per_pod(&|| decode_time::<Pod>(&bytes, count, strip));
+    let metadata = per_pod(&|| decode_time::<PartialObjectMeta<Pod>>(&bytes, count, |m| m));
+    let metadata_api =
+        per_pod(&|| decode_time::<PartialObjectMeta<Pod>>(&metadata_bytes, count, |m| m));
+    let slim = per_pod(&|| decode_time::<SlimPod>(&bytes, count, |p| p));
+    let size = thousands(bytes.len() as f64);
+    for (what, figure) in [
+        (format!("Pod ({size} B of JSON)"), full),
+        ("Pod, then strip_managed_fields".to_owned(), stripped),
+        (
+            "PartialObjectMeta<Pod> from the full pod's JSON".to_owned(),
+            metadata,
+        ),
+        (
+            format!(
+                "PartialObjectMeta<Pod> from the metadata API's JSON ({} B)",
+                thousands(metadata_bytes.len() as f64)
+            ),
+            metadata_api,
+        ),
+    ] {
+        emit(Row::new(
+            "MEM",
+            format!("realistic pod: decode per pod, {what}"),
+            figure,
+            Figure::NotApplicable,
+        ));
+    }
+    let speedup = match (full.value(), slim.value()) {
+        (Some(f), Some(s)) if s > 0.0 => format!("; {:.1}× faster than Pod", f / s),
+        _ => String::new(),
+    };
+    let row = Row::new(
+        "MEM",
+        format!("realistic pod: decode per pod, SlimPod projection{speedup}"),
+        slim,
+        Figure::NotApplicable,
+    );
+    emit(row.target("≥ 3× faster than Pod").rate_per_op());
 }
 
 /// The table, in Markdown.

@@ -98,9 +98,18 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         "queue leftovers",
         "the rest",
         "metadata-only",
+        "realistic pod (30 pods): heap all-in, Pod",
+        "heap all-in, Pod, strip_managed_fields",
+        "heap all-in, metadata-only (PartialObjectMeta<Pod>), strip",
+        "heap all-in, projection (SlimPod: metadata",
+        "heap all-in, projection (SlimPod), strip",
+        "heap of one decoded Pod",
+        "decode per pod, Pod (",
+        "decode per pod, SlimPod projection",
     ] {
         assert!(measured(find("MEM", phase).ours), "{phase}");
     }
+    assert!(find("MEM", "decode per pod, SlimPod").target.contains("3×"));
 
     let table = report::render(&rows);
     assert_eq!(table.lines().count(), rows.len() + 2);
@@ -141,9 +150,20 @@ fn without_the_mem_binary_mem_rows_say_not_measured() {
     };
     let rows = report::run(&opts, &mut |_| {});
     assert!(!rows.is_empty());
+    // Decode times are measured in the report's own process; every heap and RSS figure needs
+    // the mem binary.
+    let (decode, heap): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .partition(|r| r.phase.contains("decode per pod"));
     assert!(
-        rows.iter()
+        heap.iter()
             .all(|r| r.ours == Figure::NotApplicable && r.kube_runtime == Figure::NotApplicable)
+    );
+    assert_eq!(decode.len(), 5);
+    assert!(
+        decode
+            .iter()
+            .all(|r| matches!(r.ours, Figure::Ns(ns) if ns > 0.0))
     );
 }
 
@@ -187,4 +207,36 @@ fn the_mem_binary_measures_each_mode_and_refuses_bad_arguments() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage"));
+}
+
+#[test]
+fn the_mem_binary_measures_realistic_pods_in_every_view() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_mem"));
+    let all_in = |mode: Mode| {
+        let s = report::mem_sample(&exe, mode, 20).expect("a sample");
+        assert_eq!(s.pods, 20);
+        s.all_in.expect("the counting allocator")
+    };
+    let [pod, pod_stripped, meta, meta_stripped, slim, slim_stripped] = Mode::REALISTIC.map(all_in);
+    // The realistic pod is large, and its managed fields are the largest part of its metadata:
+    // stripping them saves more than leaving out the spec and status.
+    assert!(pod > 10_000.0, "{pod}");
+    assert!(pod_stripped < pod, "{pod_stripped} ≥ {pod}");
+    assert!(
+        meta < pod && meta_stripped < meta / 2.0,
+        "{meta}, {meta_stripped}"
+    );
+    assert!(
+        slim < pod && slim_stripped < slim / 2.0,
+        "{slim}, {slim_stripped}"
+    );
+    assert!(
+        slim_stripped < pod_stripped,
+        "{slim_stripped} ≥ {pod_stripped}"
+    );
+    // The projection keeps the metadata and two strings more than the metadata-only view.
+    assert!(
+        slim_stripped > meta_stripped,
+        "{slim_stripped} ≤ {meta_stripped}"
+    );
 }

@@ -1,6 +1,8 @@
 //! One MEM measurement in a process of its own: `mem <mode> <pods>` prints one JSON line (see
 //! `informer_benches::mem`). Modes: `ours-baseline`, `ours`, `kube-runtime-baseline`,
-//! `kube-runtime`, `ours-metadata`.
+//! `kube-runtime`, `ours-metadata`, and over realistic pods `realistic-pod`,
+//! `realistic-pod-stripped`, `realistic-metadata`, `realistic-metadata-stripped`,
+//! `realistic-projection`, `realistic-projection-stripped`.
 
 use std::alloc::System;
 use std::process::ExitCode;
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         let modes: Vec<&str> = Mode::ALL
             .iter()
             .chain(&[Mode::OursMetadata])
+            .chain(&Mode::REALISTIC)
             .map(|m| m.name())
             .collect();
         eprintln!("usage: mem <{}> <pods>", modes.join("|"));
