@@ -57,20 +57,26 @@ impl Encoded {
                 if n + 1 < chunks.len() {
                     metadata["continue"] = json!((n + 1).to_string());
                 }
-                let page = json!({
-                    "kind": "PodList",
-                    "apiVersion": "v1",
-                    "metadata": metadata,
-                    "items": items.iter().map(|p| &**p).collect::<Vec<&Pod>>(),
-                });
+                // The fields in kube-apiserver's order (a `json!` map would sort them).
+                let page = PodList {
+                    kind: "PodList",
+                    api_version: "v1",
+                    metadata,
+                    items: items.iter().map(|p| &**p).collect(),
+                };
                 Bytes::from(serde_json::to_vec(&page).expect("a page encodes"))
             })
             .collect();
         let mut watch = Vec::new();
         let mut chunk = Vec::with_capacity(CHUNK + 8 * 1024);
         for (pod, _) in &data.events {
-            serde_json::to_writer(&mut chunk, &json!({ "type": "MODIFIED", "object": &**pod }))
-                .expect("an event encodes");
+            // `type` first, as kube-apiserver writes it (a `json!` map would sort `object`
+            // first, which makes serde buffer the object before it knows the variant).
+            let event = Event {
+                kind: "MODIFIED",
+                object: &**pod,
+            };
+            serde_json::to_writer(&mut chunk, &event).expect("an event encodes");
             chunk.push(b'\n');
             if chunk.len() >= CHUNK {
                 watch.push(Bytes::from(std::mem::take(&mut chunk)));
@@ -89,6 +95,22 @@ impl Encoded {
             self.watch.iter().map(Bytes::len).sum(),
         )
     }
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PodList<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: serde_json::Value,
+    items: Vec<&'a Pod>,
+}
+
+#[derive(serde::Serialize)]
+struct Event<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    object: &'a Pod,
 }
 
 #[derive(serde::Deserialize)]
