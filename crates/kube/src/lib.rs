@@ -112,6 +112,7 @@
 //! in your application's own k8s-openapi dependency.
 
 mod check;
+mod decode;
 mod dynamic;
 mod error;
 mod factory;

@@ -10,11 +10,12 @@ use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
     WatchStream,
 };
-use kube::api::{Api, ObjectList, VersionMatch};
+use kube::api::{Api, VersionMatch};
 use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::decode;
 use crate::error::{error_from_kube, status_from_kube};
 
 /// The annotation that marks the bookmark ending a streaming list's initial events.
@@ -23,8 +24,10 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 /// Lists and watches a resource through kube-client's [`Api`]: all namespaces
 /// ([`Api::all`]), one namespace ([`Api::namespaced`]), optionally narrowed by selectors.
 ///
-/// It uses kube-client's plain `list` and `watch` calls and leaves every retry and relist to the
-/// reflector. What it maps:
+/// kube-client builds and sends every request (its auth, TLS, config and middleware); this
+/// adapter reads the bodies itself: a list item by item as its bytes arrive, never holding the
+/// whole body, and a watch line by line without copying each line into a `String`. It leaves
+/// every retry and relist to the reflector. What it maps:
 ///
 /// * a non-2xx answer (410 Expired, 429, 504 too-large, ...) → an [`Error::Api`] with the
 ///   server's status; connection refused → [`Error::ConnectionRefused`]; other transport
@@ -184,14 +187,7 @@ where
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
-        async move {
-            let list = if zero {
-                list_at_zero(api, &lp, false).await?
-            } else {
-                api.list(&lp).await.map_err(error_from_kube)?
-            };
-            page_from_list(list)
-        }
+        async move { list(api, &lp, zero, false).await }
     }
 
     fn watch(
@@ -201,10 +197,7 @@ where
         let wp = self.selectors.watch_params(params);
         let rv = params.resource_version.clone();
         let api = self.api.clone();
-        async move {
-            let events = api.watch(&wp, &rv).await.map_err(error_from_kube)?;
-            Ok(watch_stream(events))
-        }
+        async move { watch(api, &wp, &rv, false).await }
     }
 }
 
@@ -220,14 +213,7 @@ where
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
-        async move {
-            let list = if zero {
-                list_at_zero(api, &lp, true).await?
-            } else {
-                api.list_metadata(&lp).await.map_err(error_from_kube)?
-            };
-            page_from_list(list)
-        }
+        async move { list(api, &lp, zero, true).await }
     }
 
     fn watch(
@@ -237,28 +223,25 @@ where
         let wp = self.selectors.watch_params(params);
         let rv = params.resource_version.clone();
         let api = self.api.clone();
-        async move {
-            let events = api
-                .watch_metadata(&wp, &rv)
-                .await
-                .map_err(error_from_kube)?;
-            Ok(watch_stream(events))
-        }
+        async move { watch(api, &wp, &rv, true).await }
     }
 }
 
-/// A list at `resourceVersion=0` with a limit, which kube-client's `list` cannot send (it drops
-/// the version when a limit is set): the same request kube-client would build, with
-/// `resourceVersion=0` (and `resourceVersionMatch`, if any) appended, sent through the api's
-/// client.
-async fn list_at_zero<K, T>(
+/// One list request, built by kube-client (`Request::list` or `list_metadata`), sent through
+/// the api's client, its body decoded item by item as it arrives ([`decode::list_page`]).
+///
+/// `zero`: a list at `resourceVersion=0` with a limit, which kube-client's request builder
+/// cannot express (it drops the version when a limit is set): the same request with
+/// `resourceVersion=0` (and `resourceVersionMatch`, if any) appended.
+async fn list<K, T>(
     api: Api<K>,
     lp: &kube::api::ListParams,
+    zero: bool,
     metadata: bool,
-) -> Result<ObjectList<T>, Error>
+) -> Result<ListPage<T>, Error>
 where
     K: Resource,
-    T: Clone + DeserializeOwned + fmt::Debug,
+    T: DeserializeOwned,
 {
     let request = kube::core::Request::new(api.resource_url());
     let built = if metadata {
@@ -267,19 +250,48 @@ where
         request.list(lp)
     };
     let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
-    let mut uri = req.uri().to_string();
-    uri.push_str("&resourceVersion=0");
-    match lp.version_match {
-        Some(VersionMatch::NotOlderThan) => uri.push_str("&resourceVersionMatch=NotOlderThan"),
-        Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
-        None => {}
+    if zero {
+        let mut uri = req.uri().to_string();
+        uri.push_str("&resourceVersion=0");
+        match lp.version_match {
+            Some(VersionMatch::NotOlderThan) => uri.push_str("&resourceVersionMatch=NotOlderThan"),
+            Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
+            None => {}
+        }
+        *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
     }
-    *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
     req.extensions_mut().insert("list");
-    api.into_client()
-        .request::<ObjectList<T>>(req)
-        .await
-        .map_err(error_from_kube)
+    let body = decode::send(&api.into_client(), req).await?;
+    decode::list_page(body).await
+}
+
+/// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through
+/// the api's client, its lines framed and decoded by [`decode::watch_events`].
+async fn watch<K, T>(
+    api: Api<K>,
+    wp: &kube::api::WatchParams,
+    rv: &str,
+    metadata: bool,
+) -> Result<WatchStream<T>, Error>
+where
+    K: Resource,
+    T: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+{
+    let request = kube::core::Request::new(api.resource_url());
+    let built = if metadata {
+        request.watch_metadata(wp, rv)
+    } else {
+        request.watch(wp, rv)
+    };
+    let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+    req.extensions_mut().insert("watch");
+    // Watch streams uncompressed, as kube-client asks for them (a gzip member per event is not
+    // decoded past the first by its middleware).
+    req.headers_mut()
+        .entry(http::header::ACCEPT_ENCODING)
+        .or_insert(http::HeaderValue::from_static("identity"));
+    let body = decode::send(&api.into_client(), req).await?;
+    Ok(watch_stream(decode::watch_events::<T>(body)))
 }
 
 /// kube-client's watch stream as the reflector's.
@@ -305,20 +317,6 @@ fn stream_error_from_kube(err: kube::Error) -> Error {
         }
         other => error_from_kube(other),
     }
-}
-
-/// A list response as a page; a list without a resource version is an error.
-fn page_from_list<O: Clone>(list: ObjectList<O>) -> Result<ListPage<O>, Error> {
-    let resource_version = list
-        .metadata
-        .resource_version
-        .filter(|rv| !rv.is_empty())
-        .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
-    Ok(ListPage {
-        items: list.items.into_iter().map(Arc::new).collect(),
-        resource_version,
-        continue_token: list.metadata.continue_.filter(|c| !c.is_empty()),
-    })
 }
 
 /// A kube-client watch event as the reflector's.
