@@ -20,6 +20,7 @@
 //! assert_eq!(phases.len(), 5);
 //! ```
 
+pub mod decode;
 pub mod mem;
 pub mod realistic;
 pub mod replay;

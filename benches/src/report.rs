@@ -17,8 +17,9 @@ use crate::workload::NODE_INDEX;
 use crate::{Sizes, replay, w_ctrl, w_fifo, w_http, w_idx, w_inf, w_wq};
 
 /// The workloads, by name (`--only` matches a part of one of these).
-pub const WORKLOADS: [&str; 9] = [
-    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-wq", "w-idx", "w-inf", "w-http", "w-ctrl", "mem",
+pub const WORKLOADS: [&str; 10] = [
+    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-wq", "w-idx", "w-inf", "w-http", "decode", "w-ctrl",
+    "mem",
 ];
 
 /// What to run.
@@ -281,6 +282,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     }
     if opts.selected("w-http") {
         http_rows(opts, w_inf_ours, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("decode") {
+        decode_rows(opts, &mut |r| emit(r, &mut rows));
     }
     if opts.selected("w-ctrl") {
         ctrl_rows(opts, &mut |r| emit(r, &mut rows));
@@ -637,6 +641,37 @@ fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row))
                 Figure::NotApplicable,
             );
             emit(row.target("< 10 %"));
+        }
+    }
+}
+
+/// DECODE: each parser on the same documents, medians of runs taken in turns.
+fn decode_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    use crate::decode::{Parser, per_doc, realistic, synthetic};
+    let n = if opts.sizes.listed < 50_000 {
+        200
+    } else {
+        2_000
+    };
+    for (what, docs) in [
+        ("synthetic pod", synthetic(n)),
+        ("realistic pod", realistic(n / 4)),
+    ] {
+        let bytes = docs.iter().map(Vec::len).sum::<usize>() / docs.len();
+        let mut runs: Vec<Vec<f64>> = vec![Vec::new(); Parser::ALL.len()];
+        for _ in 0..opts.reps.max(1) {
+            for (p, parser) in Parser::ALL.into_iter().enumerate() {
+                runs[p].push(per_doc(parser, &docs).as_nanos() as f64);
+            }
+        }
+        for (parser, times) in Parser::ALL.into_iter().zip(runs) {
+            let row = Row::new(
+                "DECODE",
+                format!("{what} ({bytes} B of JSON): {}", parser.name()),
+                Figure::Ns(median(times)),
+                Figure::NotApplicable,
+            );
+            emit(row.rate_per_op());
         }
     }
 }

@@ -205,6 +205,13 @@ where
     )
 }
 
+/// Decodes JSON bytes: validated as UTF-8 whole first (a fast pass), then decoded as text, which
+/// spares serde_json a check of every string as it goes (measured faster than `from_slice`).
+fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
 /// Where a [`ListScanner`] is in the list object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
@@ -374,10 +381,8 @@ impl<K: DeserializeOwned> ListScanner<K> {
                     if let Some(end) = self.value_end() {
                         let bytes = &self.buf[start..end];
                         if self.field == Field::Metadata {
-                            self.metadata = Some(
-                                serde_json::from_slice(bytes)
-                                    .map_err(|e| bad(format!("metadata: {e}")))?,
-                            );
+                            self.metadata =
+                                Some(from_bytes(bytes).map_err(|e| bad(format!("metadata: {e}")))?);
                         } else if self.field == Field::Items && bytes != b"null" {
                             return Err(bad("items is not an array"));
                         }
@@ -403,7 +408,7 @@ impl<K: DeserializeOwned> ListScanner<K> {
                 },
                 At::InItem { start } => {
                     if let Some(end) = self.value_end() {
-                        let item: K = serde_json::from_slice(&self.buf[start..end])
+                        let item: K = from_bytes(&self.buf[start..end])
                             .map_err(|e| bad(format!("item {}: {e}", self.items.len())))?;
                         self.items.push(Arc::new(item));
                         self.consume(end);

@@ -7,8 +7,10 @@
 //! ```
 //!
 //! * [`KubeListerWatcher`] implements the reflector's `ListerWatcher` over kube-client's
-//!   [`Api`](kube::Api): all namespaces or one, with label and field selectors. It maps
-//!   kube-client's errors and watch events onto the reflector's types, so the reflector, not
+//!   [`Api`](kube::Api): all namespaces or one, with label and field selectors. kube-client
+//!   builds and sends each request (its auth, TLS and middleware); the adapter reads the body
+//!   itself, a list item by item as it arrives (never the whole body at once) and a watch line
+//!   by line. It maps errors and watch events onto the reflector's types, so the reflector, not
 //!   kube, decides every retry and relist.
 //! * [`MetadataListerWatcher`] does the same through the metadata-only API
 //!   ([`PartialObjectMeta`](kube::core::PartialObjectMeta)), for memory-lean caches.
