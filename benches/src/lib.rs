@@ -22,6 +22,7 @@
 
 pub mod mem;
 pub mod realistic;
+pub mod relist;
 pub mod replay;
 pub mod report;
 pub mod w_ctrl;
