@@ -184,6 +184,10 @@ pub struct Sample {
     pub relist_secs: Option<f64>,
     /// Relist: lists served (two: the first and the relist).
     pub lists: Option<u64>,
+    /// Relist: the live heap once synced, bytes.
+    pub heap_synced: Option<u64>,
+    /// Relist: the live heap once relisted, bytes.
+    pub heap_after_relist: Option<u64>,
 }
 
 impl Sample {
@@ -215,6 +219,8 @@ impl Sample {
             "peak_reset": self.peak_reset,
             "relist_secs": self.relist_secs,
             "lists": self.lists,
+            "heap_synced": self.heap_synced,
+            "heap_after_relist": self.heap_after_relist,
         })
         .to_string()
     }
@@ -238,6 +244,8 @@ impl Sample {
             peak_reset: v.get("peak_reset").and_then(Value::as_bool),
             relist_secs: f("relist_secs"),
             lists: v.get("lists").and_then(Value::as_u64),
+            heap_synced: v.get("heap_synced").and_then(Value::as_u64),
+            heap_after_relist: v.get("heap_after_relist").and_then(Value::as_u64),
         })
     }
 }
@@ -285,11 +293,11 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
                 (crate::workload::NODE_INDEX, slim_node_index()),
             ]),
         ),
-        Mode::RelistBaseline => relist::measure(Side::Baseline, Listing::Paged, n),
-        Mode::RelistPaged => relist::measure(Side::Ours, Listing::Paged, n),
-        Mode::RelistWhole => relist::measure(Side::Ours, Listing::Whole, n),
-        Mode::RelistKubeRuntimePaged => relist::measure(Side::KubeRuntime, Listing::Paged, n),
-        Mode::RelistKubeRuntimeWhole => relist::measure(Side::KubeRuntime, Listing::Whole, n),
+        Mode::RelistBaseline => relist::measure(Side::Baseline, Listing::Paged, n, heap),
+        Mode::RelistPaged => relist::measure(Side::Ours, Listing::Paged, n, heap),
+        Mode::RelistWhole => relist::measure(Side::Ours, Listing::Whole, n, heap),
+        Mode::RelistKubeRuntimePaged => relist::measure(Side::KubeRuntime, Listing::Paged, n, heap),
+        Mode::RelistKubeRuntimeWhole => relist::measure(Side::KubeRuntime, Listing::Whole, n, heap),
     }
 }
 

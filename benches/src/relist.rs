@@ -42,7 +42,7 @@ use kube_runtime::watcher;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::mem::{Sample, runtime};
+use crate::mem::{HeapProbe, Sample, runtime};
 use crate::w_inf;
 use crate::workload::pod_at;
 
@@ -327,7 +327,8 @@ async fn until(mut done: impl FnMut() -> bool) {
 }
 
 /// One relist measurement over `n` pods served as `listing`, by `side`, in this process.
-pub fn measure(side: Side, listing: Listing, n: usize) -> Sample {
+/// `heap` reads the live heap at synced and once relisted.
+pub fn measure(side: Side, listing: Listing, n: usize, heap: HeapProbe) -> Sample {
     let rt = runtime();
     let server = rt.block_on(RelistServer::start(n, listing));
     let client = rt.block_on(async { client(server.url()) });
@@ -337,11 +338,12 @@ pub fn measure(side: Side, listing: Listing, n: usize) -> Sample {
             Sample {
                 rss_synced: rss_now(),
                 rss_peak: crate::mem::rss_peak(),
+                heap_synced: heap().map(|h| h.bytes as u64),
                 ..Sample::default()
             }
         }
-        Side::Ours => ours(&rt, &server, client, n),
-        Side::KubeRuntime => kube_runtime(&rt, &server, client, n),
+        Side::Ours => ours(&rt, &server, client, n, heap),
+        Side::KubeRuntime => kube_runtime(&rt, &server, client, n, heap),
     };
     sample.pods = n;
     rt.block_on(server.shutdown());
@@ -353,12 +355,14 @@ pub fn measure(side: Side, listing: Listing, n: usize) -> Sample {
 fn relist(
     rt: &tokio::runtime::Runtime,
     server: &RelistServer,
+    heap: HeapProbe,
     relisted: impl FnMut() -> bool,
 ) -> Sample {
     // The watch is open (it is what the expiry ends).
     rt.block_on(until(|| server.watches() >= 1));
     assert_eq!(server.lists(), 1, "one list before the relist");
     let rss_synced = rss_now();
+    let heap_synced = heap().map(|h| h.bytes as u64);
     let peak_reset = reset_peak();
     let started = Instant::now();
     server.expire();
@@ -370,6 +374,8 @@ fn relist(
         rss_synced,
         rss_relist_peak,
         rss_after_relist: rss_now(),
+        heap_synced,
+        heap_after_relist: heap().map(|h| h.bytes as u64),
         peak_reset: Some(peak_reset),
         relist_secs: Some(relist_secs),
         lists: Some(server.lists() as u64),
@@ -390,16 +396,20 @@ fn ours(
     server: &RelistServer,
     client: kube::Client,
     n: usize,
+    heap: HeapProbe,
 ) -> Sample {
-    let (informer, counters) = rt.block_on(async {
-        w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), 1)
-    });
+    let (informer, counters) =
+        rt.block_on(async { w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), 1) });
     let counter = &counters[0];
     let (stop, task) = crate::mem::run_until_synced(rt, &informer, counter, n);
     let lister = informer.lister();
     let last = key(n - 1);
-    assert!(at_version(&lister.get(&last).expect("the last pod"), n - 1, 0));
-    let sample = relist(rt, server, || {
+    assert!(at_version(
+        &lister.get(&last).expect("the last pod"),
+        n - 1,
+        0
+    ));
+    let sample = relist(rt, server, heap, || {
         counter.saw(n, n)
             && informer.has_synced()
             && lister.get(&last).is_some_and(|p| at_version(&p, n - 1, 1))
@@ -420,6 +430,7 @@ fn kube_runtime(
     server: &RelistServer,
     client: kube::Client,
     n: usize,
+    heap: HeapProbe,
 ) -> Sample {
     let (reader, writer) = store::store::<Pod>();
     let inits_done = Arc::new(AtomicUsize::new(0));
@@ -437,13 +448,18 @@ fn kube_runtime(
                 .await;
         }
     });
-    let pod_ref = |i: usize| ObjectRef::<Pod>::new(&format!("pod-{i}")).within(&format!("ns-{}", i % 100));
+    let pod_ref =
+        |i: usize| ObjectRef::<Pod>::new(&format!("pod-{i}")).within(&format!("ns-{}", i % 100));
     let last = pod_ref(n - 1);
     rt.block_on(until(|| {
         inits_done.load(Ordering::Acquire) >= 1 && reader.len() == n
     }));
-    assert!(at_version(&reader.get(&last).expect("the last pod"), n - 1, 0));
-    let sample = relist(rt, server, || {
+    assert!(at_version(
+        &reader.get(&last).expect("the last pod"),
+        n - 1,
+        0
+    ));
+    let sample = relist(rt, server, heap, || {
         inits_done.load(Ordering::Acquire) >= 2
             && reader.get(&last).is_some_and(|p| at_version(&p, n - 1, 1))
     });
@@ -527,7 +543,10 @@ mod tests {
                 }
                 other => panic!("expected a 410 ERROR event, got {other:?}"),
             }
-            assert!(stream.next().await.is_none(), "the watch ends after the error");
+            assert!(
+                stream.next().await.is_none(),
+                "the watch ends after the error"
+            );
             server.shutdown().await;
         });
     }
@@ -536,7 +555,7 @@ mod tests {
     fn ours_and_kube_runtime_relist_a_few_pods() {
         for listing in [Listing::Paged, Listing::Whole] {
             for side in [Side::Ours, Side::KubeRuntime] {
-                let s = measure(side, listing, 1_100);
+                let s = measure(side, listing, 1_100, || None);
                 assert_eq!(s.lists, Some(2), "{side:?} {listing:?}");
                 assert!(s.rss_synced.is_some() && s.rss_relist_peak.is_some());
             }

@@ -926,7 +926,11 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         ),
     ] {
         let (ours, peer) = (sample(ours_mode), sample(peer_mode));
-        if let Some(s) = ours.iter().chain(&peer).find(|s| s.peak_reset == Some(false)) {
+        if let Some(s) = ours
+            .iter()
+            .chain(&peer)
+            .find(|s| s.peak_reset == Some(false))
+        {
             eprintln!("relist: the peak could not be reset ({s:?}): the peak is the whole run's");
         }
         let rss = |s: &Option<Sample>, f: fn(&Sample) -> Option<u64>| {
@@ -989,6 +993,18 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             phase("RSS once relisted"),
             rss(&ours, |s| s.rss_after_relist),
             rss(&peer, |s| s.rss_after_relist),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("live heap synced"),
+            rss(&ours, |s| s.heap_synced),
+            rss(&peer, |s| s.heap_synced),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("live heap once relisted"),
+            rss(&ours, |s| s.heap_after_relist),
+            rss(&peer, |s| s.heap_after_relist),
         ));
         emit(Row::new(
             "MEM",

@@ -123,6 +123,8 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
             "peak ÷ synced RSS",
             "(peak − baseline) ÷ cache RSS",
             "RSS once relisted",
+            "live heap synced",
+            "live heap once relisted",
             "relist time",
         ] {
             let row = find("MEM", &format!("relist 300 pods, {listing}: {phase}"));
@@ -215,6 +217,8 @@ fn a_mem_sample_round_trips_through_its_json_line() {
         peak_reset: Some(true),
         relist_secs: Some(0.25),
         lists: Some(2),
+        heap_synced: Some(1 << 21),
+        heap_after_relist: Some(1 << 21),
         ..Sample::default()
     };
     assert_eq!(Sample::from_json(&relisted.to_json()), Some(relisted));
