@@ -475,7 +475,6 @@ fn kube_runtime(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::List;
 
     fn list_all(url: &str) -> (Vec<Pod>, usize) {
         let rt = runtime();
@@ -485,7 +484,7 @@ mod tests {
             let mut lp = kube::api::ListParams::default().limit(PAGE as u32);
             let mut responses = 0;
             loop {
-                let page: List<Pod> = api.list(&lp).await.expect("a list").into();
+                let page = api.list(&lp).await.expect("a list");
                 responses += 1;
                 pods.extend(page.items);
                 match page.metadata.continue_.filter(|c| !c.is_empty()) {
