@@ -23,6 +23,7 @@
 pub mod decode;
 pub mod mem;
 pub mod realistic;
+pub mod relist;
 pub mod replay;
 pub mod report;
 pub mod w_ctrl;

@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::realistic::{SlimPod, decoded, slim_node_index};
+use crate::relist::{self, Listing, Side};
 use crate::workload::{key_func, pod, pods};
 use crate::{w_fifo, w_idx, w_inf};
 
@@ -77,6 +78,16 @@ pub enum Mode {
     RealisticProjection,
     /// Realistic pods as [`SlimPod`]s, with `strip_managed_fields`.
     RealisticProjectionStripped,
+    /// Relist ([`crate::relist`]): the runtime, the relist server and a client; nothing listed.
+    RelistBaseline,
+    /// Relist: our informer over `KubeListerWatcher`, the list in pages of 500.
+    RelistPaged,
+    /// Relist: our informer over `KubeListerWatcher`, the list as one response.
+    RelistWhole,
+    /// Relist: kube-runtime's `watcher` into a `reflector` store, the list in pages of 500.
+    RelistKubeRuntimePaged,
+    /// Relist: kube-runtime's `watcher` into a `reflector` store, the list as one response.
+    RelistKubeRuntimeWhole,
 }
 
 impl Mode {
@@ -89,6 +100,15 @@ impl Mode {
         Mode::RealisticMetadataStripped,
         Mode::RealisticProjection,
         Mode::RealisticProjectionStripped,
+    ];
+
+    /// The relist modes ([`crate::relist`]).
+    pub const RELIST: [Mode; 5] = [
+        Mode::RelistBaseline,
+        Mode::RelistPaged,
+        Mode::RelistWhole,
+        Mode::RelistKubeRuntimePaged,
+        Mode::RelistKubeRuntimeWhole,
     ];
 
     /// Every mode.
@@ -113,6 +133,11 @@ impl Mode {
             Mode::RealisticMetadataStripped => "realistic-metadata-stripped",
             Mode::RealisticProjection => "realistic-projection",
             Mode::RealisticProjectionStripped => "realistic-projection-stripped",
+            Mode::RelistBaseline => "relist-baseline",
+            Mode::RelistPaged => "relist-paged",
+            Mode::RelistWhole => "relist-whole",
+            Mode::RelistKubeRuntimePaged => "relist-kube-runtime-paged",
+            Mode::RelistKubeRuntimeWhole => "relist-kube-runtime-whole",
         }
     }
 
@@ -122,6 +147,7 @@ impl Mode {
             .into_iter()
             .chain([Mode::OursMetadata])
             .chain(Mode::REALISTIC)
+            .chain(Mode::RELIST)
             .find(|m| m.name() == name)
     }
 }
@@ -145,6 +171,23 @@ pub struct Sample {
     pub index_entries: Option<f64>,
     /// Ours: what a DeltaFifo keeps once every object has been added and popped.
     pub queue_leftovers: Option<f64>,
+    /// Relist: the resident set once synced (`VmRSS`), bytes.
+    pub rss_synced: Option<u64>,
+    /// Relist: the peak resident set from synced until the relist has reached the cache, bytes.
+    pub rss_relist_peak: Option<u64>,
+    /// Relist: the resident set once relisted, bytes.
+    pub rss_after_relist: Option<u64>,
+    /// Relist: whether the peak was reset at synced (otherwise the relist peak is the whole
+    /// run's).
+    pub peak_reset: Option<bool>,
+    /// Relist: seconds from the watch's expiry until the relist reached the cache.
+    pub relist_secs: Option<f64>,
+    /// Relist: lists served (two: the first and the relist).
+    pub lists: Option<u64>,
+    /// Relist: the live heap once synced, bytes.
+    pub heap_synced: Option<u64>,
+    /// Relist: the live heap once relisted, bytes.
+    pub heap_after_relist: Option<u64>,
 }
 
 impl Sample {
@@ -170,6 +213,14 @@ impl Sample {
             "key_and_slot": self.key_and_slot,
             "index_entries": self.index_entries,
             "queue_leftovers": self.queue_leftovers,
+            "rss_synced": self.rss_synced,
+            "rss_relist_peak": self.rss_relist_peak,
+            "rss_after_relist": self.rss_after_relist,
+            "peak_reset": self.peak_reset,
+            "relist_secs": self.relist_secs,
+            "lists": self.lists,
+            "heap_synced": self.heap_synced,
+            "heap_after_relist": self.heap_after_relist,
         })
         .to_string()
     }
@@ -187,6 +238,14 @@ impl Sample {
             key_and_slot: f("key_and_slot"),
             index_entries: f("index_entries"),
             queue_leftovers: f("queue_leftovers"),
+            rss_synced: v.get("rss_synced").and_then(Value::as_u64),
+            rss_relist_peak: v.get("rss_relist_peak").and_then(Value::as_u64),
+            rss_after_relist: v.get("rss_after_relist").and_then(Value::as_u64),
+            peak_reset: v.get("peak_reset").and_then(Value::as_bool),
+            relist_secs: f("relist_secs"),
+            lists: v.get("lists").and_then(Value::as_u64),
+            heap_synced: v.get("heap_synced").and_then(Value::as_u64),
+            heap_after_relist: v.get("heap_after_relist").and_then(Value::as_u64),
         })
     }
 }
@@ -234,6 +293,11 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
                 (crate::workload::NODE_INDEX, slim_node_index()),
             ]),
         ),
+        Mode::RelistBaseline => relist::measure(Side::Baseline, Listing::Paged, n, heap),
+        Mode::RelistPaged => relist::measure(Side::Ours, Listing::Paged, n, heap),
+        Mode::RelistWhole => relist::measure(Side::Ours, Listing::Whole, n, heap),
+        Mode::RelistKubeRuntimePaged => relist::measure(Side::KubeRuntime, Listing::Paged, n, heap),
+        Mode::RelistKubeRuntimeWhole => relist::measure(Side::KubeRuntime, Listing::Whole, n, heap),
     }
 }
 
@@ -272,7 +336,7 @@ fn init_events(n: usize) -> Vec<Event<Pod>> {
     out
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -331,6 +395,7 @@ fn ours(n: usize, heap: HeapProbe) -> Sample {
         key_and_slot,
         index_entries: indexed.zip(key_and_slot).map(|(a, b)| a - b),
         queue_leftovers,
+        ..Sample::default()
     }
 }
 
@@ -470,10 +535,10 @@ where
     }
 }
 
-type RunTask = tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>;
+pub(crate) type RunTask = tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>;
 
 /// Starts `informer` on `rt` and waits until it has synced and `counter` has seen `n` adds.
-fn run_until_synced<K>(
+pub(crate) fn run_until_synced<K>(
     rt: &tokio::runtime::Runtime,
     informer: &Arc<SharedIndexInformer<K>>,
     counter: &w_inf::Counter,
@@ -496,7 +561,7 @@ where
 }
 
 /// Stops an informer started by [`run_until_synced`] and waits for its run to end.
-fn stop_and_join(rt: &tokio::runtime::Runtime, stop: &CancellationToken, task: RunTask) {
+pub(crate) fn stop_and_join(rt: &tokio::runtime::Runtime, stop: &CancellationToken, task: RunTask) {
     stop.cancel();
     rt.block_on(task)
         .expect("informer task")

@@ -74,7 +74,7 @@ impl Encoded {
             // first, which makes serde buffer the object before it knows the variant).
             let event = Event {
                 kind: "MODIFIED",
-                object: &**pod,
+                object: pod,
             };
             serde_json::to_writer(&mut chunk, &event).expect("an event encodes");
             chunk.push(b'\n');

@@ -64,6 +64,10 @@ pub enum Figure {
     Percent(f64),
     /// A number of things done (reconciles, …): fewer is better.
     Count(f64),
+    /// A resident set, bytes (shown in MiB).
+    Rss(f64),
+    /// One figure over another (shown as `1.23×`).
+    Factor(f64),
     /// Not measured, or not supported by that side.
     NotApplicable,
 }
@@ -75,7 +79,9 @@ impl Figure {
             | Figure::Secs(v)
             | Figure::Bytes(v)
             | Figure::Percent(v)
-            | Figure::Count(v) => Some(v),
+            | Figure::Count(v)
+            | Figure::Rss(v)
+            | Figure::Factor(v) => Some(v),
             Figure::NotApplicable => None,
         }
     }
@@ -100,6 +106,8 @@ impl std::fmt::Display for Figure {
             Figure::Bytes(b) => write!(f, "{b:.0} B"),
             Figure::Percent(p) => write!(f, "{p:.1} %"),
             Figure::Count(n) => f.write_str(&thousands(n)),
+            Figure::Rss(b) => write!(f, "{:.1} MiB", b / (1024.0 * 1024.0)),
+            Figure::Factor(x) => write!(f, "{x:.2}×"),
             Figure::NotApplicable => f.write_str("n/a"),
         }
     }
@@ -292,6 +300,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     if opts.selected("mem") {
         mem_rows(opts, &mut |r| emit(r, &mut rows));
         mem_projection_rows(opts, &mut |r| emit(r, &mut rows));
+        mem_relist_rows(opts, &mut |r| emit(r, &mut rows));
     }
     rows
 }
@@ -912,6 +921,133 @@ fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         Figure::NotApplicable,
     );
     emit(row.target("≥ 3× faster than Pod").rate_per_op());
+}
+
+/// The target of the relist's peak.
+const RELIST_TARGET: &str = "≤ 1.3× the synced cache's RSS";
+
+/// MEM relist ([`crate::relist`]): over HTTP, [`Sizes::mem`](crate::Sizes) pods listed, the
+/// watch expired (410), relisted; the resident set once synced, the peak until the relist has
+/// reached the cache, and the ratio, for the list in pages of 500 and as one response; ours
+/// through `KubeListerWatcher`, kube-runtime's `watcher` (kube-client's decoding) into its
+/// store. Each in a process of its own, with a baseline process (runtime, server, client,
+/// nothing listed) to tell the cache's own resident set apart.
+fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let n = opts.sizes.mem;
+    let sample = |mode: Mode| {
+        opts.mem_exe
+            .as_deref()
+            .and_then(|exe| mem_sample(exe, mode, n).map_err(|e| eprintln!("{e}")).ok())
+    };
+    let base = sample(Mode::RelistBaseline);
+    let base_rss = base.as_ref().and_then(|s| s.rss_synced);
+    emit(Row::new(
+        "MEM",
+        "relist: baseline process RSS (runtime, server, client; nothing listed)",
+        base_rss.map_or(Figure::NotApplicable, |b| Figure::Rss(b as f64)),
+        Figure::NotApplicable,
+    ));
+    let pods = thousands(n as f64);
+    for (what, ours_mode, peer_mode) in [
+        (
+            "pages of 500",
+            Mode::RelistPaged,
+            Mode::RelistKubeRuntimePaged,
+        ),
+        (
+            "one whole response",
+            Mode::RelistWhole,
+            Mode::RelistKubeRuntimeWhole,
+        ),
+    ] {
+        let (ours, peer) = (sample(ours_mode), sample(peer_mode));
+        if let Some(s) = ours
+            .iter()
+            .chain(&peer)
+            .find(|s| s.peak_reset == Some(false))
+        {
+            eprintln!("relist: the peak could not be reset ({s:?}): the peak is the whole run's");
+        }
+        let rss = |s: &Option<Sample>, f: fn(&Sample) -> Option<u64>| {
+            s.as_ref()
+                .and_then(f)
+                .map_or(Figure::NotApplicable, |b| Figure::Rss(b as f64))
+        };
+        let cache = |s: &Option<Sample>| {
+            let (synced, base) = (s.as_ref()?.rss_synced?, base_rss?);
+            Some(synced as f64 - base as f64)
+        };
+        let ratio = |s: &Option<Sample>| {
+            let s = s.as_ref()?;
+            Some(s.rss_relist_peak? as f64 / s.rss_synced? as f64)
+        };
+        let cache_ratio = |s: &Option<Sample>| {
+            let peak = s.as_ref()?.rss_relist_peak? as f64 - base_rss? as f64;
+            Some(peak / cache(s)?)
+        };
+        let fig = |v: Option<f64>, f: fn(f64) -> Figure| v.map_or(Figure::NotApplicable, f);
+        let phase = |p: &str| format!("relist {pods} pods, {what}: {p}");
+        emit(Row::new(
+            "MEM",
+            phase("RSS synced"),
+            rss(&ours, |s| s.rss_synced),
+            rss(&peer, |s| s.rss_synced),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("cache RSS (synced − baseline)"),
+            fig(cache(&ours), Figure::Rss),
+            fig(cache(&peer), Figure::Rss),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("peak RSS during the relist"),
+            rss(&ours, |s| s.rss_relist_peak),
+            rss(&peer, |s| s.rss_relist_peak),
+        ));
+        emit(
+            Row::new(
+                "MEM",
+                phase("peak ÷ synced RSS (whole process)"),
+                fig(ratio(&ours), Figure::Factor),
+                fig(ratio(&peer), Figure::Factor),
+            )
+            .target(RELIST_TARGET),
+        );
+        emit(
+            Row::new(
+                "MEM",
+                phase("(peak − baseline) ÷ cache RSS"),
+                fig(cache_ratio(&ours), Figure::Factor),
+                fig(cache_ratio(&peer), Figure::Factor),
+            )
+            .target(RELIST_TARGET),
+        );
+        emit(Row::new(
+            "MEM",
+            phase("RSS once relisted"),
+            rss(&ours, |s| s.rss_after_relist),
+            rss(&peer, |s| s.rss_after_relist),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("live heap synced"),
+            rss(&ours, |s| s.heap_synced),
+            rss(&peer, |s| s.heap_synced),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("live heap once relisted"),
+            rss(&ours, |s| s.heap_after_relist),
+            rss(&peer, |s| s.heap_after_relist),
+        ));
+        emit(Row::new(
+            "MEM",
+            phase("relist time (expiry → cache relisted)"),
+            fig(ours.as_ref().and_then(|s| s.relist_secs), Figure::Secs),
+            fig(peer.as_ref().and_then(|s| s.relist_secs), Figure::Secs),
+        ));
+    }
 }
 
 /// The table, in Markdown.

@@ -10,9 +10,12 @@ use informer_benches::report::{self, Figure, Options, WORKLOADS};
 
 fn measured(f: Figure) -> bool {
     match f {
-        Figure::Ns(v) | Figure::Secs(v) | Figure::Percent(v) | Figure::Count(v) => {
-            v.is_finite() && v > 0.0
-        }
+        Figure::Ns(v)
+        | Figure::Secs(v)
+        | Figure::Percent(v)
+        | Figure::Count(v)
+        | Figure::Rss(v)
+        | Figure::Factor(v) => v.is_finite() && v > 0.0,
         Figure::Bytes(v) => v.is_finite(),
         Figure::NotApplicable => false,
     }
@@ -110,6 +113,27 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(measured(find("MEM", phase).ours), "{phase}");
     }
     assert!(find("MEM", "decode per pod, SlimPod").target.contains("3×"));
+    // The relist over HTTP: both sides, both listings, the ratio against the target.
+    assert!(measured(find("MEM", "relist: baseline process RSS").ours));
+    for listing in ["pages of 500", "one whole response"] {
+        for phase in [
+            "RSS synced",
+            "cache RSS",
+            "peak RSS during the relist",
+            "peak ÷ synced RSS",
+            "(peak − baseline) ÷ cache RSS",
+            "RSS once relisted",
+            "live heap synced",
+            "live heap once relisted",
+            "relist time",
+        ] {
+            let row = find("MEM", &format!("relist 300 pods, {listing}: {phase}"));
+            assert!(measured(row.ours) && measured(row.kube_runtime), "{row:?}");
+        }
+        let row = find("MEM", &format!("relist 300 pods, {listing}: peak ÷ synced"));
+        assert!(row.target.contains("1.3×"), "{row:?}");
+        assert!(matches!(row.ours, Figure::Factor(x) if x >= 1.0), "{row:?}");
+    }
 
     let table = report::render(&rows);
     assert_eq!(table.lines().count(), rows.len() + 2);
@@ -178,11 +202,26 @@ fn a_mem_sample_round_trips_through_its_json_line() {
         key_and_slot: Some(60.0),
         index_entries: Some(30.0),
         queue_leftovers: Some(70.0),
+        ..Sample::default()
     };
     assert_eq!(Sample::from_json(&s.to_json()), Some(s.clone()));
     assert_eq!(s.overhead(), Some(199.5));
     assert_eq!(s.rest(), Some(39.5));
     assert_eq!(Sample::from_json("not json"), None);
+    let relisted = Sample {
+        pods: 3,
+        rss_peak: Some(1 << 20),
+        rss_synced: Some(1 << 22),
+        rss_relist_peak: Some(1 << 23),
+        rss_after_relist: Some(3 << 21),
+        peak_reset: Some(true),
+        relist_secs: Some(0.25),
+        lists: Some(2),
+        heap_synced: Some(1 << 21),
+        heap_after_relist: Some(1 << 21),
+        ..Sample::default()
+    };
+    assert_eq!(Sample::from_json(&relisted.to_json()), Some(relisted));
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! `informer_benches::mem`). Modes: `ours-baseline`, `ours`, `kube-runtime-baseline`,
 //! `kube-runtime`, `ours-metadata`, and over realistic pods `realistic-pod`,
 //! `realistic-pod-stripped`, `realistic-metadata`, `realistic-metadata-stripped`,
-//! `realistic-projection`, `realistic-projection-stripped`.
+//! `realistic-projection`, `realistic-projection-stripped`, and the relist over HTTP
+//! `relist-baseline`, `relist-paged`, `relist-whole`, `relist-kube-runtime-paged`,
+//! `relist-kube-runtime-whole`.
 
 use std::alloc::System;
 use std::process::ExitCode;
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
             .iter()
             .chain(&[Mode::OursMetadata])
             .chain(&Mode::REALISTIC)
+            .chain(&Mode::RELIST)
             .map(|m| m.name())
             .collect();
         eprintln!("usage: mem <{}> <pods>", modes.join("|"));
