@@ -88,6 +88,10 @@ pub enum Mode {
     RelistKubeRuntimePaged,
     /// Relist: kube-runtime's `watcher` into a `reflector` store, the list as one response.
     RelistKubeRuntimeWhole,
+    /// Relist: our informer, pages of 500, the relist at the same versions (nothing changed).
+    RelistPagedUnchanged,
+    /// Relist: kube-runtime, pages of 500, the relist at the same versions.
+    RelistKubeRuntimePagedUnchanged,
 }
 
 impl Mode {
@@ -103,12 +107,14 @@ impl Mode {
     ];
 
     /// The relist modes ([`crate::relist`]).
-    pub const RELIST: [Mode; 5] = [
+    pub const RELIST: [Mode; 7] = [
         Mode::RelistBaseline,
         Mode::RelistPaged,
         Mode::RelistWhole,
         Mode::RelistKubeRuntimePaged,
         Mode::RelistKubeRuntimeWhole,
+        Mode::RelistPagedUnchanged,
+        Mode::RelistKubeRuntimePagedUnchanged,
     ];
 
     /// Every mode.
@@ -138,6 +144,8 @@ impl Mode {
             Mode::RelistWhole => "relist-whole",
             Mode::RelistKubeRuntimePaged => "relist-kube-runtime-paged",
             Mode::RelistKubeRuntimeWhole => "relist-kube-runtime-whole",
+            Mode::RelistPagedUnchanged => "relist-paged-unchanged",
+            Mode::RelistKubeRuntimePagedUnchanged => "relist-kube-runtime-paged-unchanged",
         }
     }
 
@@ -298,6 +306,10 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::RelistWhole => relist::measure(Side::Ours, Listing::Whole, n, heap),
         Mode::RelistKubeRuntimePaged => relist::measure(Side::KubeRuntime, Listing::Paged, n, heap),
         Mode::RelistKubeRuntimeWhole => relist::measure(Side::KubeRuntime, Listing::Whole, n, heap),
+        Mode::RelistPagedUnchanged => relist::measure(Side::Ours, Listing::PagedUnchanged, n, heap),
+        Mode::RelistKubeRuntimePagedUnchanged => {
+            relist::measure(Side::KubeRuntime, Listing::PagedUnchanged, n, heap)
+        }
     }
 }
 

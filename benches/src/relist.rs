@@ -60,6 +60,19 @@ pub enum Listing {
     Paged,
     /// One response with every pod, whatever the `limit`.
     Whole,
+    /// Pages, as [`Listing::Paged`], but the relist brings every pod at the version it had:
+    /// a relist after a 410 on a collection where nothing changed.
+    PagedUnchanged,
+}
+
+impl Listing {
+    /// The epoch whose resource versions the pods of `epoch` carry.
+    fn versions_of(self, epoch: u64) -> u64 {
+        match self {
+            Self::PagedUnchanged => 0,
+            Self::Paged | Self::Whole => epoch,
+        }
+    }
 }
 
 /// The resource version of pod `i` as listed in `epoch` (epoch 0: `i + 1`, as
@@ -157,8 +170,9 @@ async fn pods(State(s): State<Arc<Shared>>, Query(params): Query<Params>) -> Res
         },
     };
     let n = s.pods;
+    let versions = s.listing.versions_of(epoch);
     match s.listing {
-        Listing::Paged => {
+        Listing::Paged | Listing::PagedUnchanged => {
             let start = page * PAGE;
             if start >= n && n > 0 {
                 return (http::StatusCode::GONE, "unknown continue token").into_response();
@@ -166,14 +180,14 @@ async fn pods(State(s): State<Arc<Shared>>, Query(params): Query<Params>) -> Res
             let end = (start + PAGE).min(n);
             let token = (end < n).then(|| format!("{epoch}-{}", page + 1));
             let mut body = list_head(n, epoch, token.as_deref());
-            body.extend(items(start..end, epoch, false));
+            body.extend(items(start..end, versions, false));
             body.extend_from_slice(b"]}");
             (json, Body::from(body)).into_response()
         }
         Listing::Whole => {
             let head = futures::stream::once(async move { list_head(n, epoch, None) });
             let chunks = futures::stream::iter((0..n).step_by(PAGE))
-                .map(move |start| items(start..(start + PAGE).min(n), epoch, start > 0));
+                .map(move |start| items(start..(start + PAGE).min(n), versions, start > 0));
             let tail = futures::stream::once(async { b"]}".to_vec() });
             let body = head
                 .chain(chunks)
@@ -409,16 +423,23 @@ fn ours(
         n - 1,
         0
     ));
+    let relisted = server.shared.listing.versions_of(1);
     let sample = relist(rt, server, heap, || {
         counter.saw(n, n)
             && informer.has_synced()
-            && lister.get(&last).is_some_and(|p| at_version(&p, n - 1, 1))
+            && lister
+                .get(&last)
+                .is_some_and(|p| at_version(&p, n - 1, relisted))
     });
     // Every pod in the cache is the relisted one.
     let cached = lister.list(&informer_store::Everything);
     assert_eq!(cached.len(), n);
     for i in 0..n {
-        assert!(at_version(&lister.get(&key(i)).expect("a pod"), i, 1));
+        assert!(at_version(
+            &lister.get(&key(i)).expect("a pod"),
+            i,
+            relisted
+        ));
     }
     drop(cached);
     crate::mem::stop_and_join(rt, &stop, task);
@@ -459,13 +480,20 @@ fn kube_runtime(
         n - 1,
         0
     ));
+    let relisted = server.shared.listing.versions_of(1);
     let sample = relist(rt, server, heap, || {
         inits_done.load(Ordering::Acquire) >= 2
-            && reader.get(&last).is_some_and(|p| at_version(&p, n - 1, 1))
+            && reader
+                .get(&last)
+                .is_some_and(|p| at_version(&p, n - 1, relisted))
     });
     assert_eq!(reader.len(), n);
     for i in 0..n {
-        assert!(at_version(&reader.get(&pod_ref(i)).expect("a pod"), i, 1));
+        assert!(at_version(
+            &reader.get(&pod_ref(i)).expect("a pod"),
+            i,
+            relisted
+        ));
     }
     driver.abort();
     drop(rt.block_on(driver));

@@ -959,6 +959,11 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Mode::RelistWhole,
             Mode::RelistKubeRuntimeWhole,
         ),
+        (
+            "pages of 500, nothing changed (the relist brings the same versions)",
+            Mode::RelistPagedUnchanged,
+            Mode::RelistKubeRuntimePagedUnchanged,
+        ),
     ] {
         let (ours, peer) = (sample(ours_mode), sample(peer_mode));
         if let Some(s) = ours

@@ -4,7 +4,7 @@
 //! `realistic-pod-stripped`, `realistic-metadata`, `realistic-metadata-stripped`,
 //! `realistic-projection`, `realistic-projection-stripped`, and the relist over HTTP
 //! `relist-baseline`, `relist-paged`, `relist-whole`, `relist-kube-runtime-paged`,
-//! `relist-kube-runtime-whole`.
+//! `relist-kube-runtime-whole`, `relist-paged-unchanged`, `relist-kube-runtime-paged-unchanged`.
 
 use std::alloc::System;
 use std::process::ExitCode;

@@ -1141,7 +1141,7 @@ where
     /// down) cleans up the same way without waiting: the queue is closed, the consumers are
     /// stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
-        let (lister_watcher, queue, reflector_config, check, error_handler, streaming) = {
+        let (lister_watcher, queue, reflector_config, check, error_handler, streaming, transformed) = {
             let mut settings = self.settings.lock();
             if self.started.swap(true, Ordering::AcqRel) {
                 tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
@@ -1152,6 +1152,7 @@ where
             };
             let known = Arc::clone(&self.indexer);
             let transform = settings.transform.clone();
+            let transformed = transform.is_some();
             let on_refused = self.refusal_handler();
             let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
                 QueueKind::DeltaFifo => {
@@ -1192,6 +1193,7 @@ where
                 settings.resync_check_period,
                 settings.watch_error_handler.clone(),
                 settings.streaming_list,
+                transformed,
             )
         };
         // From here on, however the run ends, the informer ends stopped.
@@ -1210,6 +1212,9 @@ where
         }
         if streaming {
             reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
+        }
+        if !transformed {
+            reflector = reflector.with_list_interner(self.list_interner());
         }
         if let Some(config) = reflector_config {
             reflector = config(reflector);
@@ -1250,6 +1255,29 @@ where
         let _settings = self.settings.lock();
         self.upstream.mark_stopped();
         self.processor.stop()
+    }
+
+    /// The reflector's list interner: a listed object whose key and resourceVersion are those of
+    /// the object cached is replaced by the cached one (the same version of the same object), so
+    /// a relist does not hold two copies of what did not change. Not used with a transform: the
+    /// cached object is the transformed one, and the queue would transform it again.
+    fn list_interner(&self) -> informer_reflector::ListInterner<K> {
+        let (key_func, indexer) = (Arc::clone(&self.key_func), Arc::clone(&self.indexer));
+        let version = Arc::clone(&self.resource_version);
+        Arc::new(move |listed: Arc<K>| {
+            // User functions: a panic here keeps the listed object (the queue then refuses it
+            // and counts the panic, as it would without the interner).
+            let same = informer_store::catch_panic(|| {
+                let key = key_func(&listed).ok()?;
+                let cached = indexer.get_by_key(&key)?;
+                let v = version(&cached)?;
+                (Some(v) == version(&listed)).then_some(cached)
+            });
+            match same {
+                Ok(Some(cached)) => cached,
+                _ => listed,
+            }
+        })
     }
 
     /// Counts and logs, with the informer's name and the key, every object the queue refuses.

@@ -6,6 +6,7 @@ on_each_setup!(
     initial_list_arrives_as_initial_adds_then_watch_events_follow,
     the_cache_is_updated_before_handlers_hear_of_a_change,
     a_relist_turns_a_vanished_object_into_a_tombstone_deletion,
+    a_relist_keeps_the_cached_object_when_it_brings_the_same_version,
     a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed,
     a_slow_handler_delays_nobody_else,
     a_removed_handler_gets_what_was_buffered_and_nothing_after,
@@ -164,6 +165,37 @@ async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion(kind: Kind) 
     );
     assert_eq!(source.lists_served(), 2);
     assert_eq!(cache(&informer), rec.replay());
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// A relist that brings an object at the version cached keeps the cached object (the same
+/// `Arc`): the relist holds no second copy of what did not change. A changed object is the
+/// relisted one.
+async fn a_relist_keeps_the_cached_object_when_it_brings_the_same_version(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "keep", 1), obj("a", "change", 2)], 2);
+    let first = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+    let before = |name: &str| informer.lister().get(&format!("a/{name}")).expect("cached");
+    let (kept, changed) = (before("keep"), before("change"));
+
+    let relisted_keep = obj("a", "keep", 1);
+    source.push_list(vec![Arc::clone(&relisted_keep), obj("a", "change", 7)], 7);
+    let _second = source.open_watch();
+    first.expire();
+    eventually("the relist applied", || cache(&informer)["a/change"] == 7).await;
+    let after = |name: &str| informer.lister().get(&format!("a/{name}")).expect("cached");
+    assert!(
+        Arc::ptr_eq(&after("keep"), &kept),
+        "the same version: the cached object is kept"
+    );
+    assert!(!Arc::ptr_eq(&after("keep"), &relisted_keep));
+    assert!(!Arc::ptr_eq(&after("change"), &changed));
+    assert_eq!(after("change").rv, 7);
+    assert_eq!(source.lists_served(), 2);
     stop.cancel();
     task.await.unwrap().unwrap();
 }

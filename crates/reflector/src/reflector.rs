@@ -150,7 +150,12 @@ struct Config<K> {
     watch_error_handler: WatchErrorHandler,
     seed: Option<u64>,
     observer: Option<Arc<dyn ReflectorObserver>>,
+    list_interner: Option<ListInterner<K>>,
 }
+
+/// Called on every listed object as its page arrives; returns the object to keep (see
+/// [`Reflector::with_list_interner`]).
+pub type ListInterner<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -196,6 +201,7 @@ where
                 watch_error_handler: Arc::new(default_watch_error_handler),
                 seed: None,
                 observer: None,
+                list_interner: None,
             },
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),
@@ -291,6 +297,25 @@ where
     pub fn with_observer(mut self, observer: Arc<dyn ReflectorObserver>) -> Self {
         self.config.observer = Some(observer);
         self
+    }
+
+    /// Passes every listed object, as its page (or streamed initial event) arrives, through
+    /// `interner`, and keeps what it returns. An informer uses it to keep the object it has
+    /// cached already when a relist brings the same version of it: a relist after a 410 then
+    /// holds, at its peak, the old cache and the objects that changed, not two copies of the
+    /// collection (client-go holds both). The interner must return an object equal to the one
+    /// it is given.
+    pub fn with_list_interner(mut self, interner: ListInterner<K>) -> Self {
+        self.config.list_interner = Some(interner);
+        self
+    }
+
+    /// The listed objects, through the interner if there is one.
+    fn intern(&self, items: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        match &self.config.list_interner {
+            Some(intern) => items.into_iter().map(|o| intern(o)).collect(),
+            None => items,
+        }
     }
 
     /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
@@ -484,6 +509,7 @@ where
             resource_version_match,
         };
         let mut page = self.lister_watcher.list(&first).await?;
+        page.items = self.intern(page.items);
         while let Some(token) = page.continue_token.take() {
             let next = ListParams {
                 continue_token: Some(token),
@@ -493,7 +519,7 @@ where
             };
             match self.lister_watcher.list(&next).await {
                 Ok(more) => {
-                    page.items.extend(more.items);
+                    page.items.extend(self.intern(more.items));
                     page.resource_version = more.resource_version;
                     page.continue_token = more.continue_token;
                 }
@@ -505,7 +531,9 @@ where
                             continue_token: None,
                             ..first.clone()
                         };
-                        return self.lister_watcher.list(&full).await;
+                        let mut whole = self.lister_watcher.list(&full).await?;
+                        whole.items = self.intern(whole.items);
+                        return Ok(whole);
                     }
                     // The list's own failure: its caller reacts to it as a list error.
                     _ => return Err(err),
@@ -595,6 +623,10 @@ where
                 WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
                     match key(&object) {
                         Ok(k) => {
+                            let object = match &self.config.list_interner {
+                                Some(intern) => intern(object),
+                                None => object,
+                            };
                             initial.insert(k, object);
                         }
                         Err(err) => {
