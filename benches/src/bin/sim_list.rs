@@ -149,10 +149,9 @@ fn main() {
     let rt = informer_benches::w_inf::runtime();
     rt.block_on(async {
         let server = server().await;
-        let client = kube::Client::try_from(kube::Config::new(
-            server.url().parse().expect("server URL"),
-        ))
-        .expect("client");
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().expect("server URL")))
+                .expect("client");
         let api = Api::<Pod>::all(client);
         for _ in 0..rounds {
             if mode == "raw" || mode == "both" {
