@@ -389,8 +389,9 @@ impl Storage {
     /// `namespace`, for a page of a list without selectors that returned `returned` objects
     /// and ended at `last`. `previous` is the key the page started after (its continue
     /// token's start, less the trailing NUL): when an earlier page recorded what followed it,
-    /// the answer is that less `returned`, without walking the rest of the collection. The
-    /// answer is recorded for the next page.
+    /// the answer is that less `returned`, without walking the rest of the collection; so is
+    /// the first page of a whole collection at the head (its size less `returned`). The answer
+    /// is recorded for the next page.
     pub(crate) fn remaining_after(
         &self,
         r: usize,
@@ -410,7 +411,15 @@ impl Storage {
             let after = self.page_ends.lock().remaining.get(&end).copied()?;
             after.checked_sub(returned)
         });
-        let remaining = known.unwrap_or_else(|| self.count_after(r, at, namespace, last));
+        let remaining = known.unwrap_or_else(|| {
+            let state = &self.resources[r];
+            if previous.is_none() && end.2.is_empty() && at >= self.head {
+                // The first page of the whole collection as it is now.
+                (state.objects.len() as u64).saturating_sub(returned)
+            } else {
+                self.count_after(r, at, namespace, last)
+            }
+        });
         end.3.clear();
         end.3.push_str(last);
         self.page_ends.lock().record(end, remaining);
@@ -599,6 +608,9 @@ mod tests {
         assert_eq!(first.len(), 4);
         assert!(first.iter().all(|(carried, counted)| carried == counted));
         assert_eq!(first[0].0, 10);
+        // The first page of the whole collection, at the head: its size less the page.
+        assert_eq!(s.remaining_after(0, at, None, None, 3, "ns/p04"), 17);
+        assert_eq!(s.count_after(0, at, None, "ns/p04"), 17);
         // Later writes change the head, not the state at `at`.
         let prev = s.get(0, "ns/p01").cloned();
         s.commit(0, "ns/p01".into(), ChangeType::Deleted, pod("p01", 1), prev);
