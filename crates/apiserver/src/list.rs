@@ -1,5 +1,7 @@
 //! `GET <collection>`: resourceVersion semantics, pagination with continue tokens, selectors.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
@@ -10,6 +12,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
+use crate::storage::StoredObject;
 
 /// The continue token, in kube-apiserver's own format (so real tokens decode in tests).
 #[derive(Serialize, Deserialize)]
@@ -170,37 +173,28 @@ impl Shared {
         let typed = info.typed_list_items || self.config.list_items_typed;
         let selective = !labels.is_empty() || !fields.is_empty();
 
-        let mut items: Vec<u8> = Vec::with_capacity(4096);
-        let mut count = 0usize;
-        let mut last_key = String::new();
+        // The page's objects, found first and written once their size is known.
+        let mut page: Vec<&Arc<StoredObject>> = Vec::with_capacity(limit.unwrap_or(64).min(4096));
+        let mut last_key = "";
         let mut more = false;
         storage.visit_at(r, at, namespace, full_start.as_deref(), &mut |key, obj| {
-            if limit.is_some_and(|l| count >= l) {
+            if limit.is_some_and(|l| page.len() >= l) {
                 more = true;
                 return false;
             }
             if !labels.matches(&obj.value) || !fields.matches(&obj.value) {
                 return true;
             }
-            if count > 0 {
-                items.push(b',');
-            }
-            if typed {
-                state.write_typed(&mut items, obj);
-            } else {
-                items.extend_from_slice(&obj.body);
-            }
-            count += 1;
-            last_key.clear();
-            last_key.push_str(key);
+            page.push(obj);
+            last_key = key;
             true
         });
+        let count = page.len();
 
         let mut metadata = serde_json::Map::new();
         metadata.insert("resourceVersion".into(), Value::String(at.to_string()));
         if more && count > 0 {
-            let last = last_key;
-            let relative = last.strip_prefix(&ns_prefix).unwrap_or(&last);
+            let relative = last_key.strip_prefix(&ns_prefix).unwrap_or(last_key);
             let token_rv = i64::try_from(at).unwrap_or(i64::MAX);
             metadata.insert(
                 "continue".into(),
@@ -208,21 +202,44 @@ impl Shared {
             );
             if !selective {
                 // Only without selectors: with them the count would not be of matching items.
-                let remaining = storage.count_after(r, at, namespace, &last);
+                let previous = full_start.as_deref().and_then(|s| s.strip_suffix('\0'));
+                let remaining =
+                    storage.remaining_after(r, at, namespace, previous, count as u64, last_key);
                 metadata.insert("remainingItemCount".into(), Value::from(remaining));
             }
         }
-        let mut out = Vec::with_capacity(items.len() + 256);
-        out.extend_from_slice(b"{\"kind\":");
-        out.extend_from_slice(Value::from(info.list_kind.as_str()).to_string().as_bytes());
-        out.extend_from_slice(b",\"apiVersion\":");
-        out.extend_from_slice(Value::from(info.api_version()).to_string().as_bytes());
-        out.extend_from_slice(b",\"metadata\":");
-        out.extend_from_slice(Value::Object(metadata).to_string().as_bytes());
-        out.extend_from_slice(b",\"items\":[");
-        out.extend_from_slice(&items);
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            Value::from(info.list_kind.as_str()),
+            Value::from(info.api_version()),
+            Value::Object(metadata),
+        );
+        let typed_extra = if typed { state.typed_prefix.len() } else { 0 };
+        let size = head.len()
+            + page
+                .iter()
+                .map(|obj| obj.body.len() + typed_extra + 1)
+                .sum::<usize>()
+            + 2;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(head.as_bytes());
+        write_items(&mut out, &page, typed.then_some(&state.typed_prefix[..]));
         out.extend_from_slice(b"]}");
         Ok(Bytes::from(out))
+    }
+}
+
+/// Appends the stored bodies of `items` to `out`, comma-separated; with `typed`
+/// (`{"kind":..,"apiVersion":..,`), each with its `kind` and `apiVersion`.
+fn write_items(out: &mut Vec<u8>, items: &[&Arc<StoredObject>], typed: Option<&[u8]>) {
+    for (i, obj) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match typed {
+            Some(prefix) => crate::storage::write_typed(out, prefix, &obj.body),
+            None => out.extend_from_slice(&obj.body),
+        }
     }
 }
 
@@ -253,5 +270,48 @@ mod tests {
             assert_eq!(err.code(), 400, "{bad}");
             assert!(err.message().starts_with("invalid continue token"), "{err}");
         }
+    }
+
+    #[test]
+    fn written_items_are_the_json_array_serde_json_makes_of_them() {
+        let values = [
+            serde_json::json!({"metadata": {"name": "a", "labels": {"x": "\"q\""}}, "spec": {}}),
+            serde_json::json!({}),
+            serde_json::json!({"metadata": {"name": "c\u{e9}"}, "data": [1, 2.5, null]}),
+        ];
+        let stored: Vec<Arc<StoredObject>> = values
+            .iter()
+            .map(|v| Arc::new(StoredObject::new(v.clone())))
+            .collect();
+        let refs: Vec<&Arc<StoredObject>> = stored.iter().collect();
+
+        let mut out = b"[".to_vec();
+        write_items(&mut out, &refs, None);
+        out.push(b']');
+        assert_eq!(out, serde_json::to_vec(&values).unwrap());
+
+        let prefix = br#"{"kind":"Pod","apiVersion":"v1","#;
+        let mut out = b"[".to_vec();
+        write_items(&mut out, &refs, Some(prefix));
+        out.push(b']');
+        let typed: Vec<Value> = values
+            .iter()
+            .map(|v| {
+                let mut v = v.clone();
+                v["kind"] = "Pod".into();
+                v["apiVersion"] = "v1".into();
+                v
+            })
+            .collect();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&out).unwrap(),
+            Value::from(typed)
+        );
+        // `kind` and `apiVersion` come first, as kube-apiserver writes them.
+        assert!(out[1..].starts_with(prefix));
+
+        let mut out = Vec::new();
+        write_items(&mut out, &[], Some(prefix));
+        assert!(out.is_empty());
     }
 }

@@ -14,6 +14,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -90,6 +91,33 @@ pub(crate) struct Storage {
     history_limit: usize,
     watch_buffer: usize,
     rv_step: u64,
+    /// Where paginated lists stopped, and how many objects came after (see
+    /// [`Storage::remaining_after`]).
+    page_ends: Mutex<PageEnds>,
+}
+
+/// A page's last key: resource, revision, namespace prefix (`"ns/"`, or empty for all) and
+/// full key.
+type PageEnd = (usize, u64, String, String);
+
+/// How many objects follow each recorded page end. The state of a resource at a revision no
+/// newer than the head never changes (a rewind, which reuses revisions, clears it), so an
+/// entry stays exact for as long as that revision is served.
+#[derive(Default)]
+struct PageEnds {
+    remaining: HashMap<PageEnd, u64>,
+}
+
+impl PageEnds {
+    /// Entries kept at most: past it the map starts over (lists restart their count).
+    const CAPACITY: usize = 1024;
+
+    fn record(&mut self, end: PageEnd, remaining: u64) {
+        if self.remaining.len() >= Self::CAPACITY {
+            self.remaining.clear();
+        }
+        self.remaining.insert(end, remaining);
+    }
 }
 
 impl Storage {
@@ -103,6 +131,7 @@ impl Storage {
             history_limit: history_limit.max(1),
             watch_buffer: watch_buffer.max(1),
             rv_step: 1,
+            page_ends: Mutex::default(),
         }
     }
 
@@ -234,6 +263,8 @@ impl Storage {
             self.history.pop_back();
         }
         self.head = rev;
+        // Revisions after `rev` will be reused for other states.
+        self.page_ends.get_mut().remaining.clear();
         Ok(())
     }
 
@@ -259,13 +290,13 @@ impl Storage {
     /// Visits the objects of resource `r` as they were at revision `at` (`floor <= at <= head`),
     /// in key order, restricted to `namespace` and to keys from `start` on (inclusive). The
     /// visitor returns `false` to stop.
-    pub(crate) fn visit_at(
-        &self,
+    pub(crate) fn visit_at<'a>(
+        &'a self,
         r: usize,
         at: u64,
         namespace: Option<&str>,
         start: Option<&str>,
-        visit: &mut dyn FnMut(&str, &Arc<StoredObject>) -> bool,
+        visit: &mut dyn FnMut(&'a str, &'a Arc<StoredObject>) -> bool,
     ) {
         let state = &self.resources[r];
         // Keys changed after `at`, with their state at `at` (None: absent then).
@@ -352,6 +383,47 @@ impl Storage {
             true
         });
         n
+    }
+
+    /// How many objects of resource `r` at revision `at` come after `last`, within
+    /// `namespace`, for a page of a list without selectors that returned `returned` objects
+    /// and ended at `last`. `previous` is the key the page started after (its continue
+    /// token's start, less the trailing NUL): when an earlier page recorded what followed it,
+    /// the answer is that less `returned`, without walking the rest of the collection; so is
+    /// the first page of a whole collection at the head (its size less `returned`). The answer
+    /// is recorded for the next page.
+    pub(crate) fn remaining_after(
+        &self,
+        r: usize,
+        at: u64,
+        namespace: Option<&str>,
+        previous: Option<&str>,
+        returned: u64,
+        last: &str,
+    ) -> u64 {
+        let prefix = namespace
+            .filter(|_| self.resources[r].info.namespaced)
+            .map(|ns| format!("{ns}/"))
+            .unwrap_or_default();
+        let mut end: PageEnd = (r, at, prefix, String::new());
+        let known = previous.and_then(|previous| {
+            end.3.push_str(previous);
+            let after = self.page_ends.lock().remaining.get(&end).copied()?;
+            after.checked_sub(returned)
+        });
+        let remaining = known.unwrap_or_else(|| {
+            let state = &self.resources[r];
+            if previous.is_none() && end.2.is_empty() && at >= self.head {
+                // The first page of the whole collection as it is now.
+                (state.objects.len() as u64).saturating_sub(returned)
+            } else {
+                self.count_after(r, at, namespace, last)
+            }
+        });
+        end.3.clear();
+        end.3.push_str(last);
+        self.page_ends.lock().record(end, remaining);
+        remaining
     }
 
     pub(crate) fn get(&self, r: usize, key: &str) -> Option<&Arc<StoredObject>> {
@@ -493,6 +565,82 @@ mod tests {
         assert_eq!(c.rv, 3);
         s.compact(3);
         assert_eq!(s.rewind(2), Err(3));
+    }
+
+    /// Pages of `limit` over namespace `ns` at `at`: each page's remaining count, from
+    /// [`Storage::remaining_after`] (which reuses the previous page's), next to a full count.
+    fn page_counts(s: &Storage, at: u64, limit: usize) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut start: Option<String> = None;
+        loop {
+            let mut page: Vec<&str> = Vec::new();
+            let mut more = false;
+            s.visit_at(0, at, Some("ns"), start.as_deref(), &mut |k, _| {
+                if page.len() == limit {
+                    more = true;
+                    return false;
+                }
+                page.push(k);
+                true
+            });
+            if !more {
+                return out;
+            }
+            let last = page[page.len() - 1];
+            let previous = start.as_deref().and_then(|p| p.strip_suffix('\0'));
+            let remaining = s.remaining_after(0, at, Some("ns"), previous, page.len() as u64, last);
+            out.push((remaining, s.count_after(0, at, Some("ns"), last)));
+            start = Some(format!("{last}\0"));
+        }
+    }
+
+    #[test]
+    fn remaining_counts_carried_from_page_to_page_are_exact() {
+        let mut s = Storage::new(1, 1000, 16);
+        s.register(ResourceInfo::of::<k8s_openapi::api::core::v1::Pod>());
+        for i in 0..20 {
+            let ns = if i % 3 == 0 { "other" } else { "ns" };
+            let key = format!("{ns}/p{i:02}");
+            s.commit(0, key, ChangeType::Added, pod(&format!("p{i:02}"), 1), None);
+        }
+        let at = s.head;
+        let first = page_counts(&s, at, 3);
+        assert_eq!(first.len(), 4);
+        assert!(first.iter().all(|(carried, counted)| carried == counted));
+        assert_eq!(first[0].0, 10);
+        // The first page of the whole collection, at the head: its size less the page.
+        assert_eq!(s.remaining_after(0, at, None, None, 3, "ns/p04"), 17);
+        assert_eq!(s.count_after(0, at, None, "ns/p04"), 17);
+        // Later writes change the head, not the state at `at`.
+        let prev = s.get(0, "ns/p01").cloned();
+        s.commit(0, "ns/p01".into(), ChangeType::Deleted, pod("p01", 1), prev);
+        s.commit(0, "ns/p99".into(), ChangeType::Added, pod("p99", 1), None);
+        assert_eq!(page_counts(&s, at, 3), first);
+        assert!(page_counts(&s, s.head, 3).iter().all(|(a, b)| a == b));
+    }
+
+    #[test]
+    fn a_rewind_forgets_remaining_counts_of_reused_revisions() {
+        let mut s = Storage::new(1, 100, 16);
+        s.register(ResourceInfo::of::<k8s_openapi::api::core::v1::Pod>());
+        for name in ["a", "b", "c"] {
+            s.commit(
+                0,
+                format!("ns/{name}"),
+                ChangeType::Added,
+                pod(name, 1),
+                None,
+            ); // 2, 3, 4
+        }
+        assert_eq!(s.remaining_after(0, 4, Some("ns"), None, 1, "ns/a"), 2);
+        s.rewind(3).unwrap();
+        let prev = s.get(0, "ns/b").cloned();
+        s.commit(0, "ns/b".into(), ChangeType::Deleted, pod("b", 1), prev); // 4 again
+        // Revision 4 is now {a}: nothing after `a`, whatever was recorded before the rewind.
+        assert_eq!(
+            s.remaining_after(0, 4, Some("ns"), Some("ns/a"), 0, "ns/a"),
+            0
+        );
     }
 
     #[test]
