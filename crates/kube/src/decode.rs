@@ -97,15 +97,15 @@ pub(crate) struct Lines {
 
 impl Lines {
     /// The lines that end in `chunk`, in order.
-    pub(crate) fn push(&mut self, mut chunk: Bytes, out: &mut Vec<Bytes>) {
+    pub(crate) fn push(&mut self, mut chunk: Bytes, out: &mut impl Extend<Bytes>) {
         while let Some(at) = memchr(b'\n', &chunk) {
             let mut line = chunk.split_to(at + 1);
             line.truncate(at);
             if self.partial.is_empty() {
-                out.push(line);
+                out.extend([line]);
             } else {
                 self.partial.extend_from_slice(&line);
-                out.push(self.partial.split().freeze());
+                out.extend([self.partial.split().freeze()]);
             }
         }
         if !chunk.is_empty() {
@@ -178,11 +178,7 @@ where
                     return None;
                 }
                 match body.next().await {
-                    Some(Ok(chunk)) => {
-                        let mut out = Vec::new();
-                        lines.push(chunk, &mut out);
-                        ready.extend(out);
-                    }
+                    Some(Ok(chunk)) => lines.push(chunk, &mut ready),
                     Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                         tracing::warn!("eof in poll: {e:?}");
                         ended = true;
