@@ -194,7 +194,7 @@ pub fn client_for(url: &str, gate: &WatchGate) -> kube::Client {
 pub enum Backend<'a> {
     /// The simulator, encoding each response as it serves it (the figure includes it).
     Simulator,
-    /// Pre-encoded bytes served from memory (the figure is the client's; see [`replay`]).
+    /// Pre-encoded bytes served from memory (the figure is the client's; see [`replay`](crate::replay)).
     Replay(&'a Arc<Encoded>),
 }
 
