@@ -40,6 +40,7 @@ use informer_reflector::{
     FakeListerWatcher, ListPage, ListerWatcher, ReflectorObserver, WatchEvent, WatchStep,
 };
 use k8s_openapi::api::core::v1::Pod;
+use kube_runtime::WatchStreamExt;
 use kube_runtime::reflector::{self, store};
 use kube_runtime::watcher::Event;
 use tokio::runtime::Runtime;
@@ -134,6 +135,44 @@ impl Data {
             })
             .collect();
         Self { list, events }
+    }
+
+    /// The same shape of run on realistic pods ([`crate::realistic`]): pod `i` listed at
+    /// version `listed`, event `k` on pod `(k * 7919) % listed`, moved to the next node.
+    pub fn realistic(listed: usize, events: usize) -> Self {
+        let at = |i: usize, rv: u64, node: usize| {
+            let mut pod = crate::realistic::realistic_pod(i);
+            pod.metadata.resource_version = Some(rv.to_string());
+            if let Some(spec) = pod.spec.as_mut() {
+                spec.node_name = Some(format!("worker-{node}"));
+            }
+            pod
+        };
+        let list = (0..listed)
+            .map(|i| Arc::new(at(i, listed as u64, i % 1000)))
+            .collect();
+        let events = (0..events)
+            .map(|k| {
+                let i = (k * 7919) % listed;
+                let rv = (listed + k + 1) as u64;
+                let node = (i + 1 + k / listed) % 1000;
+                (Arc::new(at(i, rv, node)), rv.to_string())
+            })
+            .collect();
+        Self { list, events }
+    }
+
+    /// A copy with objects of its own (no `Arc` shared with `self`).
+    pub fn deep_copy(&self) -> Self {
+        let copy = |p: &Arc<Pod>| Arc::new(Pod::clone(p));
+        Self {
+            list: self.list.iter().map(copy).collect(),
+            events: self
+                .events
+                .iter()
+                .map(|(p, rv)| (copy(p), rv.clone()))
+                .collect(),
+        }
     }
 
     /// The final resource version of every pod, by pod number: its last event's, or the
@@ -247,9 +286,27 @@ pub fn ours_observed(
     consumers: Consumers,
     observer: Option<Arc<dyn ReflectorObserver>>,
 ) -> Run {
+    ours_transformed(rt, data, consumers, observer, None)
+}
+
+/// [`ours_observed`] with `transform` set on the informer (applied to every object as it
+/// enters the queue, inside the clock).
+pub fn ours_transformed(
+    rt: &Runtime,
+    data: &Data,
+    consumers: Consumers,
+    observer: Option<Arc<dyn ReflectorObserver>>,
+    transform: Option<informer_fifo::TransformFunc<Pod>>,
+) -> Run {
     let (listed, events) = (data.list.len(), data.events.len());
+    let source = match &transform {
+        // The objects reach the transform unshared, as a decoder's do (`strip_managed_fields`
+        // then moves each object instead of copying it): the source gets copies of its own.
+        Some(_) => source(&data.deep_copy()),
+        None => source(data),
+    };
     let mut informer = SharedIndexInformer::new(
-        source(data),
+        source,
         key_func(),
         resource_version_func(),
         Duration::ZERO,
@@ -257,6 +314,11 @@ pub fn ours_observed(
     );
     if let Some(observer) = observer {
         informer = informer.with_reflector_config(move |r| r.with_observer(observer));
+    }
+    if let Some(transform) = transform {
+        informer
+            .set_transform(transform)
+            .expect("a transform before start");
     }
     let informer = Arc::new(informer);
     let options = |buffer| HandlerOptions::new().buffer(buffer);
@@ -440,6 +502,18 @@ pub fn kube_runtime_subscribers(
     events: Vec<Event<Pod>>,
     subscribers: usize,
 ) -> Duration {
+    kube_runtime_modified(rt, events, subscribers, |_| {})
+}
+
+/// [`kube_runtime_subscribers`] with `modify` applied to every object on the watcher's stream
+/// before the reflector stores it (kube-runtime's `WatchStreamExt::modify`, its way to strip
+/// fields), inside the clock.
+pub fn kube_runtime_modified(
+    rt: &Runtime,
+    events: Vec<Event<Pod>>,
+    subscribers: usize,
+    modify: fn(&mut Pod),
+) -> Duration {
     let total = applied(&events);
     rt.block_on(async move {
         let (_reader, writer) = store::store_shared::<Pod>(SUBSCRIBER_BUFFER);
@@ -451,10 +525,8 @@ pub fn kube_runtime_subscribers(
             .into_iter()
             .map(|handle| tokio::spawn(count_subscriber(handle, total)))
             .collect();
-        let driver = tokio::spawn(
-            reflector::reflector(writer, futures::stream::iter(events.into_iter().map(Ok)))
-                .for_each(|_| async {}),
-        );
+        let stream = futures::stream::iter(events.into_iter().map(Ok)).modify(modify);
+        let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
         for r in readers {
             assert_eq!(r.await.expect("subscriber"), total);
         }
