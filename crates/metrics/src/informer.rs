@@ -131,20 +131,21 @@ impl prometheus_client::collector::Collector for Collector {
             &indexes,
         )?;
 
+        // Every consumer with its labels, built once for all the consumer families.
+        let consumers: Vec<(Labels, &informer_controller::HandlerRegistration)> = stats
+            .iter()
+            .flat_map(|s| {
+                s.handlers.iter().map(move |h| {
+                    let mut labels = informer(s);
+                    let handler = h.name().map_or_else(|| h.id().to_string(), str::to_owned);
+                    labels.push(("handler", handler));
+                    (labels, h)
+                })
+            })
+            .collect();
         let handlers =
             |f: &dyn Fn(&informer_controller::HandlerRegistration) -> f64| -> Vec<(Labels, f64)> {
-                stats
-                    .iter()
-                    .flat_map(|s| {
-                        s.handlers.iter().map(move |h| {
-                            let mut labels = informer(s);
-                            let handler =
-                                h.name().map_or_else(|| h.id().to_string(), str::to_owned);
-                            labels.push(("handler", handler));
-                            (labels, f(h))
-                        })
-                    })
-                    .collect()
+                consumers.iter().map(|(l, h)| (l.clone(), f(h))).collect()
             };
         family(
             &mut encoder,
@@ -181,10 +182,11 @@ impl prometheus_client::collector::Collector for Collector {
             false,
             &handlers(&|h| h.lag().as_secs_f64()),
         )?;
-        let waits: Vec<(Labels, ConstHistogram)> = handlers(&|_| 0.0)
-            .into_iter()
-            .zip(stats.iter().flat_map(|s| s.handlers.iter()))
-            .map(|((labels, _), h)| {
+        metrics(
+            &mut encoder,
+            "informer_handler_wait_seconds",
+            "How long notifications waited in the consumer's buffer, from their write to the consumer taking them",
+            consumers.iter().map(|(labels, h)| {
                 let lag = h.lag_histogram();
                 (
                     labels,
@@ -194,13 +196,7 @@ impl prometheus_client::collector::Collector for Collector {
                         buckets: lag.buckets,
                     },
                 )
-            })
-            .collect();
-        metrics(
-            &mut encoder,
-            "informer_handler_wait_seconds",
-            "How long notifications waited in the consumer's buffer, from their write to the consumer taking them",
-            waits,
+            }),
         )?;
         family(
             &mut encoder,
