@@ -25,6 +25,31 @@ use memchr::{memchr, memchr2};
 use serde::de::DeserializeOwned;
 
 use crate::error::error_from_kube;
+use crate::skip::WithoutManagedFields;
+
+/// How objects are decoded: whole, or without their `metadata.managedFields`
+/// ([`crate::skip`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Decoding {
+    /// Leave `metadata.managedFields` out of every object.
+    pub(crate) skip_managed_fields: bool,
+}
+
+impl Decoding {
+    /// Decodes `text` as a `T` (an object, or a watch event of one) through
+    /// [`WithoutManagedFields`] when managed fields are skipped.
+    fn decode<T, S>(self, text: &str, unwrap: impl FnOnce(S) -> T) -> serde_json::Result<T>
+    where
+        T: DeserializeOwned,
+        S: DeserializeOwned,
+    {
+        if self.skip_managed_fields {
+            serde_json::from_str::<S>(text).map(unwrap)
+        } else {
+            serde_json::from_str::<T>(text)
+        }
+    }
+}
 
 /// Sends `request` through `client` (kube-client's middleware, auth and TLS) and returns the
 /// response's body if the status is a success; otherwise the server's `Status` as an error,
@@ -122,6 +147,7 @@ impl Lines {
 /// One watch line decoded as kube-client decodes it; `None` for a line it skips.
 pub(crate) fn watch_line<K: DeserializeOwned>(
     line: &[u8],
+    decoding: Decoding,
 ) -> Option<Result<kube::api::WatchEvent<K>, kube::Error>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let text = match std::str::from_utf8(line) {
@@ -133,7 +159,7 @@ pub(crate) fn watch_line<K: DeserializeOwned>(
             ))));
         }
     };
-    match serde_json::from_str::<kube::api::WatchEvent<K>>(text) {
+    match decoding.decode(text, unwrap_event::<K>) {
         Ok(event) => Some(Ok(event)),
         // JSON that ended early: skipped, as kube-client skips it (a torn last line).
         Err(e) if e.is_eof() => None,
@@ -146,9 +172,24 @@ pub(crate) fn watch_line<K: DeserializeOwned>(
     }
 }
 
+/// A watch event of an object decoded without its managed fields, as one of the object.
+fn unwrap_event<K>(
+    event: kube::api::WatchEvent<WithoutManagedFields<K>>,
+) -> kube::api::WatchEvent<K> {
+    use kube::api::WatchEvent as E;
+    match event {
+        E::Added(o) => E::Added(o.0),
+        E::Modified(o) => E::Modified(o.0),
+        E::Deleted(o) => E::Deleted(o.0),
+        E::Bookmark(b) => E::Bookmark(b),
+        E::Error(e) => E::Error(e),
+    }
+}
+
 /// The watch events of `body`, as kube-client's `request_events` yields them.
 pub(crate) fn watch_events<K>(
     body: Body,
+    decoding: Decoding,
 ) -> impl Stream<Item = Result<kube::api::WatchEvent<K>, kube::Error>> + Send
 where
     K: DeserializeOwned + Send + 'static,
@@ -161,10 +202,10 @@ where
     );
     futures::stream::unfold(
         state,
-        |(mut body, mut lines, mut ready, mut ended)| async move {
+        move |(mut body, mut lines, mut ready, mut ended)| async move {
             loop {
                 while let Some(line) = ready.pop_front() {
-                    if let Some(event) = watch_line::<K>(&line) {
+                    if let Some(event) = watch_line::<K>(&line, decoding) {
                         if matches!(event, Err(kube::Error::ReadEvents(_))) {
                             // kube-client's line decoder ends the stream at a line that is not
                             // UTF-8.
@@ -206,6 +247,14 @@ where
 fn from_bytes<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
     serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+/// [`from_bytes`] for a list item, as `decoding` says.
+fn item_from_bytes<K: DeserializeOwned>(bytes: &[u8], decoding: Decoding) -> Result<K, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    decoding
+        .decode(text, |o: WithoutManagedFields<K>| o.0)
+        .map_err(|e| e.to_string())
 }
 
 /// Where a [`ListScanner`] is in the list object.
@@ -261,6 +310,7 @@ pub(crate) struct ListScanner<K> {
     scalar: Option<u8>,
     metadata: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>,
     items: Vec<Arc<K>>,
+    decoding: Decoding,
 }
 
 fn bad(message: impl Into<String>) -> Error {
@@ -280,11 +330,20 @@ impl<K: DeserializeOwned> Default for ListScanner<K> {
             scalar: None,
             metadata: None,
             items: Vec::new(),
+            decoding: Decoding::default(),
         }
     }
 }
 
 impl<K: DeserializeOwned> ListScanner<K> {
+    /// A scanner that decodes items as `decoding` says.
+    pub(crate) fn new(decoding: Decoding) -> Self {
+        Self {
+            decoding,
+            ..Self::default()
+        }
+    }
+
     /// Takes the next chunk of the body, decoding every item it completes.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<(), Error> {
         self.buf.extend_from_slice(chunk);
@@ -404,7 +463,7 @@ impl<K: DeserializeOwned> ListScanner<K> {
                 },
                 At::InItem { start } => {
                     if let Some(end) = self.value_end() {
-                        let item: K = from_bytes(&self.buf[start..end])
+                        let item: K = item_from_bytes(&self.buf[start..end], self.decoding)
                             .map_err(|e| bad(format!("item {}: {e}", self.items.len())))?;
                         self.items.push(Arc::new(item));
                         self.consume(end);
@@ -514,8 +573,11 @@ impl<K: DeserializeOwned> ListScanner<K> {
 }
 
 /// Reads a list response's body into a page, item by item as it arrives.
-pub(crate) async fn list_page<K: DeserializeOwned>(body: Body) -> Result<ListPage<K>, Error> {
-    let mut scanner = ListScanner::<K>::default();
+pub(crate) async fn list_page<K: DeserializeOwned>(
+    body: Body,
+    decoding: Decoding,
+) -> Result<ListPage<K>, Error> {
+    let mut scanner = ListScanner::<K>::new(decoding);
     let mut body = std::pin::pin!(chunks(body));
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;

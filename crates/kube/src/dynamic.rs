@@ -117,6 +117,9 @@ impl DynamicListerWatcherSource<DynamicResource> for KubeSource {
     ) -> KubeListerWatcher<DynamicObject> {
         let api = resource.api(self.client().clone(), selection.namespace.as_deref());
         let mut lw = KubeListerWatcher::new(api);
+        if self.without_managed_fields {
+            lw = lw.without_managed_fields();
+        }
         if let Some(labels) = &selection.label_selector {
             lw = lw.labels(labels.as_str());
         }

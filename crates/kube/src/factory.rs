@@ -69,6 +69,7 @@ impl ApiScope for ClusterResourceScope {
 #[derive(Clone)]
 pub struct KubeSource {
     client: Client,
+    pub(crate) without_managed_fields: bool,
 }
 
 impl From<Client> for KubeSource {
@@ -81,6 +82,7 @@ impl fmt::Debug for KubeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeSource")
             .field("default_namespace", &self.client.default_namespace())
+            .field("without_managed_fields", &self.without_managed_fields)
             .finish_non_exhaustive()
     }
 }
@@ -91,7 +93,20 @@ impl KubeSource {
     /// 503: a client with kube-client's retry layer (the default of `Client::try_default()`)
     /// retries them itself, invisibly, before the reflector's own rules apply.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            without_managed_fields: false,
+        }
+    }
+
+    /// Every informer of this source leaves `metadata.managedFields` out of its objects as
+    /// they are decoded ([`KubeListerWatcher::without_managed_fields`]): what
+    /// [`strip_managed_fields`](crate::strip_managed_fields) does as a transform, for every
+    /// resource, without building the managed fields first.
+    #[must_use]
+    pub fn without_managed_fields(mut self) -> Self {
+        self.without_managed_fields = true;
+        self
     }
 
     /// A source over [`default_client`]: the usual kubeconfig or in-cluster configuration,
@@ -136,6 +151,9 @@ where
 
     fn lister_watcher(&self, selection: &Selection) -> KubeListerWatcher<K> {
         let mut lw = KubeListerWatcher::new(self.api::<K>(selection));
+        if self.without_managed_fields {
+            lw = lw.without_managed_fields();
+        }
         if let Some(labels) = &selection.label_selector {
             lw = lw.labels(labels.as_str());
         }
@@ -169,6 +187,9 @@ where
 
     fn lister_watcher(&self, selection: &Selection) -> MetadataListerWatcher<K> {
         let mut lw = MetadataListerWatcher::new(self.api::<K>(selection));
+        if self.without_managed_fields {
+            lw = lw.without_managed_fields();
+        }
         if let Some(labels) = &selection.label_selector {
             lw = lw.labels(labels.as_str());
         }

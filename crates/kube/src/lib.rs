@@ -120,6 +120,7 @@ mod error;
 mod factory;
 mod key;
 mod lister_watcher;
+mod skip;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
@@ -136,6 +137,7 @@ pub use crate::key::{
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
+pub use crate::skip::metadata_without_managed_fields;
 pub use crate::transform::strip_managed_fields;
 
 #[cfg(test)]

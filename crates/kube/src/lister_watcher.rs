@@ -15,7 +15,7 @@ use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::decode;
+use crate::decode::{self, Decoding};
 use crate::error::{error_from_kube, status_from_kube};
 
 /// The annotation that marks the bookmark ending a streaming list's initial events.
@@ -65,6 +65,7 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 pub struct KubeListerWatcher<K> {
     api: Api<K>,
     selectors: Selectors,
+    decoding: Decoding,
 }
 
 /// The same as [`KubeListerWatcher`], but through the metadata-only API: objects come as
@@ -73,6 +74,7 @@ pub struct KubeListerWatcher<K> {
 pub struct MetadataListerWatcher<K> {
     api: Api<K>,
     selectors: Selectors,
+    decoding: Decoding,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -141,7 +143,19 @@ macro_rules! common_methods {
                 Self {
                     api,
                     selectors: Selectors::default(),
+                    decoding: Decoding::default(),
                 }
+            }
+
+            /// Leaves `metadata.managedFields` out of every object as it is decoded: the
+            /// same objects as [`strip_managed_fields`](crate::strip_managed_fields) as a
+            /// transform leaves in the cache, but the managed fields are never built (they are
+            /// most of a real object's metadata, and most of the decoder's allocations), and
+            /// there is nothing to free afterwards.
+            #[must_use]
+            pub fn without_managed_fields(mut self) -> Self {
+                self.decoding.skip_managed_fields = true;
+                self
             }
 
             /// Narrows every list and watch to objects matching this label selector.
@@ -170,6 +184,7 @@ macro_rules! common_methods {
                     .field("url", &self.api.resource_url())
                     .field("label_selector", &self.selectors.labels)
                     .field("field_selector", &self.selectors.fields)
+                    .field("without_managed_fields", &self.decoding.skip_managed_fields)
                     .finish()
             }
         }
@@ -187,7 +202,8 @@ where
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
-        async move { list(api, &lp, zero, false).await }
+        let decoding = self.decoding;
+        async move { list(api, &lp, zero, false, decoding).await }
     }
 
     fn watch(
@@ -197,7 +213,8 @@ where
         let wp = self.selectors.watch_params(params);
         let rv = params.resource_version.clone();
         let api = self.api.clone();
-        async move { watch(api, &wp, &rv, false).await }
+        let decoding = self.decoding;
+        async move { watch(api, &wp, &rv, false, decoding).await }
     }
 }
 
@@ -213,7 +230,8 @@ where
         let lp = self.selectors.list_params(params);
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
-        async move { list(api, &lp, zero, true).await }
+        let decoding = self.decoding;
+        async move { list(api, &lp, zero, true, decoding).await }
     }
 
     fn watch(
@@ -223,7 +241,8 @@ where
         let wp = self.selectors.watch_params(params);
         let rv = params.resource_version.clone();
         let api = self.api.clone();
-        async move { watch(api, &wp, &rv, true).await }
+        let decoding = self.decoding;
+        async move { watch(api, &wp, &rv, true, decoding).await }
     }
 }
 
@@ -238,6 +257,7 @@ async fn list<K, T>(
     lp: &kube::api::ListParams,
     zero: bool,
     metadata: bool,
+    decoding: Decoding,
 ) -> Result<ListPage<T>, Error>
 where
     K: Resource,
@@ -262,7 +282,7 @@ where
     }
     req.extensions_mut().insert("list");
     let body = decode::send(&api.into_client(), req).await?;
-    decode::list_page(body).await
+    decode::list_page(body, decoding).await
 }
 
 /// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through
@@ -272,6 +292,7 @@ async fn watch<K, T>(
     wp: &kube::api::WatchParams,
     rv: &str,
     metadata: bool,
+    decoding: Decoding,
 ) -> Result<WatchStream<T>, Error>
 where
     K: Resource,
@@ -291,7 +312,7 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     let body = decode::send(&api.into_client(), req).await?;
-    Ok(watch_stream(decode::watch_events::<T>(body)))
+    Ok(watch_stream(decode::watch_events::<T>(body, decoding)))
 }
 
 /// kube-client's watch stream as the reflector's.

@@ -467,10 +467,9 @@ async fn a_refused_connection_is_classified_as_such() {
     assert_eq!(err.kind(), ErrorKind::ConnectionRefused, "{err:?}");
 }
 
-#[tokio::test]
-async fn the_metadata_variant_asks_for_partial_object_metadata() {
-    let item = r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","namespace":"demo","resourceVersion":"3","labels":{"app":"web"}}}"#;
-    let server = MockServer::new(vec![
+/// A server that answers a metadata list with `item` in it, then a watch with `item` modified.
+fn metadata_server(item: &str) -> MockServer {
+    MockServer::new(vec![
         json(
             200,
             &format!(
@@ -478,7 +477,13 @@ async fn the_metadata_variant_asks_for_partial_object_metadata() {
             ),
         ),
         chunks(vec![Ok(&line("MODIFIED", item))]),
-    ]);
+    ])
+}
+
+#[tokio::test]
+async fn the_metadata_variant_asks_for_partial_object_metadata() {
+    let item = r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","namespace":"demo","resourceVersion":"3","labels":{"app":"web"}}}"#;
+    let server = metadata_server(item);
     let lw = MetadataListerWatcher::new(Api::<Pod>::namespaced(server.client.clone(), "demo"));
     let page = lw.list(&ListParams::default()).await.unwrap();
     assert_eq!(page.resource_version, "10");
@@ -506,4 +511,102 @@ async fn the_metadata_variant_asks_for_partial_object_metadata() {
             .all(|a| a.contains("as=PartialObjectMetadata")),
         "{accepts:?}"
     );
+}
+
+fn managed_pod_json(name: &str, rv: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"demo","resourceVersion":"{rv}","managedFields":[{{"manager":"kubectl","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{{"f:metadata":{{"f:labels":{{"f:managedFields":{{}}}}}}}}}}],"labels":{{"managedFields":"a label"}}}},"spec":{{"containers":[{{"name":"c","image":"nginx"}}]}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn without_managed_fields_leaves_them_out_of_listed_and_watched_objects() {
+    let list = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{},{}]}}"#,
+        managed_pod_json("a", "3"),
+        managed_pod_json("b", "4")
+    );
+    let events = format!(
+        "{}{}",
+        line("ADDED", &managed_pod_json("c", "11")),
+        line("MODIFIED", &managed_pod_json("a", "12"))
+    );
+    // The same bytes, decoded whole and without the managed fields.
+    let responses = || {
+        vec![
+            json(200, &list),
+            chunks(vec![
+                Ok(&events[..100]),
+                Ok(&events[100..]),
+                Ok(r#"{"type":"MODIFIED","object":{"metadata":{"managedFields":[{"#),
+            ]),
+        ]
+    };
+    let whole = MockServer::new(responses());
+    let skipping = MockServer::new(responses());
+    let decoded = |server: &MockServer, skip: bool| {
+        let lw = KubeListerWatcher::new(Api::<Pod>::all(server.client.clone()));
+        let lw = if skip {
+            lw.without_managed_fields()
+        } else {
+            lw
+        };
+        async move {
+            let page = lw.list(&ListParams::default()).await.unwrap();
+            let watched: Vec<Pod> = lw
+                .watch(&WatchParams::default())
+                .await
+                .unwrap()
+                .map(|e| match e.unwrap() {
+                    WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
+                        (*object).clone()
+                    }
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect()
+                .await;
+            let listed: Vec<Pod> = page.items.iter().map(|p| (**p).clone()).collect();
+            (listed, watched)
+        }
+    };
+    let (mut listed, mut watched) = decoded(&whole, false).await;
+    let (listed_skipping, watched_skipping) = decoded(&skipping, true).await;
+    assert_eq!(
+        (listed.len(), watched.len()),
+        (2, 2),
+        "the torn line is dropped"
+    );
+    for pod in listed.iter_mut().chain(watched.iter_mut()) {
+        assert!(pod.metadata.managed_fields.is_some());
+        pod.metadata.managed_fields = None;
+    }
+    assert_eq!(listed_skipping, listed);
+    assert_eq!(watched_skipping, watched);
+    assert_eq!(
+        listed_skipping[0].metadata.labels.as_ref().unwrap()["managedFields"],
+        "a label"
+    );
+}
+
+#[tokio::test]
+async fn the_metadata_variant_leaves_out_managed_fields_too() {
+    let item = r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","namespace":"demo","resourceVersion":"3","managedFields":[{"manager":"m"}]}}"#;
+    let server = metadata_server(item);
+    let lw = MetadataListerWatcher::new(Api::<Pod>::namespaced(server.client.clone(), "demo"))
+        .without_managed_fields();
+    let page = lw.list(&ListParams::default()).await.unwrap();
+    assert_eq!(page.items[0].metadata.name.as_deref(), Some("a"));
+    assert_eq!(page.items[0].metadata.managed_fields, None);
+    let events: Vec<_> = lw
+        .watch(&WatchParams::default())
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    match &events[..] {
+        [Ok(WatchEvent::Modified { object, .. })] => {
+            assert_eq!(object.metadata.managed_fields, None);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
 }

@@ -290,3 +290,89 @@ async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing
     assert!(!verdict.passed());
     factory.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_without_managed_fields_caches_every_kind_without_them() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    let managed = |name: &str| {
+        serde_json::json!([{"manager": name, "operation": "Update", "apiVersion": "v1",
+                            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}])
+    };
+    let with_fields = |ns: &str, name: &str| -> Pod {
+        let mut pod = serde_json::to_value(pod(ns, name, "web")).unwrap();
+        pod["metadata"]["managedFields"] = managed("kubectl");
+        serde_json::from_value(pod).unwrap()
+    };
+    server.create(&with_fields("a", "web-0")).unwrap();
+    let stored = server.get::<Pod>(Some("a"), "web-0").unwrap();
+    assert!(
+        stored.metadata.managed_fields.is_some(),
+        "the server keeps them"
+    );
+
+    let factory =
+        KubeInformerFactory::new(KubeSource::new(client(&server)).without_managed_fields());
+    let pods = factory.informer::<Pod>();
+    let meta = factory.informer::<Metadata<Pod>>();
+    let whole = KubeInformerFactory::new(KubeSource::new(client(&server)));
+    let kept = whole.informer::<Pod>();
+    factory.start().unwrap();
+    whole.start().unwrap();
+    assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+    assert!(whole.wait_for_cache_sync(Some(LONG)).await.all_synced());
+
+    // Listed: without the managed fields, and otherwise the object the other source caches.
+    let listed = pods.lister().get("a/web-0").unwrap();
+    assert_eq!(listed.metadata.managed_fields, None);
+    let mut expected = (*kept.lister().get("a/web-0").unwrap()).clone();
+    assert!(expected.metadata.managed_fields.is_some());
+    expected.metadata.managed_fields = None;
+    assert_eq!(*listed, expected);
+    assert_eq!(
+        meta.lister()
+            .get("a/web-0")
+            .unwrap()
+            .metadata
+            .managed_fields,
+        None
+    );
+
+    // Watched: the same.
+    server.create(&with_fields("b", "web-1")).unwrap();
+    eventually("the watched pod", || {
+        pods.lister().get("b/web-1").is_some() && meta.lister().get("b/web-1").is_some()
+    })
+    .await;
+    assert_eq!(
+        pods.lister()
+            .get("b/web-1")
+            .unwrap()
+            .metadata
+            .managed_fields,
+        None
+    );
+    assert_eq!(
+        meta.lister()
+            .get("b/web-1")
+            .unwrap()
+            .metadata
+            .managed_fields,
+        None
+    );
+    assert_eq!(
+        pods.lister()
+            .get("b/web-1")
+            .unwrap()
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()["app"],
+        "web"
+    );
+
+    factory.shutdown().await.unwrap();
+    whole.shutdown().await.unwrap();
+    server.shutdown().await;
+}

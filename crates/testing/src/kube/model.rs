@@ -28,6 +28,14 @@
 //! kube-client does that so that a last line torn by a closing connection ends the stream
 //! quietly, but it applies to such a line anywhere in the stream.
 //!
+//! [`check`] runs every body twice: through a plain [`KubeListerWatcher`], and through one that
+//! leaves `metadata.managedFields` out as it decodes
+//! ([`KubeListerWatcher::without_managed_fields`]). The model of the second is the first's, on
+//! each line with `object.metadata.managedFields` taken out of its JSON
+//! ([`expected_without_managed_fields`]): where that line cannot be rewritten exactly (it is
+//! not JSON, or rewriting it changes how the model decodes it: duplicate keys, an escaped key),
+//! the model cannot say what skipping them does, and the second run is left out.
+//!
 //! The fuzz target (`fuzz/fuzz_targets/watch_decode.rs`) and the corpus replay test both call
 //! [`check`]; it runs on one current-thread tokio runtime per thread, with a paused clock, built
 //! once.
@@ -249,8 +257,49 @@ fn key(o: &ConfigMap) -> Option<String> {
     })
 }
 
+/// One line as the model decodes it for a lister-watcher that leaves the managed fields out:
+/// the line with `object.metadata.managedFields` taken out of its JSON. `Err(())` where the
+/// model cannot say (see the module docs).
+fn decode_line_without_managed_fields(line: &[u8]) -> Result<Option<Seen>, ()> {
+    let whole = decode_line(line);
+    if may_name_managed_fields(line) {
+        let text = line.strip_suffix(b"\r").unwrap_or(line);
+        let mut value: serde_json::Value = serde_json::from_slice(text).map_err(|_| ())?;
+        // The rewritten line must decode as the line itself does before anything is taken out.
+        if decode_line(value.to_string().as_bytes()) != whole {
+            return Err(());
+        }
+        if let Some(meta) = value
+            .get_mut("object")
+            .and_then(|o| o.get_mut("metadata"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+        }
+        return Ok(decode_line(value.to_string().as_bytes()));
+    }
+    Ok(whole)
+}
+
+/// Whether a line may hold a `managedFields` key: the name itself, or an escape that could
+/// spell it.
+fn may_name_managed_fields(line: &[u8]) -> bool {
+    line.contains(&b'\\') || line.windows(13).any(|w| w == b"managedFields")
+}
+
 /// Decodes `body` the model's way and applies it to the model's store (see the module docs).
 pub fn expected(body: &[u8]) -> Expected {
+    apply(body, |line| Ok(decode_line(line))).expect("the whole decoder is always modelled")
+}
+
+/// [`expected`] for a lister-watcher that leaves `metadata.managedFields` out; `None` where the
+/// model cannot say (see the module docs).
+pub fn expected_without_managed_fields(body: &[u8]) -> Option<Expected> {
+    apply(body, decode_line_without_managed_fields).ok()
+}
+
+/// The lines of `body` decoded by `decode` and applied to the model's store.
+fn apply(body: &[u8], decode: impl Fn(&[u8]) -> Result<Option<Seen>, ()>) -> Result<Expected, ()> {
     let mut out = Expected {
         seen: Vec::new(),
         objects: BTreeMap::new(),
@@ -261,7 +310,10 @@ pub fn expected(body: &[u8]) -> Expected {
     if lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
     }
-    for seen in lines.into_iter().filter_map(decode_line) {
+    for line in lines {
+        let Some(seen) = decode(line)? else {
+            continue;
+        };
         match &seen {
             Seen::Added(o, rv) | Seen::Modified(o, rv) => {
                 if let Some(k) = key(o) {
@@ -287,7 +339,7 @@ pub fn expected(body: &[u8]) -> Expected {
             break;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Wraps a lister-watcher and records every watch item the reflector pulls.
@@ -386,19 +438,51 @@ fn block_on<F: Future>(f: F) -> F::Output {
 }
 
 /// Runs `body` through kube-client, the adapter and a reflector into a store and compares the
-/// outcome with [`expected`].
+/// outcome with [`expected`]; then, where the model can say, through a lister-watcher that leaves
+/// the managed fields out, compared with [`expected_without_managed_fields`].
 ///
 /// # Panics
 ///
 /// At any difference, or if any layer panics.
 pub fn check(body: &[u8]) {
-    let want = expected(body);
-    let (seen, objects, store_rv, reflector_rv) = block_on(async {
+    compare(run(body, false), &expected(body), "decoded whole");
+    if let Some(want) = expected_without_managed_fields(body) {
+        compare(run(body, true), &want, "without managed fields");
+    }
+}
+
+/// What a run left: the items pulled, the store's objects, its resource version and the
+/// reflector's.
+type Outcome = (Vec<Seen>, BTreeMap<String, ConfigMap>, String, String);
+
+fn compare(got: Outcome, want: &Expected, mode: &str) {
+    let (seen, objects, store_rv, reflector_rv) = got;
+    assert_eq!(seen, want.seen, "the items the reflector pulled ({mode})");
+    assert_eq!(objects, want.objects, "the store's objects ({mode})");
+    assert_eq!(
+        store_rv, want.store_resource_version,
+        "the store's resource version ({mode})"
+    );
+    assert_eq!(
+        reflector_rv, want.reflector_resource_version,
+        "the reflector's resource version ({mode})"
+    );
+}
+
+/// `body` through kube-client, the adapter (leaving the managed fields out if `skip`) and a
+/// reflector into a store.
+fn run(body: &[u8], skip: bool) -> Outcome {
+    block_on(async {
         let done = Arc::new(tokio::sync::Notify::new());
         let api = Api::<ConfigMap>::all(client(Bytes::copy_from_slice(body), Arc::clone(&done)));
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let lw = KubeListerWatcher::new(api);
         let lw = Recording {
-            inner: KubeListerWatcher::new(api),
+            inner: if skip {
+                lw.without_managed_fields()
+            } else {
+                lw
+            },
             seen: Arc::clone(&seen),
         };
         let store = Arc::new(ThreadSafeStore::new(informer_kube::key_func::<ConfigMap>()));
@@ -428,15 +512,5 @@ pub fn check(body: &[u8]) {
             store.last_sync_resource_version().unwrap_or_default(),
             reflector.last_sync_resource_version(),
         )
-    });
-    assert_eq!(seen, want.seen, "the items the reflector pulled");
-    assert_eq!(objects, want.objects, "the store's objects");
-    assert_eq!(
-        store_rv, want.store_resource_version,
-        "the store's resource version"
-    );
-    assert_eq!(
-        reflector_rv, want.reflector_resource_version,
-        "the reflector's resource version"
-    );
+    })
 }
