@@ -13,6 +13,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use informer_benches::Sizes;
 use std::sync::Arc;
 
+use informer_benches::realistic::ManagedFields;
 use informer_benches::replay::Encoded;
 use informer_benches::w_http::{self, Backend, Run};
 use informer_benches::w_inf::{self, Data};
@@ -27,8 +28,12 @@ fn w_http(c: &mut Criterion) {
     let mut g = c.benchmark_group("w_http");
     g.sample_size(10);
     let sides: [(&str, Side); 2] = [
-        ("ours", w_http::ours),
-        ("kube-runtime", w_http::kube_runtime),
+        ("ours", |rt, data, n, backend| {
+            w_http::ours(rt, data, n, backend, ManagedFields::Kept)
+        }),
+        ("kube-runtime", |rt, data, n, backend| {
+            w_http::kube_runtime(rt, data, n, backend, false)
+        }),
     ];
     for (backend, name) in [
         (Backend::Simulator, "simulator"),

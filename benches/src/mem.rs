@@ -33,7 +33,7 @@ use kube_runtime::watcher::Event;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::realistic::{SlimPod, decoded, slim_node_index};
+use crate::realistic::{ManagedFields, SlimPod, decoded, decoded_synthetic, slim_node_index};
 use crate::relist::{self, Listing, Side};
 use crate::workload::{key_func, pod, pods};
 use crate::{w_fifo, w_idx, w_inf};
@@ -78,6 +78,14 @@ pub enum Mode {
     RealisticProjection,
     /// Realistic pods as [`SlimPod`]s, with `strip_managed_fields`.
     RealisticProjectionStripped,
+    /// Realistic pods as `Pod`, decoded without their managed fields.
+    RealisticPodSkipped,
+    /// Realistic pods as `PartialObjectMeta<Pod>`, decoded without their managed fields.
+    RealisticMetadataSkipped,
+    /// Realistic pods as [`SlimPod`]s, decoded without their managed fields.
+    RealisticProjectionSkipped,
+    /// Synthetic pods as [`SlimPod`]s, decoded from their JSON (namespace and node indexes).
+    OursProjection,
     /// Relist ([`crate::relist`]): the runtime, the relist server and a client; nothing listed.
     RelistBaseline,
     /// Relist: our informer over `KubeListerWatcher`, the list in pages of 500.
@@ -95,15 +103,18 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The modes over realistic pods: full, metadata-only and projected, each as decoded and
-    /// with `strip_managed_fields`.
-    pub const REALISTIC: [Mode; 6] = [
+    /// The modes over realistic pods: full, metadata-only and projected, each as decoded, with
+    /// `strip_managed_fields` and decoded without the managed fields.
+    pub const REALISTIC: [Mode; 9] = [
         Mode::RealisticPod,
         Mode::RealisticPodStripped,
+        Mode::RealisticPodSkipped,
         Mode::RealisticMetadata,
         Mode::RealisticMetadataStripped,
+        Mode::RealisticMetadataSkipped,
         Mode::RealisticProjection,
         Mode::RealisticProjectionStripped,
+        Mode::RealisticProjectionSkipped,
     ];
 
     /// The relist modes ([`crate::relist`]).
@@ -139,6 +150,10 @@ impl Mode {
             Mode::RealisticMetadataStripped => "realistic-metadata-stripped",
             Mode::RealisticProjection => "realistic-projection",
             Mode::RealisticProjectionStripped => "realistic-projection-stripped",
+            Mode::RealisticPodSkipped => "realistic-pod-skipped",
+            Mode::RealisticMetadataSkipped => "realistic-metadata-skipped",
+            Mode::RealisticProjectionSkipped => "realistic-projection-skipped",
+            Mode::OursProjection => "ours-projection",
             Mode::RelistBaseline => "relist-baseline",
             Mode::RelistPaged => "relist-paged",
             Mode::RelistWhole => "relist-whole",
@@ -153,7 +168,7 @@ impl Mode {
     pub fn parse(name: &str) -> Option<Mode> {
         Mode::ALL
             .into_iter()
-            .chain([Mode::OursMetadata])
+            .chain([Mode::OursMetadata, Mode::OursProjection])
             .chain(Mode::REALISTIC)
             .chain(Mode::RELIST)
             .find(|m| m.name() == name)
@@ -274,32 +289,31 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::Ours => ours(n, heap),
         Mode::KubeRuntime => kube_runtime(n, heap),
         Mode::OursMetadata => ours_metadata(n, heap),
-        Mode::RealisticPod | Mode::RealisticPodStripped => realistic(
+        Mode::RealisticPod | Mode::RealisticPodStripped | Mode::RealisticPodSkipped => {
+            realistic(n, heap, managed_fields(mode), crate::workload::indexers())
+        }
+        Mode::RealisticMetadata
+        | Mode::RealisticMetadataStripped
+        | Mode::RealisticMetadataSkipped => realistic(
             n,
             heap,
-            mode == Mode::RealisticPodStripped,
-            crate::workload::indexers(),
-        ),
-        Mode::RealisticMetadata | Mode::RealisticMetadataStripped => realistic(
-            n,
-            heap,
-            mode == Mode::RealisticMetadataStripped,
+            managed_fields(mode),
             informer_store::indexers([(
                 informer_store::NAMESPACE_INDEX,
                 informer_kube::namespace_index_func::<PartialObjectMeta<Pod>>(),
             )]),
         ),
-        Mode::RealisticProjection | Mode::RealisticProjectionStripped => realistic(
+        Mode::RealisticProjection
+        | Mode::RealisticProjectionStripped
+        | Mode::RealisticProjectionSkipped => {
+            realistic(n, heap, managed_fields(mode), slim_indexers())
+        }
+        Mode::OursProjection => cached(
             n,
             heap,
-            mode == Mode::RealisticProjectionStripped,
-            informer_store::indexers([
-                (
-                    informer_store::NAMESPACE_INDEX,
-                    informer_kube::namespace_index_func::<SlimPod>(),
-                ),
-                (crate::workload::NODE_INDEX, slim_node_index()),
-            ]),
+            decoded_synthetic::<SlimPod>,
+            false,
+            slim_indexers(),
         ),
         Mode::RelistBaseline => relist::measure(Side::Baseline, Listing::Paged, n, heap),
         Mode::RelistPaged => relist::measure(Side::Ours, Listing::Paged, n, heap),
@@ -311,6 +325,30 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
             relist::measure(Side::KubeRuntime, Listing::PagedUnchanged, n, heap)
         }
     }
+}
+
+/// What a realistic mode does with the managed fields.
+fn managed_fields(mode: Mode) -> ManagedFields {
+    match mode {
+        Mode::RealisticPodStripped
+        | Mode::RealisticMetadataStripped
+        | Mode::RealisticProjectionStripped => ManagedFields::Stripped,
+        Mode::RealisticPodSkipped
+        | Mode::RealisticMetadataSkipped
+        | Mode::RealisticProjectionSkipped => ManagedFields::Skipped,
+        _ => ManagedFields::Kept,
+    }
+}
+
+/// The namespace and node indexes of [`SlimPod`]s.
+fn slim_indexers() -> informer_store::Indexers<SlimPod> {
+    informer_store::indexers([
+        (
+            informer_store::NAMESPACE_INDEX,
+            informer_kube::namespace_index_func::<SlimPod>(),
+        ),
+        (crate::workload::NODE_INDEX, slim_node_index()),
+    ])
 }
 
 fn per(n: usize, after: Option<Heap>, before: Option<Heap>) -> (Option<f64>, Option<f64>) {
@@ -494,20 +532,46 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
 }
 
 /// Realistic pods, each decoded as a `K` from its JSON, synced into our informer (DeltaFifo,
-/// `indexers`, one handler), with `strip_managed_fields` as its transform when `strip`. The
-/// object figure is the object as decoded (before any transform).
+/// `indexers`, one handler), their managed fields treated as `managed` says. The object figure
+/// is the object as decoded (before any transform).
 fn realistic<K>(
     n: usize,
     heap: HeapProbe,
-    strip: bool,
+    managed: ManagedFields,
     indexers: informer_store::Indexers<K>,
 ) -> Sample
 where
     K: kube::Resource + serde::de::DeserializeOwned + Clone + Send + Sync + 'static,
 {
+    let decode: fn(usize) -> Vec<Arc<K>> = if managed == ManagedFields::Skipped {
+        |n| decoded::<K>(n, true)
+    } else {
+        |n| decoded::<K>(n, false)
+    };
+    cached(
+        n,
+        heap,
+        decode,
+        managed == ManagedFields::Stripped,
+        indexers,
+    )
+}
+
+/// `build(n)` objects synced into our informer (DeltaFifo, `indexers`, one handler), with
+/// `strip_managed_fields` as its transform when `strip`.
+fn cached<K>(
+    n: usize,
+    heap: HeapProbe,
+    build: fn(usize) -> Vec<Arc<K>>,
+    strip: bool,
+    indexers: informer_store::Indexers<K>,
+) -> Sample
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+{
     let rt = runtime();
     let h0 = heap();
-    let built: Vec<Arc<K>> = decoded(n);
+    let built: Vec<Arc<K>> = build(n);
     let (object, object_blocks) = per(n, heap(), h0);
 
     let source = FakeListerWatcher::new();

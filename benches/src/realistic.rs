@@ -145,9 +145,39 @@ pub fn slim_node_index() -> IndexFunc<SlimPod> {
     })
 }
 
-/// `n` realistic pods, each decoded as a `T` from its JSON, shared.
-pub fn decoded<T: DeserializeOwned>(n: usize) -> Vec<Arc<T>> {
-    (0..n).map(|i| Arc::new(decode_realistic(i))).collect()
+/// How the managed fields of a realistic pod are treated on the way into the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManagedFields {
+    /// Decoded and cached.
+    Kept,
+    /// Decoded, then dropped by `strip_managed_fields` as the informer's transform.
+    Stripped,
+    /// Left out by the decoder ([`informer_kube::WithoutManagedFields`]): never built.
+    Skipped,
+}
+
+/// `n` realistic pods, each decoded as a `T` from its JSON (without its managed fields if
+/// `skip`), shared.
+pub fn decoded<T: DeserializeOwned>(n: usize, skip: bool) -> Vec<Arc<T>> {
+    (0..n)
+        .map(|i| {
+            Arc::new(if skip {
+                decode_realistic::<informer_kube::WithoutManagedFields<T>>(i).0
+            } else {
+                decode_realistic(i)
+            })
+        })
+        .collect()
+}
+
+/// `n` synthetic pods ([`crate::workload::pod`]), each decoded as a `T` from its JSON, shared.
+pub fn decoded_synthetic<T: DeserializeOwned>(n: usize) -> Vec<Arc<T>> {
+    (0..n)
+        .map(|i| {
+            let json = serde_json::to_vec(&crate::workload::pod(i)).expect("a pod serializes");
+            Arc::new(serde_json::from_slice(&json).expect("the synthetic pod decodes"))
+        })
+        .collect()
 }
 
 /// The time to decode `bytes` as a `T`, per decode, over `count` decodes (then `after` on each
@@ -284,6 +314,16 @@ mod tests {
         assert_eq!(slim.status.phase.as_deref(), Some("Running"));
         let meta: PartialObjectMeta<Pod> = decode_realistic(3);
         assert_eq!(meta.metadata, pod.metadata);
+        let informer_kube::WithoutManagedFields(skipped): informer_kube::WithoutManagedFields<
+            SlimPod,
+        > = decode_realistic(3);
+        assert_eq!(skipped.metadata.managed_fields, None);
+        let mut stripped = pod.metadata.clone();
+        stripped.managed_fields = None;
+        assert_eq!(skipped.metadata, stripped);
+        let synthetic: Vec<Arc<SlimPod>> = decoded_synthetic(2);
+        assert_eq!(synthetic[1].metadata, crate::workload::pod(1).metadata);
+        assert_eq!(synthetic[1].spec.node_name.as_deref(), Some("node-1"));
         let from_metadata_api: PartialObjectMeta<Pod> =
             serde_json::from_slice(&realistic_metadata_json(3)).unwrap();
         assert_eq!(from_metadata_api.metadata, pod.metadata);

@@ -12,14 +12,26 @@ use std::time::{Duration, Instant};
 use informer_store::NAMESPACE_INDEX;
 
 use crate::mem::{Mode, Sample};
+use crate::realistic::ManagedFields;
 use crate::w_idx::Phase;
 use crate::workload::NODE_INDEX;
 use crate::{Sizes, replay, w_ctrl, w_fifo, w_http, w_idx, w_inf, w_wq};
 
 /// The workloads, by name (`--only` matches a part of one of these).
-pub const WORKLOADS: [&str; 10] = [
-    "w-fifo-a", "w-fifo-b", "w-fifo-c", "w-wq", "w-idx", "w-inf", "w-http", "decode", "w-ctrl",
+pub const WORKLOADS: [&str; 13] = [
+    "w-fifo-a",
+    "w-fifo-b",
+    "w-fifo-c",
+    "w-wq",
+    "w-idx",
+    "w-inf",
+    "w-http",
+    "w-http-realistic",
+    "decode",
+    "w-ctrl",
     "mem",
+    "mem-projection",
+    "mem-relist",
 ];
 
 /// What to run.
@@ -292,6 +304,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     if opts.selected("w-http") {
         http_rows(opts, w_inf_ours, &mut |r| emit(r, &mut rows));
     }
+    if opts.selected("w-http-realistic") {
+        http_realistic_rows(opts, &mut |r| emit(r, &mut rows));
+    }
     if opts.selected("decode") {
         decode_rows(opts, &mut |r| emit(r, &mut rows));
     }
@@ -300,7 +315,11 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     }
     if opts.selected("mem") {
         mem_rows(opts, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("mem-projection") {
         mem_projection_rows(opts, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("mem-relist") {
         mem_relist_rows(opts, &mut |r| emit(r, &mut rows));
     }
     rows
@@ -610,8 +629,8 @@ fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row))
     ] {
         let (mut ours, mut peer) = (Vec::new(), Vec::new());
         for _ in 0..opts.reps.max(1) {
-            ours.push(w_http::ours(&rt, &data, 4, backend));
-            peer.push(w_http::kube_runtime(&rt, &data, 4, backend));
+            ours.push(w_http::ours(&rt, &data, 4, backend, ManagedFields::Kept));
+            peer.push(w_http::kube_runtime(&rt, &data, 4, backend, false));
         }
         let med = |runs: &[w_http::Run], f: fn(&w_http::Run) -> Duration| {
             Figure::Secs(median(runs.iter().map(|r| f(r).as_secs_f64()).collect()))
@@ -652,6 +671,54 @@ fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row))
             );
             emit(row.target("< 10 %"));
         }
+    }
+}
+
+/// W-HTTP, client only, on realistic pods (a tenth of the synthetic sizes), list + watch: the
+/// managed fields kept; stripped (ours: `strip_managed_fields` as the informer's transform;
+/// kube-runtime: cleared in the watcher's stream); and, ours only, left out by the decoder
+/// (against kube-runtime's stripping, its only way to drop them).
+fn http_realistic_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let (listed, events) = (opts.sizes.listed / 10, opts.sizes.events / 10);
+    let rt = w_inf::runtime();
+    let data = w_inf::Data::realistic(listed, events);
+    let encoded = std::sync::Arc::new(replay::Encoded::new(&data));
+    let backend = w_http::Backend::Replay(&encoded);
+    for (what, managed, strip) in [
+        ("as decoded", ManagedFields::Kept, false),
+        (
+            "strip_managed_fields (kube-runtime: cleared in its stream)",
+            ManagedFields::Stripped,
+            true,
+        ),
+        (
+            "ours decoded without managed fields (kube-runtime: cleared in its stream)",
+            ManagedFields::Skipped,
+            true,
+        ),
+    ] {
+        let (mut ours, mut peer) = (Vec::new(), Vec::new());
+        for _ in 0..opts.reps.max(1) {
+            ours.push(
+                w_http::ours(&rt, &data, 4, backend, managed)
+                    .total()
+                    .as_secs_f64(),
+            );
+            peer.push(
+                w_http::kube_runtime(&rt, &data, 4, backend, strip)
+                    .total()
+                    .as_secs_f64(),
+            );
+        }
+        let row = Row::new(
+            "W-HTTP",
+            format!(
+                "client only, realistic pods ({listed} listed, {events} events): list + watch, {what}"
+            ),
+            Figure::Secs(median(ours)),
+            Figure::Secs(median(peer)),
+        );
+        emit(row.rate_over(listed + events));
     }
 }
 
@@ -859,6 +926,7 @@ pub fn realistic_pods(sizes: &Sizes) -> usize {
 /// bytes of the full pod (medians of [`Options::reps`] runs, at least five).
 fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     use crate::realistic::{SlimPod, decode_time, realistic_metadata_json, realistic_pod_json};
+    use informer_kube::WithoutManagedFields;
     use k8s_openapi::api::core::v1::Pod;
     use kube::core::PartialObjectMeta;
 
@@ -877,6 +945,11 @@ fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         }
         Mode::RealisticProjection => "projection (SlimPod: metadata, nodeName, phase)",
         Mode::RealisticProjectionStripped => "projection (SlimPod), strip_managed_fields",
+        Mode::RealisticPodSkipped => "Pod, decoded without managed fields",
+        Mode::RealisticMetadataSkipped => {
+            "metadata-only (PartialObjectMeta<Pod>), decoded without managed fields"
+        }
+        Mode::RealisticProjectionSkipped => "projection (SlimPod), decoded without managed fields",
         _ => unreachable!("a realistic mode"),
     };
     let mut full_object = None;
@@ -897,7 +970,9 @@ fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         );
         let projected = matches!(
             mode,
-            Mode::RealisticProjection | Mode::RealisticProjectionStripped
+            Mode::RealisticProjection
+                | Mode::RealisticProjectionStripped
+                | Mode::RealisticProjectionSkipped
         );
         emit(if projected {
             row.target("≤ 1,200 B")
@@ -930,10 +1005,14 @@ fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     let metadata_api =
         per_pod(&|| decode_time::<PartialObjectMeta<Pod>>(&metadata_bytes, count, |m| m));
     let slim = per_pod(&|| decode_time::<SlimPod>(&bytes, count, |p| p));
+    let skipped = per_pod(&|| decode_time::<WithoutManagedFields<Pod>>(&bytes, count, |p| p));
+    let slim_skipped =
+        per_pod(&|| decode_time::<WithoutManagedFields<SlimPod>>(&bytes, count, |p| p));
     let size = thousands(bytes.len() as f64);
     for (what, figure) in [
         (format!("Pod ({size} B of JSON)"), full),
         ("Pod, then strip_managed_fields".to_owned(), stripped),
+        ("Pod, decoded without managed fields".to_owned(), skipped),
         (
             "PartialObjectMeta<Pod> from the full pod's JSON".to_owned(),
             metadata,
@@ -953,13 +1032,95 @@ fn mem_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Figure::NotApplicable,
         ));
     }
-    let speedup = match (full.value(), slim.value()) {
+    for (what, figure) in [
+        ("SlimPod projection", slim),
+        (
+            "SlimPod projection, decoded without managed fields",
+            slim_skipped,
+        ),
+    ] {
+        let row = Row::new(
+            "MEM",
+            format!(
+                "realistic pod: decode per pod, {what}{}",
+                speedup(full, figure)
+            ),
+            figure,
+            Figure::NotApplicable,
+        );
+        emit(row.target("≥ 3× faster than Pod").rate_per_op());
+    }
+    synthetic_projection_rows(opts, emit);
+}
+
+/// `; N× faster than Pod`, from the decode times of a `Pod` and of a view.
+fn speedup(pod: Figure, view: Figure) -> String {
+    match (pod.value(), view.value()) {
         (Some(f), Some(s)) if s > 0.0 => format!("; {:.1}× faster than Pod", f / s),
         _ => String::new(),
+    }
+}
+
+/// The projection of the synthetic pods (the pods of MEM's other rows): heap all-in per
+/// cached pod against the full `Pod`'s, and the decode time of each from the same JSON.
+fn synthetic_projection_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    use crate::realistic::{SlimPod, decode_time};
+    use k8s_openapi::api::core::v1::Pod;
+
+    let n = opts.sizes.mem;
+    let sample = |mode: Mode| {
+        opts.mem_exe
+            .as_deref()
+            .and_then(|exe| mem_sample(exe, mode, n).map_err(|e| eprintln!("{e}")).ok())
+            .and_then(|s| s.all_in)
     };
+    let (pod, slim) = (sample(Mode::Ours), sample(Mode::OursProjection));
+    let smaller = match (pod, slim) {
+        (Some(p), Some(s)) if s > 0.0 => format!("; {:.1}× smaller than Pod", p / s),
+        _ => String::new(),
+    };
+    emit(Row::new(
+        "MEM",
+        format!(
+            "synthetic pod ({} pods): heap all-in, Pod",
+            thousands(n as f64)
+        ),
+        Figure::bytes(pod),
+        Figure::NotApplicable,
+    ));
     let row = Row::new(
         "MEM",
-        format!("realistic pod: decode per pod, SlimPod projection{speedup}"),
+        format!(
+            "synthetic pod ({} pods): heap all-in, projection (SlimPod){smaller}",
+            thousands(n as f64)
+        ),
+        Figure::bytes(slim),
+        Figure::NotApplicable,
+    );
+    emit(row.target("≤ 1,200 B"));
+
+    let bytes = serde_json::to_vec(&crate::workload::pod(7)).expect("a pod serializes");
+    let runs = opts.reps.max(5);
+    let count = 20_000;
+    let full = Figure::per_op(median_of(runs, || decode_time::<Pod>(&bytes, count, |p| p)));
+    let slim = Figure::per_op(median_of(runs, || {
+        decode_time::<SlimPod>(&bytes, count, |p| p)
+    }));
+    emit(Row::new(
+        "MEM",
+        format!(
+            "synthetic pod: decode per pod, Pod ({} B of JSON)",
+            bytes.len()
+        ),
+        full,
+        Figure::NotApplicable,
+    ));
+    let row = Row::new(
+        "MEM",
+        format!(
+            "synthetic pod: decode per pod, SlimPod projection{}",
+            speedup(full, slim)
+        ),
         slim,
         Figure::NotApplicable,
     );

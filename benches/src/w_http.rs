@@ -29,15 +29,16 @@ use informer_kube::KubeListerWatcher;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::client::ClientBuilder;
+use kube_runtime::WatchStreamExt;
 use kube_runtime::reflector::{self, store};
 use kube_runtime::watcher;
 use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::realistic::ManagedFields;
 use crate::replay::{Encoded, ReplayServer};
 use crate::w_inf::{self, Counter, Data, SUBSCRIBER_BUFFER};
-use crate::workload::pod;
 
 /// The two phases of one W-HTTP run.
 #[derive(Debug, Clone, Copy)]
@@ -157,8 +158,8 @@ pub async fn server(data: &Data) -> ApiServer {
         ..Config::default().register::<Pod>()
     };
     let server = ApiServer::start(config).await.expect("server starts");
-    for i in 0..data.list.len() {
-        let mut p = pod(i);
+    for p in &data.list {
+        let mut p = Pod::clone(p);
         p.metadata.resource_version = None;
         server.create(&p).expect("create");
     }
@@ -251,11 +252,28 @@ where
     Run { list, watch }
 }
 
-/// Our side with `handlers` counting handlers.
-pub fn ours(rt: &Runtime, data: &Data, handlers: usize, backend: Backend<'_>) -> Run {
+/// Our side with `handlers` counting handlers, the managed fields kept, stripped by
+/// `strip_managed_fields` as the informer's transform, or left out by the decoder.
+pub fn ours(
+    rt: &Runtime,
+    data: &Data,
+    handlers: usize,
+    backend: Backend<'_>,
+    managed: ManagedFields,
+) -> Run {
     rt.block_on(timed(data, backend, |client| async move {
-        let (informer, counters) =
-            w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), handlers);
+        let lw = KubeListerWatcher::new(Api::<Pod>::all(client));
+        let lw = if managed == ManagedFields::Skipped {
+            lw.without_managed_fields()
+        } else {
+            lw
+        };
+        let (informer, counters) = w_inf::informer(lw, handlers);
+        if managed == ManagedFields::Stripped {
+            informer
+                .set_transform(informer_kube::strip_managed_fields::<Pod>())
+                .expect("transform before start");
+        }
         let token = CancellationToken::new();
         let task = tokio::spawn({
             let (informer, token) = (Arc::clone(&informer), token.clone());
@@ -271,8 +289,15 @@ pub fn ours(rt: &Runtime, data: &Data, handlers: usize, backend: Backend<'_>) ->
     }))
 }
 
-/// kube-runtime's side with `subscribers` subscribers.
-pub fn kube_runtime(rt: &Runtime, data: &Data, subscribers: usize, backend: Backend<'_>) -> Run {
+/// kube-runtime's side with `subscribers` subscribers; with `strip`, the managed fields are
+/// cleared in the watcher's stream (`WatchStreamExt::modify`) before the store keeps them.
+pub fn kube_runtime(
+    rt: &Runtime,
+    data: &Data,
+    subscribers: usize,
+    backend: Backend<'_>,
+    strip: bool,
+) -> Run {
     let listed = data.list.len();
     rt.block_on(timed(data, backend, |client| async move {
         let (_reader, writer) = store::store_shared::<Pod>(SUBSCRIBER_BUFFER);
@@ -284,7 +309,13 @@ pub fn kube_runtime(rt: &Runtime, data: &Data, subscribers: usize, backend: Back
                 tokio::spawn(count_into(handle, Arc::clone(c), listed))
             })
             .collect();
-        let stream = watcher::watcher(Api::<Pod>::all(client), watcher::Config::default());
+        let stream = watcher::watcher(Api::<Pod>::all(client), watcher::Config::default()).modify(
+            move |p| {
+                if strip {
+                    p.metadata.managed_fields = None;
+                }
+            },
+        );
         let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
         let stop: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>> = Box::new(move || {
             Box::pin(async move {

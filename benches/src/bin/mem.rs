@@ -1,8 +1,9 @@
 //! One MEM measurement in a process of its own: `mem <mode> <pods>` prints one JSON line (see
 //! `informer_benches::mem`). Modes: `ours-baseline`, `ours`, `kube-runtime-baseline`,
-//! `kube-runtime`, `ours-metadata`, and over realistic pods `realistic-pod`,
+//! `kube-runtime`, `ours-metadata`, `ours-projection`, and over realistic pods `realistic-pod`,
 //! `realistic-pod-stripped`, `realistic-metadata`, `realistic-metadata-stripped`,
-//! `realistic-projection`, `realistic-projection-stripped`, and the relist over HTTP
+//! `realistic-projection`, `realistic-projection-stripped`, `realistic-pod-skipped`,
+//! `realistic-metadata-skipped`, `realistic-projection-skipped`, and the relist over HTTP
 //! `relist-baseline`, `relist-paged`, `relist-whole`, `relist-kube-runtime-paged`,
 //! `relist-kube-runtime-whole`, `relist-paged-unchanged`, `relist-kube-runtime-paged-unchanged`.
 
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
     ) else {
         let modes: Vec<&str> = Mode::ALL
             .iter()
-            .chain(&[Mode::OursMetadata])
+            .chain(&[Mode::OursMetadata, Mode::OursProjection])
             .chain(&Mode::REALISTIC)
             .chain(&Mode::RELIST)
             .map(|m| m.name())

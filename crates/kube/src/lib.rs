@@ -14,6 +14,10 @@
 //!   kube, decides every retry and relist.
 //! * [`MetadataListerWatcher`] does the same through the metadata-only API
 //!   ([`PartialObjectMeta`](kube::core::PartialObjectMeta)), for memory-lean caches.
+//! * [`KubeListerWatcher::without_managed_fields`] (and [`KubeSource::without_managed_fields`]
+//!   for a whole factory) leaves `metadata.managedFields` out of every object as it is decoded,
+//!   so they are never built; [`strip_managed_fields`] does the same as a transform, after the
+//!   decode. [`metadata_without_managed_fields`] does it for the metadata of a partial type.
 //! * [`key_func`] and [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
 //!   `MetaNamespaceIndexFunc` for any k8s-openapi (or custom) resource.
 //! * [`KubeInformerFactory`] is the shared informer factory over a `kube::Client`
@@ -137,7 +141,7 @@ pub use crate::key::{
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
-pub use crate::skip::metadata_without_managed_fields;
+pub use crate::skip::{WithoutManagedFields, metadata_without_managed_fields};
 pub use crate::transform::strip_managed_fields;
 
 #[cfg(test)]

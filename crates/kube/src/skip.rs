@@ -23,10 +23,24 @@ use serde::de::{
 };
 use serde::{Deserialize, Serialize};
 
-/// `K` decoded without its `metadata.managedFields`.
+/// `K` decoded without its `metadata.managedFields`: what the adapter decodes list items and
+/// watch objects as when they are left out
+/// ([`KubeListerWatcher::without_managed_fields`](crate::KubeListerWatcher::without_managed_fields)),
+/// for code that decodes objects itself. The result is `K` decoded whole with
+/// `metadata.managed_fields` set to `None`, without the managed fields ever being built.
+///
+/// ```
+/// use informer_kube::WithoutManagedFields;
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let json = r#"{"metadata":{"name":"web-0","managedFields":[{"manager":"kubelet"}]}}"#;
+/// let WithoutManagedFields(pod) = serde_json::from_str::<WithoutManagedFields<Pod>>(json).unwrap();
+/// assert_eq!(pod.metadata.name.as_deref(), Some("web-0"));
+/// assert_eq!(pod.metadata.managed_fields, None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(transparent)]
-pub(crate) struct WithoutManagedFields<K>(pub(crate) K);
+pub struct WithoutManagedFields<K>(pub K);
 
 impl<'de, K: Deserialize<'de>> Deserialize<'de> for WithoutManagedFields<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
