@@ -100,6 +100,10 @@ pub enum Mode {
     RelistPagedUnchanged,
     /// Relist: kube-runtime, pages of 500, the relist at the same versions.
     RelistKubeRuntimePagedUnchanged,
+    /// Relist: our informer, one response, the relist at the same versions.
+    RelistWholeUnchanged,
+    /// Relist: kube-runtime, one response, the relist at the same versions.
+    RelistKubeRuntimeWholeUnchanged,
 }
 
 impl Mode {
@@ -118,7 +122,7 @@ impl Mode {
     ];
 
     /// The relist modes ([`crate::relist`]).
-    pub const RELIST: [Mode; 7] = [
+    pub const RELIST: [Mode; 9] = [
         Mode::RelistBaseline,
         Mode::RelistPaged,
         Mode::RelistWhole,
@@ -126,6 +130,8 @@ impl Mode {
         Mode::RelistKubeRuntimeWhole,
         Mode::RelistPagedUnchanged,
         Mode::RelistKubeRuntimePagedUnchanged,
+        Mode::RelistWholeUnchanged,
+        Mode::RelistKubeRuntimeWholeUnchanged,
     ];
 
     /// Every mode.
@@ -161,6 +167,8 @@ impl Mode {
             Mode::RelistKubeRuntimeWhole => "relist-kube-runtime-whole",
             Mode::RelistPagedUnchanged => "relist-paged-unchanged",
             Mode::RelistKubeRuntimePagedUnchanged => "relist-kube-runtime-paged-unchanged",
+            Mode::RelistWholeUnchanged => "relist-whole-unchanged",
+            Mode::RelistKubeRuntimeWholeUnchanged => "relist-kube-runtime-whole-unchanged",
         }
     }
 
@@ -323,6 +331,10 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::RelistPagedUnchanged => relist::measure(Side::Ours, Listing::PagedUnchanged, n, heap),
         Mode::RelistKubeRuntimePagedUnchanged => {
             relist::measure(Side::KubeRuntime, Listing::PagedUnchanged, n, heap)
+        }
+        Mode::RelistWholeUnchanged => relist::measure(Side::Ours, Listing::WholeUnchanged, n, heap),
+        Mode::RelistKubeRuntimeWholeUnchanged => {
+            relist::measure(Side::KubeRuntime, Listing::WholeUnchanged, n, heap)
         }
     }
 }

@@ -63,13 +63,16 @@ pub enum Listing {
     /// Pages, as [`Listing::Paged`], but the relist brings every pod at the version it had:
     /// a relist after a 410 on a collection where nothing changed.
     PagedUnchanged,
+    /// One response, as [`Listing::Whole`], but the relist brings every pod at the version it
+    /// had.
+    WholeUnchanged,
 }
 
 impl Listing {
     /// The epoch whose resource versions the pods of `epoch` carry.
     fn versions_of(self, epoch: u64) -> u64 {
         match self {
-            Self::PagedUnchanged => 0,
+            Self::PagedUnchanged | Self::WholeUnchanged => 0,
             Self::Paged | Self::Whole => epoch,
         }
     }
@@ -184,7 +187,7 @@ async fn pods(State(s): State<Arc<Shared>>, Query(params): Query<Params>) -> Res
             body.extend_from_slice(b"]}");
             (json, Body::from(body)).into_response()
         }
-        Listing::Whole => {
+        Listing::Whole | Listing::WholeUnchanged => {
             let head = futures::stream::once(async move { list_head(n, epoch, None) });
             let chunks = futures::stream::iter((0..n).step_by(PAGE))
                 .map(move |start| items(start..(start + PAGE).min(n), versions, start > 0));

@@ -1168,6 +1168,11 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Mode::RelistPagedUnchanged,
             Mode::RelistKubeRuntimePagedUnchanged,
         ),
+        (
+            "one whole response, nothing changed",
+            Mode::RelistWholeUnchanged,
+            Mode::RelistKubeRuntimeWholeUnchanged,
+        ),
     ] {
         let (ours, peer) = (sample(ours_mode), sample(peer_mode));
         if let Some(s) = ours

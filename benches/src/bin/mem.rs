@@ -5,7 +5,8 @@
 //! `realistic-projection`, `realistic-projection-stripped`, `realistic-pod-skipped`,
 //! `realistic-metadata-skipped`, `realistic-projection-skipped`, and the relist over HTTP
 //! `relist-baseline`, `relist-paged`, `relist-whole`, `relist-kube-runtime-paged`,
-//! `relist-kube-runtime-whole`, `relist-paged-unchanged`, `relist-kube-runtime-paged-unchanged`.
+//! `relist-kube-runtime-whole`, `relist-paged-unchanged`, `relist-kube-runtime-paged-unchanged`,
+//! `relist-whole-unchanged`, `relist-kube-runtime-whole-unchanged`.
 
 use std::alloc::System;
 use std::process::ExitCode;

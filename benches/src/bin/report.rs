@@ -82,7 +82,10 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let opts = Options {
-        mem_exe: if opts.selected("mem") {
+        mem_exe: if WORKLOADS
+            .iter()
+            .any(|w| w.starts_with("mem") && opts.selected(w))
+        {
             mem_exe()
         } else {
             None

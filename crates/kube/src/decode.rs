@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
-use informer_reflector::{Error, ListPage};
+use informer_reflector::{Error, ListInterner, ListPage};
 use kube::client::Body;
 use memchr::{memchr, memchr2};
 use serde::de::DeserializeOwned;
@@ -295,7 +295,6 @@ enum Field {
 /// The scanner finds where each value ends (tracking strings, escapes and nesting), and
 /// `serde_json` decodes it: the item, the list's `metadata`; other keys are skipped. Anything
 /// that is not such an object is a decode error.
-#[derive(Debug)]
 pub(crate) struct ListScanner<K> {
     buf: BytesMut,
     /// How far `buf` has been scanned.
@@ -311,6 +310,8 @@ pub(crate) struct ListScanner<K> {
     metadata: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>,
     items: Vec<Arc<K>>,
     decoding: Decoding,
+    /// Replaces each item as soon as it is decoded (the reflector's list interner).
+    intern: Option<ListInterner<K>>,
 }
 
 fn bad(message: impl Into<String>) -> Error {
@@ -331,15 +332,17 @@ impl<K: DeserializeOwned> Default for ListScanner<K> {
             metadata: None,
             items: Vec::new(),
             decoding: Decoding::default(),
+            intern: None,
         }
     }
 }
 
 impl<K: DeserializeOwned> ListScanner<K> {
-    /// A scanner that decodes items as `decoding` says.
-    pub(crate) fn new(decoding: Decoding) -> Self {
+    /// A scanner that decodes items as `decoding` says, and passes each through `intern`.
+    pub(crate) fn new(decoding: Decoding, intern: Option<ListInterner<K>>) -> Self {
         Self {
             decoding,
+            intern,
             ..Self::default()
         }
     }
@@ -465,7 +468,11 @@ impl<K: DeserializeOwned> ListScanner<K> {
                     if let Some(end) = self.value_end() {
                         let item: K = item_from_bytes(&self.buf[start..end], self.decoding)
                             .map_err(|e| bad(format!("item {}: {e}", self.items.len())))?;
-                        self.items.push(Arc::new(item));
+                        let item = Arc::new(item);
+                        self.items.push(match &self.intern {
+                            Some(intern) => intern(item),
+                            None => item,
+                        });
                         self.consume(end);
                         self.at = At::Item;
                     }
@@ -576,8 +583,9 @@ impl<K: DeserializeOwned> ListScanner<K> {
 pub(crate) async fn list_page<K: DeserializeOwned>(
     body: Body,
     decoding: Decoding,
+    intern: Option<ListInterner<K>>,
 ) -> Result<ListPage<K>, Error> {
-    let mut scanner = ListScanner::<K>::new(decoding);
+    let mut scanner = ListScanner::<K>::new(decoding, intern);
     let mut body = std::pin::pin!(chunks(body));
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use informer_reflector::{
-    Error, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
-    WatchStream,
+    Error, ListInterner, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    WatchParams, WatchStream,
 };
 use kube::api::{Api, VersionMatch};
 use kube::core::PartialObjectMeta;
@@ -203,7 +203,20 @@ where
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
         let decoding = self.decoding;
-        async move { list(api, &lp, zero, false, decoding).await }
+        async move { list(api, &lp, zero, false, decoding, None).await }
+    }
+
+    fn list_interned(
+        &self,
+        params: &ListParams,
+        intern: &ListInterner<K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        let lp = self.selectors.list_params(params);
+        let api = self.api.clone();
+        let zero = Selectors::drops_zero(params);
+        let decoding = self.decoding;
+        let intern = Arc::clone(intern);
+        async move { list(api, &lp, zero, false, decoding, Some(intern)).await }
     }
 
     fn watch(
@@ -231,7 +244,20 @@ where
         let api = self.api.clone();
         let zero = Selectors::drops_zero(params);
         let decoding = self.decoding;
-        async move { list(api, &lp, zero, true, decoding).await }
+        async move { list(api, &lp, zero, true, decoding, None).await }
+    }
+
+    fn list_interned(
+        &self,
+        params: &ListParams,
+        intern: &ListInterner<PartialObjectMeta<K>>,
+    ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
+        let lp = self.selectors.list_params(params);
+        let api = self.api.clone();
+        let zero = Selectors::drops_zero(params);
+        let decoding = self.decoding;
+        let intern = Arc::clone(intern);
+        async move { list(api, &lp, zero, true, decoding, Some(intern)).await }
     }
 
     fn watch(
@@ -247,7 +273,8 @@ where
 }
 
 /// One list request, built by kube-client (`Request::list` or `list_metadata`), sent through
-/// the api's client, its body decoded item by item as it arrives ([`decode::list_page`]).
+/// the api's client, its body decoded item by item as it arrives ([`decode::list_page`]), each
+/// item passed through `intern` as soon as it is decoded.
 ///
 /// `zero`: a list at `resourceVersion=0` with a limit, which kube-client's request builder
 /// cannot express (it drops the version when a limit is set): the same request with
@@ -258,6 +285,7 @@ async fn list<K, T>(
     zero: bool,
     metadata: bool,
     decoding: Decoding,
+    intern: Option<ListInterner<T>>,
 ) -> Result<ListPage<T>, Error>
 where
     K: Resource,
@@ -282,7 +310,7 @@ where
     }
     req.extensions_mut().insert("list");
     let body = decode::send(&api.into_client(), req).await?;
-    decode::list_page(body, decoding).await
+    decode::list_page(body, decoding, intern).await
 }
 
 /// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through

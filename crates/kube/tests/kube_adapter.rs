@@ -610,3 +610,55 @@ async fn the_metadata_variant_leaves_out_managed_fields_too() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_listed_item_is_interned_as_soon_as_it_is_decoded() {
+    // The list body arrives in two parts; the second is sent only once the first item has been
+    // interned, so a lister-watcher that interned the page at its end would never finish.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let rx = Arc::new(Mutex::new(Some(rx)));
+    let service = tower::service_fn(move |_req: Request<Body>| {
+        let rx = rx.lock().take().expect("one request");
+        async move {
+            let frames = stream::unfold(rx, |mut rx| async move {
+                let chunk = rx.recv().await?;
+                Some((Ok::<_, io::Error>(http_body::Frame::data(chunk)), rx))
+            });
+            let body: TestBody = BodyExt::boxed(StreamBody::new(frames));
+            Ok::<_, Infallible>(Response::builder().status(200).body(body).unwrap())
+        }
+    });
+    let client = kube::Client::new(service, "default");
+    let lw = KubeListerWatcher::new(Api::<Pod>::all(client));
+
+    let cached: Arc<Pod> = Arc::new(serde_json::from_str(&pod_json("a", "3")).unwrap());
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let intern: informer_reflector::ListInterner<Pod> = {
+        let (cached, seen) = (Arc::clone(&cached), Arc::clone(&seen));
+        Arc::new(move |listed: Arc<Pod>| {
+            let name = listed.metadata.name.clone().unwrap_or_default();
+            seen.lock().push(name.clone());
+            if name == "a" {
+                Arc::clone(&cached)
+            } else {
+                listed
+            }
+        })
+    };
+    let body = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{},{}]}}"#,
+        pod_json("a", "3"),
+        pod_json("b", "4")
+    );
+    let split = body.rfind(r#"{"apiVersion""#).expect("a second item");
+    let list = tokio::spawn(async move { lw.list_interned(&ListParams::default(), &intern).await });
+    tx.send(Bytes::from(body[..split].to_owned())).unwrap();
+    informer_testing::eventually("the first item interned", || seen.lock().len() == 1).await;
+    tx.send(Bytes::from(body[split..].to_owned())).unwrap();
+    drop(tx);
+    let page = list.await.unwrap().unwrap();
+    assert_eq!(*seen.lock(), ["a", "b"]);
+    assert!(Arc::ptr_eq(&page.items[0], &cached));
+    assert_eq!(page.items[1].metadata.name.as_deref(), Some("b"));
+    assert_eq!(page.resource_version, "10");
+}

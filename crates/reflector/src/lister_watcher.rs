@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 use crate::error::{Error, Status};
+use crate::reflector::ListInterner;
 
 /// The value of `resourceVersionMatch` on a list or streaming-list request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -237,6 +238,26 @@ pub trait ListerWatcher<K>: Send + Sync {
     /// Lists one page.
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send;
 
+    /// Lists one page, each object passed through `intern` (see
+    /// [`Reflector::with_list_interner`](crate::Reflector::with_list_interner)) and replaced by
+    /// what it returns. The default lists the page, then interns its objects. A lister-watcher
+    /// that decodes a response item by item should intern each object as soon as it is decoded,
+    /// so that a decoded copy of an object the cache already holds is dropped at once rather
+    /// than kept until the whole response is in.
+    fn list_interned(
+        &self,
+        params: &ListParams,
+        intern: &ListInterner<K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        let list = self.list(params);
+        let intern = Arc::clone(intern);
+        async move {
+            let mut page = list.await?;
+            page.items = page.items.into_iter().map(|o| intern(o)).collect();
+            Ok(page)
+        }
+    }
+
     /// Starts a watch.
     fn watch(
         &self,
@@ -247,6 +268,14 @@ pub trait ListerWatcher<K>: Send + Sync {
 impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
         (**self).list(params)
+    }
+
+    fn list_interned(
+        &self,
+        params: &ListParams,
+        intern: &ListInterner<K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        (**self).list_interned(params, intern)
     }
 
     fn watch(
@@ -294,6 +323,11 @@ impl<K: 'static> BoxListerWatcher<K> {
 /// The object-safe form of [`ListerWatcher`] behind [`BoxListerWatcher`].
 trait DynListerWatcher<K>: Send + Sync {
     fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
+    fn list_interned<'a>(
+        &'a self,
+        params: &'a ListParams,
+        intern: &'a ListInterner<K>,
+    ) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
     fn watch<'a>(&'a self, params: &'a WatchParams)
     -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
 }
@@ -301,6 +335,14 @@ trait DynListerWatcher<K>: Send + Sync {
 impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
     fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
         Box::pin(ListerWatcher::list(self, params))
+    }
+
+    fn list_interned<'a>(
+        &'a self,
+        params: &'a ListParams,
+        intern: &'a ListInterner<K>,
+    ) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        Box::pin(ListerWatcher::list_interned(self, params, intern))
     }
 
     fn watch<'a>(
@@ -314,6 +356,14 @@ impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
 impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
     async fn list(&self, params: &ListParams) -> Result<ListPage<K>, Error> {
         self.0.list(params).await
+    }
+
+    async fn list_interned(
+        &self,
+        params: &ListParams,
+        intern: &ListInterner<K>,
+    ) -> Result<ListPage<K>, Error> {
+        self.0.list_interned(params, intern).await
     }
 
     async fn watch(&self, params: &WatchParams) -> Result<WatchStream<K>, Error> {

@@ -310,11 +310,11 @@ where
         self
     }
 
-    /// The listed objects, through the interner if there is one.
-    fn intern(&self, items: Vec<Arc<K>>) -> Vec<Arc<K>> {
+    /// One page, its objects through the interner if there is one.
+    async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, Error> {
         match &self.config.list_interner {
-            Some(intern) => items.into_iter().map(|o| intern(o)).collect(),
-            None => items,
+            Some(intern) => self.lister_watcher.list_interned(params, intern).await,
+            None => self.lister_watcher.list(params).await,
         }
     }
 
@@ -508,8 +508,7 @@ where
             resource_version: rv,
             resource_version_match,
         };
-        let mut page = self.lister_watcher.list(&first).await?;
-        page.items = self.intern(page.items);
+        let mut page = self.list_page(&first).await?;
         while let Some(token) = page.continue_token.take() {
             let next = ListParams {
                 continue_token: Some(token),
@@ -517,9 +516,9 @@ where
                 resource_version_match: None,
                 ..first.clone()
             };
-            match self.lister_watcher.list(&next).await {
+            match self.list_page(&next).await {
                 Ok(more) => {
-                    page.items.extend(self.intern(more.items));
+                    page.items.extend(more.items);
                     page.resource_version = more.resource_version;
                     page.continue_token = more.continue_token;
                 }
@@ -531,9 +530,7 @@ where
                             continue_token: None,
                             ..first.clone()
                         };
-                        let mut whole = self.lister_watcher.list(&full).await?;
-                        whole.items = self.intern(whole.items);
-                        return Ok(whole);
+                        return self.list_page(&full).await;
                     }
                     // The list's own failure: its caller reacts to it as a list error.
                     _ => return Err(err),
