@@ -144,11 +144,13 @@ impl Lines {
     }
 }
 
-/// One watch line decoded as kube-client decodes it; `None` for a line it skips.
+/// One watch line decoded as kube-client decodes it; `None` for a line it skips. The object is
+/// decoded straight into its `Arc`: an event then moves a pointer, not the object (a `Pod` is
+/// kilobytes by value), on its way to the reflector.
 pub(crate) fn watch_line<K: DeserializeOwned>(
     line: &[u8],
     decoding: Decoding,
-) -> Option<Result<kube::api::WatchEvent<K>, kube::Error>> {
+) -> Option<Result<kube::api::WatchEvent<Arc<K>>, kube::Error>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let text = match std::str::from_utf8(line) {
         Ok(text) => text,
@@ -159,7 +161,7 @@ pub(crate) fn watch_line<K: DeserializeOwned>(
             ))));
         }
     };
-    match decoding.decode(text, unwrap_event::<K>) {
+    match decoding.decode(text, unwrap_event::<Arc<K>>) {
         Ok(event) => Some(Ok(event)),
         // JSON that ended early: skipped, as kube-client skips it (a torn last line).
         Err(e) if e.is_eof() => None,
@@ -190,9 +192,9 @@ fn unwrap_event<K>(
 pub(crate) fn watch_events<K>(
     body: Body,
     decoding: Decoding,
-) -> impl Stream<Item = Result<kube::api::WatchEvent<K>, kube::Error>> + Send
+) -> impl Stream<Item = Result<kube::api::WatchEvent<Arc<K>>, kube::Error>> + Send
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
 {
     let state = (
         chunks(body).boxed(),

@@ -347,7 +347,7 @@ where
 fn watch_stream<O, S>(events: S) -> WatchStream<O>
 where
     O: Resource + Send + Sync + 'static,
-    S: futures::Stream<Item = kube::Result<kube::api::WatchEvent<O>>> + Send + 'static,
+    S: futures::Stream<Item = kube::Result<kube::api::WatchEvent<Arc<O>>>> + Send + 'static,
 {
     events
         .map_err(stream_error_from_kube)
@@ -369,27 +369,29 @@ fn stream_error_from_kube(err: kube::Error) -> Error {
 }
 
 /// A kube-client watch event as the reflector's.
-fn event_from_kube<O: Resource>(event: kube::api::WatchEvent<O>) -> Result<WatchEvent<O>, Error> {
+fn event_from_kube<O: Resource>(
+    event: kube::api::WatchEvent<Arc<O>>,
+) -> Result<WatchEvent<O>, Error> {
     use kube::api::WatchEvent as Kube;
     Ok(match event {
         Kube::Added(o) => {
-            let resource_version = object_resource_version(&o)?;
+            let resource_version = object_resource_version(&*o)?;
             WatchEvent::Added {
-                object: Arc::new(o),
+                object: o,
                 resource_version,
             }
         }
         Kube::Modified(o) => {
-            let resource_version = object_resource_version(&o)?;
+            let resource_version = object_resource_version(&*o)?;
             WatchEvent::Modified {
-                object: Arc::new(o),
+                object: o,
                 resource_version,
             }
         }
         Kube::Deleted(o) => {
-            let resource_version = object_resource_version(&o)?;
+            let resource_version = object_resource_version(&*o)?;
             WatchEvent::Deleted {
-                object: Arc::new(o),
+                object: o,
                 resource_version,
             }
         }
