@@ -555,18 +555,9 @@ fn realistic<K>(
 where
     K: kube::Resource + serde::de::DeserializeOwned + Clone + Send + Sync + 'static,
 {
-    let decode: fn(usize) -> Vec<Arc<K>> = if managed == ManagedFields::Skipped {
-        |n| decoded::<K>(n, true)
-    } else {
-        |n| decoded::<K>(n, false)
-    };
-    cached(
-        n,
-        heap,
-        decode,
-        managed == ManagedFields::Stripped,
-        indexers,
-    )
+    let skip = managed == ManagedFields::Skipped;
+    let strip = managed == ManagedFields::Stripped;
+    cached(n, heap, |n| decoded::<K>(n, skip), strip, indexers)
 }
 
 /// `build(n)` objects synced into our informer (DeltaFifo, `indexers`, one handler), with
@@ -574,7 +565,7 @@ where
 fn cached<K>(
     n: usize,
     heap: HeapProbe,
-    build: fn(usize) -> Vec<Arc<K>>,
+    build: impl FnOnce(usize) -> Vec<Arc<K>>,
     strip: bool,
     indexers: informer_store::Indexers<K>,
 ) -> Sample

@@ -123,15 +123,21 @@ pub struct Data {
 impl Data {
     /// `listed` pods, then `events` events.
     pub fn new(listed: usize, events: usize) -> Self {
+        Self::shaped(listed, events, pod_at)
+    }
+
+    /// Pod `i` listed at version `listed` on node `i % 1000`; event `k` on pod
+    /// `(k * 7919) % listed`, moved to the next node; `at(i, version, node)` makes each pod.
+    fn shaped(listed: usize, events: usize, at: impl Fn(usize, u64, usize) -> Pod) -> Self {
         let list = (0..listed)
-            .map(|i| Arc::new(pod_at(i, listed as u64, i % 1000)))
+            .map(|i| Arc::new(at(i, listed as u64, i % 1000)))
             .collect();
         let events = (0..events)
             .map(|k| {
                 let i = (k * 7919) % listed;
                 let rv = (listed + k + 1) as u64;
                 let node = (i + 1 + k / listed) % 1000;
-                (Arc::new(pod_at(i, rv, node)), rv.to_string())
+                (Arc::new(at(i, rv, node)), rv.to_string())
             })
             .collect();
         Self { list, events }
@@ -148,18 +154,7 @@ impl Data {
             }
             pod
         };
-        let list = (0..listed)
-            .map(|i| Arc::new(at(i, listed as u64, i % 1000)))
-            .collect();
-        let events = (0..events)
-            .map(|k| {
-                let i = (k * 7919) % listed;
-                let rv = (listed + k + 1) as u64;
-                let node = (i + 1 + k / listed) % 1000;
-                (Arc::new(at(i, rv, node)), rv.to_string())
-            })
-            .collect();
-        Self { list, events }
+        Self::shaped(listed, events, at)
     }
 
     /// A copy with objects of its own (no `Arc` shared with `self`).

@@ -199,11 +199,14 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        let lp = self.selectors.list_params(params);
-        let api = self.api.clone();
-        let zero = Selectors::drops_zero(params);
-        let decoding = self.decoding;
-        async move { list(api, &lp, zero, false, decoding, None).await }
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            false,
+            self.decoding,
+            None,
+        )
     }
 
     fn list_interned(
@@ -211,12 +214,15 @@ where
         params: &ListParams,
         intern: &ListInterner<K>,
     ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        let lp = self.selectors.list_params(params);
-        let api = self.api.clone();
-        let zero = Selectors::drops_zero(params);
-        let decoding = self.decoding;
-        let intern = Arc::clone(intern);
-        async move { list(api, &lp, zero, false, decoding, Some(intern)).await }
+        let intern = Some(Arc::clone(intern));
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            false,
+            self.decoding,
+            intern,
+        )
     }
 
     fn watch(
@@ -240,11 +246,14 @@ where
         &self,
         params: &ListParams,
     ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
-        let lp = self.selectors.list_params(params);
-        let api = self.api.clone();
-        let zero = Selectors::drops_zero(params);
-        let decoding = self.decoding;
-        async move { list(api, &lp, zero, true, decoding, None).await }
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            true,
+            self.decoding,
+            None,
+        )
     }
 
     fn list_interned(
@@ -252,12 +261,15 @@ where
         params: &ListParams,
         intern: &ListInterner<PartialObjectMeta<K>>,
     ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
-        let lp = self.selectors.list_params(params);
-        let api = self.api.clone();
-        let zero = Selectors::drops_zero(params);
-        let decoding = self.decoding;
-        let intern = Arc::clone(intern);
-        async move { list(api, &lp, zero, true, decoding, Some(intern)).await }
+        let intern = Some(Arc::clone(intern));
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            true,
+            self.decoding,
+            intern,
+        )
     }
 
     fn watch(
@@ -272,45 +284,53 @@ where
     }
 }
 
-/// One list request, built by kube-client (`Request::list` or `list_metadata`), sent through
-/// the api's client, its body decoded item by item as it arrives ([`decode::list_page`]), each
-/// item passed through `intern` as soon as it is decoded.
+/// One list request for `params` (with `selectors` applied), built by kube-client
+/// (`Request::list` or `list_metadata`), sent through the api's client, its body decoded item by
+/// item as it arrives ([`decode::list_page`]), each item passed through `intern` as soon as it is
+/// decoded. The future owns what it needs.
 ///
-/// `zero`: a list at `resourceVersion=0` with a limit, which kube-client's request builder
-/// cannot express (it drops the version when a limit is set): the same request with
+/// A list at `resourceVersion=0` with a limit, which kube-client's request builder cannot
+/// express (it drops the version when a limit is set), is sent as the same request with
 /// `resourceVersion=0` (and `resourceVersionMatch`, if any) appended.
-async fn list<K, T>(
-    api: Api<K>,
-    lp: &kube::api::ListParams,
-    zero: bool,
+fn list<K, T>(
+    api: &Api<K>,
+    selectors: &Selectors,
+    params: &ListParams,
     metadata: bool,
     decoding: Decoding,
     intern: Option<ListInterner<T>>,
-) -> Result<ListPage<T>, Error>
+) -> impl Future<Output = Result<ListPage<T>, Error>> + Send + 'static
 where
-    K: Resource,
-    T: DeserializeOwned,
+    K: Resource + Clone + Send + Sync + 'static,
+    T: DeserializeOwned + Send + Sync + 'static,
 {
-    let request = kube::core::Request::new(api.resource_url());
-    let built = if metadata {
-        request.list_metadata(lp)
-    } else {
-        request.list(lp)
-    };
-    let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
-    if zero {
-        let mut uri = req.uri().to_string();
-        uri.push_str("&resourceVersion=0");
-        match lp.version_match {
-            Some(VersionMatch::NotOlderThan) => uri.push_str("&resourceVersionMatch=NotOlderThan"),
-            Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
-            None => {}
+    let lp = selectors.list_params(params);
+    let api = api.clone();
+    let zero = Selectors::drops_zero(params);
+    async move {
+        let request = kube::core::Request::new(api.resource_url());
+        let built = if metadata {
+            request.list_metadata(&lp)
+        } else {
+            request.list(&lp)
+        };
+        let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+        if zero {
+            let mut uri = req.uri().to_string();
+            uri.push_str("&resourceVersion=0");
+            match lp.version_match {
+                Some(VersionMatch::NotOlderThan) => {
+                    uri.push_str("&resourceVersionMatch=NotOlderThan")
+                }
+                Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
+                None => {}
+            }
+            *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
         }
-        *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
+        req.extensions_mut().insert("list");
+        let body = decode::send(&api.into_client(), req).await?;
+        decode::list_page(body, decoding, intern).await
     }
-    req.extensions_mut().insert("list");
-    let body = decode::send(&api.into_client(), req).await?;
-    decode::list_page(body, decoding, intern).await
 }
 
 /// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through

@@ -345,32 +345,11 @@ async fn a_source_without_managed_fields_caches_every_kind_without_them() {
         pods.lister().get("b/web-1").is_some() && meta.lister().get("b/web-1").is_some()
     })
     .await;
-    assert_eq!(
-        pods.lister()
-            .get("b/web-1")
-            .unwrap()
-            .metadata
-            .managed_fields,
-        None
-    );
-    assert_eq!(
-        meta.lister()
-            .get("b/web-1")
-            .unwrap()
-            .metadata
-            .managed_fields,
-        None
-    );
-    assert_eq!(
-        pods.lister()
-            .get("b/web-1")
-            .unwrap()
-            .metadata
-            .labels
-            .as_ref()
-            .unwrap()["app"],
-        "web"
-    );
+    let watched = pods.lister().get("b/web-1").unwrap();
+    assert_eq!(watched.metadata.managed_fields, None);
+    assert_eq!(watched.metadata.labels.as_ref().unwrap()["app"], "web");
+    let watched_meta = meta.lister().get("b/web-1").unwrap();
+    assert_eq!(watched_meta.metadata.managed_fields, None);
 
     factory.shutdown().await.unwrap();
     whole.shutdown().await.unwrap();
