@@ -38,13 +38,28 @@ pub(crate) struct Decoding {
 impl Decoding {
     /// Decodes `text` as a `T` (an object, or a watch event of one) through
     /// [`WithoutManagedFields`] when managed fields are skipped.
-    fn decode<T, S>(self, text: &str, unwrap: impl FnOnce(S) -> T) -> serde_json::Result<T>
+    pub(crate) fn decode<T, S>(
+        self,
+        text: &str,
+        unwrap: impl FnOnce(S) -> T,
+    ) -> serde_json::Result<T>
     where
         T: DeserializeOwned,
         S: DeserializeOwned,
     {
         if self.skip_managed_fields {
-            serde_json::from_str::<S>(text).map(unwrap)
+            match serde_json::from_str::<S>(text) {
+                Ok(object) => Ok(unwrap(object)),
+                // serde_json reads a skipped value more loosely at the end of its input: a
+                // number cut right after its `-` is "invalid number" there, where the whole
+                // decoder says "EOF". A text the whole decoder finds cut short is cut short
+                // (its decode has no error before the end, so this one has none either).
+                Err(skipping) if !skipping.is_eof() => match serde_json::from_str::<T>(text) {
+                    Err(whole) if whole.is_eof() => Err(whole),
+                    _ => Err(skipping),
+                },
+                Err(skipping) => Err(skipping),
+            }
         } else {
             serde_json::from_str::<T>(text)
         }
