@@ -104,6 +104,10 @@ pub enum Mode {
     RelistWholeUnchanged,
     /// Relist: kube-runtime, one response, the relist at the same versions.
     RelistKubeRuntimeWholeUnchanged,
+    /// Relist: our informer, pages of 500, each page of the relist applied as it arrives.
+    RelistPagedByPage,
+    /// Relist: our informer, one response, applied by page (one page: the whole response).
+    RelistWholeByPage,
 }
 
 impl Mode {
@@ -122,7 +126,7 @@ impl Mode {
     ];
 
     /// The relist modes ([`crate::relist`]).
-    pub const RELIST: [Mode; 9] = [
+    pub const RELIST: [Mode; 11] = [
         Mode::RelistBaseline,
         Mode::RelistPaged,
         Mode::RelistWhole,
@@ -132,6 +136,8 @@ impl Mode {
         Mode::RelistKubeRuntimePagedUnchanged,
         Mode::RelistWholeUnchanged,
         Mode::RelistKubeRuntimeWholeUnchanged,
+        Mode::RelistPagedByPage,
+        Mode::RelistWholeByPage,
     ];
 
     /// Every mode.
@@ -169,6 +175,8 @@ impl Mode {
             Mode::RelistKubeRuntimePagedUnchanged => "relist-kube-runtime-paged-unchanged",
             Mode::RelistWholeUnchanged => "relist-whole-unchanged",
             Mode::RelistKubeRuntimeWholeUnchanged => "relist-kube-runtime-whole-unchanged",
+            Mode::RelistPagedByPage => "relist-paged-by-page",
+            Mode::RelistWholeByPage => "relist-whole-by-page",
         }
     }
 
@@ -336,6 +344,8 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::RelistKubeRuntimeWholeUnchanged => {
             relist::measure(Side::KubeRuntime, Listing::WholeUnchanged, n, heap)
         }
+        Mode::RelistPagedByPage => relist::measure(Side::OursByPage, Listing::Paged, n, heap),
+        Mode::RelistWholeByPage => relist::measure(Side::OursByPage, Listing::Whole, n, heap),
     }
 }
 

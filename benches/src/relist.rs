@@ -310,6 +310,9 @@ pub enum Side {
     Baseline,
     /// Our informer over [`KubeListerWatcher`] (DeltaFifo, two indexes, one handler).
     Ours,
+    /// As [`Side::Ours`], with each page of the relist applied as it arrives
+    /// (`with_relist_by_page`).
+    OursByPage,
     /// kube-runtime's `watcher` (kube-client's list and watch) into a `reflector` store.
     KubeRuntime,
 }
@@ -359,7 +362,8 @@ pub fn measure(side: Side, listing: Listing, n: usize, heap: HeapProbe) -> Sampl
                 ..Sample::default()
             }
         }
-        Side::Ours => ours(&rt, &server, client, n, heap),
+        Side::Ours => ours(&rt, &server, client, n, heap, false),
+        Side::OursByPage => ours(&rt, &server, client, n, heap, true),
         Side::KubeRuntime => kube_runtime(&rt, &server, client, n, heap),
     };
     sample.pods = n;
@@ -414,9 +418,12 @@ fn ours(
     client: kube::Client,
     n: usize,
     heap: HeapProbe,
+    by_page: bool,
 ) -> Sample {
-    let (informer, counters) =
-        rt.block_on(async { w_inf::informer(KubeListerWatcher::new(Api::<Pod>::all(client)), 1) });
+    let (informer, counters) = rt.block_on(async {
+        let source = KubeListerWatcher::new(Api::<Pod>::all(client));
+        w_inf::informer_with(source, 1, |i| i.with_relist_by_page(by_page))
+    });
     let counter = &counters[0];
     let (stop, task) = crate::mem::run_until_synced(rt, &informer, counter, n);
     let lister = informer.lister();
@@ -584,7 +591,7 @@ mod tests {
     #[test]
     fn ours_and_kube_runtime_relist_a_few_pods() {
         for listing in [Listing::Paged, Listing::Whole] {
-            for side in [Side::Ours, Side::KubeRuntime] {
+            for side in [Side::Ours, Side::OursByPage, Side::KubeRuntime] {
                 let s = measure(side, listing, 1_100, || None);
                 assert_eq!(s.lists, Some(2), "{side:?} {listing:?}");
                 assert!(s.rss_synced.is_some() && s.rss_relist_peak.is_some());

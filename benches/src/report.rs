@@ -1173,6 +1173,16 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Mode::RelistWholeUnchanged,
             Mode::RelistKubeRuntimeWholeUnchanged,
         ),
+        (
+            "pages of 500, ours applied by page (with_relist_by_page)",
+            Mode::RelistPagedByPage,
+            Mode::RelistKubeRuntimePaged,
+        ),
+        (
+            "one whole response, ours applied by page (one page)",
+            Mode::RelistWholeByPage,
+            Mode::RelistKubeRuntimeWhole,
+        ),
     ] {
         let (ours, peer) = (sample(ours_mode), sample(peer_mode));
         if let Some(s) = ours

@@ -207,13 +207,22 @@ pub fn informer<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
-    let informer = Arc::new(SharedIndexInformer::new(
+    informer_with(source, handlers, |informer| informer)
+}
+
+/// [`informer`], adjusted by `configure` before the handlers are added.
+pub fn informer_with<L: ListerWatcher<Pod> + 'static>(
+    source: L,
+    handlers: usize,
+    configure: impl FnOnce(SharedIndexInformer<Pod>) -> SharedIndexInformer<Pod>,
+) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
+    let informer = Arc::new(configure(SharedIndexInformer::new(
         source,
         key_func(),
         resource_version_func(),
         Duration::ZERO,
         indexers(),
-    ));
+    )));
     let counters: Vec<Arc<Counter>> = (0..handlers).map(|_| Arc::default()).collect();
     for c in &counters {
         informer

@@ -6,7 +6,8 @@
 //! `realistic-metadata-skipped`, `realistic-projection-skipped`, and the relist over HTTP
 //! `relist-baseline`, `relist-paged`, `relist-whole`, `relist-kube-runtime-paged`,
 //! `relist-kube-runtime-whole`, `relist-paged-unchanged`, `relist-kube-runtime-paged-unchanged`,
-//! `relist-whole-unchanged`, `relist-kube-runtime-whole-unchanged`.
+//! `relist-whole-unchanged`, `relist-kube-runtime-whole-unchanged`, `relist-paged-by-page`,
+//! `relist-whole-by-page`.
 
 use std::alloc::System;
 use std::process::ExitCode;

@@ -103,6 +103,7 @@ struct Settings<K> {
     queue_kind: QueueKind<K>,
     reflector_config: Option<ReflectorConfig<K>>,
     streaming_list: bool,
+    relist_by_page: bool,
 }
 
 /// When [`SharedIndexInformer::health`] reports a stall.
@@ -521,6 +522,26 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for Signalling<K> {
         result
     }
 
+    fn replace_part(
+        &self,
+        part: Vec<Arc<K>>,
+        parts: &mut informer_store::ReplaceParts<K>,
+    ) -> Result<(), Self::Error> {
+        let result = self.queue.replace_part(part, parts);
+        self.signal();
+        result
+    }
+
+    fn replace_parts_done(
+        &self,
+        parts: informer_store::ReplaceParts<K>,
+        resource_version: String,
+    ) -> Result<(), Self::Error> {
+        let result = self.queue.replace_parts_done(parts, resource_version);
+        self.signal();
+        result
+    }
+
     fn resync(&self) -> Result<(), Self::Error> {
         self.queue.resync()
     }
@@ -655,6 +676,7 @@ where
                 queue_kind: QueueKind::DeltaFifo,
                 reflector_config: None,
                 streaming_list: false,
+                relist_by_page: false,
             }),
             block_deltas: Arc::new(Mutex::new(())),
             queue,
@@ -710,6 +732,18 @@ where
     /// informer's own key function files the objects.
     pub fn with_streaming_list(self, enabled: bool) -> Self {
         self.settings.lock().streaming_list = enabled;
+        self
+    }
+
+    /// The same informer applying each page of a relist as it arrives, instead of holding the
+    /// whole list until its last page: the objects a relist replaces are freed as it goes, so
+    /// its peak memory is the cache and a few pages rather than two copies of the collection.
+    /// Off by default. The first list is held whole either way (the informer has synced when
+    /// all of it is processed); a relist that fails part way leaves its first pages applied,
+    /// with nothing deleted until a list succeeds (see
+    /// [`Reflector::with_relist_by_page`](informer_reflector::Reflector::with_relist_by_page)).
+    pub fn with_relist_by_page(self, enabled: bool) -> Self {
+        self.settings.lock().relist_by_page = enabled;
         self
     }
 
@@ -1141,7 +1175,7 @@ where
     /// down) cleans up the same way without waiting: the queue is closed, the consumers are
     /// stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
-        let (lister_watcher, queue, reflector_config, check, error_handler, streaming, transformed) = {
+        let (lister_watcher, queue, reflector_config, check, error_handler, lists, transformed) = {
             let mut settings = self.settings.lock();
             if self.started.swap(true, Ordering::AcqRel) {
                 tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
@@ -1192,7 +1226,7 @@ where
                 settings.reflector_config.take(),
                 settings.resync_check_period,
                 settings.watch_error_handler.clone(),
-                settings.streaming_list,
+                (settings.streaming_list, settings.relist_by_page),
                 transformed,
             )
         };
@@ -1210,9 +1244,11 @@ where
         if let Some(handler) = error_handler {
             reflector = reflector.with_watch_error_handler(move |e| handler(e));
         }
+        let (streaming, by_page) = lists;
         if streaming {
             reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
         }
+        reflector = reflector.with_relist_by_page(by_page);
         if !transformed {
             reflector = reflector.with_list_interner(self.list_interner());
         }

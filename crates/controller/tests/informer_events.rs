@@ -7,6 +7,7 @@ on_each_setup!(
     the_cache_is_updated_before_handlers_hear_of_a_change,
     a_relist_turns_a_vanished_object_into_a_tombstone_deletion,
     a_relist_keeps_the_cached_object_when_it_brings_the_same_version,
+    a_relist_by_page_applies_each_page_before_the_next_arrives,
     a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed,
     a_slow_handler_delays_nobody_else,
     a_removed_handler_gets_what_was_buffered_and_nothing_after,
@@ -196,6 +197,71 @@ async fn a_relist_keeps_the_cached_object_when_it_brings_the_same_version(kind: 
     assert!(!Arc::ptr_eq(&after("change"), &changed));
     assert_eq!(after("change").rv, 7);
     assert_eq!(source.lists_served(), 2);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// With `with_relist_by_page`, a relist's first page reaches the cache (and the handlers) while
+/// the next page has not been served yet; what no page listed is deleted after the last one.
+async fn a_relist_by_page_applies_each_page_before_the_next_arrives(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![
+            obj("a", "keep", 1),
+            obj("a", "change", 2),
+            obj("a", "gone", 3),
+        ],
+        3,
+    );
+    let first = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind).with_relist_by_page(true));
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.clone()).unwrap();
+    let (stop, task) = start(&informer);
+    informer.wait_for_sync().await;
+    eventually("initial adds", || rec.len() == 3).await;
+
+    source.push_page(vec![obj("a", "change", 7)], 8, Some("next"));
+    let _second = source.open_watch();
+    first.expire();
+    eventually("the first page is applied", || {
+        cache(&informer).get("a/change") == Some(&7)
+    })
+    .await;
+    eventually("the next page asked for", || source.lists_asked() == 3).await;
+    assert_eq!(
+        source.lists_served(),
+        2,
+        "the second page is not served yet"
+    );
+    assert_eq!(
+        cache(&informer).get("a/gone"),
+        Some(&3),
+        "nothing is deleted before the last page"
+    );
+
+    source.push_page(vec![obj("a", "keep", 1), obj("a", "fresh", 8)], 8, None);
+    eventually("the relist applied", || rec.len() == 7).await;
+    let after = rec.seen()[3..].to_vec();
+    assert_eq!(after[0], Seen::Update("a/change".into(), 2, 7));
+    let mut rest = after[1..].to_vec();
+    rest.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    assert_eq!(
+        rest,
+        [
+            Seen::Add("a/fresh".into(), 8, false),
+            Seen::Delete("a/gone".into(), true),
+            Seen::Update("a/keep".into(), 1, 1),
+        ]
+    );
+    let expected: std::collections::BTreeMap<String, u64> =
+        [("a/change", 7), ("a/fresh", 8), ("a/keep", 1)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+    assert_eq!(cache(&informer), expected);
+    assert_eq!(cache(&informer), rec.replay());
+    assert_eq!(informer.last_sync_resource_version(), "8");
     stop.cancel();
     task.await.unwrap().unwrap();
 }

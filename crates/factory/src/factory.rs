@@ -330,6 +330,7 @@ pub struct SharedInformerFactory<S> {
     defaults: Selection,
     default_resync: Duration,
     streaming_list: bool,
+    relist_by_page: bool,
     resync_for: HashMap<TypeId, Duration>,
     configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     runtime: Option<Handle>,
@@ -373,6 +374,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             defaults: Selection::default(),
             default_resync: Duration::ZERO,
             streaming_list: false,
+            relist_by_page: false,
             resync_for: HashMap::new(),
             configure: HashMap::new(),
             runtime: None,
@@ -414,6 +416,17 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     #[must_use]
     pub fn with_streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = enabled;
+        self
+    }
+
+    /// Every informer applies each page of a relist as it arrives, unless its options say
+    /// otherwise: a relist's peak memory is then the cache and a few pages, not two copies of
+    /// the collection (see
+    /// [`SharedIndexInformer::with_relist_by_page`](informer_controller::SharedIndexInformer::with_relist_by_page)
+    /// for what else changes). Off by default.
+    #[must_use]
+    pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
+        self.relist_by_page = enabled;
         self
     }
 
@@ -653,7 +666,8 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             &selection,
             transform_name.as_deref(),
         ))
-        .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list));
+        .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
+        .with_relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
         if let Some(observers) = &self.reflector_observers {
             let observer = observers(informer.name());
             informer = informer.with_reflector_config(move |r| r.with_observer(observer));

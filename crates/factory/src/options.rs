@@ -21,6 +21,7 @@ pub struct InformerOptions<O> {
     pub(crate) transform: Option<(String, TransformFunc<O>)>,
     pub(crate) resync: Option<Duration>,
     pub(crate) streaming_list: Option<bool>,
+    pub(crate) relist_by_page: Option<bool>,
 }
 
 impl<O> Default for InformerOptions<O> {
@@ -32,6 +33,7 @@ impl<O> Default for InformerOptions<O> {
             transform: None,
             resync: None,
             streaming_list: None,
+            relist_by_page: None,
         }
     }
 }
@@ -45,6 +47,7 @@ impl<O> Clone for InformerOptions<O> {
             transform: self.transform.clone(),
             resync: self.resync,
             streaming_list: self.streaming_list,
+            relist_by_page: self.relist_by_page,
         }
     }
 }
@@ -58,6 +61,7 @@ impl<O> fmt::Debug for InformerOptions<O> {
             .field("transform", &self.transform.as_ref().map(|(name, _)| name))
             .field("resync", &self.resync)
             .field("streaming_list", &self.streaming_list)
+            .field("relist_by_page", &self.relist_by_page)
             .finish()
     }
 }
@@ -111,6 +115,16 @@ impl<O> InformerOptions<O> {
     #[must_use]
     pub fn streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = Some(enabled);
+        self
+    }
+
+    /// Apply each page of a new informer's relists as it arrives (see
+    /// [`SharedIndexInformer::with_relist_by_page`](informer_controller::SharedIndexInformer::with_relist_by_page)),
+    /// instead of the factory's default. Not part of the sharing key: an informer that exists
+    /// already keeps its own.
+    #[must_use]
+    pub fn relist_by_page(mut self, enabled: bool) -> Self {
+        self.relist_by_page = Some(enabled);
         self
     }
 

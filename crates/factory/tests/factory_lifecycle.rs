@@ -373,3 +373,44 @@ async fn streaming_lists_are_one_option_on_the_factory_or_an_informer() {
     );
     factory.shutdown().await.unwrap();
 }
+
+/// Relists applied page by page are one option, on the factory or per informer: an informer
+/// with it has the first page of its relist in its cache while the next page is still to come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relists_by_page_are_one_option_on_the_factory_or_an_informer() {
+    let mut changed = (*common::obj("a", "web-0", "web")).clone();
+    changed.rv = "2".into();
+    let source = Source::relisting(objects(), vec![Arc::new(changed)]);
+    let factory = SharedInformerFactory::new(source).with_relist_by_page(true);
+    let pods = factory.informer::<Pods>();
+    let secrets = factory.informer_with::<Secrets>(InformerOptions::new().relist_by_page(false));
+    factory.start().unwrap();
+    let made = factory.source().made();
+    let deadline = std::time::Instant::now() + LONG;
+    // Both relists have had their first page and asked for the next one (never answered).
+    while !made.iter().all(|m| lists(m) == 3) {
+        assert!(std::time::Instant::now() < deadline, "the relists started");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let version = |informer: &informer_controller::SharedIndexInformer<Obj>| {
+        informer.lister().get("a/web-0").map(|o| o.rv.clone())
+    };
+    while version(&pods).as_deref() != Some("2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the factory's default: the first page applied"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        version(&secrets).as_deref(),
+        Some("1"),
+        "the informer's own option: the relist held until its last page"
+    );
+    assert_eq!(
+        pods.lister().list(&Everything).len(),
+        3,
+        "nothing deleted yet"
+    );
+    factory.shutdown().await.unwrap();
+}

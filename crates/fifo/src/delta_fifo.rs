@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use informer_store::{KeyFunc, KnownObjects, ReflectorStore};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, ReplaceParts};
 
 use crate::delta::{Delta, DeltaType};
 use crate::error::{Error, Result};
@@ -235,6 +235,68 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         self.intake.refuse(err)
     }
 
+    /// The delta type a replace queues listed objects with.
+    fn listed_kind(&self) -> DeltaType {
+        if self.emit_delta_type_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        }
+    }
+
+    /// What a replace deletes: every key the list lacks (`is_listed` says which it has), queued
+    /// or known.
+    fn unlisted(
+        &self,
+        state: &Guarded<K, Keyed<K>>,
+        is_listed: &dyn Fn(&str) -> bool,
+    ) -> Unlisted<K> {
+        // Queued keys the list lacks, with the newest object queued for them, in queue order.
+        let queued: Vec<(SlotId, Delta<K>)> = state
+            .pending
+            .queued()
+            .filter(|(_, key, _)| !is_listed(key))
+            .map(|(slot, key, deltas)| {
+                (
+                    slot,
+                    Delta::tombstone(key, deltas.newest().object().cloned()),
+                )
+            })
+            .collect();
+        // Known keys the list lacks and nothing is queued for: first the keys in flight, as
+        // the cache will have them (with their newest object, unless it is a deletion), then
+        // the cache's other keys, with the cache's object.
+        let known: Vec<(String, Delta<K>)> = match &self.intake.known_objects {
+            None => Vec::new(),
+            Some(known) => {
+                let unlisted = |key: &str| !is_listed(key) && !state.pending.contains(key);
+                let mut deletions: Vec<(String, Delta<K>)> = state
+                    .in_flight
+                    .latest()
+                    .into_iter()
+                    .filter(|(key, _)| unlisted(key))
+                    .filter_map(|(key, last)| {
+                        let last = Arc::clone(last?);
+                        Some((key.to_owned(), Delta::tombstone(key, Some(last))))
+                    })
+                    .collect();
+                let in_flight = state.in_flight.keys();
+                deletions.extend(
+                    known
+                        .list_keys()
+                        .into_iter()
+                        .filter(|key| unlisted(key) && !in_flight.contains(key.as_str()))
+                        .map(|key| {
+                            let delta = Delta::tombstone(key.as_str(), known.get_by_key(&key));
+                            (key, delta)
+                        }),
+                );
+                deletions
+            }
+        };
+        Unlisted { queued, known }
+    }
+
     /// Whether a delete of `key` has nothing to tell the consumer: the key is neither queued nor
     /// known (a key in flight counts as known unless its newest change is a deletion).
     fn ignores_delete(&self, state: &Guarded<K, Keyed<K>>, key: &str) -> bool {
@@ -290,74 +352,49 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
         // Every key and transform first, outside the lock; refused objects are left out.
         let listed = self.intake.admit_listed(list);
-        let kind = if self.emit_delta_type_replaced {
-            DeltaType::Replaced
-        } else {
-            DeltaType::Sync
-        };
-
         let new_keys: HashSet<&str, RandomState> =
             listed.iter().map(|(key, _)| key.as_str()).collect();
         let unique_listed = new_keys.len();
 
         let mut state = self.shared.lock();
-        // Queued keys the list lacks, with the newest object queued for them, in queue order.
-        let queued_deletions: Vec<(SlotId, Delta<K>)> = state
-            .pending
-            .queued()
-            .filter(|(_, key, _)| !new_keys.contains(key))
-            .map(|(slot, key, deltas)| {
-                (
-                    slot,
-                    Delta::tombstone(key, deltas.newest().object().cloned()),
-                )
-            })
-            .collect();
-        // Known keys the list lacks and nothing is queued for: first the keys in flight, as
-        // the cache will have them (with their newest object, unless it is a deletion), then
-        // the cache's other keys, with the cache's object.
-        let known_deletions: Vec<(String, Delta<K>)> = match &self.intake.known_objects {
-            None => Vec::new(),
-            Some(known) => {
-                let unlisted = |key: &str| !new_keys.contains(key) && !state.pending.contains(key);
-                let mut deletions: Vec<(String, Delta<K>)> = state
-                    .in_flight
-                    .latest()
-                    .into_iter()
-                    .filter(|(key, _)| unlisted(key))
-                    .filter_map(|(key, last)| {
-                        let last = Arc::clone(last?);
-                        Some((key.to_owned(), Delta::tombstone(key, Some(last))))
-                    })
-                    .collect();
-                let in_flight = state.in_flight.keys();
-                deletions.extend(
-                    known
-                        .list_keys()
-                        .into_iter()
-                        .filter(|key| unlisted(key) && !in_flight.contains(key.as_str()))
-                        .map(|key| {
-                            let delta = Delta::tombstone(key.as_str(), known.get_by_key(&key));
-                            (key, delta)
-                        }),
-                );
-                deletions
-            }
-        };
+        let unlisted = self.unlisted(&state, &|key| new_keys.contains(key));
         drop(new_keys);
 
+        let kind = self.listed_kind();
         for (key, obj) in listed {
             state.pending.queue_delta(key, Delta::new(kind, obj));
         }
-        let deletions = queued_deletions.len() + known_deletions.len();
-        // Listing cannot reuse the slot of a queued key: the slot numbers are still valid.
-        for (slot, delta) in queued_deletions {
-            state.pending.push_queued(slot, delta);
-        }
-        for (key, delta) in known_deletions {
-            state.pending.queue_delta(key, delta);
-        }
+        let deletions = unlisted.queue(&mut state);
         state.replaced(unique_listed + deletions);
+        self.shared.queued(state, true);
+        Ok(())
+    }
+
+    fn replace_part(&self, part: Vec<Arc<K>>, parts: &mut ReplaceParts<K>) -> Result<()> {
+        let Some(listed) = self
+            .intake
+            .admit_part(part, parts, || self.shared.lock().populated)
+        else {
+            return Ok(());
+        };
+        let kind = self.listed_kind();
+        let mut state = self.shared.lock();
+        for (key, obj) in listed {
+            state.pending.queue_delta(key, Delta::new(kind, obj));
+        }
+        self.shared.queued(state, true);
+        Ok(())
+    }
+
+    fn replace_parts_done(&self, parts: ReplaceParts<K>, resource_version: String) -> Result<()> {
+        let parts = match parts.into_held() {
+            Ok(held) => return self.replace(held, resource_version),
+            Err(applied) => applied,
+        };
+        let mut state = self.shared.lock();
+        let unlisted = self.unlisted(&state, &|key| parts.is_listed(key));
+        let deletions = unlisted.queue(&mut state);
+        state.replaced(deletions);
         self.shared.queued(state, true);
         Ok(())
     }
@@ -389,6 +426,29 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
         }
         self.shared.queued(state, true);
         Ok(())
+    }
+}
+
+/// The tombstones a replace queues for the keys its list lacks.
+struct Unlisted<K> {
+    /// For queued keys, at their place in the queue.
+    queued: Vec<(SlotId, Delta<K>)>,
+    /// For keys only the cache (or a change in flight) has, at the end.
+    known: Vec<(String, Delta<K>)>,
+}
+
+impl<K> Unlisted<K> {
+    /// Queues the tombstones; returns how many.
+    fn queue(self, state: &mut Guarded<K, Keyed<K>>) -> usize {
+        let deletions = self.queued.len() + self.known.len();
+        // Listing cannot reuse the slot of a queued key: the slot numbers are still valid.
+        for (slot, delta) in self.queued {
+            state.pending.push_queued(slot, delta);
+        }
+        for (key, delta) in self.known {
+            state.pending.queue_delta(key, delta);
+        }
+        deletions
     }
 }
 

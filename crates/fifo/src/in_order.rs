@@ -5,13 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
-use informer_store::{KeyFunc, KnownObjects, ReflectorStore};
+use informer_store::{KeyFunc, KnownObjects, ReflectorStore, ReplaceParts};
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::{Error, Result};
 use crate::intake::Intake;
 use crate::queue::{RefusalHandler, TransformFunc};
-use crate::shared::{Pending, Shared};
+use crate::shared::{Guarded, Pending, Shared};
 
 /// How an [`InOrderFifo`] is built, beyond its key function.
 #[non_exhaustive]
@@ -229,6 +229,57 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     }
 }
 
+impl<K: Send + Sync + 'static> InOrderFifo<K> {
+    /// The tombstones a replace queues for every key its list lacks (`is_listed` says which it
+    /// has): queued keys whose last event is not a deletion, with their last object, in order
+    /// of first appearance; then keys in flight, as the cache will have them; then the cache's
+    /// other keys.
+    fn unlisted(
+        &self,
+        state: &Guarded<K, Log<K>>,
+        is_listed: &dyn Fn(&str) -> bool,
+    ) -> Vec<(String, Delta<K>)> {
+        // The last event of each queued key, keys in order of first appearance.
+        let mut last: HashMap<&str, usize, RandomState> = HashMap::default();
+        let mut order = Vec::new();
+        for (i, (key, _)) in state.pending.0.iter().enumerate() {
+            if last.insert(key.as_str(), i).is_none() {
+                order.push(key.as_str());
+            }
+        }
+        let mut deletions = Vec::new();
+        for key in order.iter().filter(|key| !is_listed(key)) {
+            let delta = &state.pending.0[last[key]].1;
+            if delta.delta_type() != DeltaType::Deleted {
+                deletions.push((
+                    (*key).to_owned(),
+                    Delta::tombstone(*key, delta.object().cloned()),
+                ));
+            }
+        }
+        if let Some(known) = &self.intake.known_objects {
+            let unlisted = |key: &str| !is_listed(key) && !last.contains_key(key);
+            // The keys in flight, as the cache will have them: their newest object, unless
+            // their newest event is a deletion.
+            for (key, newest) in state.in_flight.latest() {
+                if let (true, Some(obj)) = (unlisted(key), newest) {
+                    let delta = Delta::tombstone(key, Some(Arc::clone(obj)));
+                    deletions.push((key.to_owned(), delta));
+                }
+            }
+            let in_flight = state.in_flight.keys();
+            for key in known.list_keys() {
+                if unlisted(&key) && !in_flight.contains(key.as_str()) {
+                    let obj = known.get_by_key(&key);
+                    let delta = Delta::tombstone(key.as_str(), obj);
+                    deletions.push((key, delta));
+                }
+            }
+        }
+        deletions
+    }
+}
+
 impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
     type Error = Error;
 
@@ -250,45 +301,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
             listed.iter().map(|(key, _)| key.as_str()).collect();
 
         let mut state = self.shared.lock();
-        // The last event of each queued key, keys in order of first appearance.
-        let mut last: HashMap<&str, usize, RandomState> = HashMap::default();
-        let mut order = Vec::new();
-        for (i, (key, _)) in state.pending.0.iter().enumerate() {
-            if last.insert(key.as_str(), i).is_none() {
-                order.push(key.as_str());
-            }
-        }
-        let mut deletions = Vec::new();
-        for key in order.iter().filter(|key| !new_keys.contains(*key)) {
-            let delta = &state.pending.0[last[key]].1;
-            if delta.delta_type() != DeltaType::Deleted {
-                deletions.push((
-                    (*key).to_owned(),
-                    Delta::tombstone(*key, delta.object().cloned()),
-                ));
-            }
-        }
-        if let Some(known) = &self.intake.known_objects {
-            let unlisted = |key: &str| !new_keys.contains(key) && !last.contains_key(key);
-            // The keys in flight, as the cache will have them: their newest object, unless
-            // their newest event is a deletion.
-            for (key, newest) in state.in_flight.latest() {
-                if let (true, Some(obj)) = (unlisted(key), newest) {
-                    let delta = Delta::tombstone(key, Some(Arc::clone(obj)));
-                    deletions.push((key.to_owned(), delta));
-                }
-            }
-            let in_flight = state.in_flight.keys();
-            for key in known.list_keys() {
-                if unlisted(&key) && !in_flight.contains(key.as_str()) {
-                    let obj = known.get_by_key(&key);
-                    let delta = Delta::tombstone(key.as_str(), obj);
-                    deletions.push((key, delta));
-                }
-            }
-        }
-        drop(last);
-        drop(order);
+        let deletions = self.unlisted(&state, &|key| new_keys.contains(key));
         drop(new_keys);
 
         state.pending.0.extend(deletions);
@@ -297,6 +310,35 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
         }
         let queued = state.pending.0.len();
         state.replaced(queued);
+        self.shared.queued(state, true);
+        Ok(())
+    }
+
+    fn replace_part(&self, part: Vec<Arc<K>>, parts: &mut ReplaceParts<K>) -> Result<()> {
+        let Some(listed) = self
+            .intake
+            .admit_part(part, parts, || self.shared.lock().populated)
+        else {
+            return Ok(());
+        };
+        let mut state = self.shared.lock();
+        for (key, obj) in listed {
+            state.pending.push(key, Delta::Replaced(obj));
+        }
+        self.shared.queued(state, true);
+        Ok(())
+    }
+
+    fn replace_parts_done(&self, parts: ReplaceParts<K>, resource_version: String) -> Result<()> {
+        let parts = match parts.into_held() {
+            Ok(held) => return self.replace(held, resource_version),
+            Err(applied) => applied,
+        };
+        let mut state = self.shared.lock();
+        // The deletions follow the listed objects here (a whole replace queues them first):
+        // the listed ones may be processed already.
+        let deletions = self.unlisted(&state, &|key| parts.is_listed(key));
+        state.pending.0.extend(deletions);
         self.shared.queued(state, true);
         Ok(())
     }

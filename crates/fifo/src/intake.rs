@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use informer_store::{BoxError, KeyFunc, KnownObjects, call_key_func, catch_panic};
+use informer_store::{BoxError, KeyFunc, KnownObjects, ReplaceParts, call_key_func, catch_panic};
 
 use crate::error::{Error, Result};
 use crate::queue::{RefusalHandler, TransformFunc};
@@ -54,6 +54,32 @@ impl<K> Intake<K> {
             }
         }
         listed
+    }
+
+    /// The first half of a queue's `replace_part`: `None` if the part is held for the end (the
+    /// queue was not `populated` when the first part came, so the initial list stays one
+    /// replace and `has_synced` counts all of it), else the part admitted as
+    /// [`admit_listed`](Self::admit_listed) admits a list, its keys noted in `parts`.
+    pub(crate) fn admit_part(
+        &self,
+        part: Vec<Arc<K>>,
+        parts: &mut ReplaceParts<K>,
+        populated: impl FnOnce() -> bool,
+    ) -> Option<Vec<(String, Arc<K>)>> {
+        let applying = match parts.applying() {
+            Some(applying) => applying,
+            None => parts.decide(populated()),
+        };
+        if !applying {
+            parts.hold(part);
+            return None;
+        }
+        let listed = self.admit_listed(part);
+        for (key, _) in &listed {
+            parts.note_listed(key);
+        }
+        parts.note_applied();
+        Some(listed)
     }
 
     /// Reports a refused object to the refusal handler (or, with none, through `tracing`), and

@@ -23,6 +23,7 @@ fn write() -> impl Strategy<Value = Op> {
         3 => object().prop_map(Op::Update),
         2 => object().prop_map(Op::Delete),
         1 => prop::collection::vec(object(), 0..6).prop_map(Op::Replace),
+        1 => prop::collection::vec(object(), 0..4).prop_map(Op::ReplacePart),
         1 => Just(Op::Resync),
     ]
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_store::{KeyFunc, ReflectorStore};
+use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -58,7 +58,9 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 ///   and follows `continue` to the last page. When a list fails with
 ///   410 Expired or a too-large version, the reflector at once lists again at `""` (a consistent
 ///   read). When a continue token expires, it makes one full list at the original version. The
-///   result goes to [`ReflectorStore::replace`] with the list's resource version.
+///   result goes to [`ReflectorStore::replace`] with the list's resource version (or, with
+///   [`with_relist_by_page`](Self::with_relist_by_page), page by page to
+///   [`ReflectorStore::replace_part`]).
 /// * **Watch** from the list's version, with bookmarks and a random server timeout in
 ///   `[min, 2·min)` (5–10 minutes by default). Each `ADDED` / `MODIFIED` / `DELETED` becomes
 ///   `add` / `update` / `delete`; a bookmark becomes [`ReflectorStore::bookmark`]. The resource
@@ -151,11 +153,38 @@ struct Config<K> {
     seed: Option<u64>,
     observer: Option<Arc<dyn ReflectorObserver>>,
     list_interner: Option<ListInterner<K>>,
+    relist_by_page: bool,
 }
 
 /// Called on every listed object as its page arrives; returns the object to keep (see
 /// [`Reflector::with_list_interner`]).
 pub type ListInterner<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
+
+/// What a list has collected so far.
+struct Listed<K> {
+    items: Collected<K>,
+    /// Objects listed (over every page).
+    count: usize,
+    /// The last page's resource version.
+    resource_version: String,
+}
+
+/// A list's pages: concatenated, or handed to the store page by page.
+enum Collected<K> {
+    Whole(Vec<Arc<K>>),
+    Parts(ReplaceParts<K>),
+}
+
+impl<K> Listed<K> {
+    /// Forgets the pages so far (a list that starts again).
+    fn restart(&mut self) {
+        self.count = 0;
+        match &mut self.items {
+            Collected::Whole(all) => all.clear(),
+            Collected::Parts(parts) => parts.restart(),
+        }
+    }
+}
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -202,6 +231,7 @@ where
                 seed: None,
                 observer: None,
                 list_interner: None,
+                relist_by_page: false,
             },
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),
@@ -307,6 +337,25 @@ where
     /// it is given.
     pub fn with_list_interner(mut self, interner: ListInterner<K>) -> Self {
         self.config.list_interner = Some(interner);
+        self
+    }
+
+    /// Hands each page of a list to the store as it arrives ([`ReflectorStore::replace_part`],
+    /// then [`ReflectorStore::replace_parts_done`] after the last page) instead of collecting
+    /// every page and calling [`ReflectorStore::replace`] once. A queue that is already populated
+    /// applies each page at once, so the objects a relist replaces are freed while the rest of
+    /// the list arrives: the relist's peak memory is the cache and a few pages, not two copies of
+    /// the collection. The first list, and a store that cannot apply parts, still replace at
+    /// once. Off by default (client-go collects the whole list).
+    ///
+    /// What changes for the consumer: the listed objects of a relist are delivered while it is
+    /// still listing, the deletions of what it lacks after its last page (as with one
+    /// `replace`); and a relist that fails after some pages leaves those pages applied (each
+    /// object a version the server listed) with nothing deleted, until the next list succeeds.
+    /// A streaming list ([`with_streaming_list`](Self::with_streaming_list)) still replaces at
+    /// once, at its end bookmark.
+    pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
+        self.config.relist_by_page = enabled;
         self
     }
 
@@ -449,8 +498,9 @@ where
     async fn list(&self, state: &mut RunState) -> Result<(), Error> {
         let rv = state.relist_resource_version(&self.last_sync_resource_version());
         let begun = Instant::now();
-        let page = match self.paginated_list(rv).await {
-            Ok(page) => page,
+        let listed = match self.paginated_list(rv).await {
+            Ok(listed) => listed,
+            Err(err @ Error::Store(_)) => return Err(err),
             Err(err) => {
                 state.observe_list(false, begun, Err(err.kind()));
                 match state.react(&err, Step::List) {
@@ -462,7 +512,8 @@ where
                         let begun = Instant::now();
                         // A failure of this second list ends the cycle, whatever it is.
                         match self.paginated_list(rv).await {
-                            Ok(page) => page,
+                            Ok(listed) => listed,
+                            Err(err @ Error::Store(_)) => return Err(err),
                             Err(e) => {
                                 state.observe_list(false, begun, Err(e.kind()));
                                 return Err(Error::List(Box::new(e)));
@@ -473,23 +524,29 @@ where
                 }
             }
         };
-        state.observe_list(false, begun, Ok(page.items.len()));
+        state.observe_list(false, begun, Ok(listed.count));
         state.rv_unavailable = false;
-        if page.resource_version.is_empty() {
+        if listed.resource_version.is_empty() {
             return Err(Error::List(Box::new(Error::decode(
                 "list response without a resourceVersion",
             ))));
         }
-        tracing::debug!(reflector = %self.name, items = page.items.len(), resource_version = %page.resource_version, "listed");
-        self.store
-            .replace(page.items, page.resource_version.clone())
-            .map_err(|e| Error::Store(Box::new(e)))?;
-        self.set_last_sync_resource_version(&page.resource_version);
+        tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "listed");
+        let result = match listed.items {
+            Collected::Whole(items) => self.store.replace(items, listed.resource_version.clone()),
+            Collected::Parts(parts) => self
+                .store
+                .replace_parts_done(parts, listed.resource_version.clone()),
+        };
+        result.map_err(|e| Error::Store(Box::new(e)))?;
+        self.set_last_sync_resource_version(&listed.resource_version);
         Ok(())
     }
 
-    /// All pages of one list, concatenated (client-go's pager).
-    async fn paginated_list(&self, rv: String) -> Result<ListPage<K>, Error> {
+    /// All pages of one list (client-go's pager): concatenated, or handed to the store page by
+    /// page with [`with_relist_by_page`](Self::with_relist_by_page). A store's failure on a
+    /// page is returned as [`Error::Store`].
+    async fn paginated_list(&self, rv: String) -> Result<Listed<K>, Error> {
         // Every list asks for pages: a server with its watch cache on ignores the limit for lists
         // at "0" or at a version, but one without it (or any server that pages) would otherwise
         // read the whole collection into one response.
@@ -508,8 +565,23 @@ where
             resource_version: rv,
             resource_version_match,
         };
+        let mut listed = Listed {
+            items: if self.config.relist_by_page {
+                Collected::Parts(ReplaceParts::new())
+            } else {
+                Collected::Whole(Vec::new())
+            },
+            count: 0,
+            resource_version: String::new(),
+        };
         let mut page = self.list_page(&first).await?;
-        while let Some(token) = page.continue_token.take() {
+        loop {
+            let token = page.continue_token.take();
+            listed.resource_version = std::mem::take(&mut page.resource_version);
+            self.collect(&mut listed, page.items)?;
+            let Some(token) = token else {
+                return Ok(listed);
+            };
             let next = ListParams {
                 continue_token: Some(token),
                 resource_version: String::new(),
@@ -517,11 +589,7 @@ where
                 ..first.clone()
             };
             match self.list_page(&next).await {
-                Ok(more) => {
-                    page.items.extend(more.items);
-                    page.resource_version = more.resource_version;
-                    page.continue_token = more.continue_token;
-                }
+                Ok(more) => page = more,
                 Err(err) => match react(err.kind(), Step::ListPage, || false) {
                     Reaction::ListWhole => {
                         tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
@@ -530,14 +598,32 @@ where
                             continue_token: None,
                             ..first.clone()
                         };
-                        return self.list_page(&full).await;
+                        let whole = self.list_page(&full).await?;
+                        // The pages so far were of another snapshot: only this list counts.
+                        listed.restart();
+                        listed.resource_version = whole.resource_version;
+                        self.collect(&mut listed, whole.items)?;
+                        return Ok(listed);
                     }
                     // The list's own failure: its caller reacts to it as a list error.
                     _ => return Err(err),
                 },
             }
         }
-        Ok(page)
+    }
+
+    /// Adds a page to what a list has collected, or hands it to the store.
+    fn collect(&self, listed: &mut Listed<K>, items: Vec<Arc<K>>) -> Result<(), Error> {
+        listed.count += items.len();
+        match &mut listed.items {
+            Collected::Whole(all) if all.is_empty() => *all = items,
+            Collected::Whole(all) => all.extend(items),
+            Collected::Parts(parts) => self
+                .store
+                .replace_part(items, parts)
+                .map_err(|e| Error::Store(Box::new(e)))?,
+        }
+        Ok(())
     }
 
     /// The initial state as a streaming list. On success returns the open stream, positioned

@@ -114,6 +114,141 @@ async fn an_expired_continue_token_leads_to_one_full_list_at_the_original_versio
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_list_by_page_hands_each_page_to_the_store_as_it_arrives() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1), obj("b", 1)], "20").with_continue("t1"));
+    fake.push_list(ListPage::new(vec![], "20").with_continue("t2"));
+    fake.push_list(ListPage::new(vec![obj("c", 1)], "21"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(2).with_relist_by_page(true)).start();
+
+    let requests = h.requests(4).await;
+    assert_eq!(shapes(&requests), r#"list@0 list@"" list@"" watch@21"#);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::Part(vec![]),
+            Op::Part(vec!["c".into()]),
+            // The last page's version is the list's.
+            Op::PartsDone(vec![], "21".into()),
+        ]
+    );
+    assert_eq!(
+        h.store.content(),
+        [("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]
+    );
+    assert_eq!(h.last_rv(), "21");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_by_page_deletes_what_none_of_its_pages_listed() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(
+        vec![obj("a", 1), obj("b", 1), obj("c", 1)],
+        "20",
+    ));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("too old"),
+    ))]);
+    fake.push_list(ListPage::new(vec![obj("a", 2)], "30").with_continue("t1"));
+    fake.push_list(ListPage::new(vec![obj("d", 1)], "30"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_relist_by_page(true)).start();
+
+    h.requests(5).await;
+    // The first list (a part and its end), then the relist.
+    assert_eq!(
+        &h.store.ops()[2..],
+        [
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["d".into()]),
+            Op::PartsDone(vec!["b".into(), "c".into()], "30".into()),
+        ]
+    );
+    assert_eq!(h.store.content(), [("a".into(), 2), ("d".into(), 1)]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_by_page_restarts_its_parts_when_it_falls_back_to_one_full_list() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "20"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("too old"),
+    ))]);
+    // The relist's first page lists "x"; its token expires; the full list (a later snapshot)
+    // no longer has "x", so the end must delete it although a page listed it.
+    fake.push_list(ListPage::new(vec![obj("x", 1)], "30").with_continue("t1"));
+    fake.push_list_error(Error::Api(Status::expired("continue too old")));
+    fake.push_list(ListPage::new(vec![obj("a", 2), obj("b", 1)], "31"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(1).with_relist_by_page(true)).start();
+
+    let requests = h.requests(6).await;
+    assert_eq!(
+        shapes(&requests),
+        r#"list@0 watch@20 list@20 list@"" list@20 watch@31"#
+    );
+    assert_eq!(
+        &h.store.ops()[2..],
+        [
+            Op::Part(vec!["x".into()]),
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::PartsDone(vec!["x".into()], "31".into()),
+        ]
+    );
+    assert_eq!(h.store.content(), [("a".into(), 2), ("b".into(), 1)]);
+    assert_eq!(h.last_rv(), "31");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_by_page_that_fails_leaves_its_pages_applied_and_deletes_nothing() {
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1), obj("b", 1)], "20"));
+    fake.push_watch(vec![event(informer_reflector::WatchEvent::Error(
+        Status::expired("too old"),
+    ))]);
+    fake.push_list(ListPage::new(vec![obj("a", 2)], "30").with_continue("t1"));
+    fake.push_list_error(Error::Api(Status::internal_error("etcd unavailable")));
+    fake.push_list(ListPage::new(vec![obj("a", 3)], "40"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(1).with_relist_by_page(true)).start();
+
+    let requests = h.requests(6).await;
+    assert_eq!(
+        shapes(&requests),
+        r#"list@0 watch@20 list@20 list@"" list@20 watch@40"#
+    );
+    let ops = h.store.ops();
+    // The first list, then the failed relist: its first page applied, no end, so "b" is kept.
+    assert_eq!(
+        ops[..3],
+        [
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::PartsDone(vec![], "20".into()),
+            Op::Part(vec!["a".into()]),
+        ]
+    );
+    assert!(
+        !matches!(ops[3], Op::PartsDone(..)),
+        "a failed list has no end: {ops:?}"
+    );
+    // The next list ends, and deletes what it lacks.
+    assert_eq!(
+        &ops[3..],
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec!["b".into()], "40".into()),
+        ]
+    );
+    assert_eq!(h.store.content(), [("a".into(), 3)]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_list_410_relists_at_once_with_a_consistent_read() {
     let fake = Fake::new();
     fake.push_list_error(Error::Api(Status::expired("gone")));

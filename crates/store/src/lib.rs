@@ -62,6 +62,7 @@ mod index_handle;
 mod key;
 mod lister;
 mod panic;
+mod parts;
 mod store;
 mod sync;
 mod thread_safe;
@@ -76,6 +77,7 @@ pub use crate::key::{
 };
 pub use crate::lister::{Everything, Lister, NamespaceLister, Selector};
 pub use crate::panic::{Panicked, catch_panic, panic_message};
+pub use crate::parts::ReplaceParts;
 pub use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 pub use crate::thread_safe::ThreadSafeStore;
 

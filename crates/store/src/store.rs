@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::index::Indexers;
+use crate::parts::ReplaceParts;
 
 /// The writes a reflector makes: the whole contract between a reflector and whatever it feeds.
 ///
@@ -36,6 +37,38 @@ pub trait ReflectorStore<K>: Send + Sync {
     /// refuses the whole list before changing anything; the queues apply the rest and report
     /// the refused objects.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), Self::Error>;
+
+    /// One part of a replace delivered in parts (a list applied page by page): `part` is the
+    /// next page of the list, `parts` what this implementation keeps between the parts.
+    ///
+    /// The default holds the part, for [`replace_parts_done`](Self::replace_parts_done) to
+    /// [`replace`](Self::replace) the whole content at once. An implementation may instead
+    /// apply each part as it comes (a queue does, once populated: see
+    /// [`ReplaceParts`]), so that what the list replaces can be freed before the list is over.
+    fn replace_part(
+        &self,
+        part: Vec<Arc<K>>,
+        parts: &mut ReplaceParts<K>,
+    ) -> Result<(), Self::Error> {
+        parts.hold(part);
+        Ok(())
+    }
+
+    /// Ends a replace delivered in parts, which the server reported at `resource_version`: the
+    /// content is then what the parts listed, as after one [`replace`](Self::replace) with all
+    /// of them. The default replaces the content with the parts held; an implementation whose
+    /// `replace_part` applies parts implements this too.
+    ///
+    /// A list that fails before its end never calls it: parts held are then dropped, parts
+    /// applied stay applied (each a version the server listed), and nothing is deleted.
+    fn replace_parts_done(
+        &self,
+        parts: ReplaceParts<K>,
+        resource_version: String,
+    ) -> Result<(), Self::Error> {
+        let mut parts = parts;
+        self.replace(parts.take_held(), resource_version)
+    }
 
     /// Asks for a resync. A plain store has nothing to do; a queue re-delivers what it knows.
     fn resync(&self) -> Result<(), Self::Error>;
@@ -149,6 +182,20 @@ macro_rules! forward_through {
             fn delete(&self, obj: Arc<K>) -> Result<(), T::Error> { (**self).delete(obj) }
             fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), T::Error> {
                 (**self).replace(list, resource_version)
+            }
+            fn replace_part(
+                &self,
+                part: Vec<Arc<K>>,
+                parts: &mut ReplaceParts<K>,
+            ) -> Result<(), T::Error> {
+                (**self).replace_part(part, parts)
+            }
+            fn replace_parts_done(
+                &self,
+                parts: ReplaceParts<K>,
+                resource_version: String,
+            ) -> Result<(), T::Error> {
+                (**self).replace_parts_done(parts, resource_version)
             }
             fn resync(&self) -> Result<(), T::Error> { (**self).resync() }
             fn bookmark(&self, resource_version: &str) -> Result<(), T::Error> {

@@ -199,6 +199,16 @@ impl ChannelSource {
         self.changed.notify_waiters();
     }
 
+    /// Queues one page of a list, with the continue token of the page after it, if any.
+    pub fn push_page(&self, items: Vec<Arc<Obj>>, rv: u64, continue_token: Option<&str>) {
+        let mut page = ListPage::new(items, rv.to_string());
+        if let Some(token) = continue_token {
+            page = page.with_continue(token);
+        }
+        self.lists.lock().push_back(page);
+        self.changed.notify_waiters();
+    }
+
     /// Queues a watch stream and returns its sending end.
     pub fn open_watch(&self) -> Watch {
         let (tx, rx) = mpsc::unbounded_channel();

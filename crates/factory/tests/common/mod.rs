@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use informer_controller::ResourceVersionFunc;
 use informer_factory::{ListerWatcherSource, Selection};
-use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
+use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
 use informer_store::{
     IndexValues, Indexers, KeyFunc, NAMESPACE_INDEX, index_func, indexers, key_func,
     meta_namespace_key,
@@ -50,6 +50,9 @@ pub struct Made {
 pub struct Source {
     pub objects: Vec<Arc<Obj>>,
     pub made: Mutex<Vec<Made>>,
+    /// If set, the watch fails with 410 Expired at once, and the relist serves this one page
+    /// with a continue token, then never answers the next page.
+    pub relist_first_page: Option<Vec<Arc<Obj>>>,
 }
 
 impl Source {
@@ -57,6 +60,16 @@ impl Source {
         Self {
             objects,
             made: Mutex::default(),
+            relist_first_page: None,
+        }
+    }
+
+    /// As [`with`](Self::with), and every informer relists at once, getting only the first
+    /// page of its relist (`page`).
+    pub fn relisting(objects: Vec<Arc<Obj>>, page: Vec<Arc<Obj>>) -> Self {
+        Self {
+            relist_first_page: Some(page),
+            ..Self::with(objects)
         }
     }
 
@@ -79,7 +92,16 @@ impl Source {
                 .cloned()
                 .collect();
             fake.push_list(ListPage::new(items, "10"));
-            fake.push_watch(vec![WatchStep::Hang]);
+            match &self.relist_first_page {
+                None => {
+                    fake.push_watch(vec![WatchStep::Hang]);
+                }
+                Some(page) => {
+                    let expired = Status::expired("too old resource version");
+                    fake.push_watch(vec![WatchStep::Event(WatchEvent::Error(expired))]);
+                    fake.push_list(ListPage::new(page.clone(), "20").with_continue("more"));
+                }
+            }
         }
         self.made.lock().push(Made {
             resource,

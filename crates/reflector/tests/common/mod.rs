@@ -16,8 +16,8 @@ use informer_reflector::{
     BackoffConfig, Error, FakeListerWatcher, Reflector, Request, WatchEvent, WatchStep,
 };
 use informer_store::{
-    KnownObjects, ReflectorStore, Result as StoreResult, Store, ThreadSafeStore, key_func,
-    meta_namespace_key,
+    KnownObjects, ReflectorStore, ReplaceParts, Result as StoreResult, Store, ThreadSafeStore,
+    key_func, meta_namespace_key,
 };
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
@@ -45,6 +45,10 @@ pub enum Op {
     Update(String),
     Delete(String),
     Replace(Vec<String>, String),
+    /// A part of a list applied page by page (names sorted).
+    Part(Vec<String>),
+    /// The end of a list applied page by page: the keys deleted, the resource version.
+    PartsDone(Vec<String>, String),
     Resync,
     Bookmark(String),
 }
@@ -115,6 +119,38 @@ impl ReflectorStore<Obj> for RecordingStore {
         names.sort();
         self.log(Op::Replace(names, resource_version.clone()));
         self.inner.replace(list, resource_version)
+    }
+    /// Applies each part at once (as a populated queue does), so a test sees what a list
+    /// applied page by page leaves behind.
+    fn replace_part(&self, part: Vec<Arc<Obj>>, parts: &mut ReplaceParts<Obj>) -> StoreResult<()> {
+        parts.decide(true);
+        let mut names: Vec<_> = part.iter().map(|o| o.name.clone()).collect();
+        names.sort();
+        self.log(Op::Part(names));
+        for obj in part {
+            parts.note_listed(&obj.name);
+            self.inner.update(obj)?;
+        }
+        parts.note_applied();
+        Ok(())
+    }
+    fn replace_parts_done(
+        &self,
+        parts: ReplaceParts<Obj>,
+        resource_version: String,
+    ) -> StoreResult<()> {
+        let mut deleted: Vec<_> = self
+            .inner
+            .list_keys()
+            .into_iter()
+            .filter(|key| !parts.is_listed(key))
+            .collect();
+        deleted.sort();
+        for key in &deleted {
+            self.inner.delete_by_key(key)?;
+        }
+        self.log(Op::PartsDone(deleted, resource_version.clone()));
+        self.inner.bookmark(&resource_version)
     }
     fn resync(&self) -> StoreResult<()> {
         self.log(Op::Resync);

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use informer_store::{KeyError, KnownObjects, key_func};
+use informer_store::{KeyError, KnownObjects, ReplaceParts, key_func};
 
 use informer_fifo::Error;
 
@@ -71,8 +71,13 @@ pub enum Op {
     Update(Obj),
     /// `delete`.
     Delete(Obj),
-    /// `replace` with this list.
+    /// `replace` with this list; if parts were handed over since the last replace
+    /// ([`ReplacePart`](Self::ReplacePart)), the list is the last part instead:
+    /// `replace_part` with it, then `replace_parts_done`.
     Replace(Vec<Obj>),
+    /// `replace_part` with this list: one more part of a replace in parts, which the next
+    /// [`Replace`](Self::Replace) ends.
+    ReplacePart(Vec<Obj>),
     /// `resync`.
     Resync,
     /// `pop`, if the model holds anything (a pop on an empty queue would block).
@@ -175,6 +180,7 @@ pub struct Model {
     in_flight: Option<InFlight>,
     populated: bool,
     initial: usize,
+    parts: Option<Parts>,
 }
 
 impl Model {
@@ -273,6 +279,32 @@ impl Model {
             .filter_map(|obj| Some((Self::key(obj).ok()?, self.transform(obj).ok()?)))
             .collect();
         let new_keys: BTreeSet<String> = listed.iter().map(|(k, _)| k.clone()).collect();
+        let deletions = self.unlisted(&new_keys);
+        let kind = self.listed_kind();
+        for (key, obj) in listed {
+            self.push(&key, Delta::new(kind, obj));
+        }
+        let count = new_keys.len() + deletions.len();
+        for (key, obj) in deletions {
+            self.push(&key, Delta::tombstone(key.as_str(), obj));
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial = count;
+        }
+        Ok(())
+    }
+
+    fn listed_kind(&self) -> DeltaType {
+        if self.config.emit_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        }
+    }
+
+    /// The keys a replace listing `new_keys` deletes, with their last object.
+    fn unlisted(&self, new_keys: &BTreeSet<String>) -> Vec<(String, Option<Arc<Obj>>)> {
         let mut deletions = Vec::new();
         for (key, deltas) in &self.queue {
             if !new_keys.contains(key) {
@@ -296,23 +328,46 @@ impl Model {
                 }
             }
         }
-        let kind = if self.config.emit_replaced {
-            DeltaType::Replaced
-        } else {
-            DeltaType::Sync
-        };
-        for (key, obj) in listed {
+        deletions
+    }
+
+    /// `replace_part`: held until the end if the queue was not populated when the first part
+    /// came, else queued as `replace` queues its list.
+    pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
+        let populated = self.populated;
+        if self
+            .parts
+            .get_or_insert_with(|| Parts::new(populated))
+            .held(list)
+        {
+            return Ok(());
+        }
+        let kind = self.listed_kind();
+        for obj in list {
+            let (Ok(key), Ok(obj)) = (Self::key(obj), self.transform(obj)) else {
+                continue;
+            };
+            self.parts_mut().listed.insert(key.clone());
             self.push(&key, Delta::new(kind, obj));
         }
-        let count = new_keys.len() + deletions.len();
-        for (key, obj) in deletions {
+        Ok(())
+    }
+
+    /// `replace_parts_done`: the held parts replace at once; applied parts delete what they
+    /// did not list.
+    pub fn replace_parts_done(&mut self) -> Result<(), Failure> {
+        let parts = self.parts.take().unwrap_or_else(|| Parts::new(false));
+        if !parts.applying {
+            return self.replace(&parts.held);
+        }
+        for (key, obj) in self.unlisted(&parts.listed) {
             self.push(&key, Delta::tombstone(key.as_str(), obj));
         }
-        if !self.populated {
-            self.populated = true;
-            self.initial = count;
-        }
         Ok(())
+    }
+
+    fn parts_mut(&mut self) -> &mut Parts {
+        self.parts.get_or_insert_with(|| Parts::new(true))
     }
 
     /// `resync`.
@@ -388,6 +443,7 @@ pub struct InOrderModel {
     in_flight: Option<InFlight>,
     populated: bool,
     initial: usize,
+    parts: Option<Parts>,
 }
 
 impl InOrderModel {
@@ -434,7 +490,21 @@ impl InOrderModel {
     pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
         // Refused objects are left out; the rest of the list applies.
         let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
-        let listed_keys: BTreeSet<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+        let listed_keys: BTreeSet<String> = listed.iter().map(|(k, _)| k.clone()).collect();
+        let deletions = self.unlisted(&listed_keys);
+        self.events.extend(deletions);
+        for (key, obj) in listed {
+            self.events.push_back((key, Delta::Replaced(obj)));
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial = self.events.len();
+        }
+        Ok(())
+    }
+
+    /// The tombstones of a replace listing `listed_keys`.
+    fn unlisted(&self, listed_keys: &BTreeSet<String>) -> Vec<(String, Delta<Obj>)> {
         // Queued keys in order of first appearance, and the last event of each.
         let mut first_seen: Vec<&str> = Vec::new();
         let mut last: BTreeMap<&str, &Delta<Obj>> = BTreeMap::new();
@@ -446,7 +516,7 @@ impl InOrderModel {
         let mut deletions = Vec::new();
         for key in &first_seen {
             let last = last[key];
-            if !listed_keys.contains(key) && last.delta_type() != DeltaType::Deleted {
+            if !listed_keys.contains(*key) && last.delta_type() != DeltaType::Deleted {
                 deletions.push(tombstone(key, last.object().cloned()));
             }
         }
@@ -465,17 +535,39 @@ impl InOrderModel {
                 }
             }
         }
-        drop(last);
-        drop(first_seen);
-        drop(listed_keys);
-        self.events.extend(deletions);
+        deletions
+    }
+
+    /// `replace_part`: held until the end if the queue was not populated when the first part
+    /// came, else queued as Replaced events.
+    pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
+        let populated = self.populated;
+        if self
+            .parts
+            .get_or_insert_with(|| Parts::new(populated))
+            .held(list)
+        {
+            return Ok(());
+        }
+        let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
         for (key, obj) in listed {
+            if let Some(parts) = &mut self.parts {
+                parts.listed.insert(key.clone());
+            }
             self.events.push_back((key, Delta::Replaced(obj)));
         }
-        if !self.populated {
-            self.populated = true;
-            self.initial = self.events.len();
+        Ok(())
+    }
+
+    /// `replace_parts_done`: the held parts replace at once; applied parts queue the
+    /// tombstones of what they did not list after their own events.
+    pub fn replace_parts_done(&mut self) -> Result<(), Failure> {
+        let parts = self.parts.take().unwrap_or_else(|| Parts::new(false));
+        if !parts.applying {
+            return self.replace(&parts.held);
         }
+        let deletions = self.unlisted(&parts.listed);
+        self.events.extend(deletions);
         Ok(())
     }
 
@@ -544,11 +636,40 @@ fn tombstone(key: &str, obj: Option<Arc<Obj>>) -> (String, Delta<Obj>) {
     (key.to_owned(), Delta::tombstone(key, obj))
 }
 
+/// A replace in parts, as a model keeps it between its parts.
+#[derive(Debug, Default)]
+struct Parts {
+    /// Decided on the first part: applied as they come (the queue was populated), else held.
+    applying: bool,
+    held: Vec<Obj>,
+    listed: BTreeSet<String>,
+}
+
+impl Parts {
+    fn new(applying: bool) -> Self {
+        Self {
+            applying,
+            ..Self::default()
+        }
+    }
+
+    /// Holds `list` if the parts are held; whether it did.
+    fn held(&mut self, list: &[Obj]) -> bool {
+        if !self.applying {
+            self.held.extend_from_slice(list);
+        }
+        !self.applying
+    }
+}
+
 /// The two models behind one interface, for [`run`].
 trait Reference {
     fn write(&mut self, kind: DeltaType, obj: &Obj) -> Result<(), Failure>;
     fn delete(&mut self, obj: &Obj) -> Result<(), Failure>;
     fn replace(&mut self, list: &[Obj]) -> Result<(), Failure>;
+    fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure>;
+    fn replace_parts_done(&mut self) -> Result<(), Failure>;
+    fn in_parts(&self) -> bool;
     fn resync(&mut self);
     fn take(&mut self) -> Option<(Vec<Delta<Obj>>, bool)>;
     fn finish(&mut self);
@@ -569,6 +690,15 @@ macro_rules! reference {
             }
             fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
                 <$model>::replace(self, list)
+            }
+            fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
+                <$model>::replace_part(self, list)
+            }
+            fn replace_parts_done(&mut self) -> Result<(), Failure> {
+                <$model>::replace_parts_done(self)
+            }
+            fn in_parts(&self) -> bool {
+                self.parts.is_some()
             }
             fn resync(&mut self) {
                 <$model>::resync(self)
@@ -627,8 +757,13 @@ impl KnownObjects<Obj> for Cache {
     }
 }
 
-/// The queue under test.
-enum Real {
+/// The queue under test, and the replace in parts it is in, if any.
+struct Real {
+    queue: RealQueue,
+    parts: Mutex<Option<ReplaceParts<Obj>>>,
+}
+
+enum RealQueue {
     Delta(DeltaFifo<Obj>),
     InOrder(InOrderFifo<Obj>),
 }
@@ -660,34 +795,59 @@ impl Real {
             options.known_objects = known;
             options.transform = transform;
             options.on_refused = None;
-            Self::InOrder(InOrderFifo::with_options(key, options))
+            Self::of(RealQueue::InOrder(InOrderFifo::with_options(key, options)))
         } else {
             let mut options =
                 DeltaFifoOptions::default().emit_delta_type_replaced(config.emit_replaced);
             options.known_objects = known;
             options.transform = transform;
-            Self::Delta(DeltaFifo::with_options(key, options))
+            Self::of(RealQueue::Delta(DeltaFifo::with_options(key, options)))
         }
     }
 
+    fn of(queue: RealQueue) -> Self {
+        Self {
+            queue,
+            parts: Mutex::new(None),
+        }
+    }
+
+    /// `replace_part`, in the replace in parts under way (or a new one).
+    fn replace_part(&self, list: Vec<Arc<Obj>>) -> Result<(), Error> {
+        let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        let parts = parts.get_or_insert_with(ReplaceParts::new);
+        self.queue().replace_part(list, parts)
+    }
+
+    /// `replace_parts_done` of the replace in parts under way (or of an empty one).
+    fn replace_parts_done(&self) -> Result<(), Error> {
+        let parts = self
+            .parts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        self.queue()
+            .replace_parts_done(parts.unwrap_or_default(), String::new())
+    }
+
     fn queue(&self) -> &dyn Queue<Obj> {
-        match self {
-            Self::Delta(q) => q,
-            Self::InOrder(q) => q,
+        match &self.queue {
+            RealQueue::Delta(q) => q,
+            RealQueue::InOrder(q) => q,
         }
     }
 
     fn queued_keys(&self) -> Vec<String> {
-        match self {
-            Self::Delta(q) => q.queued_keys(),
-            Self::InOrder(q) => q.queued_keys(),
+        match &self.queue {
+            RealQueue::Delta(q) => q.queued_keys(),
+            RealQueue::InOrder(q) => q.queued_keys(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        match self {
-            Self::Delta(q) => q.is_empty(),
-            Self::InOrder(q) => q.is_empty(),
+        match &self.queue {
+            RealQueue::Delta(q) => q.is_empty(),
+            RealQueue::InOrder(q) => q.is_empty(),
         }
     }
 }
@@ -764,9 +924,27 @@ fn run_op<M: Reference>(model: &mut M, real: &Real, cache: &Cache, op: &Op, at: 
             model.delete(o),
             "{at}: {op:?}"
         ),
+        Op::Replace(list) if model.in_parts() => {
+            let objects = list.iter().cloned().map(Arc::new).collect();
+            assert_eq!(
+                failure(real.replace_part(objects)),
+                model.replace_part(list),
+                "{at}: {op:?} (the last part)"
+            );
+            assert_eq!(
+                failure(real.replace_parts_done()),
+                model.replace_parts_done(),
+                "{at}: {op:?} (done)"
+            );
+        }
         Op::Replace(list) => assert_eq!(
             failure(fifo.replace(list.iter().cloned().map(Arc::new).collect(), String::new())),
             model.replace(list),
+            "{at}: {op:?}"
+        ),
+        Op::ReplacePart(list) => assert_eq!(
+            failure(real.replace_part(list.iter().cloned().map(Arc::new).collect())),
+            model.replace_part(list),
             "{at}: {op:?}"
         ),
         Op::Resync => {
@@ -833,7 +1011,8 @@ const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
 /// (`% 8`: add, update, delete, replace, resync, two kinds of pop, and a pop with writes while
 /// its change is in flight), followed by one byte per object (`% 6` picks the key, one of five
 /// names or the empty, failing one; `>= 240` poisons it for the transform); a replace first
-/// reads its list length (`% 6`); a pop with writes reads one byte (bit 0: apply the change
+/// reads its list length (`% 6`; a length byte `>= 192` makes it one part of a replace in
+/// parts, which the next replace ends); a pop with writes reads one byte (bit 0: apply the change
 /// before the writes; `>> 1 % 4`: how many writes), then each write as an operation whose byte
 /// is taken `% 5` (writes only). Versions count up from 1 in object order. Missing bytes end the
 /// run.
@@ -895,7 +1074,11 @@ impl<I: Iterator<Item = u8>> Decoder<I> {
                     };
                     list.push(self.object(byte));
                 }
-                Op::Replace(list)
+                if len >= 192 {
+                    Op::ReplacePart(list)
+                } else {
+                    Op::Replace(list)
+                }
             }
             4 => Op::Resync,
             5 | 6 => Op::Pop,
