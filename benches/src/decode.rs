@@ -9,6 +9,10 @@
 //! * `sonic_rs::from_slice` (SIMD);
 //! * `simd_json::serde::from_slice` (SIMD; decodes in place, so each document is copied into a
 //!   buffer it may change first, inside the clock).
+//!
+//! And the same pods as a list page and as watch lines ([`Path`]): through the adapter's own
+//! decoders (`informer_kube::decode_list_body`, `decode_watch_line`) and through what
+//! kube-client does with the same bytes.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -85,6 +89,129 @@ pub fn realistic(n: usize) -> Vec<Vec<u8>> {
     (0..n).map(crate::realistic::realistic_pod_json).collect()
 }
 
+/// Who decodes a list page or a watch line: the adapter, or kube-client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// `informer_kube`'s decoders: a list body item by item in pieces of
+    /// [`BODY_CHUNK`] bytes, a watch line from its bytes.
+    Ours,
+    /// kube-client's: the list body copied into a `String`, then the whole `ObjectList<Pod>`
+    /// decoded with `serde_json::from_str`; each watch line copied into a `String`, then a
+    /// `WatchEvent<Pod>` decoded with `serde_json::from_str` (what `Api::list` and
+    /// `Api::watch` do with the bytes they receive).
+    KubeClient,
+}
+
+/// The size of the pieces a list body is handed to the adapter's decoder in (a typical HTTP
+/// body frame).
+pub const BODY_CHUNK: usize = 16 * 1024;
+
+/// `docs` as one list response body (`PodList`, resource version `"1"`).
+pub fn list_body(docs: &[Vec<u8>]) -> Vec<u8> {
+    let mut body =
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":["#
+            .to_vec();
+    for (i, doc) in docs.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(doc);
+    }
+    body.extend_from_slice(b"]}");
+    body
+}
+
+/// `docs` as watch lines (`MODIFIED` events, without their newline).
+pub fn watch_lines(docs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    docs.iter()
+        .map(|doc| {
+            let mut line = br#"{"type":"MODIFIED","object":"#.to_vec();
+            line.extend_from_slice(doc);
+            line.push(b'}');
+            line
+        })
+        .collect()
+}
+
+/// A decoded list page, as each path keeps it.
+#[derive(Debug)]
+pub enum Decoded {
+    /// The adapter's page: each pod in its `Arc`.
+    Ours(Vec<std::sync::Arc<Pod>>),
+    /// kube-client's `ObjectList`.
+    KubeClient(kube::core::ObjectList<Pod>),
+}
+
+impl Decoded {
+    /// The number of pods.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Ours(items) => items.len(),
+            Self::KubeClient(list) => list.items.len(),
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Decodes a list body the way `path` does.
+pub fn decode_list(path: Path, body: &[u8]) -> Decoded {
+    match path {
+        Path::Ours => Decoded::Ours(
+            informer_kube::decode_list_body::<Pod>(body, BODY_CHUNK, false)
+                .expect("decodes")
+                .items,
+        ),
+        Path::KubeClient => {
+            let text = String::from_utf8(body.to_vec()).expect("UTF-8");
+            Decoded::KubeClient(serde_json::from_str(&text).expect("decodes"))
+        }
+    }
+}
+
+/// Decodes a watch line the way `path` does.
+pub fn decode_line(path: Path, line: &[u8]) -> bool {
+    match path {
+        Path::Ours => matches!(
+            informer_kube::decode_watch_line::<Pod>(line, false),
+            Some(Ok(kube::api::WatchEvent::Modified(_)))
+        ),
+        Path::KubeClient => {
+            let text = String::from_utf8(line.to_vec()).expect("UTF-8");
+            let event: kube::api::WatchEvent<Pod> = serde_json::from_str(&text).expect("decodes");
+            matches!(event, kube::api::WatchEvent::Modified(_))
+        }
+    }
+}
+
+/// Time per pod to decode `body` (a list of `pods`) the way `path` does and drop the page
+/// again, `times` times.
+///
+/// The drop is inside the clock: both paths free what they decoded sooner or later, and
+/// leaving it out makes the figure depend on what glibc's allocator has left over from the
+/// page before (a page dropped outside the clock is consolidated inside it, by the next page's
+/// allocations), which moved either path by up to 2× from one arrangement to the next here.
+pub fn per_list_item(path: Path, body: &[u8], pods: usize, times: usize) -> Duration {
+    let started = Instant::now();
+    for _ in 0..times.max(1) {
+        let page = black_box(decode_list(path, black_box(body)));
+        assert_eq!(page.len(), pods);
+    }
+    started.elapsed() / (pods.max(1) * times.max(1)) as u32
+}
+
+/// Time per line to decode every one of `lines` the way `path` does.
+pub fn per_watch_line(path: Path, lines: &[Vec<u8>]) -> Duration {
+    let started = Instant::now();
+    for line in lines {
+        assert!(black_box(decode_line(path, black_box(line))));
+    }
+    started.elapsed() / lines.len().max(1) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +223,26 @@ mod tests {
                 let want = Parser::SerdeJsonSlice.decode(doc);
                 for parser in Parser::ALL {
                     assert_eq!(parser.decode(doc), want, "{parser:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_paths_decode_the_same_list_and_lines() {
+        for docs in [synthetic(3), realistic(2)] {
+            let body = list_body(&docs);
+            let ours = informer_kube::decode_list_body::<Pod>(&body, BODY_CHUNK, false).unwrap();
+            let want: Vec<Pod> = docs
+                .iter()
+                .map(|d| Parser::SerdeJsonSlice.decode(d))
+                .collect();
+            let got: Vec<Pod> = ours.items.iter().map(|p| (**p).clone()).collect();
+            assert_eq!(got, want);
+            for path in [Path::Ours, Path::KubeClient] {
+                assert_eq!(decode_list(path, &body).len(), docs.len());
+                for line in watch_lines(&docs) {
+                    assert!(decode_line(path, &line), "{path:?}");
                 }
             }
         }

@@ -766,7 +766,10 @@ fn inf_realistic_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
 
 /// DECODE: each parser on the same documents, medians of runs taken in turns.
 fn decode_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
-    use crate::decode::{Parser, per_doc, realistic, synthetic};
+    use crate::decode::{
+        BODY_CHUNK, Parser, Path, list_body, per_doc, per_list_item, per_watch_line, realistic,
+        synthetic, watch_lines,
+    };
     let n = if opts.sizes.listed < 50_000 {
         200
     } else {
@@ -789,6 +792,33 @@ fn decode_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
                 format!("{what} ({bytes} B of JSON): {}", parser.name()),
                 Figure::Ns(median(times)),
                 Figure::NotApplicable,
+            );
+            emit(row.rate_per_op());
+        }
+        // The same pods as a list page and as watch lines, through the adapter's decoders and
+        // kube-client's, side by side.
+        let body = list_body(&docs);
+        let lines = watch_lines(&docs);
+        let (mut list, mut watch) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+        for _ in 0..opts.reps.max(1) {
+            for (i, path) in [Path::Ours, Path::KubeClient].into_iter().enumerate() {
+                list[i].push(per_list_item(path, &body, docs.len(), 3).as_nanos() as f64);
+                watch[i].push(per_watch_line(path, &lines).as_nanos() as f64);
+            }
+        }
+        let pods = docs.len();
+        for (phase, [ours, peer]) in [
+            (
+                format!("{what}: list item (a page of {pods}, in {BODY_CHUNK} B pieces)"),
+                list,
+            ),
+            (format!("{what}: watch line (MODIFIED)"), watch),
+        ] {
+            let row = Row::new(
+                "DECODE",
+                format!("{phase}: the adapter (ours) vs kube-client"),
+                Figure::Ns(median(ours)),
+                Figure::Ns(median(peer)),
             );
             emit(row.rate_per_op());
         }

@@ -608,6 +608,42 @@ pub(crate) async fn list_page<K: DeserializeOwned>(
     scanner.finish()
 }
 
+/// The adapter's decoding of one list response's body, as a [`KubeListerWatcher`] decodes it:
+/// item by item as the body arrives, here in pieces of `chunk` bytes (at least one), each item
+/// without its managed fields if `without_managed_fields`. For benchmarks and tools that time
+/// or check the decoder on bytes of their own.
+///
+/// [`KubeListerWatcher`]: crate::KubeListerWatcher
+pub fn decode_list_body<K: DeserializeOwned>(
+    body: &[u8],
+    chunk: usize,
+    without_managed_fields: bool,
+) -> Result<ListPage<K>, Error> {
+    let decoding = Decoding {
+        skip_managed_fields: without_managed_fields,
+    };
+    let mut scanner = ListScanner::<K>::new(decoding, None);
+    for piece in body.chunks(chunk.max(1)) {
+        scanner.push(piece)?;
+    }
+    scanner.finish()
+}
+
+/// The adapter's decoding of one watch line (without its `\n`), as a [`KubeListerWatcher`]'s
+/// stream decodes it: `None` for a line it skips (JSON cut short), an error for one it cannot
+/// decode. For benchmarks and tools, as [`decode_list_body`].
+///
+/// [`KubeListerWatcher`]: crate::KubeListerWatcher
+pub fn decode_watch_line<K: DeserializeOwned>(
+    line: &[u8],
+    without_managed_fields: bool,
+) -> Option<Result<kube::api::WatchEvent<Arc<K>>, Error>> {
+    let decoding = Decoding {
+        skip_managed_fields: without_managed_fields,
+    };
+    watch_line::<K>(line, decoding).map(|event| event.map_err(error_from_kube))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -763,5 +799,54 @@ mod tests {
         assert_eq!(out, [&b"a"[..], b"bc", b""]);
         assert_eq!(lines.finish().as_deref(), Some(&b"de"[..]));
         assert_eq!(lines.finish(), None);
+    }
+
+    #[test]
+    fn the_public_decoders_decode_as_the_adapter_does() {
+        let body = json!({
+            "kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "12", "continue": "next"},
+            "items": [
+                {"metadata": {"name": "a", "resourceVersion": "3",
+                    "managedFields": [{"manager": "kubectl"}]}, "data": {"k": "v"}},
+                {"metadata": {"name": "b", "resourceVersion": "4"}},
+            ],
+        })
+        .to_string();
+        let (items, rv, token) = model(body.as_bytes()).expect("the model decodes it");
+        for chunk in [0, 1, 7, body.len()] {
+            let page = decode_list_body::<ConfigMap>(body.as_bytes(), chunk, false).unwrap();
+            let got: Vec<ConfigMap> = page.items.iter().map(|o| (**o).clone()).collect();
+            assert_eq!(got, items, "pieces of {chunk}");
+            assert_eq!(
+                (page.resource_version, page.continue_token),
+                (rv.clone(), token.clone())
+            );
+        }
+        let page = decode_list_body::<ConfigMap>(body.as_bytes(), 64, true).unwrap();
+        assert!(
+            page.items
+                .iter()
+                .all(|o| o.metadata.managed_fields.is_none())
+        );
+        assert!(decode_list_body::<ConfigMap>(&body.as_bytes()[..40], 8, false).is_err());
+
+        let line = json!({"type": "MODIFIED", "object": {"metadata": {"name": "a",
+            "resourceVersion": "5", "managedFields": [{"manager": "kubectl"}]}}})
+        .to_string();
+        for without in [false, true] {
+            match decode_watch_line::<ConfigMap>(line.as_bytes(), without) {
+                Some(Ok(kube::api::WatchEvent::Modified(o))) => {
+                    assert_eq!(o.metadata.name.as_deref(), Some("a"));
+                    assert_eq!(o.metadata.managed_fields.is_none(), without);
+                }
+                other => panic!("expected MODIFIED, got {other:?}"),
+            }
+        }
+        assert!(decode_watch_line::<ConfigMap>(&line.as_bytes()[..20], false).is_none());
+        assert!(matches!(
+            decode_watch_line::<ConfigMap>(b"{\"type\": 3}", false),
+            Some(Err(_))
+        ));
     }
 }
