@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::BodyExt;
-use informer_reflector::{Error, ListInterner, ListPage};
+use informer_reflector::{Error, ListPage, ListSink};
 use kube::client::Body;
 use memchr::{memchr, memchr2};
 use serde::de::DeserializeOwned;
@@ -320,10 +320,11 @@ pub(crate) struct ListScanner<K> {
     /// The value being scanned is a string or a scalar (not an object or array).
     scalar: Option<u8>,
     metadata: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>,
-    items: Vec<Arc<K>>,
+    /// Items decoded so far.
+    decoded: usize,
+    /// The items' type (each goes to the sink as it is decoded).
+    item: std::marker::PhantomData<fn() -> K>,
     decoding: Decoding,
-    /// Replaces each item as soon as it is decoded (the reflector's list interner).
-    intern: Option<ListInterner<K>>,
 }
 
 fn bad(message: impl Into<String>) -> Error {
@@ -342,31 +343,33 @@ impl<K: DeserializeOwned> Default for ListScanner<K> {
             escaped: false,
             scalar: None,
             metadata: None,
-            items: Vec::new(),
+            decoded: 0,
+            item: std::marker::PhantomData,
             decoding: Decoding::default(),
-            intern: None,
         }
     }
 }
 
 impl<K: DeserializeOwned> ListScanner<K> {
-    /// A scanner that decodes items as `decoding` says, and passes each through `intern`.
-    pub(crate) fn new(decoding: Decoding, intern: Option<ListInterner<K>>) -> Self {
+    /// A scanner that decodes items as `decoding` says.
+    pub(crate) fn new(decoding: Decoding) -> Self {
         Self {
             decoding,
-            intern,
             ..Self::default()
         }
     }
 
-    /// Takes the next chunk of the body, decoding every item it completes.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<(), Error> {
+    /// Takes the next chunk of the body, decoding every item it completes into `sink`.
+    pub(crate) fn push(&mut self, chunk: &[u8], sink: &mut ListSink<'_, K>) -> Result<(), Error>
+    where
+        K: Send + Sync,
+    {
         self.buf.extend_from_slice(chunk);
-        self.scan()
+        self.scan(sink)
     }
 
-    /// The page, once the body has ended.
-    pub(crate) fn finish(self) -> Result<ListPage<K>, Error> {
+    /// The page, once the body has ended, with `items` (what the sink kept).
+    pub(crate) fn finish(self, items: Vec<Arc<K>>) -> Result<ListPage<K>, Error> {
         if self.at != At::End {
             return Err(bad("ended early"));
         }
@@ -376,13 +379,16 @@ impl<K: DeserializeOwned> ListScanner<K> {
             .filter(|rv| !rv.is_empty())
             .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
         Ok(ListPage {
-            items: self.items,
+            items,
             resource_version,
             continue_token: metadata.continue_.filter(|c| !c.is_empty()),
         })
     }
 
-    fn scan(&mut self) -> Result<(), Error> {
+    fn scan(&mut self, sink: &mut ListSink<'_, K>) -> Result<(), Error>
+    where
+        K: Send + Sync,
+    {
         while self.pos < self.buf.len() {
             let b = self.buf[self.pos];
             match self.at {
@@ -481,13 +487,10 @@ impl<K: DeserializeOwned> ListScanner<K> {
                 At::InItem { start } => {
                     if let Some(end) = self.value_end() {
                         let item: K = from_bytes(&self.buf[start..end], self.decoding)
-                            .map_err(|e| bad(format!("item {}: {e}", self.items.len())))?;
-                        let item = Arc::new(item);
-                        self.items.push(match &self.intern {
-                            Some(intern) => intern(item),
-                            None => item,
-                        });
+                            .map_err(|e| bad(format!("item {}: {e}", self.decoded)))?;
+                        self.decoded += 1;
                         self.consume(end);
+                        sink.push(Arc::new(item))?;
                         self.at = At::Item;
                     }
                 }
@@ -594,18 +597,18 @@ impl<K: DeserializeOwned> ListScanner<K> {
 }
 
 /// Reads a list response's body into a page, item by item as it arrives.
-pub(crate) async fn list_page<K: DeserializeOwned>(
+pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
     body: Body,
     decoding: Decoding,
-    intern: Option<ListInterner<K>>,
+    sink: &mut ListSink<'_, K>,
 ) -> Result<ListPage<K>, Error> {
-    let mut scanner = ListScanner::<K>::new(decoding, intern);
+    let mut scanner = ListScanner::<K>::new(decoding);
     let mut body = std::pin::pin!(chunks(body));
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
-        scanner.push(&chunk)?;
+        scanner.push(&chunk, sink)?;
     }
-    scanner.finish()
+    scanner.finish(sink.take_kept())
 }
 
 /// The adapter's decoding of one list response's body, as a [`KubeListerWatcher`] decodes it:
@@ -614,7 +617,7 @@ pub(crate) async fn list_page<K: DeserializeOwned>(
 /// or check the decoder on bytes of their own.
 ///
 /// [`KubeListerWatcher`]: crate::KubeListerWatcher
-pub fn decode_list_body<K: DeserializeOwned>(
+pub fn decode_list_body<K: DeserializeOwned + Send + Sync>(
     body: &[u8],
     chunk: usize,
     without_managed_fields: bool,
@@ -622,11 +625,12 @@ pub fn decode_list_body<K: DeserializeOwned>(
     let decoding = Decoding {
         skip_managed_fields: without_managed_fields,
     };
-    let mut scanner = ListScanner::<K>::new(decoding, None);
+    let mut scanner = ListScanner::<K>::new(decoding);
+    let mut sink = ListSink::new();
     for piece in body.chunks(chunk.max(1)) {
-        scanner.push(piece)?;
+        scanner.push(piece, &mut sink)?;
     }
-    scanner.finish()
+    scanner.finish(sink.take_kept())
 }
 
 /// The adapter's decoding of one watch line (without its `\n`), as a [`KubeListerWatcher`]'s
@@ -664,14 +668,15 @@ mod tests {
 
     fn scan(body: &[u8], cuts: &[usize]) -> Result<ListPage<ConfigMap>, Error> {
         let mut scanner = ListScanner::<ConfigMap>::default();
+        let mut sink = ListSink::new();
         let mut at = 0;
         let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
         cuts.sort_unstable();
         for cut in cuts.into_iter().chain([body.len()]) {
-            scanner.push(&body[at..cut])?;
+            scanner.push(&body[at..cut], &mut sink)?;
             at = cut;
         }
-        scanner.finish()
+        scanner.finish(sink.take_kept())
     }
 
     fn text() -> impl Strategy<Value = String> {

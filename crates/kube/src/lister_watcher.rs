@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use informer_reflector::{
-    Error, ListInterner, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    Error, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
     WatchParams, WatchStream,
 };
 use kube::api::{Api, VersionMatch};
@@ -199,30 +199,19 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        list(
-            &self.api,
-            &self.selectors,
-            params,
-            false,
-            self.decoding,
-            None,
-        )
+        let request = list(&self.api, &self.selectors, params, false, self.decoding);
+        async move { request(&mut ListSink::new()).await }
     }
 
-    fn list_interned(
+    fn list_into(
         &self,
         params: &ListParams,
-        intern: &ListInterner<K>,
-    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        let intern = Some(Arc::clone(intern));
-        list(
-            &self.api,
-            &self.selectors,
-            params,
-            false,
-            self.decoding,
-            intern,
-        )
+        sink: &mut ListSink<'_, K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send
+    where
+        K: Send + Sync,
+    {
+        list(&self.api, &self.selectors, params, false, self.decoding)(sink)
     }
 
     fn watch(
@@ -246,30 +235,19 @@ where
         &self,
         params: &ListParams,
     ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
-        list(
-            &self.api,
-            &self.selectors,
-            params,
-            true,
-            self.decoding,
-            None,
-        )
+        let request = list(&self.api, &self.selectors, params, true, self.decoding);
+        async move { request(&mut ListSink::new()).await }
     }
 
-    fn list_interned(
+    fn list_into(
         &self,
         params: &ListParams,
-        intern: &ListInterner<PartialObjectMeta<K>>,
-    ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
-        let intern = Some(Arc::clone(intern));
-        list(
-            &self.api,
-            &self.selectors,
-            params,
-            true,
-            self.decoding,
-            intern,
-        )
+        sink: &mut ListSink<'_, PartialObjectMeta<K>>,
+    ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send
+    where
+        PartialObjectMeta<K>: Send + Sync,
+    {
+        list(&self.api, &self.selectors, params, true, self.decoding)(sink)
     }
 
     fn watch(
@@ -286,8 +264,8 @@ where
 
 /// One list request for `params` (with `selectors` applied), built by kube-client
 /// (`Request::list` or `list_metadata`), sent through the api's client, its body decoded item by
-/// item as it arrives ([`decode::list_page`]), each item passed through `intern` as soon as it is
-/// decoded. The future owns what it needs.
+/// item as it arrives ([`decode::list_page`]), each item handed to the sink as soon as it is
+/// decoded. What the request needs is taken now; the request runs when it is given its sink.
 ///
 /// A list at `resourceVersion=0` with a limit, which kube-client's request builder cannot
 /// express (it drops the version when a limit is set), is sent as the same request with
@@ -298,8 +276,11 @@ fn list<K, T>(
     params: &ListParams,
     metadata: bool,
     decoding: Decoding,
-    intern: Option<ListInterner<T>>,
-) -> impl Future<Output = Result<ListPage<T>, Error>> + Send + 'static
+) -> impl for<'s, 'b> FnOnce(
+    &'s mut ListSink<'b, T>,
+) -> futures::future::BoxFuture<'s, Result<ListPage<T>, Error>>
++ Send
++ 'static
 where
     K: Resource + Clone + Send + Sync + 'static,
     T: DeserializeOwned + Send + Sync + 'static,
@@ -307,29 +288,31 @@ where
     let lp = selectors.list_params(params);
     let api = api.clone();
     let zero = Selectors::drops_zero(params);
-    async move {
-        let request = kube::core::Request::new(api.resource_url());
-        let built = if metadata {
-            request.list_metadata(&lp)
-        } else {
-            request.list(&lp)
-        };
-        let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
-        if zero {
-            let mut uri = req.uri().to_string();
-            uri.push_str("&resourceVersion=0");
-            match lp.version_match {
-                Some(VersionMatch::NotOlderThan) => {
-                    uri.push_str("&resourceVersionMatch=NotOlderThan")
+    move |sink| {
+        Box::pin(async move {
+            let request = kube::core::Request::new(api.resource_url());
+            let built = if metadata {
+                request.list_metadata(&lp)
+            } else {
+                request.list(&lp)
+            };
+            let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+            if zero {
+                let mut uri = req.uri().to_string();
+                uri.push_str("&resourceVersion=0");
+                match lp.version_match {
+                    Some(VersionMatch::NotOlderThan) => {
+                        uri.push_str("&resourceVersionMatch=NotOlderThan")
+                    }
+                    Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
+                    None => {}
                 }
-                Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
-                None => {}
+                *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
             }
-            *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
-        }
-        req.extensions_mut().insert("list");
-        let body = decode::send(&api.into_client(), req).await?;
-        decode::list_page(body, decoding, intern).await
+            req.extensions_mut().insert("list");
+            let body = decode::send(&api.into_client(), req).await?;
+            decode::list_page(body, decoding, sink).await
+        })
     }
 }
 

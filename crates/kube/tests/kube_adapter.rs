@@ -14,7 +14,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, StreamBody};
 use informer_kube::{KubeListerWatcher, MetadataListerWatcher, key_func, namespace_index_func};
 use informer_reflector::{
-    Error, ErrorKind, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
+    Error, ErrorKind, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    WatchParams,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -611,10 +612,12 @@ async fn the_metadata_variant_leaves_out_managed_fields_too() {
     }
 }
 
-#[tokio::test]
-async fn a_listed_item_is_interned_as_soon_as_it_is_decoded() {
-    // The list body arrives in two parts; the second is sent only once the first item has been
-    // interned, so a lister-watcher that interned the page at its end would never finish.
+/// A lister-watcher whose one list response's body is what the test sends on the channel, as
+/// it sends it.
+fn channel_list() -> (
+    tokio::sync::mpsc::UnboundedSender<Bytes>,
+    KubeListerWatcher<Pod>,
+) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     let rx = Arc::new(Mutex::new(Some(rx)));
     let service = tower::service_fn(move |_req: Request<Body>| {
@@ -629,7 +632,77 @@ async fn a_listed_item_is_interned_as_soon_as_it_is_decoded() {
         }
     });
     let client = kube::Client::new(service, "default");
-    let lw = KubeListerWatcher::new(Api::<Pod>::all(client));
+    (tx, KubeListerWatcher::new(Api::<Pod>::all(client)))
+}
+
+#[tokio::test]
+async fn a_listed_response_is_handed_over_in_batches_as_it_is_decoded() {
+    // One response with five items, sent in two parts: the second only once the first batch
+    // has been handed over, so a lister-watcher that handed the page over at its end would
+    // never finish.
+    let (tx, lw) = channel_list();
+    let batches = Arc::new(Mutex::new(Vec::<Vec<String>>::new()));
+    let body = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{},{},{},{},{}]}}"#,
+        pod_json("a", "3"),
+        pod_json("b", "4"),
+        pod_json("c", "5"),
+        pod_json("d", "6"),
+        pod_json("e", "7")
+    );
+    let split = body.find(&pod_json("c", "5")).expect("a third item");
+    let list = tokio::spawn({
+        let batches = Arc::clone(&batches);
+        async move {
+            let mut hand_over = |batch: Vec<Arc<Pod>>| {
+                let names = batch
+                    .iter()
+                    .map(|p| p.metadata.name.clone().unwrap_or_default());
+                batches.lock().push(names.collect());
+                Ok(())
+            };
+            let mut sink = ListSink::new().handing_over(2, &mut hand_over);
+            let page = lw.list_into(&ListParams::default(), &mut sink).await;
+            (page, sink.handed_over())
+        }
+    });
+    tx.send(Bytes::from(body[..split].to_owned())).unwrap();
+    informer_testing::eventually("the first batch handed over", || batches.lock().len() == 1).await;
+    tx.send(Bytes::from(body[split..].to_owned())).unwrap();
+    drop(tx);
+    let (page, handed_over) = list.await.unwrap();
+    let page = page.unwrap();
+    assert_eq!(*batches.lock(), [vec!["a", "b"], vec!["c", "d"]]);
+    assert_eq!(handed_over, 4);
+    let kept: Vec<_> = page.items.iter().map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(kept, [Some("e".to_owned())], "the rest is the page's");
+    assert_eq!(page.resource_version, "10");
+}
+
+#[tokio::test]
+async fn a_hand_over_that_fails_ends_the_list_with_its_error() {
+    let (tx, lw) = channel_list();
+    let body = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{},{}]}}"#,
+        pod_json("a", "3"),
+        pod_json("b", "4"),
+    );
+    tx.send(Bytes::from(body)).unwrap();
+    drop(tx);
+    let mut hand_over = |_: Vec<Arc<Pod>>| Err(Error::Other("the store refused".into()));
+    let mut sink = ListSink::new().handing_over(1, &mut hand_over);
+    let err = lw
+        .list_into(&ListParams::default(), &mut sink)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("the store refused"), "{err}");
+}
+
+#[tokio::test]
+async fn a_listed_item_is_interned_as_soon_as_it_is_decoded() {
+    // The list body arrives in two parts; the second is sent only once the first item has been
+    // interned, so a lister-watcher that interned the page at its end would never finish.
+    let (tx, lw) = channel_list();
 
     let cached: Arc<Pod> = Arc::new(serde_json::from_str(&pod_json("a", "3")).unwrap());
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -651,7 +724,10 @@ async fn a_listed_item_is_interned_as_soon_as_it_is_decoded() {
         pod_json("b", "4")
     );
     let split = body.rfind(r#"{"apiVersion""#).expect("a second item");
-    let list = tokio::spawn(async move { lw.list_interned(&ListParams::default(), &intern).await });
+    let list = tokio::spawn(async move {
+        let mut sink = ListSink::new().interning(Some(&intern));
+        lw.list_into(&ListParams::default(), &mut sink).await
+    });
     tx.send(Bytes::from(body[..split].to_owned())).unwrap();
     informer_testing::eventually("the first item interned", || seen.lock().len() == 1).await;
     tx.send(Bytes::from(body[split..].to_owned())).unwrap();

@@ -76,8 +76,8 @@ pub use crate::error::{
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    BoxListerWatcher, ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent,
-    WatchParams, WatchStream,
+    BoxListerWatcher, HandOver, ListPage, ListParams, ListSink, ListerWatcher,
+    ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
 };
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{

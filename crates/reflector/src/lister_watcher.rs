@@ -216,6 +216,119 @@ impl<K> fmt::Debug for WatchEvent<K> {
 /// stops reading after it. A torn last event that the server cut off must not be yielded.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 
+/// Hands a batch of listed objects on (see [`ListSink::handing_over`]); an error ends the list
+/// with it.
+pub type HandOver<'a, K> = &'a mut (dyn FnMut(Vec<Arc<K>>) -> Result<(), Error> + Send);
+
+/// Where a lister-watcher puts a list's objects as it decodes them
+/// ([`ListerWatcher::list_into`]): each goes through the reflector's interner, if any
+/// ([`Reflector::with_list_interner`](crate::Reflector::with_list_interner)), and is kept for
+/// the page, or, with [`handing_over`](Self::handing_over), handed on in batches while the list
+/// is still arriving.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer_reflector::{Error, ListSink};
+///
+/// let mut batches = Vec::new();
+/// let mut hand = |batch: Vec<Arc<u32>>| -> Result<(), Error> {
+///     batches.push(batch.len());
+///     Ok(())
+/// };
+/// let mut sink = ListSink::new().handing_over(2, &mut hand);
+/// for n in 0..5 {
+///     sink.push(Arc::new(n)).unwrap();
+/// }
+/// let kept = sink.take_kept();
+/// drop(sink);
+/// assert_eq!((batches, kept.len()), (vec![2, 2], 1));
+/// ```
+pub struct ListSink<'a, K> {
+    intern: Option<&'a ListInterner<K>>,
+    hand_over: Option<(usize, HandOver<'a, K>)>,
+    kept: Vec<Arc<K>>,
+    handed_over: usize,
+}
+
+impl<'a, K> ListSink<'a, K> {
+    /// A sink that keeps every object, as it is.
+    pub fn new() -> Self {
+        Self {
+            intern: None,
+            hand_over: None,
+            kept: Vec::new(),
+            handed_over: 0,
+        }
+    }
+
+    /// Passes every object through `intern` and keeps what it returns.
+    #[must_use]
+    pub fn interning(mut self, intern: Option<&'a ListInterner<K>>) -> Self {
+        self.intern = intern;
+        self
+    }
+
+    /// Hands the objects kept to `hand_over` whenever `every` (at least one) are kept.
+    #[must_use]
+    pub fn handing_over(mut self, every: usize, hand_over: HandOver<'a, K>) -> Self {
+        self.hand_over = Some((every.max(1), hand_over));
+        self
+    }
+
+    /// Takes one decoded object; an error is the hand-over's, and ends the list.
+    pub fn push(&mut self, object: Arc<K>) -> Result<(), Error> {
+        let object = match self.intern {
+            Some(intern) => intern(object),
+            None => object,
+        };
+        self.kept.push(object);
+        match &mut self.hand_over {
+            Some((every, hand_over)) if self.kept.len() >= *every => {
+                let batch = std::mem::take(&mut self.kept);
+                self.handed_over += batch.len();
+                hand_over(batch)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes every object of `objects`, in order.
+    pub fn extend(&mut self, objects: Vec<Arc<K>>) -> Result<(), Error> {
+        if self.intern.is_none() && self.hand_over.is_none() && self.kept.is_empty() {
+            self.kept = objects;
+            return Ok(());
+        }
+        objects.into_iter().try_for_each(|object| self.push(object))
+    }
+
+    /// The objects kept and not handed over, in order (the page's `items`).
+    pub fn take_kept(&mut self) -> Vec<Arc<K>> {
+        std::mem::take(&mut self.kept)
+    }
+
+    /// How many objects were handed over so far.
+    pub fn handed_over(&self) -> usize {
+        self.handed_over
+    }
+}
+
+impl<K> Default for ListSink<'_, K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K> fmt::Debug for ListSink<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListSink")
+            .field("interning", &self.intern.is_some())
+            .field("every", &self.hand_over.as_ref().map(|(every, _)| *every))
+            .field("kept", &self.kept.len())
+            .field("handed_over", &self.handed_over)
+            .finish()
+    }
+}
+
 /// Lists and watches one collection: the reflector's only view of the API server.
 ///
 /// Implementations: the kube-client adapter (`informer-kube`) and [`FakeListerWatcher`]
@@ -238,22 +351,28 @@ pub trait ListerWatcher<K>: Send + Sync {
     /// Lists one page.
     fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send;
 
-    /// Lists one page, each object passed through `intern` (see
-    /// [`Reflector::with_list_interner`](crate::Reflector::with_list_interner)) and replaced by
-    /// what it returns. The default lists the page, then interns its objects. A lister-watcher
-    /// that decodes a response item by item should intern each object as soon as it is decoded,
-    /// so that a decoded copy of an object the cache already holds is dropped at once rather
-    /// than kept until the whole response is in.
-    fn list_interned(
+    /// Lists one page, handing each object to `sink` (see [`ListSink`]) as soon as it is
+    /// decoded; the returned page's `items` are what the sink kept
+    /// ([`ListSink::take_kept`]), the objects it did not hand over.
+    ///
+    /// The default lists the page, then gives the sink all of its objects. A lister-watcher
+    /// that decodes a response item by item should give the sink each object as soon as it is
+    /// decoded: an unchanged object's decoded copy is then dropped at once (the interner keeps
+    /// the cached one), and a reflector applying a relist by page gets the objects of a long
+    /// response in batches while the rest of it is still arriving.
+    fn list_into(
         &self,
         params: &ListParams,
-        intern: &ListInterner<K>,
-    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
+        sink: &mut ListSink<'_, K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send
+    where
+        K: Send + Sync,
+    {
         let list = self.list(params);
-        let intern = Arc::clone(intern);
         async move {
             let mut page = list.await?;
-            page.items = page.items.into_iter().map(|o| intern(o)).collect();
+            sink.extend(std::mem::take(&mut page.items))?;
+            page.items = sink.take_kept();
             Ok(page)
         }
     }
@@ -270,12 +389,15 @@ impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
         (**self).list(params)
     }
 
-    fn list_interned(
+    fn list_into(
         &self,
         params: &ListParams,
-        intern: &ListInterner<K>,
-    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        (**self).list_interned(params, intern)
+        sink: &mut ListSink<'_, K>,
+    ) -> impl Future<Output = Result<ListPage<K>, Error>> + Send
+    where
+        K: Send + Sync,
+    {
+        (**self).list_into(params, sink)
     }
 
     fn watch(
@@ -323,11 +445,13 @@ impl<K: 'static> BoxListerWatcher<K> {
 /// The object-safe form of [`ListerWatcher`] behind [`BoxListerWatcher`].
 trait DynListerWatcher<K>: Send + Sync {
     fn list<'a>(&'a self, params: &'a ListParams) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
-    fn list_interned<'a>(
+    fn list_into<'a, 'b: 'a>(
         &'a self,
         params: &'a ListParams,
-        intern: &'a ListInterner<K>,
-    ) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
+        sink: &'a mut ListSink<'b, K>,
+    ) -> BoxFuture<'a, Result<ListPage<K>, Error>>
+    where
+        K: Send + Sync;
     fn watch<'a>(&'a self, params: &'a WatchParams)
     -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
 }
@@ -337,12 +461,15 @@ impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
         Box::pin(ListerWatcher::list(self, params))
     }
 
-    fn list_interned<'a>(
+    fn list_into<'a, 'b: 'a>(
         &'a self,
         params: &'a ListParams,
-        intern: &'a ListInterner<K>,
-    ) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
-        Box::pin(ListerWatcher::list_interned(self, params, intern))
+        sink: &'a mut ListSink<'b, K>,
+    ) -> BoxFuture<'a, Result<ListPage<K>, Error>>
+    where
+        K: Send + Sync,
+    {
+        Box::pin(ListerWatcher::list_into(self, params, sink))
     }
 
     fn watch<'a>(
@@ -358,12 +485,15 @@ impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
         self.0.list(params).await
     }
 
-    async fn list_interned(
+    async fn list_into(
         &self,
         params: &ListParams,
-        intern: &ListInterner<K>,
-    ) -> Result<ListPage<K>, Error> {
-        self.0.list_interned(params, intern).await
+        sink: &mut ListSink<'_, K>,
+    ) -> Result<ListPage<K>, Error>
+    where
+        K: Send + Sync,
+    {
+        self.0.list_into(params, sink).await
     }
 
     async fn watch(&self, params: &WatchParams) -> Result<WatchStream<K>, Error> {

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::error::{Error, ErrorKind};
 use crate::lister_watcher::{
-    ListPage, ListParams, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
+    ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
+    WatchStream,
 };
 use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 
@@ -165,6 +166,8 @@ struct Listed<K> {
     items: Collected<K>,
     /// Objects listed (over every page).
     count: usize,
+    /// Objects of the current page handed to the store while it was decoded.
+    handed_over: usize,
     /// The last page's resource version.
     resource_version: String,
 }
@@ -179,6 +182,7 @@ impl<K> Listed<K> {
     /// Forgets the pages so far (a list that starts again).
     fn restart(&mut self) {
         self.count = 0;
+        self.handed_over = 0;
         match &mut self.items {
             Collected::Whole(all) => all.clear(),
             Collected::Parts(parts) => parts.restart(),
@@ -352,19 +356,45 @@ where
     /// still listing, the deletions of what it lacks after its last page (as with one
     /// `replace`); and a relist that fails after some pages leaves those pages applied (each
     /// object a version the server listed) with nothing deleted, until the next list succeeds.
-    /// A streaming list ([`with_streaming_list`](Self::with_streaming_list)) still replaces at
-    /// once, at its end bookmark.
+    /// A page longer than the page size (a server that ignores the limit and answers with
+    /// everything) is handed to the store a page size at a time as its objects are decoded
+    /// ([`ListSink`]). A streaming list ([`with_streaming_list`](Self::with_streaming_list))
+    /// still replaces at once, at its end bookmark.
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.config.relist_by_page = enabled;
         self
     }
 
-    /// One page, its objects through the interner if there is one.
-    async fn list_page(&self, params: &ListParams) -> Result<ListPage<K>, Error> {
-        match &self.config.list_interner {
-            Some(intern) => self.lister_watcher.list_interned(params, intern).await,
-            None => self.lister_watcher.list(params).await,
-        }
+    /// One page, its objects through the interner if there is one. Listing by page, its
+    /// objects go to the store in batches of a page size as they are decoded (a server that
+    /// answers with one response of everything still has it applied a page at a time); the
+    /// page returned holds the rest.
+    async fn list_page(
+        &self,
+        params: &ListParams,
+        listed: &mut Listed<K>,
+    ) -> Result<ListPage<K>, Error> {
+        let intern = self.config.list_interner.as_ref();
+        let Collected::Parts(parts) = &mut listed.items else {
+            let mut sink = ListSink::new().interning(intern);
+            return self.lister_watcher.list_into(params, &mut sink).await;
+        };
+        let store = &self.store;
+        let mut hand_over = |batch: Vec<Arc<K>>| {
+            store
+                .replace_part(batch, parts)
+                .map_err(|e| Error::Store(Box::new(e)))
+        };
+        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let mut sink = ListSink::new()
+            .interning(intern)
+            .handing_over(every.max(1), &mut hand_over);
+        let page = self.lister_watcher.list_into(params, &mut sink).await;
+        let handed_over = sink.handed_over();
+        drop(sink);
+        listed.count += handed_over;
+        listed.handed_over = handed_over;
+        page
     }
 
     /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
@@ -572,9 +602,10 @@ where
                 Collected::Whole(Vec::new())
             },
             count: 0,
+            handed_over: 0,
             resource_version: String::new(),
         };
-        let mut page = self.list_page(&first).await?;
+        let mut page = self.list_page(&first, &mut listed).await?;
         loop {
             let token = page.continue_token.take();
             listed.resource_version = std::mem::take(&mut page.resource_version);
@@ -588,7 +619,7 @@ where
                 resource_version_match: None,
                 ..first.clone()
             };
-            match self.list_page(&next).await {
+            match self.list_page(&next, &mut listed).await {
                 Ok(more) => page = more,
                 Err(err) => match react(err.kind(), Step::ListPage, || false) {
                     Reaction::ListWhole => {
@@ -598,9 +629,9 @@ where
                             continue_token: None,
                             ..first.clone()
                         };
-                        let whole = self.list_page(&full).await?;
                         // The pages so far were of another snapshot: only this list counts.
                         listed.restart();
+                        let whole = self.list_page(&full, &mut listed).await?;
                         listed.resource_version = whole.resource_version;
                         self.collect(&mut listed, whole.items)?;
                         return Ok(listed);
@@ -612,10 +643,14 @@ where
         }
     }
 
-    /// Adds a page to what a list has collected, or hands it to the store.
+    /// Adds a page (what its sink did not hand over) to what a list has collected, or hands it
+    /// to the store.
     fn collect(&self, listed: &mut Listed<K>, items: Vec<Arc<K>>) -> Result<(), Error> {
         listed.count += items.len();
+        let handed_over = std::mem::take(&mut listed.handed_over);
         match &mut listed.items {
+            // The page's objects went to the store already.
+            Collected::Parts(_) if items.is_empty() && handed_over > 0 => {}
             Collected::Whole(all) if all.is_empty() => *all = items,
             Collected::Whole(all) => all.extend(items),
             Collected::Parts(parts) => self

@@ -143,6 +143,30 @@ async fn a_list_by_page_hands_each_page_to_the_store_as_it_arrives() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_list_by_page_hands_a_long_page_to_the_store_a_page_size_at_a_time() {
+    // A server that ignores the limit answers with everything at once: the store still gets
+    // it a page size at a time.
+    let fake = Fake::new();
+    let items = ["a", "b", "c", "d", "e"].map(|n| obj(n, 1)).to_vec();
+    fake.push_list(ListPage::new(items, "20"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::new(fake, |r| r.with_page_size(2).with_relist_by_page(true)).start();
+
+    h.requests(2).await;
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::Part(vec!["c".into(), "d".into()]),
+            Op::Part(vec!["e".into()]),
+            Op::PartsDone(vec![], "20".into()),
+        ]
+    );
+    assert_eq!(h.store.content().len(), 5);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_relist_by_page_deletes_what_none_of_its_pages_listed() {
     let fake = Fake::new();
     fake.push_list(ListPage::new(
@@ -195,7 +219,9 @@ async fn a_list_by_page_restarts_its_parts_when_it_falls_back_to_one_full_list()
         &h.store.ops()[2..],
         [
             Op::Part(vec!["x".into()]),
-            Op::Part(vec!["a".into(), "b".into()]),
+            // The full list, a page size (one) at a time.
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["b".into()]),
             Op::PartsDone(vec!["x".into()], "31".into()),
         ]
     );
@@ -223,22 +249,24 @@ async fn a_relist_by_page_that_fails_leaves_its_pages_applied_and_deletes_nothin
         r#"list@0 watch@20 list@20 list@"" list@20 watch@40"#
     );
     let ops = h.store.ops();
-    // The first list, then the failed relist: its first page applied, no end, so "b" is kept.
+    // The first list (a page size, one, at a time), then the failed relist: its first page
+    // applied, no end, so "b" is kept.
     assert_eq!(
-        ops[..3],
+        ops[..4],
         [
-            Op::Part(vec!["a".into(), "b".into()]),
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["b".into()]),
             Op::PartsDone(vec![], "20".into()),
             Op::Part(vec!["a".into()]),
         ]
     );
     assert!(
-        !matches!(ops[3], Op::PartsDone(..)),
+        !matches!(ops[4], Op::PartsDone(..)),
         "a failed list has no end: {ops:?}"
     );
     // The next list ends, and deletes what it lacks.
     assert_eq!(
-        &ops[3..],
+        &ops[4..],
         [
             Op::Part(vec!["a".into()]),
             Op::PartsDone(vec!["b".into()], "40".into()),
