@@ -1209,7 +1209,7 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Mode::RelistKubeRuntimePaged,
         ),
         (
-            "one whole response, ours applied by page (one page)",
+            "one whole response, ours applied by page (a page size at a time)",
             Mode::RelistWholeByPage,
             Mode::RelistKubeRuntimeWhole,
         ),
