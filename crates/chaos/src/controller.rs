@@ -29,7 +29,6 @@ use informer_kube::{
     KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys,
     owner_uid_index_func, uid_index_func,
 };
-use informer_reflector::BackoffConfig;
 use informer_runtime::{Action, Controller, Request, Target};
 use informer_store::{IndexValues, Indexers, Lister, NAMESPACE_INDEX, index_func, indexers};
 use informer_workqueue::{
@@ -592,23 +591,19 @@ fn informer<K>(
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
-    let min_watch_timeout = Duration::from_secs(scenario.server.min_watch_timeout_secs);
-    SharedIndexInformer::new(
+    let informer = SharedIndexInformer::new(
         lister_watcher,
         key_func::<K>(),
         Arc::new(|o: &K| o.meta().resource_version.as_deref()),
         Duration::ZERO,
         indexers,
+    );
+    crate::stack::configure(
+        informer,
+        Duration::from_secs(scenario.server.min_watch_timeout_secs),
+        scenario.server.streaming_list,
+        scenario.server.relist_by_page,
     )
-    .with_streaming_list(scenario.server.streaming_list)
-    .with_reflector_config(move |r| {
-        r.with_backoff(BackoffConfig {
-            initial: Duration::from_millis(10),
-            cap: Duration::from_millis(250),
-            ..BackoffConfig::default()
-        })
-        .with_min_watch_timeout(min_watch_timeout)
-    })
 }
 
 /// The controller's two informers and their tasks.

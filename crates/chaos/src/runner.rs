@@ -193,6 +193,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
         &StackOptions {
             min_watch_timeout: Duration::from_secs(scenario.server.min_watch_timeout_secs),
             streaming_list: scenario.server.streaming_list,
+            relist_by_page: scenario.server.relist_by_page,
             slow_delay: Duration::from_micros(300),
             slow_buffer: 16,
             keep_notes: true,

@@ -253,7 +253,15 @@ pub struct ServerSettings {
     pub min_watch_timeout_secs: u64,
     /// The reflectors get their initial state as a streaming list (`sendInitialEvents`).
     pub streaming_list: bool,
+    /// The reflectors list in pages of [`SMALL_PAGE`] and apply each page of a relist as it
+    /// arrives (`with_relist_by_page`). Drawn from a generator of its own, so the rest of a
+    /// seed's scenario is what it was before the setting existed.
+    pub relist_by_page: bool,
 }
+
+/// The page size of the reflectors that relist by page: small, so that relists of a few dozen
+/// pods come in several pages.
+pub const SMALL_PAGE: u32 = 7;
 
 /// A whole run, derived from a seed: the initial objects, the steps, the server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,6 +306,7 @@ impl Scenario {
             },
             min_watch_timeout_secs: generator.rng.random_range(1..=4),
             streaming_list: generator.rng.random_bool(0.5),
+            relist_by_page: StdRng::seed_from_u64(seed ^ 0x7e1a_57ba_9e00_0001).random_bool(0.5),
         };
         let initial = (0..generator.rng.random_range(5..40))
             .filter_map(|_| generator.create())
@@ -645,6 +654,17 @@ mod tests {
     fn a_seed_always_gives_the_same_scenario() {
         assert_eq!(Scenario::from_seed(42), Scenario::from_seed(42));
         assert_ne!(Scenario::from_seed(42), Scenario::from_seed(43));
+    }
+
+    #[test]
+    fn about_half_the_seeds_relist_by_page() {
+        let by_page = (0..50)
+            .filter(|&seed| Scenario::from_seed(seed).server.relist_by_page)
+            .count();
+        assert!(
+            (15..=35).contains(&by_page),
+            "{by_page} of 50 seeds relist by page"
+        );
     }
 
     #[test]

@@ -417,6 +417,7 @@ async fn start_stack(
         &StackOptions {
             min_watch_timeout: Duration::from_secs(60),
             streaming_list: false,
+            relist_by_page: false,
             slow_delay: options.slow_handler,
             slow_buffer: informer_controller::DEFAULT_BUFFER,
             keep_notes: false,

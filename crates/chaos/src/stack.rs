@@ -82,6 +82,8 @@ pub struct StackOptions {
     pub min_watch_timeout: Duration,
     /// The reflectors start with a streaming list.
     pub streaming_list: bool,
+    /// The reflectors list in small pages and apply each page of a relist as it arrives.
+    pub relist_by_page: bool,
     /// How long the slow handler sleeps per notification.
     pub slow_delay: Duration,
     /// The slow handler's buffer (notifications), and the stream subscriber's: small, so that
@@ -145,8 +147,7 @@ fn informer(
     lister_watcher: Recording<KubeListerWatcher<Pod>>,
     options: &StackOptions,
 ) -> PodInformer {
-    let (min_watch_timeout, streaming_list) = (options.min_watch_timeout, options.streaming_list);
-    SharedIndexInformer::new(
+    let informer = SharedIndexInformer::new(
         lister_watcher,
         key_func::<Pod>(),
         Arc::new(|p: &Pod| p.metadata.resource_version.as_deref()),
@@ -155,16 +156,40 @@ fn informer(
             (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
             (NODE_INDEX, pod_node_index_func()),
         ]),
+    );
+    configure(
+        informer,
+        options.min_watch_timeout,
+        options.streaming_list,
+        options.relist_by_page,
     )
-    .with_streaming_list(streaming_list)
-    .with_reflector_config(move |r| {
-        r.with_backoff(BackoffConfig {
-            initial: Duration::from_millis(10),
-            cap: Duration::from_millis(250),
-            ..BackoffConfig::default()
+}
+
+/// How every informer of a run lists and watches: a fast backoff, the run's minimum watch
+/// timeout, a streaming list or not, and a relist by page (in small pages) or not.
+pub fn configure<K: Send + Sync + 'static>(
+    informer: SharedIndexInformer<K>,
+    min_watch_timeout: Duration,
+    streaming_list: bool,
+    relist_by_page: bool,
+) -> SharedIndexInformer<K> {
+    informer
+        .with_streaming_list(streaming_list)
+        .with_relist_by_page(relist_by_page)
+        .with_reflector_config(move |r| {
+            let r = r
+                .with_backoff(BackoffConfig {
+                    initial: Duration::from_millis(10),
+                    cap: Duration::from_millis(250),
+                    ..BackoffConfig::default()
+                })
+                .with_min_watch_timeout(min_watch_timeout);
+            if relist_by_page {
+                r.with_page_size(crate::scenario::SMALL_PAGE)
+            } else {
+                r
+            }
         })
-        .with_min_watch_timeout(min_watch_timeout)
-    })
 }
 
 impl Stack {
