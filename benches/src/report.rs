@@ -18,7 +18,7 @@ use crate::workload::NODE_INDEX;
 use crate::{Sizes, replay, w_ctrl, w_fifo, w_http, w_idx, w_inf, w_wq};
 
 /// The workloads, by name (`--only` matches a part of one of these).
-pub const WORKLOADS: [&str; 13] = [
+pub const WORKLOADS: [&str; 14] = [
     "w-fifo-a",
     "w-fifo-b",
     "w-fifo-c",
@@ -27,6 +27,7 @@ pub const WORKLOADS: [&str; 13] = [
     "w-inf",
     "w-http",
     "w-http-realistic",
+    "w-http-process",
     "decode",
     "w-ctrl",
     "mem",
@@ -45,6 +46,9 @@ pub struct Options {
     pub only: Vec<String>,
     /// The `mem` binary; without it, MEM is reported as not measured.
     pub mem_exe: Option<PathBuf>,
+    /// The `w_http_client` binary; without it, W-HTTP's rows of each side in its own process
+    /// are not measured.
+    pub w_http_exe: Option<PathBuf>,
 }
 
 impl Options {
@@ -303,6 +307,9 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(&Row)) -> Vec<Row> {
     }
     if opts.selected("w-http") {
         http_rows(opts, w_inf_ours, &mut |r| emit(r, &mut rows));
+    }
+    if opts.selected("w-http-process") {
+        http_process_rows(opts, &mut |r| emit(r, &mut rows));
     }
     if opts.selected("w-http-realistic") {
         http_realistic_rows(opts, &mut |r| emit(r, &mut rows));
@@ -616,6 +623,80 @@ fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
     );
     emit(row.rate_over(total));
     Some(ours)
+}
+
+/// W-HTTP client only with each side in a process of its own (`w_http_client`), `reps` runs
+/// after one discarded: in one process the two sides alternate, and each run starts on the heap
+/// the other side's run left (freed, or given back to the system and faulted in again), which
+/// moved either side's list by up to 2× here. Medians of the runs kept.
+fn http_process_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
+    let s = opts.sizes;
+    let runs = |side: &str| -> Option<Vec<(f64, f64)>> {
+        let exe = opts.w_http_exe.as_deref()?;
+        let (listed, events) = (s.listed.to_string(), s.events.to_string());
+        let count = (opts.reps.max(1) + 1).to_string();
+        let out = Command::new(exe)
+            .args([side, &count, "synthetic", &listed, &events])
+            .output()
+            .map_err(|e| eprintln!("{}: {e}", exe.display()))
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "w_http_client {side} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        let parsed: Vec<(f64, f64)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.strip_prefix("run ")?.split(' ');
+                Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+            })
+            .collect();
+        // The first run warms the process up (its heap grows from nothing).
+        Some(parsed.into_iter().skip(1).collect())
+    };
+    let (ours, peer) = (runs("ours"), runs("kube-runtime"));
+    let fig = |r: &Option<Vec<(f64, f64)>>, f: fn(&(f64, f64)) -> f64| {
+        r.as_ref()
+            .filter(|r| !r.is_empty())
+            .map_or(Figure::NotApplicable, |r| {
+                Figure::Secs(median(r.iter().map(f).collect()))
+            })
+    };
+    let phase = |p: &str| {
+        format!("client only, each side in its own process (a warm-up run discarded): {p}")
+    };
+    emit(
+        Row::new(
+            "W-HTTP",
+            phase("list"),
+            fig(&ours, |r| r.0),
+            fig(&peer, |r| r.0),
+        )
+        .rate_over(s.listed),
+    );
+    emit(
+        Row::new(
+            "W-HTTP",
+            phase("watch"),
+            fig(&ours, |r| r.1),
+            fig(&peer, |r| r.1),
+        )
+        .rate_over(s.events),
+    );
+    let total = Row::new(
+        "W-HTTP",
+        phase("list + watch"),
+        fig(&ours, |r| r.0 + r.1),
+        fig(&peer, |r| r.0 + r.1),
+    );
+    emit(
+        total
+            .rate_over(s.listed + s.events)
+            .target("≥ 2× kube-runtime"),
+    );
 }
 
 fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row)) {

@@ -28,6 +28,7 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         reps: 1,
         only: Vec::new(),
         mem_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_mem"))),
+        w_http_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_w_http_client"))),
     };
     let mut seen = 0;
     let rows = report::run(&opts, &mut |_| seen += 1);
@@ -78,6 +79,12 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         ("W-HTTP", "watch"),
         ("W-HTTP", "list + watch"),
         ("W-HTTP", "realistic pods"),
+        ("W-HTTP", "its own process (a warm-up run discarded): list"),
+        ("W-HTTP", "its own process (a warm-up run discarded): watch"),
+        (
+            "W-HTTP",
+            "its own process (a warm-up run discarded): list + watch",
+        ),
         ("W-HTTP", "list + watch, strip_managed_fields"),
         (
             "W-HTTP",
@@ -174,6 +181,7 @@ fn only_selects_by_part_of_a_name_and_reports_unknown_ones() {
         reps: 1,
         only: vec!["fifo-b".into(), "nonsense".into()],
         mem_exe: None,
+        w_http_exe: None,
     };
     assert_eq!(opts.unknown_names(), ["nonsense"]);
     let selected: Vec<_> = WORKLOADS.iter().filter(|w| opts.selected(w)).collect();
@@ -190,6 +198,7 @@ fn without_the_mem_binary_mem_rows_say_not_measured() {
         reps: 1,
         only: vec!["mem".into()],
         mem_exe: None,
+        w_http_exe: None,
     };
     let rows = report::run(&opts, &mut |_| {});
     assert!(!rows.is_empty());

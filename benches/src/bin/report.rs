@@ -28,10 +28,10 @@ struct Args {
     reps: usize,
 }
 
-/// The `mem` binary beside this one; built with cargo when missing.
-fn mem_exe() -> Option<PathBuf> {
+/// The benches' binary `name` beside this one; built with cargo when missing.
+fn sibling_exe(name: &str) -> Option<PathBuf> {
     let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let exe = dir.join(format!("mem{}", std::env::consts::EXE_SUFFIX));
+    let exe = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     if !exe.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
         let profile = if cfg!(debug_assertions) {
@@ -39,21 +39,24 @@ fn mem_exe() -> Option<PathBuf> {
         } else {
             "release"
         };
-        eprintln!("building the mem binary ({profile})…");
+        eprintln!("building the {name} binary ({profile})…");
         let built = Command::new(cargo)
             .args([
                 "build",
                 "-p",
                 "informer-benches",
                 "--bin",
-                "mem",
+                name,
                 "--profile",
                 profile,
             ])
             .status()
             .ok()?;
         if !built.success() || !exe.exists() {
-            eprintln!("no mem binary at {}: MEM is not measured", exe.display());
+            eprintln!(
+                "no {name} binary at {}: its rows are not measured",
+                exe.display()
+            );
             return None;
         }
     }
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         reps: args.reps.max(1),
         only: args.only,
         mem_exe: None,
+        w_http_exe: None,
     };
     let unknown = opts.unknown_names();
     if !unknown.is_empty() {
@@ -86,7 +90,12 @@ fn main() -> ExitCode {
             .iter()
             .any(|w| w.starts_with("mem") && opts.selected(w))
         {
-            mem_exe()
+            sibling_exe("mem")
+        } else {
+            None
+        },
+        w_http_exe: if opts.selected("w-http-process") {
+            sibling_exe("w_http_client")
         } else {
             None
         },

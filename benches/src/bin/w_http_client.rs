@@ -1,6 +1,8 @@
-//! One side of W-HTTP client only, a few times over, for a profiler:
-//! `w_http_client [ours|ours-without-managed-fields|kube-runtime] [runs] [realistic]`. Prints
-//! each run's list and watch times; `realistic`: on realistic pods, at a tenth of the sizes.
+//! One side of W-HTTP client only, a few times over, in a process of its own (for a profiler,
+//! and for the report's rows of each side in its own process):
+//! `w_http_client [ours|ours-without-managed-fields|kube-runtime] [runs] [synthetic|realistic]
+//! [listed events]`. Prints each run's list and watch times, and a line `run <list s> <watch s>`
+//! per run for the report; `realistic`: on realistic pods, at a tenth of the sizes.
 
 use std::sync::Arc;
 
@@ -13,8 +15,13 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let side = args.next().unwrap_or_else(|| "ours".into());
     let runs: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(3);
-    let sizes = Sizes::full();
-    let data = if args.next().as_deref() == Some("realistic") {
+    let shape = args.next();
+    let mut sizes = Sizes::full();
+    if let (Some(listed), Some(events)) = (args.next(), args.next()) {
+        sizes.listed = listed.parse().expect("listed: a number");
+        sizes.events = events.parse().expect("events: a number");
+    }
+    let data = if shape.as_deref() == Some("realistic") {
         w_inf::Data::realistic(sizes.listed / 10, sizes.events / 10)
     } else {
         w_inf::Data::new(sizes.listed, sizes.events)
@@ -33,5 +40,6 @@ fn main() {
             _ => w_http::ours(&rt, &data, 4, backend, ManagedFields::Kept),
         };
         println!("{side}: list {:?}, watch {:?}", run.list, run.watch);
+        println!("run {} {}", run.list.as_secs_f64(), run.watch.as_secs_f64());
     }
 }
