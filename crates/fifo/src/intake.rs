@@ -78,7 +78,6 @@ impl<K> Intake<K> {
         for (key, _) in &listed {
             parts.note_listed(key);
         }
-        parts.note_applied();
         Some(listed)
     }
 

@@ -198,9 +198,8 @@ impl<K> ListerWatcher<K> for KubeListerWatcher<K>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
-    fn list(&self, params: &ListParams) -> impl Future<Output = Result<ListPage<K>, Error>> + Send {
-        let request = list(&self.api, &self.selectors, params, false, self.decoding);
-        async move { request(&mut ListSink::new()).await }
+    async fn list(&self, params: &ListParams) -> Result<ListPage<K>, Error> {
+        self.list_into(params, &mut ListSink::new()).await
     }
 
     fn list_into(
@@ -211,7 +210,14 @@ where
     where
         K: Send + Sync,
     {
-        list(&self.api, &self.selectors, params, false, self.decoding)(sink)
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            false,
+            self.decoding,
+            sink,
+        )
     }
 
     fn watch(
@@ -231,12 +237,8 @@ where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
-    fn list(
-        &self,
-        params: &ListParams,
-    ) -> impl Future<Output = Result<ListPage<PartialObjectMeta<K>>, Error>> + Send {
-        let request = list(&self.api, &self.selectors, params, true, self.decoding);
-        async move { request(&mut ListSink::new()).await }
+    async fn list(&self, params: &ListParams) -> Result<ListPage<PartialObjectMeta<K>>, Error> {
+        self.list_into(params, &mut ListSink::new()).await
     }
 
     fn list_into(
@@ -247,7 +249,14 @@ where
     where
         PartialObjectMeta<K>: Send + Sync,
     {
-        list(&self.api, &self.selectors, params, true, self.decoding)(sink)
+        list(
+            &self.api,
+            &self.selectors,
+            params,
+            true,
+            self.decoding,
+            sink,
+        )
     }
 
     fn watch(
@@ -265,55 +274,44 @@ where
 /// One list request for `params` (with `selectors` applied), built by kube-client
 /// (`Request::list` or `list_metadata`), sent through the api's client, its body decoded item by
 /// item as it arrives ([`decode::list_page`]), each item handed to the sink as soon as it is
-/// decoded. What the request needs is taken now; the request runs when it is given its sink.
+/// decoded.
 ///
 /// A list at `resourceVersion=0` with a limit, which kube-client's request builder cannot
 /// express (it drops the version when a limit is set), is sent as the same request with
 /// `resourceVersion=0` (and `resourceVersionMatch`, if any) appended.
-fn list<K, T>(
+async fn list<K, T>(
     api: &Api<K>,
     selectors: &Selectors,
     params: &ListParams,
     metadata: bool,
     decoding: Decoding,
-) -> impl for<'s, 'b> FnOnce(
-    &'s mut ListSink<'b, T>,
-) -> futures::future::BoxFuture<'s, Result<ListPage<T>, Error>>
-+ Send
-+ 'static
+    sink: &mut ListSink<'_, T>,
+) -> Result<ListPage<T>, Error>
 where
-    K: Resource + Clone + Send + Sync + 'static,
-    T: DeserializeOwned + Send + Sync + 'static,
+    K: Resource + Clone,
+    T: DeserializeOwned + Send + Sync,
 {
     let lp = selectors.list_params(params);
-    let api = api.clone();
-    let zero = Selectors::drops_zero(params);
-    move |sink| {
-        Box::pin(async move {
-            let request = kube::core::Request::new(api.resource_url());
-            let built = if metadata {
-                request.list_metadata(&lp)
-            } else {
-                request.list(&lp)
-            };
-            let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
-            if zero {
-                let mut uri = req.uri().to_string();
-                uri.push_str("&resourceVersion=0");
-                match lp.version_match {
-                    Some(VersionMatch::NotOlderThan) => {
-                        uri.push_str("&resourceVersionMatch=NotOlderThan")
-                    }
-                    Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
-                    None => {}
-                }
-                *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
-            }
-            req.extensions_mut().insert("list");
-            let body = decode::send(&api.into_client(), req).await?;
-            decode::list_page(body, decoding, sink).await
-        })
+    let request = kube::core::Request::new(api.resource_url());
+    let built = if metadata {
+        request.list_metadata(&lp)
+    } else {
+        request.list(&lp)
+    };
+    let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+    if Selectors::drops_zero(params) {
+        let mut uri = req.uri().to_string();
+        uri.push_str("&resourceVersion=0");
+        match lp.version_match {
+            Some(VersionMatch::NotOlderThan) => uri.push_str("&resourceVersionMatch=NotOlderThan"),
+            Some(VersionMatch::Exact) => uri.push_str("&resourceVersionMatch=Exact"),
+            None => {}
+        }
+        *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
     }
+    req.extensions_mut().insert("list");
+    let body = decode::send(&api.clone().into_client(), req).await?;
+    decode::list_page(body, decoding, sink).await
 }
 
 /// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through

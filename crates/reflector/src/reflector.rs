@@ -166,8 +166,6 @@ struct Listed<K> {
     items: Collected<K>,
     /// Objects listed (over every page).
     count: usize,
-    /// Objects of the current page handed to the store while it was decoded.
-    handed_over: usize,
     /// The last page's resource version.
     resource_version: String,
 }
@@ -182,7 +180,6 @@ impl<K> Listed<K> {
     /// Forgets the pages so far (a list that starts again).
     fn restart(&mut self) {
         self.count = 0;
-        self.handed_over = 0;
         match &mut self.items {
             Collected::Whole(all) => all.clear(),
             Collected::Parts(parts) => parts.restart(),
@@ -365,36 +362,49 @@ where
         self
     }
 
-    /// One page, its objects through the interner if there is one. Listing by page, its
-    /// objects go to the store in batches of a page size as they are decoded (a server that
-    /// answers with one response of everything still has it applied a page at a time); the
-    /// page returned holds the rest.
+    /// Lists one page into `listed`, its objects through the interner if there is one: kept
+    /// with the pages before, or, listing by page, handed to the store in batches of a page size
+    /// as they are decoded (a server that answers with one response of everything still has it
+    /// applied a page at a time), then what is left of the page. Returns the page, its objects
+    /// taken out.
     async fn list_page(
         &self,
         params: &ListParams,
         listed: &mut Listed<K>,
     ) -> Result<ListPage<K>, Error> {
         let intern = self.config.list_interner.as_ref();
-        let Collected::Parts(parts) = &mut listed.items else {
-            let mut sink = ListSink::new().interning(intern);
-            return self.lister_watcher.list_into(params, &mut sink).await;
+        let parts = match &mut listed.items {
+            Collected::Whole(all) => {
+                let mut sink = ListSink::new().interning(intern);
+                let mut page = self.lister_watcher.list_into(params, &mut sink).await?;
+                listed.count += page.items.len();
+                let items = std::mem::take(&mut page.items);
+                if all.is_empty() {
+                    *all = items;
+                } else {
+                    all.extend(items);
+                }
+                return Ok(page);
+            }
+            Collected::Parts(parts) => parts,
         };
         let store = &self.store;
-        let mut hand_over = |batch: Vec<Arc<K>>| {
-            store
-                .replace_part(batch, parts)
-                .map_err(|e| Error::Store(Box::new(e)))
-        };
+        let to_store = |e| Error::Store(Box::new(e));
+        let mut hand_over = |batch: Vec<Arc<K>>| store.replace_part(batch, parts).map_err(to_store);
         let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
         let mut sink = ListSink::new()
             .interning(intern)
-            .handing_over(every.max(1), &mut hand_over);
+            .handing_over(every, &mut hand_over);
         let page = self.lister_watcher.list_into(params, &mut sink).await;
-        let handed_over = sink.handed_over();
+        listed.count += sink.handed_over();
         drop(sink);
-        listed.count += handed_over;
-        listed.handed_over = handed_over;
-        page
+        let mut page = page?;
+        let rest = std::mem::take(&mut page.items);
+        listed.count += rest.len();
+        if !rest.is_empty() {
+            store.replace_part(rest, parts).map_err(to_store)?;
+        }
+        Ok(page)
     }
 
     /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
@@ -602,15 +612,12 @@ where
                 Collected::Whole(Vec::new())
             },
             count: 0,
-            handed_over: 0,
             resource_version: String::new(),
         };
         let mut page = self.list_page(&first, &mut listed).await?;
         loop {
-            let token = page.continue_token.take();
-            listed.resource_version = std::mem::take(&mut page.resource_version);
-            self.collect(&mut listed, page.items)?;
-            let Some(token) = token else {
+            listed.resource_version = page.resource_version;
+            let Some(token) = page.continue_token else {
                 return Ok(listed);
             };
             let next = ListParams {
@@ -633,7 +640,6 @@ where
                         listed.restart();
                         let whole = self.list_page(&full, &mut listed).await?;
                         listed.resource_version = whole.resource_version;
-                        self.collect(&mut listed, whole.items)?;
                         return Ok(listed);
                     }
                     // The list's own failure: its caller reacts to it as a list error.
@@ -641,24 +647,6 @@ where
                 },
             }
         }
-    }
-
-    /// Adds a page (what its sink did not hand over) to what a list has collected, or hands it
-    /// to the store.
-    fn collect(&self, listed: &mut Listed<K>, items: Vec<Arc<K>>) -> Result<(), Error> {
-        listed.count += items.len();
-        let handed_over = std::mem::take(&mut listed.handed_over);
-        match &mut listed.items {
-            // The page's objects went to the store already.
-            Collected::Parts(_) if items.is_empty() && handed_over > 0 => {}
-            Collected::Whole(all) if all.is_empty() => *all = items,
-            Collected::Whole(all) => all.extend(items),
-            Collected::Parts(parts) => self
-                .store
-                .replace_part(items, parts)
-                .map_err(|e| Error::Store(Box::new(e)))?,
-        }
-        Ok(())
     }
 
     /// The initial state as a streaming list. On success returns the open stream, positioned

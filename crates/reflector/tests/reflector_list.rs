@@ -128,7 +128,7 @@ async fn a_list_by_page_hands_each_page_to_the_store_as_it_arrives() {
         h.store.ops(),
         [
             Op::Part(vec!["a".into(), "b".into()]),
-            Op::Part(vec![]),
+            // An empty page has nothing to hand over.
             Op::Part(vec!["c".into()]),
             // The last page's version is the list's.
             Op::PartsDone(vec![], "21".into()),

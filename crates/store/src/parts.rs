@@ -19,7 +19,6 @@ pub struct ReplaceParts<K> {
     held: Vec<Arc<K>>,
     listed: HashSet<String>,
     applying: Option<bool>,
-    parts: usize,
 }
 
 impl<K> ReplaceParts<K> {
@@ -29,7 +28,6 @@ impl<K> ReplaceParts<K> {
             held: Vec::new(),
             listed: HashSet::new(),
             applying: None,
-            parts: 0,
         }
     }
 
@@ -48,7 +46,6 @@ impl<K> ReplaceParts<K> {
     /// Holds `part` for the end, after the parts held before.
     pub fn hold(&mut self, part: Vec<Arc<K>>) {
         self.applying.get_or_insert(false);
-        self.parts += 1;
         if self.held.is_empty() {
             self.held = part;
         } else {
@@ -78,24 +75,9 @@ impl<K> ReplaceParts<K> {
         }
     }
 
-    /// Records that one more part was applied.
-    pub fn note_applied(&mut self) {
-        self.parts += 1;
-    }
-
     /// Whether an applied part listed `key`.
     pub fn is_listed(&self, key: &str) -> bool {
         self.listed.contains(key)
-    }
-
-    /// The number of distinct keys the applied parts listed.
-    pub fn listed_len(&self) -> usize {
-        self.listed.len()
-    }
-
-    /// The number of parts so far, held or applied.
-    pub fn parts(&self) -> usize {
-        self.parts
     }
 
     /// Forgets every part so far, as a list that starts again from its first page must: the
@@ -105,7 +87,6 @@ impl<K> ReplaceParts<K> {
     pub fn restart(&mut self) {
         self.held = Vec::new();
         self.listed = HashSet::new();
-        self.parts = 0;
     }
 }
 
@@ -119,7 +100,6 @@ impl<K> fmt::Debug for ReplaceParts<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplaceParts")
             .field("applying", &self.applying)
-            .field("parts", &self.parts)
             .field("held", &self.held.len())
             .field("listed", &self.listed.len())
             .finish()
@@ -138,9 +118,15 @@ mod tests {
         parts.hold(vec![Arc::new(3)]);
         assert_eq!(parts.applying(), Some(false));
         assert!(!parts.decide(true), "the first decision stands");
-        assert_eq!(parts.parts(), 2);
+        let held: Vec<i32> = parts.take_held().iter().map(|n| **n).collect();
+        assert_eq!(held, [1, 2, 3]);
+        parts.hold(vec![Arc::new(5)]);
         parts.restart();
-        assert_eq!(parts.parts(), 0);
+        assert_eq!(
+            parts.applying(),
+            Some(false),
+            "the decision outlives a restart"
+        );
         parts.hold(vec![Arc::new(4)]);
         let held: Vec<i32> = parts.take_held().iter().map(|n| **n).collect();
         assert_eq!(held, [4]);
@@ -153,9 +139,7 @@ mod tests {
         parts.note_listed("a");
         parts.note_listed("b");
         parts.note_listed("a");
-        parts.note_applied();
-        assert_eq!(parts.listed_len(), 2);
-        assert!(parts.is_listed("a") && !parts.is_listed("c"));
+        assert!(parts.is_listed("a") && parts.is_listed("b") && !parts.is_listed("c"));
         parts.restart();
         assert!(!parts.is_listed("a"));
         assert_eq!(parts.applying(), Some(true));

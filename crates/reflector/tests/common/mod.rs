@@ -131,7 +131,6 @@ impl ReflectorStore<Obj> for RecordingStore {
             parts.note_listed(&obj.name);
             self.inner.update(obj)?;
         }
-        parts.note_applied();
         Ok(())
     }
     fn replace_parts_done(

@@ -334,12 +334,7 @@ impl Model {
     /// `replace_part`: held until the end if the queue was not populated when the first part
     /// came, else queued as `replace` queues its list.
     pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        let populated = self.populated;
-        if self
-            .parts
-            .get_or_insert_with(|| Parts::new(populated))
-            .held(list)
-        {
+        if !Parts::applies(&mut self.parts, self.populated, list) {
             return Ok(());
         }
         let kind = self.listed_kind();
@@ -347,7 +342,7 @@ impl Model {
             let (Ok(key), Ok(obj)) = (Self::key(obj), self.transform(obj)) else {
                 continue;
             };
-            self.parts_mut().listed.insert(key.clone());
+            Parts::note(&mut self.parts, &key);
             self.push(&key, Delta::new(kind, obj));
         }
         Ok(())
@@ -364,10 +359,6 @@ impl Model {
             self.push(&key, Delta::tombstone(key.as_str(), obj));
         }
         Ok(())
-    }
-
-    fn parts_mut(&mut self) -> &mut Parts {
-        self.parts.get_or_insert_with(|| Parts::new(true))
     }
 
     /// `resync`.
@@ -541,19 +532,12 @@ impl InOrderModel {
     /// `replace_part`: held until the end if the queue was not populated when the first part
     /// came, else queued as Replaced events.
     pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        let populated = self.populated;
-        if self
-            .parts
-            .get_or_insert_with(|| Parts::new(populated))
-            .held(list)
-        {
+        if !Parts::applies(&mut self.parts, self.populated, list) {
             return Ok(());
         }
         let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
         for (key, obj) in listed {
-            if let Some(parts) = &mut self.parts {
-                parts.listed.insert(key.clone());
-            }
+            Parts::note(&mut self.parts, &key);
             self.events.push_back((key, Delta::Replaced(obj)));
         }
         Ok(())
@@ -653,12 +637,22 @@ impl Parts {
         }
     }
 
-    /// Holds `list` if the parts are held; whether it did.
-    fn held(&mut self, list: &[Obj]) -> bool {
-        if !self.applying {
-            self.held.extend_from_slice(list);
+    /// The first half of `replace_part`: starts a replace in parts in `slot` if none is under
+    /// way (applied if the queue is `populated`), holds `list` if its parts are held; whether
+    /// `list` is to be applied.
+    fn applies(slot: &mut Option<Parts>, populated: bool, list: &[Obj]) -> bool {
+        let parts = slot.get_or_insert_with(|| Parts::new(populated));
+        if !parts.applying {
+            parts.held.extend_from_slice(list);
         }
-        !self.applying
+        parts.applying
+    }
+
+    /// Records that an applied part listed `key`.
+    fn note(slot: &mut Option<Parts>, key: &str) {
+        if let Some(parts) = slot {
+            parts.listed.insert(key.to_owned());
+        }
     }
 }
 
