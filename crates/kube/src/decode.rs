@@ -22,6 +22,7 @@ use http_body_util::BodyExt;
 use informer_reflector::{Error, ListPage, ListSink};
 use kube::client::Body;
 use memchr::{memchr, memchr2};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::error_from_kube;
@@ -159,8 +160,20 @@ impl Lines {
     }
 }
 
+/// An object decoded, then moved into its `Arc`: one allocation of the object. (serde's own
+/// `Arc<T>` decodes into a `Box<T>` and moves that into a new `Arc`: for a `Pod`, kilobytes by
+/// value, a second allocation in the allocator's slower large sizes, a copy and a free more per
+/// event.)
+struct InArc<K>(Arc<K>);
+
+impl<'de, K: Deserialize<'de>> Deserialize<'de> for InArc<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        K::deserialize(deserializer).map(|object| InArc(Arc::new(object)))
+    }
+}
+
 /// One watch line decoded as kube-client decodes it; `None` for a line it skips. The object is
-/// decoded straight into its `Arc`: an event then moves a pointer, not the object (a `Pod` is
+/// put in its `Arc` as it is decoded: an event then moves a pointer, not the object (a `Pod` is
 /// kilobytes by value), on its way to the reflector.
 pub(crate) fn watch_line<K: DeserializeOwned>(
     line: &[u8],
@@ -176,8 +189,11 @@ pub(crate) fn watch_line<K: DeserializeOwned>(
             ))));
         }
     };
-    match decoding.decode(text, unwrap_event::<Arc<K>>) {
-        Ok(event) => Some(Ok(event)),
+    let decoded = decoding.decode(text, |event| {
+        map_event(event, |o: WithoutManagedFields<InArc<K>>| o.0)
+    });
+    match decoded {
+        Ok(event) => Some(Ok(map_event(event, |o: InArc<K>| o.0))),
         // JSON that ended early: skipped, as kube-client skips it (a torn last line).
         Err(e) if e.is_eof() => None,
         Err(e) => Some(Err(
@@ -189,15 +205,16 @@ pub(crate) fn watch_line<K: DeserializeOwned>(
     }
 }
 
-/// A watch event of an object decoded without its managed fields, as one of the object.
-fn unwrap_event<K>(
-    event: kube::api::WatchEvent<WithoutManagedFields<K>>,
-) -> kube::api::WatchEvent<K> {
+/// A watch event with `f` applied to its object.
+fn map_event<A, B>(
+    event: kube::api::WatchEvent<A>,
+    f: impl FnOnce(A) -> B,
+) -> kube::api::WatchEvent<B> {
     use kube::api::WatchEvent as E;
     match event {
-        E::Added(o) => E::Added(o.0),
-        E::Modified(o) => E::Modified(o.0),
-        E::Deleted(o) => E::Deleted(o.0),
+        E::Added(o) => E::Added(f(o)),
+        E::Modified(o) => E::Modified(f(o)),
+        E::Deleted(o) => E::Deleted(f(o)),
         E::Bookmark(b) => E::Bookmark(b),
         E::Error(e) => E::Error(e),
     }
