@@ -61,7 +61,11 @@ async fn initial_list_arrives_as_initial_adds_then_watch_events_follow(kind: Kin
             Seen::Add("b/z".into(), 3, true)
         ]
     );
-    assert_eq!(informer.last_sync_resource_version(), "3");
+    // Recorded once the store has taken the list, which the informer can have popped already.
+    eventually("the list's resource version recorded", || {
+        informer.last_sync_resource_version() == "3"
+    })
+    .await;
 
     watch.added(&obj("b", "new", 4));
     watch.modified(&obj("a", "x", 5));
@@ -261,7 +265,12 @@ async fn a_relist_by_page_applies_each_page_before_the_next_arrives(kind: Kind) 
             .collect();
     assert_eq!(cache(&informer), expected);
     assert_eq!(cache(&informer), rec.replay());
-    assert_eq!(informer.last_sync_resource_version(), "8");
+    // The reflector records the list's resource version once the store has taken the last
+    // page, which a handler can have heard of already.
+    eventually("the relist's resource version recorded", || {
+        informer.last_sync_resource_version() == "8"
+    })
+    .await;
     stop.cancel();
     task.await.unwrap().unwrap();
 }
