@@ -229,9 +229,10 @@ where
 
     let started = Instant::now();
     let (counters, stop) = start(client).await;
-    while !(gate.reached() && counters.iter().all(|c| c.saw(listed, 0))) {
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
+    wait_for(&counters, "list", || {
+        gate.reached() && counters.iter().all(|c| c.saw(listed, 0))
+    })
+    .await;
     let list = started.elapsed();
 
     if let Running::Simulator(server) = &server {
@@ -240,9 +241,10 @@ where
 
     let started = Instant::now();
     gate.open();
-    while !counters.iter().all(|c| c.saw(listed, events)) {
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
+    wait_for(&counters, "watch", || {
+        counters.iter().all(|c| c.saw(listed, events))
+    })
+    .await;
     let watch = started.elapsed();
     stop().await;
     match server {
@@ -250,6 +252,39 @@ where
         Running::Replay(s) => s.shutdown().await,
     }
     Run { list, watch }
+}
+
+/// How long a run may go without a handler counting anything more before it is stalled.
+const STALLED_AFTER: Duration = Duration::from_secs(30);
+
+/// Waits until `done`. Panics, with what each handler counted, once they have counted nothing
+/// more for [`STALLED_AFTER`]: the counts are exact or the run is broken (a handler whose buffer
+/// overflowed coalesces updates, with many events per pod, and never reaches its count).
+async fn wait_for(counters: &[Arc<Counter>], phase: &str, done: impl Fn() -> bool) {
+    let counted = || -> Vec<(usize, usize)> {
+        counters
+            .iter()
+            .map(|c| {
+                (
+                    c.adds.load(Ordering::Relaxed),
+                    c.updates.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    };
+    let (mut last, mut since) = (counted(), Instant::now());
+    while !done() {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+        let now = counted();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        } else if since.elapsed() >= STALLED_AFTER {
+            panic!(
+                "W-HTTP stalled in its {phase} phase: nothing counted for {STALLED_AFTER:?}; \
+                 (adds, updates) per handler: {now:?}"
+            );
+        }
+    }
 }
 
 /// Our side with `handlers` counting handlers, the managed fields kept, stripped by
