@@ -625,18 +625,20 @@ fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
     Some(ours)
 }
 
-/// W-HTTP client only with each side in a process of its own (`w_http_client`), `reps` runs
-/// after one discarded: in one process the two sides alternate, and each run starts on the heap
-/// the other side's run left (freed, or given back to the system and faulted in again), which
-/// moved either side's list by up to 2× here. Medians of the runs kept.
+/// W-HTTP client only with each side in a process of its own (`w_http_client`): in one process
+/// the two sides alternate, and each run starts on the heap the other side's run left (freed,
+/// or given back to the system and faulted in again), which moved either side's list by up to
+/// 2× here. `reps` processes a side, alternating the sides (this machine's speed drifts over
+/// minutes, and a side run all at once would take one moment's), each making two runs of which
+/// the first, a warm-up, is discarded. Medians of the runs kept.
 fn http_process_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     let s = opts.sizes;
-    let runs = |side: &str| -> Option<Vec<(f64, f64)>> {
+    let process = |side: &str| -> Option<Vec<(f64, f64)>> {
         let exe = opts.w_http_exe.as_deref()?;
         let (listed, events) = (s.listed.to_string(), s.events.to_string());
-        let count = (opts.reps.max(1) + 1).to_string();
         let out = Command::new(exe)
-            .args([side, &count, "synthetic", &listed, &events])
+            // Two runs: a warm-up, and the one kept.
+            .args([side, "2", "synthetic", &listed, &events])
             .output()
             .map_err(|e| eprintln!("{}: {e}", exe.display()))
             .ok()?;
@@ -657,7 +659,18 @@ fn http_process_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         // The first run warms the process up (its heap grows from nothing).
         Some(parsed.into_iter().skip(1).collect())
     };
-    let (ours, peer) = (runs("ours"), runs("kube-runtime"));
+    let (mut ours, mut peer) = (Some(Vec::new()), Some(Vec::new()));
+    for _ in 0..opts.reps.max(1) {
+        for (side, runs) in [("ours", &mut ours), ("kube-runtime", &mut peer)] {
+            // A side whose process failed once has no figure (the failure is printed).
+            if let Some(all) = runs {
+                match process(side) {
+                    Some(more) => all.extend(more),
+                    None => *runs = None,
+                }
+            }
+        }
+    }
     let fig = |r: &Option<Vec<(f64, f64)>>, f: fn(&(f64, f64)) -> f64| {
         r.as_ref()
             .filter(|r| !r.is_empty())
