@@ -90,6 +90,16 @@ pub struct SlimPod {
     pub status: SlimPodStatus,
 }
 
+/// A pod's metadata and nothing else, decoded from the whole pod's JSON: the least any
+/// projection that keeps the metadata can decode (`kube::Resource::meta` requires an
+/// `ObjectMeta`, and every other field is skipped without allocating). Its decode time is the
+/// floor under [`SlimPod`]'s.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetadataAlone {
+    /// The pod's metadata.
+    pub metadata: ObjectMeta,
+}
+
 /// The part of a pod's spec a [`SlimPod`] keeps.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,6 +1,7 @@
 //! Runs every workload once more, ours and kube-runtime side by side, and prints one table.
 //!
-//! `cargo run --release -p informer-benches --bin report [-- --quick] [--only <name>]...`
+//! `cargo run --release -p informer-benches --bin report [-- --quick] [--only <name>]...
+//! [--touch-memory <GiB>]`
 //!
 //! MEM runs in processes of their own: the `mem` binary next to this one (built with it when
 //! missing).
@@ -26,6 +27,27 @@ struct Args {
     /// Repetitions of each workload (figures are medians).
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Before measuring, write to this many GiB of memory once and give them back. A virtual
+    /// machine backs its guest's memory on first touch: on a freshly booted one, the first use
+    /// of a page cost about 16 µs here against under 3 µs once backed, so whichever side of a
+    /// comparison meets never-used pages loses by chance. Touching most of the free memory once
+    /// after boot takes that out of the figures.
+    #[arg(long, value_name = "GIB", default_value_t = 0)]
+    touch_memory: usize,
+}
+
+/// Writes to `gib` GiB, a GiB at a time, and frees each (large blocks go back to the system).
+fn touch_memory(gib: usize) {
+    let started = std::time::Instant::now();
+    for _ in 0..gib {
+        // Not `vec![0; n]`: zeroed memory is mapped lazily and never touched.
+        let block = vec![1u8; 1 << 30];
+        std::hint::black_box(&block);
+    }
+    eprintln!(
+        "touched {gib} GiB in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// The benches' binary `name` beside this one; built with cargo when missing.
@@ -65,6 +87,7 @@ fn sibling_exe(name: &str) -> Option<PathBuf> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    touch_memory(args.touch_memory);
     let opts = Options {
         sizes: if args.quick {
             Sizes::quick()
