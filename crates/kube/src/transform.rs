@@ -44,13 +44,13 @@ pub fn strip_managed_fields<K>() -> TransformFunc<K>
 where
     K: Resource + Clone + Send + Sync + 'static,
 {
-    transform_func(|obj: Arc<K>| {
-        if obj.meta().managed_fields.is_none() {
-            return Ok(obj);
+    transform_func(|mut obj: Arc<K>| {
+        if obj.meta().managed_fields.is_some() {
+            // In place when the object is not shared (a decoder hands it over so); a copy when
+            // it is, so that no other holder sees it change.
+            Arc::make_mut(&mut obj).meta_mut().managed_fields = None;
         }
-        let mut obj = Arc::unwrap_or_clone(obj);
-        obj.meta_mut().managed_fields = None;
-        Ok(Arc::new(obj))
+        Ok(obj)
     })
 }
 
@@ -80,5 +80,18 @@ mod tests {
         let out = strip_managed_fields::<Pod>()(Arc::new(pod)).unwrap();
         expected.metadata.managed_fields = None;
         assert_eq!(*out, expected);
+    }
+
+    #[test]
+    fn a_shared_object_is_copied_and_the_other_holder_keeps_its_managed_fields() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("a".into());
+        pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        let pod = Arc::new(pod);
+        let out = strip_managed_fields::<Pod>()(Arc::clone(&pod)).unwrap();
+        assert!(!Arc::ptr_eq(&pod, &out));
+        assert_eq!(out.metadata.managed_fields, None);
+        assert_eq!(out.metadata.name.as_deref(), Some("a"));
+        assert_eq!(pod.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
     }
 }
