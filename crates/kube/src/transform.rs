@@ -10,7 +10,8 @@ use kube::Resource;
 /// Server-side apply records, per field manager, which fields it owns: often a kilobyte or more
 /// per object, and read by almost no controller. Stripping it before the object is queued means
 /// the cache, the queue and every notification share the smaller object. An object that has no
-/// managed fields is passed through as it is, without a copy.
+/// managed fields is passed through as it is; one that nobody else holds (as a decoder hands it
+/// over) is changed in place; only a shared one is copied first.
 ///
 /// When the objects come from this crate's lister-watchers, prefer leaving the managed fields
 /// out while decoding ([`KubeListerWatcher::without_managed_fields`](crate::KubeListerWatcher::without_managed_fields),
