@@ -694,7 +694,7 @@ fn http_process_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             "its first run (a cold start)",
             (|r| &r.0) as fn(&(Runs, Runs)) -> &Runs,
         ),
-        ("its second run (a warm-up run discarded)", |r| &r.1),
+        ("its second run (warm: after the first)", |r| &r.1),
     ] {
         let (ours, peer) = (ours.as_ref().map(pick), peer.as_ref().map(pick));
         let phases: [(&str, Phase, usize); 3] = [

@@ -81,15 +81,15 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         ("W-HTTP", "realistic pods"),
         (
             "W-HTTP",
-            "its own process, its second run (a warm-up run discarded): list",
+            "its own process, its second run (warm: after the first): list",
         ),
         (
             "W-HTTP",
-            "its own process, its second run (a warm-up run discarded): watch",
+            "its own process, its second run (warm: after the first): watch",
         ),
         (
             "W-HTTP",
-            "its own process, its second run (a warm-up run discarded): list + watch",
+            "its own process, its second run (warm: after the first): list + watch",
         ),
         (
             "W-HTTP",
