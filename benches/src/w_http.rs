@@ -357,16 +357,33 @@ pub fn kube_runtime(
             },
         );
         let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
-        let stop: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>> = Box::new(move || {
-            Box::pin(async move {
-                driver.abort();
-                for r in readers {
-                    r.abort();
-                }
-            })
-        });
+        let mut tasks = readers;
+        tasks.push(driver);
+        let stop: Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>>> =
+            Box::new(move || Box::pin(end_tasks(tasks)));
         (counters, stop)
     }))
+}
+
+/// Aborts `tasks` and returns once every one of them has ended (its future dropped); a task's
+/// panic is passed on.
+///
+/// Aborting alone is not enough before the server goes away: an abort takes effect only when
+/// the task's current poll returns, and kube-runtime's watcher (no backoff configured) that finds
+/// its server gone retries at once, every error ready without waiting, so a poll caught in that
+/// loop never returns. The task then holds a worker forever, and the runtime's shutdown (the
+/// process's exit) waits for it.
+pub async fn end_tasks(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in &tasks {
+        task.abort();
+    }
+    for task in tasks {
+        if let Err(e) = task.await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
 
 /// Counts what a subscriber receives: the first `listed` as adds, the rest as updates.
@@ -381,5 +398,55 @@ async fn count_into(handle: reflector::ReflectHandle<Pod>, counter: Arc<Counter>
         };
         field.fetch_add(1, Ordering::Relaxed);
         n += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn current_thread() -> Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
+    #[test]
+    fn end_tasks_returns_only_once_every_task_has_ended() {
+        let rt = current_thread();
+        let alive = Arc::new(());
+        let ended = rt.block_on(async {
+            let tasks: Vec<_> = (0..3)
+                .map(|_| {
+                    let alive = Arc::clone(&alive);
+                    tokio::spawn(async move {
+                        let _alive = alive;
+                        std::future::pending::<()>().await;
+                    })
+                })
+                .collect();
+            // Let every task start and hold its clone.
+            tokio::task::yield_now().await;
+            assert_eq!(Arc::strong_count(&alive), 4);
+            end_tasks(tasks).await;
+            // Read as end_tasks returns: an abort not yet carried out would still hold a clone.
+            Arc::strong_count(&alive)
+        });
+        assert_eq!(ended, 1, "a task outlived end_tasks");
+    }
+
+    #[test]
+    fn end_tasks_passes_a_tasks_panic_on() {
+        let rt = current_thread();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async {
+                let task = tokio::spawn(async { panic!("the task's own panic") });
+                tokio::task::yield_now().await;
+                end_tasks(vec![task]).await;
+            })
+        }))
+        .expect_err("the panic is passed on");
+        assert_eq!(caught.downcast_ref::<&str>(), Some(&"the task's own panic"));
     }
 }

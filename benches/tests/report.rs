@@ -2,7 +2,10 @@
 //! table. Figures are not checked (speed is never asserted in a test), only that every row the
 //! report promises is there and measured.
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use informer_benches::Sizes;
 use informer_benches::mem::{Mode, Sample};
@@ -21,6 +24,36 @@ fn measured(f: Figure) -> bool {
     }
 }
 
+/// How long the report may go without a new row before [`watchdog`] ends the test process.
+/// The tiny run takes seconds; a measuring child is killed at [`report::CHILD_LIMIT`], before.
+const SILENT_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// A watchdog for a run of the report: `beat` with each row's name. If none comes for
+/// [`SILENT_FOR`], it writes the last one to standard error (directly, past the test harness's
+/// capture, which would hold it until a test that never ends has ended) and exits the process
+/// with a failure: a hang fails the test, and says where, instead of hanging the whole run.
+fn watchdog() -> mpsc::Sender<String> {
+    let (beat, beats) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut last = String::from("(no row yet)");
+        loop {
+            match beats.recv_timeout(SILENT_FOR) {
+                Ok(row) => last = row,
+                // The run is over.
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "the report made no row for {SILENT_FOR:?}; the last was: {last}"
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+    });
+    beat
+}
+
 #[test]
 fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
     let opts = Options {
@@ -30,8 +63,14 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         mem_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_mem"))),
         w_http_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_w_http_client"))),
     };
+    let beat = watchdog();
     let mut seen = 0;
-    let rows = report::run(&opts, &mut |_| seen += 1);
+    let rows = report::run(&opts, &mut |row| {
+        seen += 1;
+        // The watchdog outlives a failed test only if the process does.
+        let _ = beat.send(format!("{} / {}", row.workload, row.phase));
+    });
+    drop(beat);
     assert_eq!(seen, rows.len());
 
     let find = |workload: &str, phase: &str| {
@@ -352,4 +391,45 @@ fn the_mem_binary_measures_realistic_pods_in_every_view() {
         slim_stripped > meta_stripped,
         "{slim_stripped} ≤ {meta_stripped}"
     );
+}
+
+#[test]
+fn a_child_that_outlives_its_limit_is_killed_and_reported() {
+    let started = std::time::Instant::now();
+    let err = report::output_within(
+        std::process::Command::new("sh").args(["-c", "echo going >&2; exec sleep 600"]),
+        Duration::from_millis(300),
+    )
+    .expect_err("killed");
+    assert!(err.contains("killed"), "{err}");
+    assert!(err.contains("going"), "what it wrote is kept: {err}");
+    // Killed, not waited for: far less than the child's own 600 s.
+    assert!(started.elapsed() < Duration::from_secs(300), "{err}");
+}
+
+#[test]
+fn a_childs_output_and_failure_come_back_whole() {
+    // More than a pipe's buffer on both streams: neither may block the child.
+    let script = "head -c 300000 /dev/zero | tr '\\0' o; head -c 300000 /dev/zero | tr '\\0' e >&2";
+    let out = report::output_within(
+        std::process::Command::new("sh").args(["-c", script]),
+        report::CHILD_LIMIT,
+    )
+    .expect("it succeeds");
+    assert_eq!(out.len(), 300_000);
+    assert!(out.iter().all(|&b| b == b'o'));
+
+    let err = report::output_within(
+        std::process::Command::new("sh").args(["-c", "echo why >&2; exit 3"]),
+        report::CHILD_LIMIT,
+    )
+    .expect_err("it fails");
+    assert!(err.contains("why") && err.contains('3'), "{err}");
+
+    let err = report::output_within(
+        &mut std::process::Command::new("/nonexistent/binary"),
+        report::CHILD_LIMIT,
+    )
+    .expect_err("it cannot start");
+    assert!(err.contains("/nonexistent/binary"), "{err}");
 }
