@@ -258,10 +258,11 @@ impl Shared {
             .ok_or_else(|| StatusError::not_found(info, name))
     }
 
-    /// A client's replace (`PUT`), as the type's registry treats it: a non-empty
-    /// `metadata.resourceVersion` in `body` is a precondition (409 when stale); without one
-    /// the update is unconditional, or 422 for types that refuse unconditional updates; a
-    /// missing object is 404, or created for types that allow create on update.
+    /// A client's replace (`PUT`), as the type's registry treats it: a `metadata.uid` in
+    /// `body` is a precondition (409 when another object's); a `metadata.resourceVersion`
+    /// other than `""` and `"0"` is one too (409 when stale); without one the update is
+    /// unconditional, or 422 for types that refuse unconditional updates; a missing object is
+    /// 404, or created for types that allow create on update.
     pub(crate) fn update(
         &self,
         target: Target<'_>,
@@ -299,7 +300,31 @@ impl Shared {
             }
             return Err(StatusError::not_found(&info, name));
         };
-        match meta_str(&body, "resourceVersion") {
+        // A PUT's `metadata.uid` is a precondition (`defaultUpdatedObjectInfo.Preconditions`),
+        // checked by the storage before anything else: 409 when it names another object. A
+        // patch's, once applied, is a change of the immutable field: 422.
+        let stored_uid = meta_str(&old.value, "uid").unwrap_or("");
+        match meta_str(&body, "uid") {
+            Some(uid) if !uid.is_empty() && uid != stored_uid => {
+                return Err(match by {
+                    Replace::Put => {
+                        StatusError::uid_precondition_failed(&info, name, uid, stored_uid)
+                    }
+                    Replace::Patch => StatusError::invalid_object(
+                        &info,
+                        name,
+                        vec![FieldError::invalid(
+                            "metadata.uid",
+                            uid,
+                            "field is immutable",
+                        )],
+                    ),
+                });
+            }
+            _ => {}
+        }
+        // `"0"` parses to revision 0, which the store reads as no version at all.
+        match meta_str(&body, "resourceVersion").filter(|rv| !rv.is_empty() && *rv != "0") {
             Some(rv) if Some(rv) != meta_str(&old.value, "resourceVersion") => {
                 return Err(StatusError::stale_update(&info, name));
             }
@@ -467,13 +492,11 @@ impl Shared {
         if let Some(uid) = options.uid.as_deref()
             && Some(uid) != meta_str(&old.value, "uid")
         {
-            return Err(StatusError::conflict(
+            return Err(StatusError::uid_precondition_failed(
                 &info,
                 name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old.value, "uid").unwrap_or("")
-                ),
+                uid,
+                meta_str(&old.value, "uid").unwrap_or(""),
             ));
         }
         if let Some(rv) = options.resource_version.as_deref()

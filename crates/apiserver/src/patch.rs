@@ -24,12 +24,6 @@ const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 /// kube-apiserver's limit on the operations of one JSON patch.
 const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
 
-/// Whether a resource is one of Kubernetes' own (strategic merge applies) rather than a
-/// custom resource: core and unqualified groups, and `*.k8s.io`.
-fn is_builtin(info: &ResourceInfo) -> bool {
-    !info.typed_list_items && (!info.group.contains('.') || info.group.ends_with(".k8s.io"))
-}
-
 impl Patch {
     /// Decodes a patch body of `media` type, or the Status a server answers: `415` for a
     /// type the resource does not accept (listing those it does), `400` for a body that
@@ -39,7 +33,7 @@ impl Patch {
         media: &str,
         body: &[u8],
     ) -> Result<Patch, StatusError> {
-        let builtin = is_builtin(info);
+        let builtin = crate::strategy::is_builtin(info);
         let parse = |body: &[u8]| -> Result<Value, StatusError> {
             serde_json::from_slice(body)
                 .map_err(|e| StatusError::bad_request(format!("error decoding patch: {e}")))

@@ -368,9 +368,11 @@ impl ApiServer {
     }
 
     /// Replaces an object, as an HTTP `PUT` does. A `metadata.resourceVersion` on it is a
-    /// precondition (409 Conflict when stale); without one the update is unconditional, except
-    /// for types whose registry refuses that (leases: 422 Invalid). A missing object is 404,
-    /// except for types that allow create on update (leases), where it is created.
+    /// precondition (409 Conflict when stale); without one (or at `"0"`) the update is
+    /// unconditional, except for types whose registry refuses that (leases and custom
+    /// resources: 422 Invalid). A `metadata.uid` on it is a precondition too (409 when it is
+    /// not the stored object's). A missing object is 404, except for types that allow create
+    /// on update (leases), where it is created.
     pub fn update<K>(&self, object: &K) -> Result<K, Error>
     where
         K: Resource + Serialize + DeserializeOwned,

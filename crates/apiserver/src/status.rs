@@ -141,6 +141,23 @@ impl StatusError {
         .with_details(resource.details(name))
     }
 
+    /// The conflict a write gets when its `uid` precondition (a delete's option, a `PUT`'s
+    /// `metadata.uid`) names another object than the one stored under the name.
+    pub fn uid_precondition_failed(
+        resource: &ResourceInfo,
+        name: &str,
+        uid: &str,
+        stored: &str,
+    ) -> Self {
+        Self::conflict(
+            resource,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
+            ),
+        )
+    }
+
     /// The conflict an update with a stale `metadata.resourceVersion` gets.
     pub fn stale_update(resource: &ResourceInfo, name: &str) -> Self {
         Self::conflict(

@@ -26,12 +26,24 @@ fn is_lease(info: &ResourceInfo) -> bool {
     info.group == "coordination.k8s.io" && info.plural == "leases"
 }
 
+/// Whether a resource is one of Kubernetes' own rather than a custom resource: core and
+/// unqualified groups, and `*.k8s.io` (strategic merge patches apply to these alone).
+pub(crate) fn is_builtin(info: &ResourceInfo) -> bool {
+    !info.typed_list_items && (!info.group.contains('.') || info.group.ends_with(".k8s.io"))
+}
+
 /// How the type's registry treats a `PUT`.
 pub(crate) fn update_policy(info: &ResourceInfo) -> UpdatePolicy {
     if is_lease(info) {
         // `leaseStrategy`: create on update, no unconditional update.
         UpdatePolicy {
             create_on_update: true,
+            unconditional: false,
+        }
+    } else if !is_builtin(info) {
+        // `customResourceStrategy`: neither.
+        UpdatePolicy {
+            create_on_update: false,
             unconditional: false,
         }
     } else {
@@ -160,7 +172,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn leases_have_their_own_update_policy_and_no_generation() {
+    fn leases_and_custom_resources_have_their_own_update_policy() {
         let lease = ResourceInfo::of::<Lease>();
         let config_map = ResourceInfo::of::<ConfigMap>();
         assert_eq!(
@@ -175,6 +187,14 @@ mod tests {
             UpdatePolicy {
                 create_on_update: false,
                 unconditional: true
+            }
+        );
+        let widget = ResourceInfo::custom("example.com", "v1", "Widget", "widgets", true);
+        assert_eq!(
+            update_policy(&widget),
+            UpdatePolicy {
+                create_on_update: false,
+                unconditional: false
             }
         );
         let object = json!({"spec": {"holderIdentity": "a"}});

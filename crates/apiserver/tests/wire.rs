@@ -2081,3 +2081,126 @@ async fn a_restart_or_a_shutdown_drops_a_held_request_unanswered() {
         .expect("the server stops with a request held");
     assert_closed_unanswered(held).await;
 }
+
+/// `PUT`'s version and uid rules, as the generic store applies them: `"0"` is no version at
+/// all (unconditional where the type allows it), custom resources refuse unconditional
+/// updates, and the body's `uid` is a precondition; a patch cannot change the `uid`.
+#[tokio::test]
+async fn a_put_reads_version_zero_as_none_and_its_uid_as_a_precondition() {
+    let widgets = ResourceInfo::custom("example.com", "v1", "Widget", "widgets", true);
+    let server =
+        start_with(Config::for_tests(Duration::from_secs(60)).register_info(widgets.clone())).await;
+    let put = |path: String, body: Value| {
+        let server = &server;
+        async move { Exchange::send(server, "PUT", &path, "application/json", &body.to_string()).await }
+    };
+
+    // A config map at version "0": an unconditional update, like one without a version.
+    let path = "/api/v1/namespaces/demo/configmaps/c";
+    let created = Exchange::send(
+        &server,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "application/json",
+        &json!({"metadata": {"name": "c"}, "data": {"k": "1"}}).to_string(),
+    )
+    .await
+    .json();
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+    let x = put(
+        path.into(),
+        json!({"metadata": {"name": "c", "resourceVersion": "0"}, "data": {"k": "2"}}),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(x.json()["data"]["k"], "2");
+
+    // Its own uid passes; another one is 409, and nothing is written.
+    let x = put(
+        path.into(),
+        json!({"metadata": {"name": "c", "uid": uid}, "data": {"k": "3"}}),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    let x = put(
+        path.into(),
+        json!({"metadata": {"name": "c", "uid": "not-its-uid"}, "data": {"k": "4"}}),
+    )
+    .await;
+    let status = assert_status(&x, 409, "Conflict");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Operation cannot be fulfilled on configmaps \"c\": Precondition failed: UID in \
+             precondition: not-its-uid, UID in object meta: {uid}"
+        )
+    );
+    // The precondition comes before the version check: a stale version with a wrong uid is
+    // about the uid.
+    let x = put(
+        path.into(),
+        json!({"metadata": {"name": "c", "uid": "not-its-uid", "resourceVersion": "1"}}),
+    )
+    .await;
+    assert!(
+        assert_status(&x, 409, "Conflict")["message"]
+            .as_str()
+            .unwrap()
+            .contains("UID in precondition")
+    );
+    let stored = Exchange::get(&server, path).await.json();
+    assert_eq!(stored["data"]["k"], "3");
+    assert_eq!(stored["metadata"]["uid"], uid.as_str());
+
+    // A patch that changes the uid: the field is immutable.
+    let x = Exchange::send(
+        &server,
+        "PATCH",
+        path,
+        "application/merge-patch+json",
+        &json!({"metadata": {"uid": "not-its-uid"}}).to_string(),
+    )
+    .await;
+    let status = assert_status(&x, 422, "Invalid");
+    assert_eq!(
+        status["message"],
+        "ConfigMap \"c\" is invalid: metadata.uid: Invalid value: \"not-its-uid\": field is \
+         immutable"
+    );
+
+    // A custom resource: without a version, or at "0", 422; at its version, 200.
+    let widget_path = "/apis/example.com/v1/namespaces/demo/widgets/w";
+    let created = server
+        .create_value(
+            &widgets,
+            json!({"metadata": {"name": "w", "namespace": "demo"}, "size": 1}),
+        )
+        .unwrap();
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for version in [None, Some("0")] {
+        let mut body = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                              "metadata": {"name": "w"}, "size": 2});
+        if let Some(v) = version {
+            body["metadata"]["resourceVersion"] = json!(v);
+        }
+        let x = put(widget_path.into(), body).await;
+        let status = assert_status(&x, 422, "Invalid");
+        assert_eq!(
+            status["message"],
+            "widgets.example.com \"w\" is invalid: metadata.resourceVersion: Invalid value: 0x0: \
+             must be specified for an update",
+            "{version:?}"
+        );
+    }
+    let x = put(
+        widget_path.into(),
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": "w", "resourceVersion": rv}, "size": 2}),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(x.json()["size"], 2);
+}
