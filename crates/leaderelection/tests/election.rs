@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use informer_leaderelection::{
     ConfigError, ElectionConfig, LeaderCallbacks, LeaderElector, LeaderRecord, LeaseLock,
@@ -27,6 +27,24 @@ enum Link {
     Hanging,
 }
 
+/// How far a candidate's wall clock is off: the times it writes into the record are shifted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skew {
+    None,
+    Behind(Duration),
+    Ahead(Duration),
+}
+
+impl Skew {
+    fn shift(self, t: Option<SystemTime>) -> Option<SystemTime> {
+        match self {
+            Skew::None => t,
+            Skew::Behind(d) => t.map(|t| t - d),
+            Skew::Ahead(d) => t.map(|t| t + d),
+        }
+    }
+}
+
 /// A candidate's way to the shared lock, with the instant of its last successful write.
 #[derive(Clone)]
 struct Linked {
@@ -34,6 +52,7 @@ struct Linked {
     link: Arc<Mutex<Link>>,
     last_write: Arc<Mutex<Option<Instant>>>,
     failed: Arc<AtomicU64>,
+    skew: Skew,
 }
 
 impl Linked {
@@ -43,6 +62,16 @@ impl Linked {
             link: Arc::new(Mutex::new(Link::Up)),
             last_write: Arc::default(),
             failed: Arc::default(),
+            skew: Skew::None,
+        }
+    }
+
+    /// The record as this candidate's wall clock would have written it.
+    fn skewed(&self, record: &LeaderRecord) -> LeaderRecord {
+        LeaderRecord {
+            acquire_time: self.skew.shift(record.acquire_time),
+            renew_time: self.skew.shift(record.renew_time),
+            ..record.clone()
         }
     }
 
@@ -86,12 +115,12 @@ impl LeaseLock for Linked {
     }
     async fn create(&self, record: &LeaderRecord) -> Result<Observed, LockError> {
         self.gate().await?;
-        let result = self.lease.create(record).await;
+        let result = self.lease.create(&self.skewed(record)).await;
         self.wrote(result)
     }
     async fn update(&self, version: &str, record: &LeaderRecord) -> Result<Observed, LockError> {
         self.gate().await?;
-        let result = self.lease.update(version, record).await;
+        let result = self.lease.update(version, &self.skewed(record)).await;
         self.wrote(result)
     }
     fn describe(&self) -> String {
@@ -145,7 +174,15 @@ struct Candidate {
 
 impl Candidate {
     fn new(name: &str, lease: &MemoryLease, history: &History) -> Self {
-        let link = Linked::new(lease);
+        Self::skewed(name, lease, history, Skew::None)
+    }
+
+    /// A candidate whose wall clock is off by `skew`.
+    fn skewed(name: &str, lease: &MemoryLease, history: &History, skew: Skew) -> Self {
+        let link = Linked {
+            skew,
+            ..Linked::new(lease)
+        };
         let elector = LeaderElector::new(link.clone(), ElectionConfig::new(name))
             .expect("valid config")
             .with_callbacks(Recorder {
@@ -341,6 +378,47 @@ async fn after_a_crash_the_lease_is_taken_once_it_expires() {
     );
     b.stop().await;
     assert_never_two_leaders(&history);
+}
+
+/// Wall clocks an hour off either way change nothing: a leader whose renewals look an hour old
+/// keeps its lease as long as it renews, and one whose renewals look an hour ahead loses it, once
+/// it crashes, a lease duration after its last renewal (by the follower's clock), not an hour
+/// later. The record's times are never compared with a candidate's own clock.
+#[tokio::test(start_paused = true)]
+async fn wall_clock_offsets_between_candidates_change_nothing() {
+    const HOUR: Duration = Duration::from_secs(3600);
+    for skew in [Skew::Behind(HOUR), Skew::Ahead(HOUR)] {
+        let (lease, history) = (MemoryLease::new(), History::default());
+        let mut a = Candidate::skewed("a", &lease, &history, skew);
+        within(Duration::from_secs(1), || a.leads()).await;
+        let mut b = Candidate::new("b", &lease, &history);
+        let mut c = Candidate::skewed("c", &lease, &history, Skew::Behind(2 * HOUR));
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        assert!(a.leads() && !b.leads() && !c.leads(), "{skew:?}");
+        let renewed = lease.record().expect("held").renew_time.expect("renewed");
+        let off = match renewed.duration_since(SystemTime::now()) {
+            Ok(ahead) => ahead,
+            Err(behind) => behind.duration(),
+        };
+        assert!(off > HOUR - LEASE, "{skew:?}: the skew is in the record");
+        assert_eq!(lease.record().expect("held").transitions, 0, "{skew:?}");
+
+        let crashed = Instant::now();
+        a.crash().await;
+        let last_renewal = a.link.last_write.lock().expect("a renewed");
+        within(LEASE + RETRY, || b.leads() || c.leads()).await;
+        let took_over = ["b", "c"]
+            .iter()
+            .filter_map(|n| started_after(&history, n, crashed))
+            .min()
+            .expect("b or c leads");
+        assert!(took_over >= last_renewal + LEASE, "{skew:?}");
+        assert!(took_over <= crashed + LEASE + RETRY, "{skew:?}");
+        for candidate in [&mut b, &mut c] {
+            candidate.stop().await;
+        }
+        assert_never_two_leaders(&history);
+    }
 }
 
 /// A leader cut off from the lock (its requests failing or hanging) stops leading at its renew
