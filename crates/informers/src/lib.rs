@@ -192,7 +192,7 @@ pub mod prelude {
         DynamicResource, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
     };
     #[cfg(feature = "runtime")]
-    pub use informer_runtime::{Action, Target};
+    pub use informer_runtime::{Action, Expectations, Target};
     #[cfg(feature = "store")]
     pub use informer_store::{
         Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,

@@ -23,7 +23,10 @@
 //!   controller's handlers are removed from the informers, which are shared and go on;
 //! * **several replicas**: [`leader_election`](Controller::leader_election) puts the controller
 //!   behind a [`LeaderElector`] (informer-leaderelection, on a Lease): it reconciles only while
-//!   leading, stops the instant a term ends, and keeps its caches and queue warm meanwhile.
+//!   leading, stops the instant a term ends, and keeps its caches and queue warm meanwhile;
+//! * **writes not yet in the cache**: [`Expectations`] records the children a reconcile created
+//!   or deleted until the child informer has observed them, so that a reconcile run again
+//!   meanwhile does not act on a cache that lags its own writes.
 //!
 //! # Example
 //!
@@ -78,6 +81,9 @@ use informer_controller::{
     HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
 };
 pub use informer_leaderelection::{LeaderElector, Term};
+
+pub mod expectations;
+pub use expectations::Expectations;
 use informer_workqueue::WorkQueue;
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
@@ -283,6 +289,8 @@ struct Related<C, F> {
     /// An update also wakes the keys of the old version (an owner a child left).
     both_sides: bool,
     enqueue: Keys,
+    /// Lowered for each owner before it is woken: creations on add, deletions on delete.
+    expectations: Option<Expectations>,
     _object: std::marker::PhantomData<fn(&C)>,
 }
 
@@ -292,7 +300,12 @@ where
     F: Fn(&C) -> Vec<String> + Send + Sync,
 {
     fn on_add(&self, _key: &str, obj: &Arc<C>, _initial: bool) {
-        (self.map)(obj).iter().for_each(|k| (self.enqueue)(k));
+        for k in (self.map)(obj) {
+            if let Some(e) = &self.expectations {
+                e.creation_observed(&k);
+            }
+            (self.enqueue)(&k);
+        }
     }
 
     fn on_update(&self, _key: &str, old: &Arc<C>, new: &Arc<C>) {
@@ -307,8 +320,13 @@ where
         keys.iter().for_each(|k| (self.enqueue)(k));
     }
 
-    fn on_delete(&self, _key: &str, obj: &Arc<C>, _final_state_unknown: bool) {
-        (self.map)(obj).iter().for_each(|k| (self.enqueue)(k));
+    fn on_delete(&self, key: &str, obj: &Arc<C>, _final_state_unknown: bool) {
+        for k in (self.map)(obj) {
+            if let Some(e) = &self.expectations {
+                e.deletion_of_observed(&k, key);
+            }
+            (self.enqueue)(&k);
+        }
     }
 }
 
@@ -383,7 +401,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        self.related(informer, map, false)
+        self.related(informer, map, false, None)
     }
 
     /// Reconciles the owners `owners` returns for every change of a child in `informer`:
@@ -396,7 +414,25 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        self.related(informer, owners, true)
+        self.related(informer, owners, true, None)
+    }
+
+    /// As [`owns`](Self::owns), and counts what the owners' reconciles await in
+    /// `expectations` (see [`Expectations`]): before an owner is woken, a child added lowers
+    /// its awaited creations, a child deleted its awaited deletions (by the child's key, for
+    /// [`Expectations::expect_deletions_of`]). A reconcile checks
+    /// [`Expectations::satisfied`] first and waits for the next change while it is not.
+    pub fn owns_expecting<C, F>(
+        self,
+        informer: Arc<SharedIndexInformer<C>>,
+        owners: F,
+        expectations: &Expectations,
+    ) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.related(informer, owners, true, Some(expectations.clone()))
     }
 
     fn related<C, F>(
@@ -404,6 +440,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         informer: Arc<SharedIndexInformer<C>>,
         map: F,
         both_sides: bool,
+        expectations: Option<Expectations>,
     ) -> Self
     where
         C: Send + Sync + 'static,
@@ -415,6 +452,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             map,
             both_sides,
             enqueue,
+            expectations,
             _object: std::marker::PhantomData,
         };
         self.watched.push(Watched::register(&informer, handler));

@@ -13,7 +13,7 @@ use informer_controller::SharedIndexInformer;
 use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
 };
-use informer_runtime::{Action, Controller, Target};
+use informer_runtime::{Action, Controller, Expectations, Target};
 use informer_store::{IndexValues, index_func, indexers, key_func};
 use informer_testing::eventually;
 use parking_lot::Mutex;
@@ -495,4 +495,102 @@ async fn a_deletion_during_the_reconcile_of_an_earlier_one_keeps_its_last_known_
     stop.cancel();
     done.await.unwrap().unwrap();
     running.await.unwrap();
+}
+
+/// What the owner's reconciles did in [`creates_with_a_lagging_cache`].
+#[derive(Default)]
+struct Writes {
+    /// Children created, in order, not yet delivered to the child informer.
+    held: Mutex<Vec<Arc<Obj>>>,
+    created: AtomicUsize,
+    reconciles: AtomicUsize,
+}
+
+/// An owner `p` wants three children; its reconcile counts them in the child cache and creates
+/// the missing ones. The creations reach the cache only when the test delivers them, after
+/// the owner was changed (and so reconciled) twice more. Returns how many were created.
+async fn creates_with_a_lagging_cache(expecting: bool) -> usize {
+    const WANTED: usize = 3;
+    let (main_source, tx) = Source::new(vec![obj("p", 1)], true);
+    let (child_source, ctx) = Source::new(Vec::new(), true);
+    let main = informer(main_source);
+    let children = informer(child_source);
+    let stop = CancellationToken::new();
+    let running = [run_informer(&main, &stop), run_informer(&children, &stop)];
+    let expectations = Expectations::new();
+    let owners = |c: &Obj| vec![c.owner.clone()];
+    let controller = Controller::new(Arc::clone(&main));
+    let controller = if expecting {
+        controller.owns_expecting(Arc::clone(&children), owners, &expectations)
+    } else {
+        controller.owns(Arc::clone(&children), owners)
+    };
+    let writes = Arc::new(Writes::default());
+    let context = Arc::new((Arc::clone(&writes), Arc::clone(&children), expectations));
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        context,
+        move |request, context| async move {
+            let (writes, children, expectations) = &*context;
+            let key = request.key.to_string();
+            if !expecting || expectations.satisfied(&key) {
+                let have = children.lister().by_index("owner", &key).unwrap().len();
+                let missing = WANTED.saturating_sub(have);
+                // Recorded before the writes, which the cache may see at once.
+                expectations.expect_creations(&key, missing);
+                for _ in 0..missing {
+                    let n = writes.created.fetch_add(1, Ordering::SeqCst);
+                    writes.held.lock().push(child(&format!("c{n}"), 1, &key));
+                }
+            }
+            writes.reconciles.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the first reconcile", || {
+        writes.reconciles.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    for rv in 2..4 {
+        send(&tx, WatchEvent::modified, obj("p", rv));
+        eventually("the owner reconciled again", || {
+            writes.reconciles.load(Ordering::SeqCst) == rv as usize
+        })
+        .await;
+    }
+    // The cache catches up with every creation so far.
+    let held: Vec<_> = writes.held.lock().drain(..).collect();
+    let delivered = held.len();
+    for c in held {
+        send(&ctx, WatchEvent::added, c);
+    }
+    eventually("every creation in the cache", || {
+        children.lister().len() == delivered
+    })
+    .await;
+    // Woken by its children (and changed once more), the owner finds what it wants.
+    send(&tx, WatchEvent::modified, obj("p", 4));
+    eventually(
+        "the owner reconciled with its children in the cache",
+        || writes.reconciles.load(Ordering::SeqCst) >= 4,
+    )
+    .await;
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    for r in running {
+        r.await.unwrap();
+    }
+    writes.created.load(Ordering::SeqCst)
+}
+
+/// With expectations, an owner reconciled while its cache lags its own creations creates each
+/// child once; without, every reconcile in the lag creates the whole set again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expectations_keep_a_lagging_cache_from_duplicating_creations() {
+    assert_eq!(creates_with_a_lagging_cache(true).await, 3);
+    // Three reconciles in the lag create three each; while the cache fills, one woken by a
+    // child may count some and create the rest again.
+    let without = creates_with_a_lagging_cache(false).await;
+    assert!(without >= 9, "{without}");
 }
