@@ -23,7 +23,9 @@
 //!   controller's handlers are removed from the informers, which are shared and go on;
 //! * **several replicas**: [`leader_election`](Controller::leader_election) puts the controller
 //!   behind a [`LeaderElector`] (informer-leaderelection, on a Lease): it reconciles only while
-//!   leading, stops the instant a term ends, and keeps its caches and queue warm meanwhile;
+//!   leading, stops the instant a term ends, and keeps its caches warm meanwhile (standing by,
+//!   it queues nothing and remembers only its [latest deletions](Controller::standby_deletions),
+//!   so its memory stays bounded however long it waits);
 //! * **writes not yet in the cache**: [`Expectations`] records the children a reconcile created
 //!   or deleted until the child informer has observed them, so that a reconcile run again
 //!   meanwhile does not act on a cache that lags its own writes.
@@ -71,10 +73,11 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use informer_controller::{
@@ -237,7 +240,9 @@ impl Watched {
 pub struct Controller<K> {
     main: Arc<SharedIndexInformer<K>>,
     queue: WorkQueue<Arc<str>>,
-    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+    deleted: Arc<Mutex<Deleted<K>>>,
+    /// Whether changes are queued: always without an election, within terms with one.
+    reconciling: Arc<AtomicBool>,
     watched: Vec<Result<Watched, InformerError>>,
     concurrency: usize,
     shutdown_timeout: Duration,
@@ -256,30 +261,117 @@ impl<K> fmt::Debug for Controller<K> {
     }
 }
 
-/// Queues the key of every change of the main informer's objects, and keeps the last known
-/// state of the deleted ones for their reconcile.
+/// How many deletions a controller standing by remembers by default (see
+/// [`Controller::standby_deletions`]).
+pub const STANDBY_DELETIONS: usize = 10_000;
+
+/// The last known states of deleted main objects, kept for their reconciles.
+///
+/// While the controller stands by (an election, not leading), nothing is queued: a term queues
+/// every cached key when it begins. Deletions are the exception, since the cache no longer has
+/// them: the latest `limit` seen while standing by are remembered (oldest first in `standby`),
+/// and queued when a term begins; older ones are forgotten and counted, so that a standby
+/// replica's memory stays bounded however long it waits.
+struct Deleted<K> {
+    /// Per key, its last known state and the number of the deletion that recorded it.
+    states: HashMap<Arc<str>, (Arc<K>, u64)>,
+    /// The deletions recorded while standing by, oldest first (an entry whose key was added
+    /// again or deleted again since is stale, and skipped when it comes up).
+    standby: VecDeque<(Arc<str>, u64)>,
+    /// Deletions recorded so far (each gets the next number).
+    recorded: u64,
+    /// At most this many deletions are remembered while standing by.
+    limit: usize,
+    /// Deletions forgotten over `limit` since the last term began.
+    forgotten: u64,
+}
+
+impl<K> Deleted<K> {
+    fn new() -> Self {
+        Self {
+            states: HashMap::new(),
+            standby: VecDeque::new(),
+            recorded: 0,
+            limit: STANDBY_DELETIONS,
+            forgotten: 0,
+        }
+    }
+
+    /// Records `key`'s last known state; while standing by, within the limit.
+    fn record(&mut self, key: Arc<str>, obj: Arc<K>, standing_by: bool) {
+        self.recorded += 1;
+        let n = self.recorded;
+        if standing_by {
+            self.standby.push_back((Arc::clone(&key), n));
+        }
+        self.states.insert(key, (obj, n));
+        while self.standby.len() > self.limit {
+            let Some((old, m)) = self.standby.pop_front() else {
+                break;
+            };
+            if self.states.get(&old).is_some_and(|(_, at)| *at == m) {
+                self.states.remove(&old);
+                self.forgotten += 1;
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.states.get(key).map(|(obj, _)| Arc::clone(obj))
+    }
+
+    /// Forgets `key`'s state if it is still `then` (a later deletion keeps its own).
+    fn reconciled(&mut self, key: &str, then: &Arc<K>) {
+        if self
+            .states
+            .get(key)
+            .is_some_and(|(now, _)| Arc::ptr_eq(now, then))
+        {
+            self.states.remove(key);
+        }
+    }
+
+    /// A term begins: every remembered deletion is to be queued, and the count of the
+    /// forgotten ones starts again. Returns the keys and how many were forgotten.
+    fn term_begins(&mut self) -> (Vec<Arc<str>>, u64) {
+        self.standby.clear();
+        let keys = self.states.keys().cloned().collect();
+        (keys, std::mem::take(&mut self.forgotten))
+    }
+}
+
+/// Queues the key of every change of the main informer's objects while reconciling, and
+/// keeps the last known state of the deleted ones for their reconcile.
 struct MainHandler<K> {
     queue: WorkQueue<Arc<str>>,
-    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+    deleted: Arc<Mutex<Deleted<K>>>,
+    reconciling: Arc<AtomicBool>,
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, _obj: &Arc<K>, _initial: bool) {
-        self.deleted.lock().remove(key);
-        self.queue.add_with(key, || Arc::from(key));
+        self.deleted.lock().states.remove(key);
+        if self.reconciling.load(Ordering::Acquire) {
+            self.queue.add_with(key, || Arc::from(key));
+        }
     }
 
     fn on_update(&self, key: &str, _old: &Arc<K>, _new: &Arc<K>) {
-        // Most updates find their key waiting already: no allocation for those.
-        self.queue.add_with(key, || Arc::from(key));
+        if self.reconciling.load(Ordering::Acquire) {
+            // Most updates find their key waiting already: no allocation for those.
+            self.queue.add_with(key, || Arc::from(key));
+        }
     }
 
     fn on_delete(&self, key: &str, obj: &Arc<K>, _final_state_unknown: bool) {
         let key: Arc<str> = Arc::from(key);
+        let reconciling = self.reconciling.load(Ordering::Acquire);
         self.deleted
             .lock()
-            .insert(Arc::clone(&key), Arc::clone(obj));
-        self.queue.add(key);
+            .record(Arc::clone(&key), Arc::clone(obj), !reconciling);
+        if reconciling {
+            self.queue.add(key);
+        }
     }
 }
 
@@ -339,18 +431,21 @@ impl<K: Send + Sync + 'static> Controller<K> {
 
     /// A controller over a queue of your own (another rate limiter, metrics).
     pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
-        let deleted = Arc::new(Mutex::new(HashMap::new()));
+        let deleted = Arc::new(Mutex::new(Deleted::new()));
+        let reconciling = Arc::new(AtomicBool::new(true));
         let registration = Watched::register(
             &main,
             MainHandler {
                 queue: queue.clone(),
                 deleted: Arc::clone(&deleted),
+                reconciling: Arc::clone(&reconciling),
             },
         );
         Self {
             main,
             queue,
             deleted,
+            reconciling,
             watched: vec![registration],
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
@@ -369,10 +464,25 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// election once its caches have synced, starts reconciling when a term begins (with
     /// every cached object queued, since another leader may have left work), stops
     /// reconciling the instant the term ends — reconciles under way are cancelled at their
-    /// next await — and keeps its caches and queue warm meanwhile, so a new term needs no
-    /// relist. On stop, reconciles finish first, then the lease is released.
+    /// next await — and keeps its caches warm meanwhile, so a new term needs no relist. While
+    /// not leading it queues nothing (the keys queued when a term ended stay queued) and keeps
+    /// the last known states of only the latest deletions, which the next term reconciles
+    /// (see [`standby_deletions`](Self::standby_deletions)). On stop, reconciles finish first,
+    /// then the lease is released.
     pub fn leader_election(mut self, elector: LeaderElector) -> Self {
         self.elector = Some(elector);
+        self.reconciling.store(false, Ordering::Release);
+        self
+    }
+
+    /// With [`leader_election`](Self::leader_election): while not leading, the controller
+    /// queues nothing (a term queues every cached object when it begins) and remembers the
+    /// last known states of at most `limit` deletions, the latest, to reconcile them when a
+    /// term begins — a deletion the previous leader left unreconciled, say. Older ones are
+    /// forgotten, counted in the log line of the next term's start. Default
+    /// [`STANDBY_DELETIONS`]; 0 remembers none.
+    pub fn standby_deletions(self, limit: usize) -> Self {
+        self.deleted.lock().limit = limit;
         self
     }
 
@@ -446,8 +556,13 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        let queue = self.queue.clone();
-        let enqueue: Keys = Arc::new(move |k: &str| queue.add_with(k, || Arc::from(k)));
+        let (queue, reconciling) = (self.queue.clone(), Arc::clone(&self.reconciling));
+        let enqueue: Keys = Arc::new(move |k: &str| {
+            // Standing by, nothing is queued: a term queues every cached key.
+            if reconciling.load(Ordering::Acquire) {
+                queue.add_with(k, || Arc::from(k));
+            }
+        });
         let handler = Related {
             map,
             both_sides,
@@ -524,14 +639,29 @@ impl<K: Send + Sync + 'static> Controller<K> {
                         () = stop.cancelled() => break,
                     };
                     // A new term: everything may need work (another leader may have left some).
+                    // Changes are queued from now on; whatever came before is in the cache, or
+                    // among the deletions remembered.
+                    this.reconciling.store(true, Ordering::Release);
                     for key in this.main.lister().keys() {
                         this.queue.add(Arc::from(key));
                     }
-                    tracing::info!(term = term.number, "leading: reconciling");
+                    let (gone, forgotten) = this.deleted.lock().term_begins();
+                    let remembered = gone.len();
+                    for key in gone {
+                        this.queue.add(key);
+                    }
+                    tracing::info!(
+                        term = term.number,
+                        deletions = remembered,
+                        forgotten,
+                        "leading: reconciling (deletions: remembered while standing by, queued; \
+                         forgotten: seen while standing by, over the limit)"
+                    );
                     let until = term.token();
                     let stopped = worker
                         .reconcile_until(this.concurrency, this.shutdown_timeout, &until, &stop)
                         .await;
+                    this.reconciling.store(false, Ordering::Release);
                     if stopped {
                         break;
                     }
@@ -565,7 +695,7 @@ impl Drop for Processing<'_> {
 struct Worker<K, Ctx, R, P> {
     lister: informer_store::Lister<K>,
     queue: WorkQueue<Arc<str>>,
-    deleted: Arc<Mutex<HashMap<Arc<str>, Arc<K>>>>,
+    deleted: Arc<Mutex<Deleted<K>>>,
     reconcile: R,
     error_policy: P,
     ctx: Arc<Ctx>,
@@ -649,7 +779,7 @@ where
         let target = match self.lister.get(key) {
             Some(obj) => Target::Live(obj),
             None => Target::Deleted {
-                last_known: self.deleted.lock().get(key).cloned(),
+                last_known: self.deleted.lock().get(key),
             },
         };
         // The last known state a deletion's reconcile is given, forgotten once it succeeds.
@@ -673,10 +803,7 @@ where
                 if let Some(then) = reconciled {
                     // Only that state: a later deletion of the key (recreated and deleted again
                     // meanwhile) keeps its own for the next reconcile.
-                    let mut deleted = self.deleted.lock();
-                    if deleted.get(key).is_some_and(|now| Arc::ptr_eq(now, &then)) {
-                        deleted.remove(key);
-                    }
+                    self.deleted.lock().reconciled(key, &then);
                 }
                 action
             }
@@ -699,5 +826,54 @@ where
             Next::RequeueAfter(delay) => self.queue.add_after(Arc::clone(key), delay),
             Next::Backoff => self.queue.add_rate_limited(Arc::clone(key)),
         }
+    }
+}
+
+#[cfg(test)]
+mod deleted_tests {
+    use super::*;
+
+    #[test]
+    fn standing_by_keeps_the_latest_deletions_and_counts_the_rest() {
+        let mut d = Deleted::<u32>::new();
+        d.limit = 2;
+        let rec = |d: &mut Deleted<u32>, k: &str, v: u32, standing_by: bool| {
+            d.record(Arc::from(k), Arc::new(v), standing_by);
+        };
+        // While reconciling: no limit.
+        for (k, v) in [("r1", 1), ("r2", 2), ("r3", 3)] {
+            rec(&mut d, k, v, false);
+        }
+        // Standing by: a, then a again (its first entry goes stale), b, c.
+        rec(&mut d, "a", 10, true);
+        rec(&mut d, "a", 11, true);
+        rec(&mut d, "b", 20, true);
+        // a's stale entry leaves the window without counting; a's latest stays.
+        assert_eq!(d.forgotten, 0);
+        assert_eq!(d.get("a").as_deref(), Some(&11));
+        rec(&mut d, "c", 30, true);
+        // a's latest is the oldest of three: forgotten, counted.
+        assert_eq!(d.forgotten, 1);
+        assert_eq!(d.get("a"), None);
+        // Re-added (the key's entry removed): its window entry goes stale, not counted.
+        d.states.remove("b");
+        rec(&mut d, "e", 50, true);
+        assert_eq!(d.forgotten, 1);
+        // The deletions from the term are kept whatever the window.
+        assert_eq!(d.get("r1").as_deref(), Some(&1));
+        let (mut keys, forgotten) = d.term_begins();
+        keys.sort();
+        let keys: Vec<&str> = keys.iter().map(|k| &**k).collect();
+        assert_eq!(keys, ["c", "e", "r1", "r2", "r3"]);
+        assert_eq!(forgotten, 1);
+        assert_eq!((d.forgotten, d.standby.len()), (0, 0));
+        // Reconciled: only the state it was given is forgotten.
+        let c = d.get("c").expect("c");
+        rec(&mut d, "c", 31, false);
+        d.reconciled("c", &c);
+        assert_eq!(d.get("c").as_deref(), Some(&31));
+        let c = d.get("c").expect("c");
+        d.reconciled("c", &c);
+        assert_eq!(d.get("c"), None);
     }
 }

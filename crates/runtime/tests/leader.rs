@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use informer_controller::SharedIndexInformer;
 use informer_leaderelection::{ElectionConfig, LeaderElector, MemoryLease};
-use informer_reflector::{FakeListerWatcher, ListPage};
+use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
 use informer_runtime::{Action, Controller, Target};
 use informer_store::{Indexers, key_func};
 use informer_testing::eventually;
@@ -17,6 +17,36 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(30);
+
+/// A candidate on `lease` (this handle of it) with short timings (1 s lease, 600 ms deadline,
+/// 100 ms retry).
+fn elector(lease: &MemoryLease, name: &str) -> LeaderElector {
+    let config = ElectionConfig::new(name).timings(
+        Duration::from_secs(1),
+        Duration::from_millis(600),
+        Duration::from_millis(100),
+    );
+    LeaderElector::new(lease.clone(), config).expect("valid timings")
+}
+
+/// Runs `elector`'s election until `stop`.
+fn run_elector(elector: &LeaderElector, stop: &CancellationToken) -> tokio::task::JoinHandle<()> {
+    let (elector, stop) = (elector.clone(), stop.clone());
+    tokio::spawn(async move { elector.run(stop).await })
+}
+
+/// Waits for a stopped controller (within [`LONG`]) and its informer.
+async fn join_stopped(
+    reconciling: tokio::task::JoinHandle<Result<(), informer_runtime::RuntimeError>>,
+    informer: tokio::task::JoinHandle<()>,
+) {
+    tokio::time::timeout(LONG, reconciling)
+        .await
+        .expect("stops in time")
+        .expect("no panic")
+        .expect("runs");
+    informer.await.expect("no panic");
+}
 
 /// One replica: its own informer over the same objects, its elector, what it reconciled.
 struct Replica {
@@ -45,12 +75,7 @@ impl Replica {
             Indexers::new(),
         ));
         let lease = lease.handle();
-        let config = ElectionConfig::new(name).timings(
-            Duration::from_secs(1),
-            Duration::from_millis(600),
-            Duration::from_millis(100),
-        );
-        let elector = LeaderElector::new(lease.clone(), config).expect("valid timings");
+        let elector = elector(&lease, name);
         Self {
             name,
             elector,
@@ -242,12 +267,7 @@ async fn a_reconcile_under_way_is_cancelled_when_the_term_ends_and_redone_later(
     assert_eq!(started.load(Ordering::SeqCst), 2);
     assert_eq!(replica.elector.status().term, 2);
     stop.cancel();
-    tokio::time::timeout(LONG, reconciling)
-        .await
-        .expect("stops in time")
-        .expect("no panic")
-        .expect("runs");
-    informer.await.expect("no panic");
+    join_stopped(reconciling, informer).await;
 }
 
 /// A crash (the controller's task aborted) ends its election with it: the replica stops
@@ -265,19 +285,8 @@ async fn aborting_the_controller_ends_its_election() {
     tasks[1].abort();
     eventually("not leading once aborted", || !replica.elector.is_leader()).await;
     let writes = lease.writes();
-    let other = LeaderElector::new(
-        lease.handle(),
-        ElectionConfig::new("two").timings(
-            Duration::from_secs(1),
-            Duration::from_millis(600),
-            Duration::from_millis(100),
-        ),
-    )
-    .expect("valid timings");
-    let running = tokio::spawn({
-        let (other, stop) = (other.clone(), stop.clone());
-        async move { other.run(stop).await }
-    });
+    let other = elector(&lease.handle(), "two");
+    let running = run_elector(&other, &stop);
     eventually("the other replica takes over", || other.is_leader()).await;
     assert!(lease.writes() > writes);
     assert_eq!(lease.record().expect("held").holder.as_deref(), Some("two"));
@@ -286,4 +295,117 @@ async fn aborting_the_controller_ends_its_election() {
     for task in tasks {
         let _ = task.await;
     }
+}
+
+/// A replica standing by queues nothing however much changes (a term queues every cached
+/// object when it begins), and remembers only the latest deletions, up to its limit: its
+/// memory stays bounded while it waits. When it leads, it reconciles every cached object and
+/// the deletions it remembered, with their last known states, and not the older ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_queues_nothing_and_remembers_only_its_latest_deletions() {
+    const GONE: usize = 20;
+    const LIMIT: usize = 5;
+    let lease = MemoryLease::new();
+    // Another replica holds the lease from the start.
+    let holder = elector(&lease.handle(), "holder");
+    let (holder_stop, stop) = (CancellationToken::new(), CancellationToken::new());
+    let holding = run_elector(&holder, &holder_stop);
+    holder.leading().await;
+
+    let gone: Vec<String> = (0..GONE).map(|i| format!("gone-{i:02}")).collect();
+    let mut listed: Vec<&str> = vec!["keep-0", "keep-1"];
+    listed.extend(gone.iter().map(String::as_str));
+    let replica = Replica::new("standby", &lease, &listed);
+    let mut steps: Vec<WatchStep<String>> = gone
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            WatchStep::Event(WatchEvent::deleted(
+                Arc::new(g.clone()),
+                format!("{}", i + 2),
+            ))
+        })
+        .collect();
+    steps.push(WatchStep::Event(WatchEvent::modified(
+        Arc::new("keep-0".into()),
+        "30",
+    )));
+    steps.push(WatchStep::Event(WatchEvent::added(
+        Arc::new("late".into()),
+        "31",
+    )));
+    steps.push(WatchStep::Hang);
+    replica.source.push_watch(steps);
+    let informer = {
+        let (i, s) = (Arc::clone(&replica.informer), stop.clone());
+        tokio::spawn(async move { i.run(s).await.expect("informer runs") })
+    };
+    let controller = Controller::new(Arc::clone(&replica.informer))
+        .leader_election(replica.elector.clone())
+        .standby_deletions(LIMIT);
+    let queue = controller.queue().clone();
+    // Per key: whether its reconcile saw it live, or deleted with its last known state.
+    let seen: Arc<Mutex<Vec<(String, &'static str)>>> = Arc::default();
+    let reconciling = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&seen),
+        |request, seen| async move {
+            let how = match &request.target {
+                Target::Live(_) => "live",
+                Target::Deleted {
+                    last_known: Some(_),
+                } => "deleted, last known",
+                Target::Deleted { last_known: None } => "deleted, unknown",
+            };
+            seen.lock().push((request.key.to_string(), how));
+            Ok::<_, std::convert::Infallible>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+
+    // Every notification handled: the list (22 adds), 20 deletions, an update, an add.
+    let handled = || {
+        replica
+            .informer
+            .stats()
+            .handlers
+            .iter()
+            .map(|h| h.delivered())
+            .sum::<usize>()
+    };
+    eventually("the standby handled every change", || {
+        handled() == 2 + GONE + GONE + 2
+    })
+    .await;
+    assert_eq!(queue.len(), 0, "a standby queues nothing");
+    assert!(seen.lock().is_empty());
+    assert!(!replica.elector.is_leader());
+
+    // The holder steps down: the standby leads.
+    holder_stop.cancel();
+    holding.await.expect("no panic");
+    let mut expected: Vec<(String, &str)> = ["keep-0", "keep-1", "late"]
+        .iter()
+        .map(|k| (k.to_string(), "live"))
+        .collect();
+    expected.extend(
+        gone[GONE - LIMIT..]
+            .iter()
+            .map(|g| (g.clone(), "deleted, last known")),
+    );
+    expected.sort();
+    eventually(
+        "the new leader reconciled its cache and remembered deletions",
+        || seen.lock().len() >= expected.len(),
+    )
+    .await;
+    let mut got = seen.lock().clone();
+    got.sort();
+    assert_eq!(
+        got, expected,
+        "the older deletions are forgotten, not reconciled"
+    );
+
+    stop.cancel();
+    join_stopped(reconciling, informer).await;
 }
