@@ -243,6 +243,8 @@ pub struct Controller<K> {
     deleted: Arc<Mutex<Deleted<K>>>,
     /// Whether changes are queued: always without an election, within terms with one.
     reconciling: Arc<AtomicBool>,
+    /// Those of `owns_expecting`, dropped for an object when it is deleted.
+    expectations: Arc<Mutex<Vec<Expectations>>>,
     watched: Vec<Result<Watched, InformerError>>,
     concurrency: usize,
     shutdown_timeout: Duration,
@@ -346,6 +348,8 @@ struct MainHandler<K> {
     queue: WorkQueue<Arc<str>>,
     deleted: Arc<Mutex<Deleted<K>>>,
     reconciling: Arc<AtomicBool>,
+    /// The expectations of `owns_expecting`: a deleted object's are dropped with it.
+    expectations: Arc<Mutex<Vec<Expectations>>>,
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
@@ -364,6 +368,9 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     }
 
     fn on_delete(&self, key: &str, obj: &Arc<K>, _final_state_unknown: bool) {
+        for e in self.expectations.lock().iter() {
+            e.forget(key);
+        }
         let key: Arc<str> = Arc::from(key);
         let reconciling = self.reconciling.load(Ordering::Acquire);
         self.deleted
@@ -433,12 +440,14 @@ impl<K: Send + Sync + 'static> Controller<K> {
     pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
         let deleted = Arc::new(Mutex::new(Deleted::new()));
         let reconciling = Arc::new(AtomicBool::new(true));
+        let expectations = Arc::new(Mutex::new(Vec::new()));
         let registration = Watched::register(
             &main,
             MainHandler {
                 queue: queue.clone(),
                 deleted: Arc::clone(&deleted),
                 reconciling: Arc::clone(&reconciling),
+                expectations: Arc::clone(&expectations),
             },
         );
         Self {
@@ -446,6 +455,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             queue,
             deleted,
             reconciling,
+            expectations,
             watched: vec![registration],
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
@@ -531,7 +541,10 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// `expectations` (see [`Expectations`]): before an owner is woken, a child added lowers
     /// its awaited creations, a child deleted its awaited deletions (by the child's key, for
     /// [`Expectations::expect_deletions_of`]). A reconcile checks
-    /// [`Expectations::satisfied`] first and waits for the next change while it is not.
+    /// [`Expectations::satisfied`] first and waits for the next change while it is not. When
+    /// an object of the main informer is deleted, its record is dropped
+    /// ([`Expectations::forget`]) by the handler and again once the deletion's reconcile
+    /// succeeds, so records do not outlive their owners.
     pub fn owns_expecting<C, F>(
         self,
         informer: Arc<SharedIndexInformer<C>>,
@@ -542,6 +555,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
+        self.expectations.lock().push(expectations.clone());
         self.related(informer, owners, true, Some(expectations.clone()))
     }
 
@@ -617,6 +631,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 lister: this.main.lister(),
                 queue: this.queue.clone(),
                 deleted: Arc::clone(&this.deleted),
+                expectations: Arc::clone(&this.expectations),
                 reconcile,
                 error_policy,
                 ctx,
@@ -696,6 +711,7 @@ struct Worker<K, Ctx, R, P> {
     lister: informer_store::Lister<K>,
     queue: WorkQueue<Arc<str>>,
     deleted: Arc<Mutex<Deleted<K>>>,
+    expectations: Arc<Mutex<Vec<Expectations>>>,
     reconcile: R,
     error_policy: P,
     ctx: Arc<Ctx>,
@@ -804,6 +820,14 @@ where
                     // Only that state: a later deletion of the key (recreated and deleted again
                     // meanwhile) keeps its own for the next reconcile.
                     self.deleted.lock().reconciled(key, &then);
+                }
+                if was_deleted {
+                    // The deleted object's record, also dropped by the handler, may have been
+                    // set again by a reconcile of the live object still running then (one key
+                    // is reconciled at a time: none can be now).
+                    for e in self.expectations.lock().iter() {
+                        e.forget(key);
+                    }
                 }
                 action
             }

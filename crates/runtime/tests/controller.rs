@@ -526,14 +526,19 @@ async fn creates_with_a_lagging_cache(expecting: bool) -> usize {
         controller.owns(Arc::clone(&children), owners)
     };
     let writes = Arc::new(Writes::default());
-    let context = Arc::new((Arc::clone(&writes), Arc::clone(&children), expectations));
+    let context = Arc::new((
+        Arc::clone(&writes),
+        Arc::clone(&children),
+        expectations.clone(),
+    ));
     let done = tokio::spawn(controller.run(
         stop.clone(),
         context,
         move |request, context| async move {
             let (writes, children, expectations) = &*context;
             let key = request.key.to_string();
-            if !expecting || expectations.satisfied(&key) {
+            let live = matches!(request.target, Target::Live(_));
+            if live && (!expecting || expectations.satisfied(&key)) {
                 let have = children.lister().by_index("owner", &key).unwrap().len();
                 let missing = WANTED.saturating_sub(have);
                 // Recorded before the writes, which the cache may see at once.
@@ -576,6 +581,15 @@ async fn creates_with_a_lagging_cache(expecting: bool) -> usize {
         || writes.reconciles.load(Ordering::SeqCst) >= 4,
     )
     .await;
+    if expecting {
+        assert_eq!(expectations.pending("p"), Some((0, 0)));
+        // The owner deleted: its record goes with it.
+        send(&tx, WatchEvent::deleted, obj("p", 5));
+        eventually("the deleted owner's record dropped", || {
+            expectations.pending("p").is_none()
+        })
+        .await;
+    }
     stop.cancel();
     done.await.unwrap().unwrap();
     for r in running {
@@ -593,4 +607,64 @@ async fn expectations_keep_a_lagging_cache_from_duplicating_creations() {
     // child may count some and create the rest again.
     let without = creates_with_a_lagging_cache(false).await;
     assert!(without >= 9, "{without}");
+}
+
+/// An owner deleted while a reconcile of it is still running: that reconcile sets its
+/// expectations after the deletion's handler dropped them, and the deletion's reconcile, which
+/// comes after (one key at a time), drops them again, so no record outlives its owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expectations_set_by_a_reconcile_running_at_the_deletion_are_dropped_after_it() {
+    let (main_source, tx) = Source::new(vec![obj("p", 1)], true);
+    let (child_source, _ctx) = Source::new(Vec::new(), true);
+    let (main, children) = (informer(main_source), informer(child_source));
+    let stop = CancellationToken::new();
+    let running = [run_informer(&main, &stop), run_informer(&children, &stop)];
+    let expectations = Expectations::new();
+    let controller = Controller::new(Arc::clone(&main)).owns_expecting(
+        Arc::clone(&children),
+        |c: &Obj| vec![c.owner.clone()],
+        &expectations,
+    );
+    let (open_tx, open_rx) = tokio::sync::watch::channel(false);
+    let log = Arc::new(Log::default());
+    let context = Arc::new((Arc::clone(&log), expectations.clone()));
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        context,
+        move |request, context| {
+            let mut open = open_rx.clone();
+            async move {
+                let (log, expectations) = &*context;
+                let live = matches!(request.target, Target::Live(_));
+                log.seen
+                    .lock()
+                    .push((request.key.to_string(), live.then_some(1)));
+                if live {
+                    // Creates three children, once the test lets it.
+                    let _ = open.wait_for(|o| *o).await;
+                    expectations.expect_creations(&request.key, 3);
+                }
+                Ok::<_, ()>(Action::await_change())
+            }
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the live reconcile under way", || log.of("p") == [Some(1)]).await;
+    send(&tx, WatchEvent::deleted, obj("p", 2));
+    let handled = || {
+        main.stats()
+            .handlers
+            .iter()
+            .map(|h| h.delivered())
+            .sum::<usize>()
+    };
+    eventually("the deletion handled", || handled() == 2).await;
+    open_tx.send_replace(true);
+    eventually("the deletion reconciled", || log.of("p") == [Some(1), None]).await;
+    eventually("no record left", || expectations.pending("p").is_none()).await;
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    for r in running {
+        r.await.unwrap();
+    }
 }
