@@ -67,6 +67,11 @@ pub struct Config {
     pub initial_resource_version: u64,
     /// Revisions taken per write: values above 1 make the sequence sparse, as a shared etcd's is.
     pub resource_version_step: u64,
+    /// Write resource versions as opaque strings (`x` and the revision in hex, `"x1f"`) instead
+    /// of decimal numbers, as a server not backed by etcd may: a client that parses them, or
+    /// compares them as text, fails against it. Requests must then use the strings the server
+    /// wrote (or `""` and `"0"`); anything else is a `400`. Off by default.
+    pub opaque_resource_versions: bool,
     /// Put `kind` and `apiVersion` on list items of built-in types (kube-apiserver does not).
     pub list_items_typed: bool,
     /// The shape of bookmark objects.
@@ -94,6 +99,7 @@ impl Default for Config {
             min_request_timeout: Duration::from_secs(1800),
             initial_resource_version: 1,
             resource_version_step: 1,
+            opaque_resource_versions: false,
             list_items_typed: false,
             bookmark_shape: BookmarkShape::Minimal,
             expired_watch: ExpiredWatch::ErrorEvent,

@@ -74,7 +74,7 @@ fn query(q: &str) {
     if let Err(e) = opts.validate() {
         assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{q:?}: {e}");
     }
-    if let Err(e) = opts.requested_rv() {
+    if let Err(e) = opts.requested_rv(crate::storage::RvCodec::default()) {
         assert_eq!((e.code(), e.reason()), (400, "BadRequest"), "{q:?}: {e}");
     }
 }

@@ -12,7 +12,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
-use crate::storage::StoredObject;
+use crate::storage::{RvCodec, StoredObject};
 
 /// The continue token, in kube-apiserver's own format (so real tokens decode in tests).
 #[derive(Serialize, Deserialize)]
@@ -79,10 +79,13 @@ impl Shared {
             tokio::time::timeout(wait, head.wait_for(|h| h.saturating_sub(lag) >= rv)).await;
         match reached {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(StatusError::too_large_resource_version(
-                rv,
-                self.head.borrow().saturating_sub(lag),
-            )),
+            _ => {
+                let codec = RvCodec::new(self.config.opaque_resource_versions);
+                Err(StatusError::too_large_resource_version(
+                    &codec.encode(rv),
+                    &codec.encode(self.head.borrow().saturating_sub(lag)),
+                ))
+            }
         }
     }
 
@@ -101,7 +104,7 @@ impl Shared {
                 .map_err(StatusError::bad_request)?;
             (labels, fields)
         };
-        let requested = opts.requested_rv()?;
+        let requested = opts.requested_rv(RvCodec::new(self.config.opaque_resource_versions))?;
         let limit = opts.limit.filter(|l| *l > 0).map(|l| l as usize);
 
         // Which revision to read, and whether the limit applies.
@@ -192,7 +195,10 @@ impl Shared {
         let count = page.len();
 
         let mut metadata = serde_json::Map::new();
-        metadata.insert("resourceVersion".into(), Value::String(at.to_string()));
+        metadata.insert(
+            "resourceVersion".into(),
+            Value::String(RvCodec::new(self.config.opaque_resource_versions).encode(at)),
+        );
         if more && count > 0 {
             let relative = last_key.strip_prefix(&ns_prefix).unwrap_or(last_key);
             let token_rv = i64::try_from(at).unwrap_or(i64::MAX);

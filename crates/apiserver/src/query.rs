@@ -2,6 +2,7 @@
 //! boolean rules and its validation (`ValidateListOptions`).
 
 use crate::status::{FieldError, StatusError};
+use crate::storage::RvCodec;
 
 /// `resourceVersion` as a request gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,12 +65,12 @@ impl ListOptions {
         Ok(o)
     }
 
-    /// The parsed `resourceVersion` (400 when it is not a number).
-    pub(crate) fn requested_rv(&self) -> Result<RequestedRv, StatusError> {
+    /// The parsed `resourceVersion` (400 when it is not one `codec` writes).
+    pub(crate) fn requested_rv(&self, codec: RvCodec) -> Result<RequestedRv, StatusError> {
         match self.resource_version.as_str() {
             "" => Ok(RequestedRv::Unset),
             "0" => Ok(RequestedRv::Zero),
-            s => s.parse::<u64>().map(RequestedRv::At).map_err(|_| {
+            s => codec.decode(s).map(RequestedRv::At).ok_or_else(|| {
                 StatusError::bad_request(format!(
                     "invalid resource version {s:?}: strconv.ParseUint: parsing {s:?}: invalid syntax"
                 ))
@@ -208,7 +209,7 @@ mod tests {
         assert_eq!(
             ListOptions::parse("resourceVersion=abc")
                 .unwrap()
-                .requested_rv()
+                .requested_rv(RvCodec::default())
                 .unwrap_err()
                 .code(),
             400

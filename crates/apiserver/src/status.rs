@@ -207,7 +207,7 @@ impl StatusError {
     }
 
     /// 410 `Expired` for a watch below the history floor, as the watch cache words it.
-    pub fn watch_too_old(requested: u64, floor: u64) -> Self {
+    pub fn watch_too_old(requested: &str, floor: &str) -> Self {
         Self::expired(format!("too old resource version: {requested} ({floor})"))
     }
 
@@ -239,7 +239,7 @@ impl StatusError {
 
     /// 504 `Timeout` with cause `ResourceVersionTooLarge` and `retryAfterSeconds: 1`: the
     /// requested resource version is ahead of the server.
-    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+    pub fn too_large_resource_version(requested: &str, current: &str) -> Self {
         Self::new(
             504,
             "Timeout",

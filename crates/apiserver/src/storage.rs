@@ -28,6 +28,52 @@ pub(crate) struct StoredObject {
     pub(crate) body: Bytes,
 }
 
+/// How revisions are written as `resourceVersion` strings, and read back from requests.
+///
+/// Decimal, as etcd-backed servers write them; or, with
+/// [`Config::opaque_resource_versions`](crate::Config::opaque_resource_versions), `x` and the
+/// revision in lowercase hex (`x1f`): still one string per revision, but not a number, and
+/// ordered differently as text than as revisions (`"x10"` sorts before `"x9"`), so a client
+/// that parses or compares them shows. The API's contract is that a resource version is an
+/// opaque string; only `""` and `"0"` mean something in a request, and keep their meaning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RvCodec {
+    opaque: bool,
+}
+
+impl RvCodec {
+    pub(crate) fn new(opaque: bool) -> Self {
+        Self { opaque }
+    }
+
+    /// The string of revision `rv`.
+    pub(crate) fn encode(self, rv: u64) -> String {
+        if self.opaque {
+            format!("x{rv:x}")
+        } else {
+            rv.to_string()
+        }
+    }
+
+    /// The revision `s` names, if it is one this server writes.
+    pub(crate) fn decode(self, s: &str) -> Option<u64> {
+        if self.opaque {
+            let hex = s.strip_prefix('x')?;
+            // Exactly what encode writes: lowercase, no sign, no leading zero.
+            let canonical = !hex.is_empty()
+                && !hex.starts_with('0')
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            canonical
+                .then(|| u64::from_str_radix(hex, 16).ok())
+                .flatten()
+        } else {
+            s.parse().ok()
+        }
+    }
+}
+
 impl StoredObject {
     pub(crate) fn new(value: Value) -> Self {
         let body = Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|_| b"{}".to_vec()));
@@ -91,6 +137,8 @@ pub(crate) struct Storage {
     history_limit: usize,
     watch_buffer: usize,
     rv_step: u64,
+    /// How revisions are written.
+    pub(crate) codec: RvCodec,
     /// Where paginated lists stopped, and how many objects came after (see
     /// [`Storage::remaining_after`]).
     page_ends: Mutex<PageEnds>,
@@ -131,6 +179,7 @@ impl Storage {
             history_limit: history_limit.max(1),
             watch_buffer: watch_buffer.max(1),
             rv_step: 1,
+            codec: RvCodec::default(),
             page_ends: Mutex::default(),
         }
     }
@@ -189,7 +238,10 @@ impl Storage {
         self.head += self.rv_step;
         let rv = self.head;
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            meta.insert(
+                "resourceVersion".into(),
+                Value::String(self.codec.encode(rv)),
+            );
         }
         let object = Arc::new(StoredObject::new(value));
         let state = &mut self.resources[r];
@@ -657,5 +709,27 @@ mod tests {
             );
         }
         assert_eq!((s.head, s.floor, s.history_len()), (6, 4, 2));
+    }
+}
+
+#[cfg(test)]
+mod rv_codec_tests {
+    use super::RvCodec;
+
+    #[test]
+    fn each_codec_reads_back_exactly_what_it_writes() {
+        let (decimal, opaque) = (RvCodec::new(false), RvCodec::new(true));
+        for rv in [1, 9, 10, 15, 16, 255, 256, 1 << 40, u64::MAX] {
+            assert_eq!(decimal.decode(&decimal.encode(rv)), Some(rv));
+            assert_eq!(opaque.decode(&opaque.encode(rv)), Some(rv));
+        }
+        assert_eq!(opaque.encode(31), "x1f");
+        // Text order is not revision order.
+        assert!(opaque.encode(16) < opaque.encode(9));
+        // Only the strings the server writes: not the other codec's, nor other spellings.
+        for s in ["31", "x", "x01f", "x1F", "X1f", "x-1", "x+1", "x1g", " x1f"] {
+            assert_eq!(opaque.decode(s), None, "{s:?}");
+        }
+        assert_eq!(decimal.decode("x1f"), None);
     }
 }

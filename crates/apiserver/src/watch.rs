@@ -23,7 +23,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
-use crate::storage::{Change, ChangeType, StoredObject, write_typed};
+use crate::storage::{Change, ChangeType, RvCodec, StoredObject, write_typed};
 
 /// Bytes gathered before a write is handed to the connection.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -149,8 +149,8 @@ impl Shared {
         opts: &ListOptions,
         client: Option<String>,
     ) -> Result<Response, StatusError> {
-        let requested = opts.requested_rv()?;
         let storage = self.storage.read();
+        let requested = opts.requested_rv(storage.codec)?;
         let state = storage.resource(r);
         let info = state.info.clone();
         let labels =
@@ -182,7 +182,10 @@ impl Shared {
         if let Start::After(n) = start
             && n < storage.floor
         {
-            let status = StatusError::watch_too_old(n, storage.floor);
+            let status = StatusError::watch_too_old(
+                &storage.codec.encode(n),
+                &storage.codec.encode(storage.floor),
+            );
             match expired_mode {
                 ExpiredWatch::Http410 => return Err(status),
                 ExpiredWatch::ErrorEventGone => {
@@ -386,7 +389,8 @@ impl WatchTask {
 
     fn push_bookmark(&mut self, rv: u64, end_marker: bool) {
         let mut metadata = serde_json::Map::new();
-        metadata.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let codec = RvCodec::new(self.shared.config.opaque_resource_versions);
+        metadata.insert("resourceVersion".into(), Value::String(codec.encode(rv)));
         let null_filled = self.shared.config.bookmark_shape == BookmarkShape::NullFilled;
         if null_filled {
             metadata.insert("creationTimestamp".into(), Value::Null);
@@ -435,7 +439,10 @@ impl WatchTask {
                     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
                         meta.insert(
                             "resourceVersion".into(),
-                            Value::String(change.rv.to_string()),
+                            Value::String(
+                                RvCodec::new(self.shared.config.opaque_resource_versions)
+                                    .encode(change.rv),
+                            ),
                         );
                     }
                     let stamped = StoredObject::new(value);

@@ -605,7 +605,7 @@ async fn watch_faults_on_the_wire() {
     // Injected 504 TooLarge ERROR.
     let mut x = Exchange::get(&server, &path).await;
     x.read_until("ADDED").await;
-    faults.inject_watch_error(StatusError::too_large_resource_version(99, 5));
+    faults.inject_watch_error(StatusError::too_large_resource_version("99", "5"));
     assert!(x.read_to_end().await);
     let error = x.events().pop().unwrap();
     assert_eq!(error["type"], "ERROR");
@@ -2203,4 +2203,83 @@ async fn a_put_reads_version_zero_as_none_and_its_uid_as_a_precondition() {
     .await;
     assert_eq!(x.status, 200, "{}", x.text());
     assert_eq!(x.json()["size"], 2);
+}
+
+/// With `opaque_resource_versions`, every resource version the server writes is `x` and hex —
+/// objects, lists, watch events, bookmarks, errors — and requests must name those strings.
+#[tokio::test]
+async fn opaque_resource_versions_are_written_everywhere_and_required_back() {
+    let server = start_with(Config {
+        opaque_resource_versions: true,
+        initial_resource_version: 30,
+        ..Config::for_tests(Duration::from_millis(100))
+    })
+    .await;
+    let pods = "/api/v1/namespaces/demo/pods";
+    let created = Exchange::send(
+        &server,
+        "POST",
+        pods,
+        "application/json",
+        &json!({"metadata": {"name": "a"}, "spec": {"containers": []}}).to_string(),
+    )
+    .await
+    .json();
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(rv, "x1f", "revision 31");
+    let list = Exchange::get(&server, pods).await.json();
+    assert_eq!(list["metadata"]["resourceVersion"], "x1f");
+    assert_eq!(list["items"][0]["metadata"]["resourceVersion"], "x1f");
+
+    // A watch from that version sees the next change, at the next version, and bookmarks.
+    let mut watch = Exchange::get(
+        &server,
+        &format!("{pods}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"),
+    )
+    .await;
+    // A replace at the version it read.
+    let mut updated = created.clone();
+    updated["metadata"]["labels"] = json!({"v": "2"});
+    let x = Exchange::send(
+        &server,
+        "PUT",
+        &format!("{pods}/a"),
+        "application/json",
+        &updated.to_string(),
+    )
+    .await;
+    assert_eq!(x.status, 200, "{}", x.text());
+    assert_eq!(x.json()["metadata"]["resourceVersion"], "x20");
+    watch.read_until("BOOKMARK").await;
+    let events = watch.events();
+    assert_eq!(events[0]["type"], "MODIFIED");
+    assert_eq!(events[0]["object"]["metadata"]["resourceVersion"], "x20");
+    let bookmark = events.iter().find(|e| e["type"] == "BOOKMARK").unwrap();
+    assert!(
+        bookmark["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with('x')
+    );
+
+    // A decimal version is none this server wrote: 400. "0" keeps its meaning.
+    let x = Exchange::get(&server, &format!("{pods}?resourceVersion=32")).await;
+    assert_status(&x, 400, "BadRequest");
+    let x = Exchange::get(&server, &format!("{pods}?resourceVersion=0")).await;
+    assert_eq!(x.status, 200);
+
+    // Compacted: the 410 names the versions as the server writes them.
+    server.faults().compact_all();
+    let x = Exchange::get(&server, &format!("{pods}?watch=1&resourceVersion={rv}")).await;
+    let status = x
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "ERROR")
+        .map(|e| e["object"].clone())
+        .unwrap_or_else(|| x.json());
+    assert_eq!(status["code"], 410, "{status}");
+    assert_eq!(status["message"], "too old resource version: x1f (x20)");
 }

@@ -736,7 +736,10 @@ pub fn inject(server: &ApiServer, fault: &Fault) {
             }
             WatchError::TooLarge => {
                 let head = server.resource_version();
-                faults.inject_watch_error(StatusError::too_large_resource_version(head + 1, head));
+                faults.inject_watch_error(StatusError::too_large_resource_version(
+                    &(head + 1).to_string(),
+                    &head.to_string(),
+                ));
             }
             WatchError::NotAStatus => faults.inject_watch_error_object(json!({})),
         },
