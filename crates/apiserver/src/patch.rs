@@ -92,7 +92,7 @@ impl Patch {
                 strategic_merge(doc, p, "");
                 Ok(())
             }
-            Patch::Json(p) => json_patch::patch(doc, &p.0).map_err(|_| {
+            Patch::Json(p) => apply_json_patch(doc, &p.0).map_err(|_| {
                 StatusError::custom(
                     422,
                     "Invalid",
@@ -101,6 +101,39 @@ impl Patch {
                 .with_empty_details()
             }),
         }
+    }
+}
+
+/// Applies a JSON patch as kube-apiserver's library does: all operations or none, and a
+/// `test` that the value is `null` passes where the member is missing from an object that
+/// exists (RFC 6902 would fail it; clients rely on it to test that a list is not there yet,
+/// before adding it, as finalizer helpers do).
+fn apply_json_patch(
+    doc: &mut Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<(), json_patch::PatchError> {
+    let mut work = doc.clone();
+    for op in ops {
+        if let json_patch::PatchOperation::Test(test) = op
+            && test.value.is_null()
+            && missing_or_null(&work, op.path().as_str())
+        {
+            continue;
+        }
+        json_patch::patch(&mut work, std::slice::from_ref(op))?;
+    }
+    *doc = work;
+    Ok(())
+}
+
+/// Whether the member `path` names is missing from an object that exists, or is `null`.
+fn missing_or_null(doc: &Value, path: &str) -> bool {
+    match doc.pointer(path) {
+        Some(v) => v.is_null(),
+        None => path
+            .rfind('/')
+            .and_then(|i| doc.pointer(&path[..i]))
+            .is_some_and(Value::is_object),
     }
 }
 
@@ -250,6 +283,34 @@ fn merge_list(current: &mut Value, items: &[Value], key: Option<&str>, path: &st
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn json_patch_of(ops: Value) -> Patch {
+        Patch::Json(serde_json::from_value(ops).unwrap())
+    }
+
+    #[test]
+    fn a_json_patch_test_of_null_passes_on_a_missing_member_and_patches_are_atomic() {
+        let doc = json!({"metadata": {"name": "a", "labels": {"x": "1"}, "annotations": null}});
+        let add = |path: &str| json!({"op": "add", "path": path, "value": ["f"]});
+        let test_null = |path: &str| json!({"op": "test", "path": path, "value": null});
+        // Missing from an object that exists, or null: passes.
+        for path in ["/metadata/finalizers", "/metadata/annotations"] {
+            let mut d = doc.clone();
+            json_patch_of(json!([test_null(path), add("/metadata/finalizers")]))
+                .apply(&mut d)
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(d["metadata"]["finalizers"], json!(["f"]));
+        }
+        // Present and not null, or under a parent that is missing: fails, and nothing applies.
+        for path in ["/metadata/labels", "/status/conditions"] {
+            let mut d = doc.clone();
+            let err = json_patch_of(json!([add("/metadata/finalizers"), test_null(path)]))
+                .apply(&mut d)
+                .unwrap_err();
+            assert_eq!(err.code(), 422, "{path}");
+            assert_eq!(d, doc, "{path}: the first operation is undone");
+        }
+    }
 
     #[test]
     fn strategic_merge_merges_keyed_lists_and_replaces_others() {

@@ -28,6 +28,8 @@
 //! * [`DynamicResource`] names a resource known only at run time (an
 //!   [`ApiResource`](kube::discovery::ApiResource) and its scope), whose informer caches
 //!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
+//! * [`finalizer`] runs a reconcile behind a finalizer: added first, the cleanup run when the
+//!   object is being deleted, the finalizer removed once the cleanup succeeds.
 //!
 //! # Resources known at run time
 //!
@@ -122,6 +124,7 @@ mod decode;
 mod dynamic;
 mod error;
 mod factory;
+mod finalizer;
 mod key;
 mod lister_watcher;
 mod skip;
@@ -135,6 +138,7 @@ pub use crate::factory::{
     ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
     default_client,
 };
+pub use crate::finalizer::{Finalize, FinalizerError, finalizer};
 pub use crate::key::{
     OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys, owner_uid_index_func,
     pod_node_index_func, uid_index_func,
