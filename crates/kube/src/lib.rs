@@ -28,6 +28,8 @@
 //! * [`DynamicResource`] names a resource known only at run time (an
 //!   [`ApiResource`](kube::discovery::ApiResource) and its scope), whose informer caches
 //!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
+//! * [`predicates`] for `Controller::predicate`: `generation_changed`, `labels_changed`,
+//!   `annotations_changed`, `finalizers_changed`.
 //! * [`finalizer`] runs a reconcile behind a finalizer: added first, the cleanup run when the
 //!   object is being deleted, the finalizer removed once the cleanup succeeds.
 //!
@@ -127,6 +129,7 @@ mod factory;
 mod finalizer;
 mod key;
 mod lister_watcher;
+pub mod predicates;
 mod skip;
 mod transform;
 

@@ -88,7 +88,7 @@ pub use informer_leaderelection::{LeaderElector, Term};
 pub mod expectations;
 pub use expectations::Expectations;
 use informer_workqueue::WorkQueue;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -245,6 +245,8 @@ pub struct Controller<K> {
     reconciling: Arc<AtomicBool>,
     /// Those of `owns_expecting`, dropped for an object when it is deleted.
     expectations: Arc<Mutex<Vec<Expectations>>>,
+    /// Which updates of the main informer's objects are queued.
+    predicate: Arc<RwLock<Option<UpdatePredicate<K>>>>,
     watched: Vec<Result<Watched, InformerError>>,
     concurrency: usize,
     shutdown_timeout: Duration,
@@ -342,10 +344,15 @@ impl<K> Deleted<K> {
     }
 }
 
+/// Decides whether an update of a main object (old, new) is worth a reconcile.
+type UpdatePredicate<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
+
 /// Queues the key of every change of the main informer's objects while reconciling, and
 /// keeps the last known state of the deleted ones for their reconcile.
 struct MainHandler<K> {
     queue: WorkQueue<Arc<str>>,
+    /// Which updates are queued (all without one).
+    predicate: Arc<RwLock<Option<UpdatePredicate<K>>>>,
     deleted: Arc<Mutex<Deleted<K>>>,
     reconciling: Arc<AtomicBool>,
     /// The expectations of `owns_expecting`: a deleted object's are dropped with it.
@@ -360,7 +367,12 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
         }
     }
 
-    fn on_update(&self, key: &str, _old: &Arc<K>, _new: &Arc<K>) {
+    fn on_update(&self, key: &str, old: &Arc<K>, new: &Arc<K>) {
+        if let Some(predicate) = &*self.predicate.read()
+            && !predicate(old, new)
+        {
+            return;
+        }
         if self.reconciling.load(Ordering::Acquire) {
             // Most updates find their key waiting already: no allocation for those.
             self.queue.add_with(key, || Arc::from(key));
@@ -441,10 +453,12 @@ impl<K: Send + Sync + 'static> Controller<K> {
         let deleted = Arc::new(Mutex::new(Deleted::new()));
         let reconciling = Arc::new(AtomicBool::new(true));
         let expectations = Arc::new(Mutex::new(Vec::new()));
+        let predicate = Arc::new(RwLock::new(None));
         let registration = Watched::register(
             &main,
             MainHandler {
                 queue: queue.clone(),
+                predicate: Arc::clone(&predicate),
                 deleted: Arc::clone(&deleted),
                 reconciling: Arc::clone(&reconciling),
                 expectations: Arc::clone(&expectations),
@@ -456,12 +470,24 @@ impl<K: Send + Sync + 'static> Controller<K> {
             deleted,
             reconciling,
             expectations,
+            predicate,
             watched: vec![registration],
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
             elector: None,
             observer: None,
         }
+    }
+
+    /// Queues an update of a main object only when `predicate(old, new)` holds (kube-runtime's
+    /// predicates, controller-runtime's `UpdateFunc` predicates): skips the updates that need
+    /// no reconcile, a status written by the controller itself, say. Adds and deletions are
+    /// always queued, as are the changes of related informers; a resync is an update of an
+    /// object to itself, and goes through the predicate too. informer-kube has the usual ones
+    /// (`generation_changed`, `labels_changed`, ...). A later call replaces the predicate.
+    pub fn predicate(self, predicate: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
+        *self.predicate.write() = Some(Arc::new(predicate));
+        self
     }
 
     /// Tells `observer` of every reconcile (result, next step, duration).

@@ -114,6 +114,24 @@ fn run_informer(
     tokio::spawn(async move { informer.run(stop).await.unwrap() })
 }
 
+/// Notifications the handlers of `informer` have handled, all together.
+fn delivered(informer: &SharedIndexInformer<Obj>) -> usize {
+    informer
+        .stats()
+        .handlers
+        .iter()
+        .map(|h| h.delivered())
+        .sum()
+}
+
+/// The state a reconcile saw: the version, or `None` for a deletion.
+fn state(target: &Target<Obj>) -> Option<u64> {
+    match target {
+        Target::Live(o) => Some(o.rv),
+        Target::Deleted { .. } => None,
+    }
+}
+
 /// What reconciles saw: per key, the states in order (`None` for a deletion).
 #[derive(Default)]
 struct Log {
@@ -651,13 +669,7 @@ async fn expectations_set_by_a_reconcile_running_at_the_deletion_are_dropped_aft
     ));
     eventually("the live reconcile under way", || log.of("p") == [Some(1)]).await;
     send(&tx, WatchEvent::deleted, obj("p", 2));
-    let handled = || {
-        main.stats()
-            .handlers
-            .iter()
-            .map(|h| h.delivered())
-            .sum::<usize>()
-    };
+    let handled = || delivered(&main);
     eventually("the deletion handled", || handled() == 2).await;
     open_tx.send_replace(true);
     eventually("the deletion reconciled", || log.of("p") == [Some(1), None]).await;
@@ -667,4 +679,53 @@ async fn expectations_set_by_a_reconcile_running_at_the_deletion_are_dropped_aft
     for r in running {
         r.await.unwrap();
     }
+}
+
+/// A predicate on the main informer's updates: an update it refuses is not queued; one it
+/// accepts is; adds and deletions always are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_predicate_keeps_the_updates_it_refuses_out_of_the_queue() {
+    let (source, tx) = Source::new(vec![obj("a", 1)], true);
+    let main = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&main, &stop);
+    let log = Arc::new(Log::default());
+    // Only a change of owner is worth a reconcile.
+    let controller =
+        Controller::new(Arc::clone(&main)).predicate(|old: &Obj, new: &Obj| old.owner != new.owner);
+    let queue = controller.queue().clone();
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&log),
+        |request, log| async move {
+            log.seen
+                .lock()
+                .push((request.key.to_string(), state(&request.target)));
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the add reconciled", || log.of("a") == [Some(1)]).await;
+    let handled = || delivered(&main);
+    // The same owner: refused.
+    send(&tx, WatchEvent::modified, obj("a", 2));
+    eventually("the refused update handled", || handled() == 2).await;
+    assert_eq!(queue.len(), 0);
+    assert_eq!(log.of("a"), [Some(1)]);
+    // Another owner: accepted.
+    send(&tx, WatchEvent::modified, child("a", 3, "x"));
+    eventually("the accepted update reconciled", || {
+        log.of("a") == [Some(1), Some(3)]
+    })
+    .await;
+    // An add and a deletion go through whatever the predicate says.
+    send(&tx, WatchEvent::added, obj("b", 4));
+    send(&tx, WatchEvent::deleted, child("a", 5, "x"));
+    eventually("the add and the deletion reconciled", || {
+        log.of("b") == [Some(4)] && log.of("a") == [Some(1), Some(3), None]
+    })
+    .await;
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
 }
