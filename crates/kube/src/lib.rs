@@ -30,6 +30,8 @@
 //!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
 //! * [`predicates`] for `Controller::predicate`: `generation_changed`, `labels_changed`,
 //!   `annotations_changed`, `finalizers_changed`.
+//! * [`events::Recorder`] publishes Kubernetes Events (`events.k8s.io/v1`) about objects, with
+//!   client-go's series for repeats.
 //! * [`finalizer`] runs a reconcile behind a finalizer: added first, the cleanup run when the
 //!   object is being deleted, the finalizer removed once the cleanup succeeds.
 //!
@@ -125,6 +127,7 @@ mod check;
 mod decode;
 mod dynamic;
 mod error;
+pub mod events;
 mod factory;
 mod finalizer;
 mod key;
