@@ -66,7 +66,8 @@ where
 /// The writes are JSON patches that first `test` the finalizers they change, so that a write
 /// based on a stale object fails (`422`, [`FinalizerError::Add`] or
 /// [`FinalizerError::Remove`]) instead of overwriting another controller's finalizers; the
-/// reconcile then runs again on the newer object.
+/// reconcile then runs again on the newer object. A cleanup can therefore run more than once
+/// (its finalizer's removal failed, or the controller stopped in between): make it idempotent.
 ///
 /// ```no_run
 /// use std::sync::Arc;
