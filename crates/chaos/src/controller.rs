@@ -335,12 +335,7 @@ fn key_of<K: Resource>(object: &K) -> String {
 }
 
 fn rv_of<K: Resource>(object: &K) -> u64 {
-    object
-        .meta()
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or_default()
+    crate::journal::revision_of(object.meta().resource_version.as_deref())
 }
 
 /// The keys of the pods a ConfigMap belongs to, for `owns`.

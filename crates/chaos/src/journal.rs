@@ -21,13 +21,20 @@ pub fn key_of(pod: &Pod) -> String {
     )
 }
 
-/// A pod's resource version as a number (0 if it has none or it is not a number).
+/// A pod's resource version as the revision it names (0 if it has none or names none).
 pub fn rv_of(pod: &Pod) -> u64 {
-    pod.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
+    revision_of(pod.metadata.resource_version.as_deref())
+}
+
+/// The revision a resource version of the simulator names: decimal, or `x` and hex with
+/// `Config::opaque_resource_versions` (0 for none). Only the checks read versions as numbers,
+/// to order what they saw; the stack under test passes them back as it got them.
+pub fn revision_of(rv: Option<&str>) -> u64 {
+    rv.and_then(|rv| match rv.strip_prefix('x') {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => rv.parse().ok(),
+    })
+    .unwrap_or(0)
 }
 
 /// One notification, as far as the checks need it.
@@ -418,6 +425,15 @@ impl WriteLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn revisions_are_read_from_decimal_and_opaque_versions() {
+        assert_eq!(revision_of(Some("1234")), 1234);
+        assert_eq!(revision_of(Some("x4d2")), 1234);
+        assert_eq!(revision_of(Some("xzz")), 0);
+        assert_eq!(revision_of(Some("")), 0);
+        assert_eq!(revision_of(None), 0);
+    }
 
     fn pod(ns: &str, name: &str, rv: u64) -> Arc<Pod> {
         let mut p = Pod::default();

@@ -177,6 +177,7 @@ pub(crate) fn server_config(scenario: &Scenario) -> Config {
         history_size: settings.history_size,
         watch_buffer: settings.watch_buffer,
         expired_watch: settings.expired_watch,
+        opaque_resource_versions: settings.opaque_resource_versions,
         bookmark_before_deadline: Duration::from_millis(300),
         ..Config::for_tests(Duration::from_millis(150))
     }

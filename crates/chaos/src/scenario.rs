@@ -257,6 +257,9 @@ pub struct ServerSettings {
     /// arrives (`with_relist_by_page`). Drawn from a generator of its own, so the rest of a
     /// seed's scenario is what it was before the setting existed.
     pub relist_by_page: bool,
+    /// The simulator writes opaque resource versions (`x` and hex), which the stack must pass
+    /// back without reading. Drawn from a generator of its own, as `relist_by_page` is.
+    pub opaque_resource_versions: bool,
 }
 
 /// The page size of the reflectors that relist by page: small, so that relists of a few dozen
@@ -307,6 +310,8 @@ impl Scenario {
             min_watch_timeout_secs: generator.rng.random_range(1..=4),
             streaming_list: generator.rng.random_bool(0.5),
             relist_by_page: StdRng::seed_from_u64(seed ^ 0x7e1a_57ba_9e00_0001).random_bool(0.5),
+            opaque_resource_versions: StdRng::seed_from_u64(seed ^ 0x0a9e_0e55_7e75_0002)
+                .random_bool(0.25),
         };
         let initial = (0..generator.rng.random_range(5..40))
             .filter_map(|_| generator.create())
@@ -654,6 +659,14 @@ mod tests {
     fn a_seed_always_gives_the_same_scenario() {
         assert_eq!(Scenario::from_seed(42), Scenario::from_seed(42));
         assert_ne!(Scenario::from_seed(42), Scenario::from_seed(43));
+    }
+
+    #[test]
+    fn about_a_quarter_of_the_seeds_get_opaque_resource_versions() {
+        let opaque = (0..100)
+            .filter(|&seed| Scenario::from_seed(seed).server.opaque_resource_versions)
+            .count();
+        assert!((10..=40).contains(&opaque), "{opaque} of 100 seeds");
     }
 
     #[test]
