@@ -125,6 +125,21 @@ pub struct SlowStream {
     pub delay: Duration,
 }
 
+/// What a list page says in `metadata.remainingItemCount` (see
+/// [`Faults::set_remaining_item_count`]). The count is only ever a hint: a client must page on
+/// `continue` alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RemainingItemCount {
+    /// The number of items after the page, as kube-apiserver counts them (the default).
+    #[default]
+    Exact,
+    /// No count, as from a server or proxy that does not send one.
+    Omitted,
+    /// The exact count plus this (negative values can make it negative), as from a count
+    /// taken while objects were being created or deleted.
+    Off(i64),
+}
+
 /// A message to every open watch.
 #[derive(Clone, Debug)]
 pub(crate) enum Control {
@@ -152,6 +167,7 @@ pub(crate) struct FaultState {
     pub(crate) expired_watch: Option<ExpiredWatch>,
     pub(crate) unavailable: Option<u32>,
     pub(crate) cache_lag: u64,
+    pub(crate) remaining_item_count: RemainingItemCount,
     failures: Vec<(Verb, usize, Failure)>,
     /// Isolated clients, by identity (bearer token, else `User-Agent`).
     pub(crate) isolated: HashMap<String, Isolation>,
@@ -324,6 +340,13 @@ impl Faults {
     /// kube-apiserver falls back to etcd for them; watch events are not delayed.
     pub fn set_cache_lag(&self, revisions: u64) {
         self.shared.faults.lock().cache_lag = revisions;
+    }
+
+    /// Changes what the pages of a paginated list say in `metadata.remainingItemCount`: a
+    /// count that is wrong on purpose, or none. Pages that carry no count (the last page, or a
+    /// list with selectors) still carry none.
+    pub fn set_remaining_item_count(&self, count: RemainingItemCount) {
+        self.shared.faults.lock().remaining_item_count = count;
     }
 
     /// Compacts the history up to `revision` (clamped to the head): older lists, continue

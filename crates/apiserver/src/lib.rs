@@ -114,7 +114,7 @@ mod strategy;
 mod watch;
 
 pub use config::{BookmarkShape, Config, ExpiredWatch};
-pub use faults::{Failure, Faults, Isolation, SlowStream, Verb};
+pub use faults::{Failure, Faults, Isolation, RemainingItemCount, SlowStream, Verb};
 pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};
 pub use server::{ApiServer, Error, RecordedRequest};

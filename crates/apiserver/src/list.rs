@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::faults::RemainingItemCount;
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
@@ -211,7 +212,18 @@ impl Shared {
                 let previous = full_start.as_deref().and_then(|s| s.strip_suffix('\0'));
                 let remaining =
                     storage.remaining_after(r, at, namespace, previous, count as u64, last_key);
-                metadata.insert("remainingItemCount".into(), Value::from(remaining));
+                match self.faults.lock().remaining_item_count {
+                    RemainingItemCount::Exact => {
+                        metadata.insert("remainingItemCount".into(), Value::from(remaining));
+                    }
+                    RemainingItemCount::Omitted => {}
+                    RemainingItemCount::Off(by) => {
+                        let wrong = i64::try_from(remaining)
+                            .unwrap_or(i64::MAX)
+                            .saturating_add(by);
+                        metadata.insert("remainingItemCount".into(), Value::from(wrong));
+                    }
+                }
             }
         }
         let head = format!(

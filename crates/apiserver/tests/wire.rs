@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use informer_apiserver::{
-    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, Isolation, ResourceInfo, SlowStream,
-    StatusError, Verb,
+    ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, Isolation, RemainingItemCount,
+    ResourceInfo, SlowStream, StatusError, Verb,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -419,6 +419,49 @@ async fn failures_carry_retry_after_in_json_and_plain_text() {
     let started = std::time::Instant::now();
     assert_eq!(Exchange::get(&server, "/api/v1/pods").await.status, 200);
     assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn remaining_item_count_can_be_wrong_or_missing_on_purpose() {
+    let server = start().await;
+    for name in ["a", "b", "c", "d"] {
+        server.create(&pod("demo", name)).unwrap();
+    }
+    async fn count(server: &ApiServer) -> Option<Value> {
+        let list = Exchange::get(server, "/api/v1/namespaces/demo/pods?limit=1")
+            .await
+            .json();
+        assert!(list["metadata"]["continue"].is_string(), "{list}");
+        list["metadata"].get("remainingItemCount").cloned()
+    }
+    assert_eq!(count(&server).await, Some(json!(3)));
+    server
+        .faults()
+        .set_remaining_item_count(RemainingItemCount::Off(-5));
+    assert_eq!(count(&server).await, Some(json!(-2)));
+    server
+        .faults()
+        .set_remaining_item_count(RemainingItemCount::Off(100));
+    assert_eq!(count(&server).await, Some(json!(103)));
+    server
+        .faults()
+        .set_remaining_item_count(RemainingItemCount::Omitted);
+    assert_eq!(count(&server).await, None);
+    // The last page carries no count, wrong or not.
+    server
+        .faults()
+        .set_remaining_item_count(RemainingItemCount::Off(7));
+    let last = Exchange::get(&server, "/api/v1/namespaces/demo/pods?limit=10")
+        .await
+        .json();
+    assert!(
+        last["metadata"].get("remainingItemCount").is_none(),
+        "{last}"
+    );
+    server
+        .faults()
+        .set_remaining_item_count(RemainingItemCount::Exact);
+    assert_eq!(count(&server).await, Some(json!(3)));
 }
 
 #[tokio::test]

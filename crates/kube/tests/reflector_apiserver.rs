@@ -11,7 +11,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use informer_apiserver::{ApiServer, Config, ExpiredWatch, Failure, SlowStream, StatusError, Verb};
+use informer_apiserver::{
+    ApiServer, Config, ExpiredWatch, Failure, RemainingItemCount, SlowStream, StatusError, Verb,
+};
 use informer_kube::{KubeListerWatcher, key_func};
 use informer_reflector::{
     BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Reflector, WatchParams, WatchStream,
@@ -885,6 +887,51 @@ async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_conti
         assert_eq!(*rv, None, "a continue page carries no version: {lists:?}");
     }
     assert_eq!(lists.len(), 4, "{lists:?}");
+    env.stop().await;
+}
+
+/// Pagination is driven by `continue` alone: a `remainingItemCount` that says the list is done
+/// (or says nothing) changes neither how many pages the reflector reads nor what it caches.
+#[tokio::test]
+async fn a_wrong_or_missing_remaining_item_count_changes_nothing() {
+    let env = start(
+        Config::for_tests(Duration::from_millis(100)),
+        |server| {
+            server.record_requests(true);
+            for i in 0..1_100 {
+                server.create(&pod(&format!("p{i:04}"), 0)).unwrap();
+            }
+        },
+        None,
+        |r| r,
+    )
+    .await;
+    for (round, count) in [RemainingItemCount::Off(-1_000), RemainingItemCount::Omitted]
+        .into_iter()
+        .enumerate()
+    {
+        env.server.faults().set_remaining_item_count(count);
+        env.churn(round as u32 + 1);
+        env.watching_for_a_while().await;
+        let before = list_queries(&env.server).len();
+        env.server
+            .faults()
+            .inject_watch_error(StatusError::expired("too old resource version"));
+        env.wait_for("the relist's three pages", |e| {
+            list_queries(&e.server).len() >= before + 3
+        })
+        .await;
+        env.converged(&format!("after a relist with {count:?}"))
+            .await;
+        let pages = &list_queries(&env.server)[before..];
+        assert_eq!(pages.len(), 3, "{count:?}: {pages:?}");
+        assert!(
+            pages[1..].iter().all(|(_, _, token)| token.is_some()),
+            "{pages:?}"
+        );
+        // The pods seeded and one created per round.
+        assert_eq!(env.store.len(), 1_101 + round);
+    }
     env.stop().await;
 }
 
