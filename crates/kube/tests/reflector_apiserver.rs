@@ -840,13 +840,12 @@ fn list_queries(server: &ApiServer) -> Vec<(Option<String>, Option<String>, Opti
         .collect()
 }
 
-#[tokio::test]
-async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_continue_pages() {
-    let env = start(
+/// 1,100 pods (more than two pages of 500), requests recorded, the first sync done.
+async fn start_recording_three_pages() -> Env {
+    start(
         Config::for_tests(Duration::from_millis(100)),
         |server| {
             server.record_requests(true);
-            // More than two pages of 500.
             for i in 0..1_100 {
                 server.create(&pod(&format!("p{i:04}"), 0)).unwrap();
             }
@@ -854,7 +853,12 @@ async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_conti
         None,
         |r| r,
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_continue_pages() {
+    let env = start_recording_three_pages().await;
     // The first list at "0" is served whole from the server's cache, which ignores the limit.
     let first = list_queries(&env.server);
     assert_eq!(
@@ -894,18 +898,7 @@ async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_conti
 /// (or says nothing) changes neither how many pages the reflector reads nor what it caches.
 #[tokio::test]
 async fn a_wrong_or_missing_remaining_item_count_changes_nothing() {
-    let env = start(
-        Config::for_tests(Duration::from_millis(100)),
-        |server| {
-            server.record_requests(true);
-            for i in 0..1_100 {
-                server.create(&pod(&format!("p{i:04}"), 0)).unwrap();
-            }
-        },
-        None,
-        |r| r,
-    )
-    .await;
+    let env = start_recording_three_pages().await;
     for (round, count) in [RemainingItemCount::Off(-1_000), RemainingItemCount::Omitted]
         .into_iter()
         .enumerate()
