@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::config::ExpiredWatch;
 use crate::server::Shared;
 use crate::status::StatusError;
+use crate::storage::CacheDelay;
 
 /// The kind of request a [`Failure`] applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -337,9 +339,29 @@ impl Faults {
     /// (never below the history floor), and reads not older than a revision the cache has not
     /// reached wait for it (up to [`Config::too_large_wait`](crate::Config::too_large_wait),
     /// then 504 TooLarge). Consistent reads (`resourceVersion` unset) still see the head, as
-    /// kube-apiserver falls back to etcd for them; watch events are not delayed.
+    /// kube-apiserver falls back to etcd for them; watch events are not delayed (for that, see
+    /// [`Faults::set_cache_delay`]).
     pub fn set_cache_lag(&self, revisions: u64) {
         self.shared.faults.lock().cache_lag = revisions;
+    }
+
+    /// Makes the watch cache receive each change `delay` after its commit (zero: at once), as
+    /// a watch cache fed by a slow etcd watch does. Until then no watch sees the change (nor a
+    /// bookmark past it), lists and watches at `resourceVersion="0"` are served without it, and
+    /// reads not older than its revision wait for it (then 504 TooLarge, after
+    /// [`Config::too_large_wait`](crate::Config::too_large_wait)); consistent lists still see
+    /// the head, and a consistent streaming list waits until the cache has the head. Changes
+    /// come in commit order, so a client sees its own writes late but never out of order. Works
+    /// with [`Faults::set_cache_lag`]: the cache is then as old as the older of the two makes it.
+    /// Lowering the delay releases what is due at once, to every watch.
+    pub fn set_cache_delay(&self, delay: Duration) {
+        let storage = self.shared.storage.read();
+        let received_through =
+            storage.delivered_revision(Instant::now(), &self.shared.cache_delay.borrow());
+        self.shared.cache_delay.send_replace(CacheDelay {
+            delay,
+            received_through,
+        });
     }
 
     /// Changes what the pages of a paginated list say in `metadata.remainingItemCount`: a

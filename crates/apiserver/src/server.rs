@@ -27,7 +27,7 @@ use crate::patch::Patch;
 use crate::query::ListOptions;
 use crate::resource::{ResourceInfo, Scope};
 use crate::status::StatusError;
-use crate::storage::{RvCodec, Storage, StoredObject};
+use crate::storage::{CacheDelay, RvCodec, Storage, StoredObject};
 
 /// Errors of the Rust handle.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,9 @@ pub(crate) struct Shared {
     /// Bumped on every change of the isolated clients (and on restarts), for what waits on
     /// an isolation: held requests and the watches of isolated clients.
     pub(crate) isolation: watch::Sender<u64>,
+    /// How long after its commit the watch cache receives a change (see
+    /// [`Faults::set_cache_delay`](crate::Faults::set_cache_delay)); watches follow changes.
+    pub(crate) cache_delay: watch::Sender<CacheDelay>,
     /// Requests of hung clients held right now.
     pub(crate) held_requests: AtomicUsize,
     pub(crate) shutdown: CancellationToken,
@@ -106,6 +109,7 @@ impl Shared {
         let (head, _) = watch::channel(storage.head);
         let (control, _) = broadcast::channel(64);
         let (isolation, _) = watch::channel(0);
+        let (cache_delay, _) = watch::channel(CacheDelay::default());
         Arc::new(Shared {
             config,
             storage: RwLock::new(storage),
@@ -114,6 +118,7 @@ impl Shared {
             faults: Mutex::new(FaultState::default()),
             open_watches: AtomicUsize::new(0),
             isolation,
+            cache_delay,
             held_requests: AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
             recording: AtomicBool::new(false),

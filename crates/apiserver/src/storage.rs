@@ -17,6 +17,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::broadcast;
+use tokio::time::{Duration, Instant};
 
 use crate::resource::ResourceInfo;
 
@@ -89,6 +90,27 @@ pub(crate) enum ChangeType {
     Deleted,
 }
 
+/// How late the watch cache receives changes (see `Faults::set_cache_delay`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CacheDelay {
+    /// How long after its commit a change reaches the cache.
+    pub(crate) delay: Duration,
+    /// What the cache had received when the delay was set: a longer delay does not take back
+    /// what it already has.
+    pub(crate) received_through: u64,
+}
+
+impl CacheDelay {
+    /// When the cache receives `change`.
+    pub(crate) fn due(&self, change: &Change) -> Instant {
+        if change.rv <= self.received_through {
+            change.committed
+        } else {
+            change.committed + self.delay
+        }
+    }
+}
+
 /// One committed change. For a delete, `object` is the last state stamped with the delete's
 /// revision (what a DELETED watch event carries).
 #[derive(Debug)]
@@ -99,6 +121,8 @@ pub(crate) struct Change {
     pub(crate) ty: ChangeType,
     pub(crate) object: Arc<StoredObject>,
     pub(crate) previous: Option<Arc<StoredObject>>,
+    /// When it was committed (for a watch cache that receives changes late).
+    pub(crate) committed: Instant,
 }
 
 pub(crate) struct ResourceState {
@@ -260,6 +284,7 @@ impl Storage {
             ty,
             object,
             previous,
+            committed: Instant::now(),
         });
         // No receivers is fine: nobody is watching this resource.
         let _ = state.tx.send(change.clone());
@@ -322,6 +347,30 @@ impl Storage {
 
     pub(crate) fn history_len(&self) -> usize {
         self.history.len()
+    }
+
+    /// The newest revision the watch cache holds at `now`: the head once it has received every
+    /// change, else the revision just below the oldest change it has not received (the caller
+    /// clamps it to the floor).
+    pub(crate) fn delivered_revision(&self, now: Instant, cache: &CacheDelay) -> u64 {
+        let mut revision = self.head;
+        for change in self.history.iter().rev() {
+            if cache.due(change) <= now {
+                break;
+            }
+            revision = change.rv - 1;
+        }
+        revision
+    }
+
+    /// When the watch cache holds revision `rv`: when it receives the newest change at or below
+    /// it. `None` when no retained change is at or below it (it has had it all along).
+    pub(crate) fn delivered_at(&self, rv: u64, cache: &CacheDelay) -> Option<Instant> {
+        self.history
+            .iter()
+            .rev()
+            .find(|c| c.rv <= rv)
+            .map(|c| cache.due(c))
     }
 
     /// The changes of resource `r` with a revision above `since`, oldest first.

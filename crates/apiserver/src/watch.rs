@@ -4,6 +4,7 @@
 //! When the client goes away the body is dropped, the channel closes, and the task ends at
 //! once (it waits on `closed()`), releasing its subscription: a disconnect costs nothing.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,7 +24,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
-use crate::storage::{Change, ChangeType, RvCodec, StoredObject, write_typed};
+use crate::storage::{CacheDelay, Change, ChangeType, RvCodec, StoredObject, write_typed};
 
 /// Bytes gathered before a write is handed to the connection.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -127,6 +128,10 @@ struct WatchTask {
     /// The revision of the last change processed (sent or filtered out).
     seen_rv: u64,
     buffer: Vec<u8>,
+    /// Changes the watch cache has not received yet (see `Faults::set_cache_delay`), oldest
+    /// first; as many as were committed within the delay.
+    pending: VecDeque<Arc<Change>>,
+    delays: watch::Receiver<CacheDelay>,
     last_event: Option<Bytes>,
     /// The client that opened the watch (see [`crate::isolation::client_of`]), and the
     /// isolation changes to follow for it.
@@ -166,8 +171,17 @@ impl Shared {
                     && matches!(requested, RequestedRv::Unset | RequestedRv::Zero)
             }
         };
+        let cached = self.cache_revision(&storage);
         let start = match (send_initial, requested) {
-            (true, RequestedRv::At(n)) if n > storage.head => Start::Initial { wait_for: Some(n) },
+            (true, RequestedRv::At(n)) if n > cached => Start::Initial { wait_for: Some(n) },
+            // A consistent streaming list is served from the cache once it has the head.
+            (true, RequestedRv::Unset)
+                if cached < storage.head && !self.cache_delay.borrow().delay.is_zero() =>
+            {
+                Start::Initial {
+                    wait_for: Some(storage.head),
+                }
+            }
             (true, _) => Start::Initial { wait_for: None },
             (false, RequestedRv::At(n)) => Start::After(n),
             (false, _) => Start::Now,
@@ -284,6 +298,8 @@ impl Shared {
             // bookmark at exactly it).
             seen_rv: skip_through.min(storage.head),
             buffer: Vec::with_capacity(FLUSH_BYTES),
+            pending: VecDeque::new(),
+            delays: self.cache_delay.subscribe(),
             last_event: None,
             client: client.map(|c| (c, self.isolation.subscribe())),
             _open: guard,
@@ -325,24 +341,26 @@ impl WatchTask {
                         .await;
                     return Err(());
                 }
-                let (head, objects) = {
+                let (at, objects, replay) = {
                     let storage = self.shared.storage.read();
-                    let head = storage.head;
+                    let at = self.shared.cache_revision(&storage);
                     let mut objects = Vec::new();
-                    storage.visit_at(self.resource, head, None, None, &mut |key, obj| {
+                    storage.visit_at(self.resource, at, None, None, &mut |key, obj| {
                         if self.filter.matches(key, obj) {
                             objects.push(obj.clone());
                         }
                         true
                     });
-                    // Resubscribe under the lock so that the live stream starts right after
-                    // `head`.
+                    // The changes the cache does not hold yet follow, and the live stream
+                    // starts right after the head: resubscribe under the lock.
+                    let replay = storage.changes_since(self.resource, at);
                     self.changes = storage.resources[self.resource].tx.subscribe();
-                    (head, objects)
+                    (at, objects, replay)
                 };
-                self.skip_through = head;
-                self.seen_rv = head;
-                self.send_initial(objects).await
+                self.skip_through = at;
+                self.seen_rv = at;
+                self.send_initial(objects).await?;
+                self.replay(replay).await
             }
             Start::Initial { wait_for: None } => {
                 self.send_initial(initial).await?;
@@ -355,7 +373,7 @@ impl WatchTask {
 
     async fn replay(&mut self, replay: Vec<Arc<Change>>) -> Result<(), ()> {
         for change in replay {
-            self.process(&change);
+            self.accept(change);
             if self.buffer.len() >= FLUSH_BYTES {
                 self.flush().await?;
             }
@@ -411,6 +429,38 @@ impl WatchTask {
         }
         let line = event_line("BOOKMARK", &Value::Object(object));
         self.buffer.extend_from_slice(&line);
+    }
+
+    /// Takes a change as the watch cache would: processed now if it has been received and
+    /// nothing before it waits, else queued until it is.
+    fn accept(&mut self, change: Arc<Change>) {
+        let cache = *self.delays.borrow();
+        if self.pending.is_empty() && cache.due(&change) <= Instant::now() {
+            self.process(&change);
+        } else {
+            self.pending.push_back(change);
+        }
+    }
+
+    /// Processes the queued changes the watch cache has received by now, in order.
+    fn release(&mut self) {
+        let cache = *self.delays.borrow_and_update();
+        let now = Instant::now();
+        while self
+            .pending
+            .front()
+            .is_some_and(|change| cache.due(change) <= now)
+        {
+            if let Some(change) = self.pending.pop_front() {
+                self.process(&change);
+            }
+        }
+    }
+
+    /// When the oldest queued change is received, if one is queued.
+    fn next_due(&self) -> Option<Instant> {
+        let cache = *self.delays.borrow();
+        self.pending.front().map(|change| cache.due(change))
     }
 
     /// Turns one committed change into the event this watcher sees, if any: selector
@@ -496,7 +546,11 @@ impl WatchTask {
         if let Flow::Stop = self.drain() {
             return Flow::Stop;
         }
-        let rv = head.max(self.seen_rv);
+        // Not past a change still on its way to the cache.
+        let rv = match self.pending.front() {
+            Some(change) => change.rv - 1,
+            None => head.max(self.seen_rv),
+        };
         if rv >= self.skip_through && self.bookmarks_on() {
             self.push_bookmark(rv, false);
         }
@@ -510,7 +564,7 @@ impl WatchTask {
     fn drain(&mut self) -> Flow {
         loop {
             match self.changes.try_recv() {
-                Ok(change) => self.process(&change),
+                Ok(change) => self.accept(change),
                 Err(broadcast::error::TryRecvError::Empty) => return Flow::Continue,
                 // Fell too far behind: end the stream, as kube-apiserver ends slow watchers.
                 Err(broadcast::error::TryRecvError::Lagged(_))
@@ -640,6 +694,7 @@ impl WatchTask {
                 Some(t) if t < next_bookmark => t,
                 _ => next_bookmark,
             };
+            let due = self.next_due();
             let flow = tokio::select! {
                 biased;
                 () = self.out.closed() => Flow::Stop,
@@ -656,12 +711,12 @@ impl WatchTask {
                 }
                 change = self.changes.recv() => match change {
                     Ok(change) => {
-                        self.process(&change);
+                        self.accept(change);
                         // Gather what else is queued into one write.
                         let mut flow = Flow::Continue;
                         while self.buffer.len() < FLUSH_BYTES {
                             match self.changes.try_recv() {
-                                Ok(change) => self.process(&change),
+                                Ok(change) => self.accept(change),
                                 Err(broadcast::error::TryRecvError::Empty) => break,
                                 Err(_) => {
                                     flow = Flow::Stop;
@@ -678,6 +733,23 @@ impl WatchTask {
                         let _ = self.flush().await;
                         Flow::Stop
                     }
+                },
+                () = sleep_until_some(due) => {
+                    self.release();
+                    match self.flush().await {
+                        Ok(()) => Flow::Continue,
+                        Err(()) => Flow::Stop,
+                    }
+                }
+                changed = self.delays.changed() => match changed {
+                    Ok(()) => {
+                        self.release();
+                        match self.flush().await {
+                            Ok(()) => Flow::Continue,
+                            Err(()) => Flow::Stop,
+                        }
+                    }
+                    Err(_) => Flow::Stop,
                 },
                 () = tokio::time::sleep_until(bookmark_at) => {
                     if final_bookmark == Some(bookmark_at) {
@@ -696,5 +768,13 @@ impl WatchTask {
                 return;
             }
         }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -161,6 +161,19 @@ impl Exchange {
         }
     }
 
+    /// Reads until the complete events read so far satisfy `done`.
+    async fn read_until_events(&mut self, what: &str, done: impl Fn(&[Value]) -> bool) {
+        let mut buf = [0u8; 65536];
+        while !done(&self.events()) {
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("{what} not seen; got {:?}", self.text()))
+                .unwrap();
+            assert!(n > 0, "closed before {what}; got {:?}", self.text());
+            self.raw.extend_from_slice(&buf[..n]);
+        }
+    }
+
     fn chunked(&self) -> bool {
         self.header("transfer-encoding") == Some("chunked")
     }
@@ -961,6 +974,117 @@ async fn a_cache_reinitialisation_ends_watches_cleanly_and_expires_old_versions(
     x.read_until("\"c\"").await;
 }
 
+/// A list of the demo pods not older than `rv` waits for the cache, which does not get there.
+async fn assert_not_older_than_times_out(server: &ApiServer, rv: u64) {
+    let x = Exchange::get(
+        server,
+        &format!(
+            "/api/v1/namespaces/demo/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"
+        ),
+    )
+    .await;
+    assert_status(&x, 504, "Timeout");
+}
+
+/// The names in a list.
+fn names(list: &Value) -> Vec<&str> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["metadata"]["name"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_delayed_cache_holds_changes_back_from_watches_and_cached_reads() {
+    let server = start().await;
+    server.create(&pod("demo", "a")).unwrap();
+    let before = server.resource_version();
+    let mut x = Exchange::get(
+        &server,
+        &format!(
+            "/api/v1/namespaces/demo/pods?watch=1&resourceVersion={before}&allowWatchBookmarks=true"
+        ),
+    )
+    .await;
+    // Far longer than the test: what is committed now reaches the cache only when the delay
+    // is lowered.
+    server.faults().set_cache_delay(Duration::from_secs(3600));
+    server.create(&pod("demo", "b")).unwrap();
+    let after = server.resource_version();
+    // Bookmarks come every 100 ms; none passes the change on its way.
+    let bookmark = |e: &Value| e["type"] == "BOOKMARK";
+    x.read_until_events("three bookmarks", |events| {
+        events.iter().filter(|e| bookmark(e)).count() >= 3
+    })
+    .await;
+    for event in x.events() {
+        assert!(bookmark(&event), "{event}");
+        assert_eq!(
+            event["object"]["metadata"]["resourceVersion"],
+            before.to_string()
+        );
+    }
+    // Reads from the cache do not have it; consistent reads do.
+    let cached = Exchange::get(&server, "/api/v1/namespaces/demo/pods?resourceVersion=0")
+        .await
+        .json();
+    assert_eq!(cached["metadata"]["resourceVersion"], before.to_string());
+    assert_eq!(names(&cached), ["a"]);
+    let fresh = Exchange::get(&server, "/api/v1/namespaces/demo/pods")
+        .await
+        .json();
+    assert_eq!(fresh["metadata"]["resourceVersion"], after.to_string());
+    assert_eq!(names(&fresh), ["a", "b"]);
+    assert_not_older_than_times_out(&server, after).await;
+    // A consistent streaming list waits for the cache to have the head, in vain here.
+    let mut streaming = Exchange::get(
+        &server,
+        "/api/v1/namespaces/demo/pods?watch=1&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    )
+    .await;
+    streaming.read_until("ERROR").await;
+    assert_eq!(streaming.events()[0]["object"]["code"], 504);
+
+    // Lowered, the delay releases what is due at once: the event, then bookmarks past it.
+    server.faults().set_cache_delay(Duration::ZERO);
+    x.read_until("\"b\"").await;
+    x.read_until_events("a bookmark after b", |events| {
+        events
+            .iter()
+            .skip_while(|e| e["type"] != "ADDED")
+            .any(bookmark)
+    })
+    .await;
+    let events = x.events();
+    let rest: Vec<&Value> = events.iter().skip_while(|e| bookmark(e)).collect();
+    assert_eq!(rest[0]["type"], "ADDED");
+    assert_eq!(rest[0]["object"]["metadata"]["name"], "b");
+    assert_eq!(
+        rest[1]["object"]["metadata"]["resourceVersion"],
+        after.to_string()
+    );
+    let cached = Exchange::get(&server, "/api/v1/namespaces/demo/pods?resourceVersion=0")
+        .await
+        .json();
+    assert_eq!(names(&cached), ["a", "b"]);
+
+    // With a short delay a change reaches the watch no sooner than the delay after its commit.
+    let delay = Duration::from_millis(300);
+    server.faults().set_cache_delay(delay);
+    let committed = std::time::Instant::now();
+    server.create(&pod("demo", "c")).unwrap();
+    x.read_until_events("c", |events| {
+        events
+            .iter()
+            .any(|e| e["object"]["metadata"]["name"] == "c")
+    })
+    .await;
+    assert!(committed.elapsed() >= delay, "{:?}", committed.elapsed());
+}
+
 #[tokio::test]
 async fn a_lagging_cache_serves_stale_reads_at_resource_version_zero() {
     let server = start().await;
@@ -980,14 +1104,7 @@ async fn a_lagging_cache_serves_stale_reads_at_resource_version_zero() {
         .json();
     assert_eq!(fresh["metadata"]["resourceVersion"], head.to_string());
     // Not older than the head: the cache never gets there in time.
-    let x = Exchange::get(
-        &server,
-        &format!(
-            "/api/v1/namespaces/demo/pods?resourceVersion={head}&resourceVersionMatch=NotOlderThan"
-        ),
-    )
-    .await;
-    assert_status(&x, 504, "Timeout");
+    assert_not_older_than_times_out(&server, head).await;
     // A streaming list from "0" starts at the cache's snapshot, then catches up.
     let mut x = Exchange::get(
         &server,
