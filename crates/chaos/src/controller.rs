@@ -50,7 +50,7 @@ use crate::journal::WriteLog;
 use crate::record::{CallLog, Recording, check_relists};
 use crate::runner::{
     Failure, SETTLE_BOUND, Suite, jobs_left_on_the_pool, on_a_runtime_of_its_own, on_threads,
-    pool_threads_settled, server_config,
+    pool_threads_settled, start_server,
 };
 use crate::scenario::{NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step};
 use crate::stack::{apply, calm, client, inject};
@@ -1031,9 +1031,7 @@ fn shown(mut problems: Vec<String>) -> Vec<String> {
 pub async fn run_controller(scenario: &Scenario) -> Result<ControllerOutcome, Failure> {
     let begun = Instant::now();
     let fail = |problems: Vec<String>| Failure::of(scenario, Suite::Controller, problems);
-    let server = ApiServer::start(server_config(scenario))
-        .await
-        .map_err(|e| fail(vec![format!("starting the API server: {e}")]))?;
+    let server = start_server(scenario).await.map_err(|e| fail(vec![e]))?;
     let outcome = drive(scenario, &server).await;
     server.shutdown().await;
     let mut outcome = outcome.map_err(fail)?;

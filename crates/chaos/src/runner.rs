@@ -160,9 +160,7 @@ pub(crate) fn jobs_left_on_the_pool() -> usize {
 pub async fn run(scenario: &Scenario) -> Result<Outcome, Failure> {
     let begun = Instant::now();
     let fail = |problems: Vec<String>| Failure::of(scenario, Suite::Informers, problems);
-    let server = ApiServer::start(server_config(scenario))
-        .await
-        .map_err(|e| fail(vec![format!("starting the API server: {e}")]))?;
+    let server = start_server(scenario).await.map_err(|e| fail(vec![e]))?;
     let outcome = drive(scenario, &server).await;
     server.shutdown().await;
     let mut outcome = outcome.map_err(fail)?;
@@ -170,8 +168,19 @@ pub async fn run(scenario: &Scenario) -> Result<Outcome, Failure> {
     Ok(outcome)
 }
 
+/// Starts the simulator as `scenario` configures it.
+pub(crate) async fn start_server(scenario: &Scenario) -> Result<ApiServer, String> {
+    let server = ApiServer::start(server_config(scenario))
+        .await
+        .map_err(|e| format!("starting the API server: {e}"))?;
+    server
+        .faults()
+        .set_cache_delay(Duration::from_millis(scenario.server.cache_delay_ms));
+    Ok(server)
+}
+
 /// The simulator's configuration for `scenario`.
-pub(crate) fn server_config(scenario: &Scenario) -> Config {
+fn server_config(scenario: &Scenario) -> Config {
     let settings = scenario.server;
     Config {
         history_size: settings.history_size,

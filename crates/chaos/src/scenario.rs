@@ -260,6 +260,10 @@ pub struct ServerSettings {
     /// The simulator writes opaque resource versions (`x` and hex), which the stack must pass
     /// back without reading. Drawn from a generator of its own, as `relist_by_page` is.
     pub opaque_resource_versions: bool,
+    /// How long after its commit the simulator's watch cache receives a change, in
+    /// milliseconds (0: at once), so that clients see their own writes late. Drawn from a
+    /// generator of its own.
+    pub cache_delay_ms: u64,
 }
 
 /// The page size of the reflectors that relist by page: small, so that relists of a few dozen
@@ -312,6 +316,14 @@ impl Scenario {
             relist_by_page: StdRng::seed_from_u64(seed ^ 0x7e1a_57ba_9e00_0001).random_bool(0.5),
             opaque_resource_versions: StdRng::seed_from_u64(seed ^ 0x0a9e_0e55_7e75_0002)
                 .random_bool(0.25),
+            cache_delay_ms: {
+                let mut rng = StdRng::seed_from_u64(seed ^ 0x0de1_a7ed_cac4_0003);
+                if rng.random_bool(0.25) {
+                    rng.random_range(10..=200)
+                } else {
+                    0
+                }
+            },
         };
         let initial = (0..generator.rng.random_range(5..40))
             .filter_map(|_| generator.create())
@@ -667,6 +679,19 @@ mod tests {
             .filter(|&seed| Scenario::from_seed(seed).server.opaque_resource_versions)
             .count();
         assert!((10..=40).contains(&opaque), "{opaque} of 100 seeds");
+    }
+
+    #[test]
+    fn about_a_quarter_of_the_seeds_get_a_late_watch_cache() {
+        let delays: Vec<u64> = (0..100)
+            .map(|seed| Scenario::from_seed(seed).server.cache_delay_ms)
+            .filter(|&ms| ms > 0)
+            .collect();
+        assert!((10..=40).contains(&delays.len()), "{delays:?}");
+        assert!(
+            delays.iter().all(|ms| (10..=200).contains(ms)),
+            "{delays:?}"
+        );
     }
 
     #[test]
