@@ -32,6 +32,20 @@ pub enum ExpiredWatch {
     Http410,
 }
 
+/// What the server does with a watcher that falls [`Config::watch_buffer`] changes behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowWatcher {
+    /// Ends its stream cleanly, as kube-apiserver's watch cache ends a watcher that does not
+    /// keep up; the client must watch again from its last version.
+    #[default]
+    Close,
+    /// Waits for it: the stream goes on where the watcher fell behind, with what it missed read
+    /// from the history, as from a server that blocks on its slowest consumer (or a plain etcd
+    /// watch). Only once the history no longer holds what it missed is it ended, as with
+    /// `Close`.
+    Block,
+}
+
 /// Configuration of an [`ApiServer`](crate::ApiServer).
 ///
 /// The defaults are kube-apiserver's where it has one (bookmarks every minute and 2 s before a
@@ -50,8 +64,10 @@ pub struct Config {
     pub history_size: usize,
     /// Per-resource buffer of changes not yet written to a watcher. A watcher that falls this
     /// far behind is closed (cleanly, without an ERROR event), as kube-apiserver closes slow
-    /// watchers.
+    /// watchers, or waited for (see [`Config::slow_watcher`]).
     pub watch_buffer: usize,
+    /// What happens to a watcher that falls `watch_buffer` changes behind.
+    pub slow_watcher: SlowWatcher,
     /// Period of bookmarks on watches that allow them.
     pub bookmark_interval: Duration,
     /// How long before its deadline a watch gets its last bookmark.
@@ -93,6 +109,7 @@ impl Default for Config {
             resources: Vec::new(),
             history_size: 10_000,
             watch_buffer: 4096,
+            slow_watcher: SlowWatcher::Close,
             bookmark_interval: Duration::from_secs(60),
             bookmark_before_deadline: Duration::from_secs(2),
             too_large_wait: Duration::from_secs(3),

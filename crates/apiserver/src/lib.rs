@@ -113,7 +113,7 @@ mod storage;
 mod strategy;
 mod watch;
 
-pub use config::{BookmarkShape, Config, ExpiredWatch};
+pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
 pub use faults::{Failure, Faults, Isolation, RemainingItemCount, SlowStream, Verb};
 pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};

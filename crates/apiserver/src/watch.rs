@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
-use crate::config::{BookmarkShape, ExpiredWatch};
+use crate::config::{BookmarkShape, ExpiredWatch, SlowWatcher};
 use crate::faults::{Control, Isolation};
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -543,7 +543,7 @@ impl WatchTask {
     /// after draining it the head is safe.
     async fn bookmark(&mut self) -> Flow {
         let head = self.shared.storage.read().head;
-        if let Flow::Stop = self.drain() {
+        if let Flow::Stop = self.drain().await {
             return Flow::Stop;
         }
         // Not past a change still on its way to the cache.
@@ -561,15 +561,42 @@ impl WatchTask {
     }
 
     /// Processes every change already queued for this watcher.
-    fn drain(&mut self) -> Flow {
+    async fn drain(&mut self) -> Flow {
         loop {
             match self.changes.try_recv() {
                 Ok(change) => self.accept(change),
                 Err(broadcast::error::TryRecvError::Empty) => return Flow::Continue,
-                // Fell too far behind: end the stream, as kube-apiserver ends slow watchers.
-                Err(broadcast::error::TryRecvError::Lagged(_))
-                | Err(broadcast::error::TryRecvError::Closed) => return Flow::Stop,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    if let Flow::Stop = self.catch_up().await {
+                        return Flow::Stop;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Closed) => return Flow::Stop,
             }
+        }
+    }
+
+    /// This watcher fell `watch_buffer` changes behind. With [`SlowWatcher::Close`] its stream
+    /// ends, as kube-apiserver ends slow watchers. With [`SlowWatcher::Block`] it is fed what
+    /// it missed from the history and follows the live changes again (resubscribed under the
+    /// same lock, so nothing falls between), unless the history no longer holds it all.
+    async fn catch_up(&mut self) -> Flow {
+        if self.shared.config.slow_watcher == SlowWatcher::Close {
+            return Flow::Stop;
+        }
+        let missed = {
+            let storage = self.shared.storage.read();
+            // Everything of this resource up to here was processed or is queued.
+            let through = self.pending.back().map_or(self.seen_rv, |change| change.rv);
+            if through < storage.floor {
+                return Flow::Stop;
+            }
+            self.changes = storage.resources[self.resource].tx.subscribe();
+            storage.changes_since(self.resource, through)
+        };
+        match self.replay(missed).await {
+            Ok(()) => Flow::Continue,
+            Err(()) => Flow::Stop,
         }
     }
 
@@ -718,7 +745,11 @@ impl WatchTask {
                             match self.changes.try_recv() {
                                 Ok(change) => self.accept(change),
                                 Err(broadcast::error::TryRecvError::Empty) => break,
-                                Err(_) => {
+                                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                    flow = self.catch_up().await;
+                                    break;
+                                }
+                                Err(broadcast::error::TryRecvError::Closed) => {
                                     flow = Flow::Stop;
                                     break;
                                 }
@@ -729,7 +760,8 @@ impl WatchTask {
                             _ => Flow::Stop,
                         }
                     }
-                    Err(_) => {
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up().await,
+                    Err(broadcast::error::RecvError::Closed) => {
                         let _ = self.flush().await;
                         Flow::Stop
                     }

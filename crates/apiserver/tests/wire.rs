@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use informer_apiserver::{
     ApiServer, BookmarkShape, Config, ExpiredWatch, Failure, Isolation, RemainingItemCount,
-    ResourceInfo, SlowStream, StatusError, Verb,
+    ResourceInfo, SlowStream, SlowWatcher, StatusError, Verb,
 };
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -2205,6 +2205,57 @@ async fn an_isolated_client_is_failed_or_held_while_others_are_served() {
     let x = Exchange::receive(held).await;
     assert_eq!(x.status, 429);
     assert_eq!(x.header("retry-after"), Some("3"));
+}
+
+/// A watcher that falls `watch_buffer` changes behind (here: held by a hang of its client while
+/// 20 pods are created) is closed by default, and with `SlowWatcher::Block` gets everything it
+/// missed, in order, and goes on.
+#[tokio::test]
+async fn a_slow_watcher_is_closed_or_waited_for() {
+    for mode in [SlowWatcher::Close, SlowWatcher::Block] {
+        let server = start_with(Config {
+            watch_buffer: 4,
+            slow_watcher: mode,
+            ..Config::for_tests(Duration::from_secs(60))
+        })
+        .await;
+        let as_a = [("Authorization", "Bearer token-a")];
+        let path = "/api/v1/namespaces/demo/pods?watch=1&resourceVersion=1";
+        let mut x = Exchange::receive(Exchange::open(&server, "GET", path, &as_a, "").await).await;
+        server.create(&pod("demo", "first")).unwrap();
+        x.read_until("first").await;
+        server.faults().isolate("token-a", Isolation::Hang);
+        let names: Vec<String> = (0..20).map(|i| format!("p{i:02}")).collect();
+        for name in &names {
+            server.create(&pod("demo", name)).unwrap();
+        }
+        server.faults().heal("token-a");
+        let seen = |x: &Exchange| -> Vec<String> {
+            x.events()
+                .iter()
+                .filter_map(|e| e["object"]["metadata"]["name"].as_str().map(str::to_owned))
+                .filter(|name| name != "first")
+                .collect()
+        };
+        match mode {
+            SlowWatcher::Close => {
+                assert!(x.read_to_end().await, "closed cleanly: {:?}", x.text());
+                assert!(seen(&x).len() < names.len(), "{:?}", seen(&x));
+            }
+            SlowWatcher::Block => {
+                x.read_until_events("every pod", |events| {
+                    events
+                        .iter()
+                        .any(|e| e["object"]["metadata"]["name"] == "p19")
+                })
+                .await;
+                assert_eq!(seen(&x), names);
+                server.create(&pod("demo", "last")).unwrap();
+                x.read_until("last").await;
+            }
+        }
+        server.shutdown().await;
+    }
 }
 
 /// Reads until the peer closes `stream` (cleanly or not); asserts that nothing came.
