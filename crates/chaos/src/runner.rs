@@ -185,6 +185,7 @@ fn server_config(scenario: &Scenario) -> Config {
     Config {
         history_size: settings.history_size,
         watch_buffer: settings.watch_buffer,
+        slow_watcher: settings.slow_watcher,
         expired_watch: settings.expired_watch,
         opaque_resource_versions: settings.opaque_resource_versions,
         bookmark_before_deadline: Duration::from_millis(300),

@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use informer_apiserver::ExpiredWatch;
+use informer_apiserver::{ExpiredWatch, SlowWatcher};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -245,8 +245,12 @@ pub enum Step {
 pub struct ServerSettings {
     /// `Config::history_size`: small values make resumes expire on their own.
     pub history_size: usize,
-    /// `Config::watch_buffer`: small values close watchers that fall behind (with slow streams).
+    /// `Config::watch_buffer`: small values close watchers that fall behind (with slow streams),
+    /// or make the server wait for them (`slow_watcher`).
     pub watch_buffer: usize,
+    /// `Config::slow_watcher`: what a watcher that falls `watch_buffer` behind gets. Drawn from
+    /// a generator of its own.
+    pub slow_watcher: SlowWatcher,
     /// How a watch from a compacted version fails.
     pub expired_watch: ExpiredWatch,
     /// The reflectors' minimum watch timeout in seconds (watches end cleanly after 1–2×).
@@ -316,6 +320,11 @@ impl Scenario {
             relist_by_page: StdRng::seed_from_u64(seed ^ 0x7e1a_57ba_9e00_0001).random_bool(0.5),
             opaque_resource_versions: StdRng::seed_from_u64(seed ^ 0x0a9e_0e55_7e75_0002)
                 .random_bool(0.25),
+            slow_watcher: if StdRng::seed_from_u64(seed ^ 0x5107_3a7c_8e00_0004).random_bool(0.5) {
+                SlowWatcher::Block
+            } else {
+                SlowWatcher::Close
+            },
             cache_delay_ms: {
                 let mut rng = StdRng::seed_from_u64(seed ^ 0x0de1_a7ed_cac4_0003);
                 if rng.random_bool(0.25) {
