@@ -3,8 +3,13 @@
 //! delete the extra — each owned by its `App` (an owner reference), against the simulator, with
 //! faults injected on the way.
 //!
-//! The controller itself is the `reconcile` function and the builder call in `main`; the rest
-//! sets up the world and checks it converged.
+//! The controller itself is the `reconcile` function and the builder call in `Replica::start`;
+//! the rest sets up the world and checks it converged. It shows what a controller usually
+//! needs besides its reconcile: a finalizer, so that an `App`'s children are deleted before it
+//! goes even if the controller was down when it was deleted (the simulator, like a cluster
+//! without the garbage collector, does not follow owner references); Events on the `App`
+//! (`events.k8s.io/v1`) for what it did; and a predicate that skips the updates that need no
+//! reconcile.
 //!
 //! With `--replicas 3`, three replicas of the controller run, each with its own client, caches
 //! and controller, behind a leader election on a Lease: one reconciles at a time. The example
@@ -23,11 +28,16 @@ use std::time::Duration;
 
 use informers::apiserver::{ApiServer, Config, Failure, Isolation, ResourceInfo, Verb};
 use informers::k8s_openapi::api::core::v1::ConfigMap;
+use informers::k8s_openapi::api::events::v1::Event;
 use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use informers::kube::events::{EventSpec, EventType, Recorder, Reporter};
+use informers::kube::predicates::{finalizers_changed, generation_changed};
 use informers::kube::{
-    OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
+    Finalize, FinalizerError, OWNER_UID_INDEX, UID_INDEX, finalizer, owner_keys,
+    owner_uid_index_func, uid_index_func,
 };
-use informers::kube_client::{self, Api, api::DeleteParams, api::PostParams};
+use informers::kube_client::api::{DeleteParams, ListParams, PostParams};
+use informers::kube_client::{self, Api, Resource as _};
 use informers::leaderelection::{ElectionConfig, KubeLease, LeaderElector};
 use informers::prelude::*;
 use informers::runtime::{Controller, Request, RuntimeError};
@@ -70,11 +80,18 @@ impl kube_client::Resource for App {
     }
 }
 
-/// What reconcile needs: the API client and the ConfigMap cache.
+/// What reconcile needs: the API client, the ConfigMap cache and the event recorder.
 struct Ctx {
     client: kube_client::Client,
     config_maps: Lister<ConfigMap>,
+    recorder: Recorder,
 }
+
+/// The finalizer that holds a deleted `App` until its children are gone.
+const FINALIZER: &str = "example.informers.dev/children";
+
+/// The label that names a child's `App`, for the cleanup's consistent list.
+const APP_LABEL: &str = "example.informers.dev/app";
 
 /// The ConfigMap `app` wants at `index`.
 fn desired(app: &App, index: u32) -> ConfigMap {
@@ -83,6 +100,7 @@ fn desired(app: &App, index: u32) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(format!("{name}-{index}")),
             namespace: app.metadata.namespace.clone(),
+            labels: Some(BTreeMap::from([(APP_LABEL.into(), name.clone())])),
             owner_references: Some(vec![OwnerReference {
                 api_version: format!("{GROUP}/v1"),
                 kind: "App".into(),
@@ -98,15 +116,31 @@ fn desired(app: &App, index: u32) -> ConfigMap {
     }
 }
 
-/// Brings `app`'s children to `spec.replicas`; a deleted `App` takes its children with it.
-async fn reconcile(request: Request<App>, ctx: Arc<Ctx>) -> Result<Action, kube_client::Error> {
-    let (app, wanted) = match &request.target {
-        Target::Live(app) => (Arc::clone(app), app.spec.replicas),
-        Target::Deleted {
-            last_known: Some(app),
-        } => (Arc::clone(app), 0),
-        Target::Deleted { last_known: None } => return Ok(Action::await_change()),
+/// Brings a live `App`'s children to `spec.replicas`; behind the finalizer, so that a deleted
+/// `App`'s children are deleted before it goes.
+async fn reconcile(
+    request: Request<App>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, FinalizerError<kube_client::Error>> {
+    let Target::Live(app) = &request.target else {
+        // Gone from the server: it went only once its cleanup had run.
+        return Ok(Action::await_change());
     };
+    let ns = app.metadata.namespace.as_deref().unwrap_or("default");
+    let apps: Api<App> = Api::namespaced(ctx.client.clone(), ns);
+    finalizer(&apps, FINALIZER, Arc::clone(app), |step| async move {
+        match step {
+            Finalize::Apply(app) => scale(&app, &ctx).await,
+            Finalize::Cleanup(app) => clean_up(&app, &ctx).await,
+        }
+    })
+    .await
+}
+
+/// Creates the missing children, repairs the drifted, deletes the extra — reading the cache,
+/// which may be behind: a create of a child that exists is a 409, a repair of a changed child
+/// too, and both are retried with backoff on a fresher cache.
+async fn scale(app: &App, ctx: &Ctx) -> Result<Action, kube_client::Error> {
     let ns = app.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
     let uid = app.metadata.uid.as_deref().unwrap_or_default();
@@ -114,31 +148,95 @@ async fn reconcile(request: Request<App>, ctx: Arc<Ctx>) -> Result<Action, kube_
         .config_maps
         .by_index(OWNER_UID_INDEX, uid)
         .unwrap_or_default();
+    let wanted = app.spec.replicas;
     for index in 0..wanted {
-        let want = desired(&app, index);
+        let want = desired(app, index);
         let name = want.metadata.name.as_deref().unwrap_or_default();
         match children
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name))
         {
-            None => drop(api.create(&PostParams::default(), &want).await?),
+            None => {
+                drop(api.create(&PostParams::default(), &want).await?);
+                record(ctx, app, "Created", format!("created {name}")).await;
+            }
             Some(have) if have.data != want.data => {
                 let mut repaired = want.clone();
                 // Optimistic concurrency: a stale cache is a 409, retried with backoff.
                 repaired.metadata.resource_version = have.metadata.resource_version.clone();
                 drop(api.replace(name, &PostParams::default(), &repaired).await?);
+                record(ctx, app, "Repaired", format!("repaired {name}")).await;
             }
             Some(_) => {}
         }
     }
     for extra in children.iter().filter(|c| {
         let name = c.metadata.name.as_deref().unwrap_or_default();
-        !(0..wanted).any(|i| desired(&app, i).metadata.name.as_deref() == Some(name))
+        !(0..wanted).any(|i| desired(app, i).metadata.name.as_deref() == Some(name))
     }) {
         let name = extra.metadata.name.as_deref().unwrap_or_default();
         drop(api.delete(name, &DeleteParams::default()).await?);
+        record(ctx, app, "Deleted", format!("deleted {name}")).await;
     }
     Ok(Action::await_change())
+}
+
+/// Deletes every child of a deleted `App`. Not from the cache: a child created a moment ago
+/// may not be in it yet, and once the finalizer is gone nothing would ever delete that child.
+/// So a consistent list from the server, by label; a child already gone is fine (the cleanup
+/// runs again if the finalizer's removal fails).
+async fn clean_up(app: &App, ctx: &Ctx) -> Result<Action, kube_client::Error> {
+    let ns = app.metadata.namespace.as_deref().unwrap_or("default");
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ns);
+    let name = app.metadata.name.as_deref().unwrap_or_default();
+    let uid = app.metadata.uid.as_deref().unwrap_or_default();
+    let children = api
+        .list(&ListParams::default().labels(&format!("{APP_LABEL}={name}")))
+        .await?;
+    for child in children.items.iter().filter(|c| {
+        c.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == uid)
+    }) {
+        let child = child.metadata.name.as_deref().unwrap_or_default();
+        match api.delete(child, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube_client::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    record(
+        ctx,
+        app,
+        "CleanedUp",
+        format!("deleted {} children", children.items.len()),
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+/// Publishes a `Normal` Event about `app`. Events are best effort: a failure is reported, not
+/// retried, and does not fail the reconcile.
+async fn record(ctx: &Ctx, app: &App, reason: &str, note: String) {
+    let spec = EventSpec {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        action: "Reconcile".into(),
+        note: Some(note),
+        related: None,
+    };
+    match ctx.recorder.publish(&spec, &app.object_ref(&())).await {
+        Ok(()) => {}
+        Err(kube_client::Error::Api(status)) => {
+            println!(
+                "an Event about {:?} was lost: {}",
+                app.metadata.name, status.message
+            );
+        }
+        Err(e) => println!("an Event about {:?} was lost: {e}", app.metadata.name),
+    }
 }
 
 /// Whether the world on the server is what the Apps ask for: each existing App has exactly its
@@ -155,6 +253,8 @@ fn converged(
             continue; // deleted
         };
         let app: App = serde_json::from_value(app)?;
+        // Still being deleted: its cleanup has not finished.
+        ok &= app.metadata.deletion_timestamp.is_none();
         let uid = app.metadata.uid.clone().unwrap_or_default();
         let children: Vec<_> = config_maps
             .iter()
@@ -217,11 +317,17 @@ impl Replica {
         config_map_informer.add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
         factory.start()?;
 
-        // The controller: Apps, owning ConfigMaps (a ConfigMap's change wakes its App).
+        // The controller: Apps, owning ConfigMaps (a ConfigMap's change wakes its App). An App's
+        // update is reconciled when its spec (generation) or its finalizers changed: not for a
+        // change of its labels, say. The finalizers count too, or the reconcile after the
+        // finalizer is added would never come.
         let owners = app_informer.lister();
         let mut controller = Controller::new(app_informer.clone())
             .owns(config_map_informer.clone(), move |cm: &ConfigMap| {
                 owner_keys(&owners, cm)
+            })
+            .predicate(|old: &App, new: &App| {
+                generation_changed(old, new) || finalizers_changed(old, new)
             })
             .concurrency(2);
         let elector = if ha {
@@ -238,22 +344,27 @@ impl Replica {
         } else {
             None
         };
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "example.informers.dev/app-controller".into(),
+                instance: Some(name.to_owned()),
+            },
+        );
         let ctx = Arc::new(Ctx {
             client,
             config_maps: config_map_informer.lister(),
+            recorder,
         });
         let stop = CancellationToken::new();
         let replica = name.to_owned();
         let running =
             tokio::spawn(
                 controller.run(stop.clone(), ctx, reconcile, move |request, error, _| {
-                    let reason = match error {
-                        kube_client::Error::Api(status) => status.message.clone(),
-                        other => other.to_string(),
-                    };
                     println!(
-                        "{replica}: reconcile of {} failed ({reason}); backing off",
-                        request.key
+                        "{replica}: reconcile of {} failed ({}); backing off",
+                        request.key,
+                        short(error)
                     );
                     Action::backoff()
                 }),
@@ -290,6 +401,17 @@ impl Replica {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// An error in a line: the API server's message rather than the whole Status.
+fn short(error: &FinalizerError<kube_client::Error>) -> String {
+    match error {
+        FinalizerError::Apply(kube_client::Error::Api(status))
+        | FinalizerError::Cleanup(kube_client::Error::Api(status))
+        | FinalizerError::Add(kube_client::Error::Api(status))
+        | FinalizerError::Remove(kube_client::Error::Api(status)) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Waits (up to 30 s) until one of `replicas` other than `not` leads; returns its index.
 async fn new_leader(replicas: &[Replica], not: Option<usize>) -> Result<usize, String> {
     tokio::time::timeout(Duration::from_secs(30), async {
@@ -320,6 +442,7 @@ async fn main() -> Result<(), BoxError> {
     let server = ApiServer::start(
         Config::default()
             .with_core_types()
+            .register::<Event>()
             .register_info(apps.clone()),
     )
     .await?;
@@ -361,7 +484,16 @@ async fn main() -> Result<(), BoxError> {
         "alpha",
         &serde_json::json!({"spec": {"replicas": 1}}),
     )?;
-    server.delete_value(&apps, Some("default"), "gamma")?;
+    // Deleted as a user deletes it (the API, not the simulator's handle, which deletes at once
+    // as etcd would): held by the finalizer until the controller has cleaned up.
+    let user = kube_client::Client::try_from(kube_client::Config::new(server.url().parse()?))?;
+    let gone = Api::<App>::namespaced(user, "default")
+        .delete("gamma", &DeleteParams::default())
+        .await?;
+    assert!(
+        gone.is_left(),
+        "gamma is held by its finalizer, not deleted at once"
+    );
     wait_converged(&server, &apps, "after the changes").await?;
     println!(
         "converged again: beta scaled to 5, alpha to 1 (its drifted child repaired first), gamma's child deleted with it"
@@ -404,6 +536,20 @@ async fn main() -> Result<(), BoxError> {
             "{name} crashed: {} took over and scaled beta to 2",
             running[after].name
         );
+    }
+
+    // What the controller said it did, as `kubectl events` would show it.
+    let (events, _) = server.list::<Event>(Some("default"))?;
+    let mut reasons = BTreeMap::<String, i32>::new();
+    for event in &events {
+        let count = event.series.as_ref().map_or(1, |s| s.count);
+        *reasons
+            .entry(event.reason.clone().unwrap_or_default())
+            .or_default() += count;
+    }
+    println!("Events on the Apps: {reasons:?}");
+    if !reasons.contains_key("CleanedUp") {
+        return Err("no Event says gamma's children were cleaned up".into());
     }
 
     for replica in running {

@@ -599,7 +599,8 @@ impl ApiServer {
         Ok(self.with_type(r, &stored))
     }
 
-    /// Deletes an object of any registered resource.
+    /// Removes an object of any registered resource at once, as [`ApiServer::delete`] does
+    /// (finalizers ignored); an HTTP `DELETE` is what honours them.
     pub fn delete_value(
         &self,
         resource: &ResourceInfo,
