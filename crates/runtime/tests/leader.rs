@@ -336,13 +336,15 @@ async fn a_standby_queues_nothing_and_remembers_only_its_latest_deletions() {
     )));
     steps.push(WatchStep::Hang);
     replica.source.push_watch(steps);
+    // The controller (its handler, standing by, with its limit) before the informer runs: a
+    // handler added later would get the cache's objects, not the changes.
+    let controller = Controller::new(Arc::clone(&replica.informer))
+        .leader_election(replica.elector.clone())
+        .standby_deletions(LIMIT);
     let informer = {
         let (i, s) = (Arc::clone(&replica.informer), stop.clone());
         tokio::spawn(async move { i.run(s).await.expect("informer runs") })
     };
-    let controller = Controller::new(Arc::clone(&replica.informer))
-        .leader_election(replica.elector.clone())
-        .standby_deletions(LIMIT);
     let queue = controller.queue().clone();
     // Per key: whether its reconcile saw it live, or deleted with its last known state.
     let seen: Arc<Mutex<Vec<(String, &'static str)>>> = Arc::default();
