@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use informer_apiserver::{ApiServer, Config};
+use informer_apiserver::{ApiServer, Config, SlowWatcher};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde_json::json;
 
@@ -29,6 +29,16 @@ struct Args {
     /// Changes kept in the history (older resource versions get 410).
     #[arg(long, default_value_t = 10_000)]
     history: usize,
+    /// How long after its commit the watch cache receives a change, in milliseconds: watches
+    /// and cached reads see each change this late, as from a watch cache behind etcd.
+    #[arg(long, default_value_t = 0)]
+    cache_delay_ms: u64,
+    /// Write resource versions as opaque strings (`x` and hex), not numbers.
+    #[arg(long)]
+    opaque_resource_versions: bool,
+    /// Wait for a watcher that falls behind (feeding it from the history) instead of closing it.
+    #[arg(long)]
+    block_slow_watchers: bool,
 }
 
 fn seed_pod(i: usize) -> Pod {
@@ -56,6 +66,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = Config {
         port: args.port,
         history_size: args.history,
+        opaque_resource_versions: args.opaque_resource_versions,
+        slow_watcher: if args.block_slow_watchers {
+            SlowWatcher::Block
+        } else {
+            SlowWatcher::Close
+        },
         ..Config::default()
     }
     .with_core_types();
@@ -66,6 +82,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..args.seed_pods {
         server.create(&seed_pod(i))?;
     }
+    // The seeded pods are in the cache; what changes from here on reaches it late.
+    server
+        .faults()
+        .set_cache_delay(Duration::from_millis(args.cache_delay_ms));
     std::fs::write(&args.kubeconfig, server.kubeconfig())?;
     println!("{}", server.url());
     println!(

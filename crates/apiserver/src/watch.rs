@@ -435,7 +435,8 @@ impl WatchTask {
     /// nothing before it waits, else queued until it is.
     fn accept(&mut self, change: Arc<Change>) {
         let cache = *self.delays.borrow();
-        if self.pending.is_empty() && cache.due(&change) <= Instant::now() {
+        let received = cache.delay.is_zero() || cache.due(&change) <= Instant::now();
+        if self.pending.is_empty() && received {
             self.process(&change);
         } else {
             self.pending.push_back(change);
