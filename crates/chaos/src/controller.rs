@@ -50,9 +50,9 @@ use crate::journal::WriteLog;
 use crate::record::{CallLog, Recording, check_relists};
 use crate::runner::{
     Failure, SETTLE_BOUND, Suite, jobs_left_on_the_pool, on_a_runtime_of_its_own, on_threads,
-    pool_threads_settled, start_server,
+    pool_threads_settled, start_server, write_settings,
 };
-use crate::scenario::{NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step};
+use crate::scenario::{NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step, server_settings_tally};
 use crate::stack::{apply, calm, client, inject};
 
 /// Reconciles the controller runs at once.
@@ -1230,6 +1230,8 @@ pub struct ControllerSummary {
     pub jobs_left: usize,
     /// `informer-` threads once every seed had finished (`None`: not measurable here).
     pub threads_left: Option<usize>,
+    /// Seeds per optional server setting (see `ServerSettings::names`).
+    pub settings: BTreeMap<&'static str, usize>,
     /// The whole batch.
     pub wall: Duration,
 }
@@ -1311,6 +1313,7 @@ impl fmt::Display for ControllerSummary {
         for (kind, n) in &self.faults {
             writeln!(f, "  {kind:<28} {n}")?;
         }
+        write_settings(f, &self.settings, self.seeds)?;
         writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
         match self.threads_left {
             Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
@@ -1329,7 +1332,10 @@ pub fn run_controller_seeds(
     progress: impl Fn(&Result<ControllerOutcome, Failure>) + Sync,
 ) -> ControllerSummary {
     let begun = Instant::now();
-    let summary = Mutex::new(ControllerSummary::default());
+    let summary = Mutex::new(ControllerSummary {
+        settings: server_settings_tally(&scenarios),
+        ..ControllerSummary::default()
+    });
     on_threads(scenarios, jobs, run_controller_seed, |result| {
         progress(&result);
         summary.lock().add(result);

@@ -11,7 +11,7 @@ use informer_apiserver::{ApiServer, Config};
 use parking_lot::Mutex;
 
 use crate::journal::WriteLog;
-use crate::scenario::{Scenario, Step};
+use crate::scenario::{Scenario, Step, server_settings_tally};
 use crate::stack::{Stack, StackOptions, apply, calm, client, inject};
 
 /// How long the caches and handlers get to converge once faults and churn stop.
@@ -335,8 +335,24 @@ pub struct Summary {
     /// `informer-` threads (the delivery pool's) once every seed had finished (`None`: not
     /// measurable here): the pool's fixed size, not one per informer or handler.
     pub threads_left: Option<usize>,
+    /// Seeds per optional server setting (see
+    /// [`ServerSettings::names`](crate::scenario::ServerSettings::names)).
+    pub settings: BTreeMap<&'static str, usize>,
     /// The whole batch.
     pub wall: Duration,
+}
+
+/// Writes how many of `seeds` ran with each optional server setting.
+pub(crate) fn write_settings(
+    f: &mut fmt::Formatter<'_>,
+    settings: &BTreeMap<&'static str, usize>,
+    seeds: usize,
+) -> fmt::Result {
+    writeln!(f, "server settings, seeds of {seeds}:")?;
+    for (name, n) in settings {
+        writeln!(f, "  {name:<28} {n}")?;
+    }
+    Ok(())
 }
 
 impl Summary {
@@ -398,6 +414,7 @@ impl fmt::Display for Summary {
         for (kind, n) in &self.faults {
             writeln!(f, "  {kind:<22} {n}")?;
         }
+        write_settings(f, &self.settings, self.seeds)?;
         writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
         match self.threads_left {
             Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
@@ -415,7 +432,10 @@ pub fn run_seeds(
     progress: impl Fn(&Result<Outcome, Failure>) + Sync,
 ) -> Summary {
     let begun = Instant::now();
-    let summary = Mutex::new(Summary::default());
+    let summary = Mutex::new(Summary {
+        settings: server_settings_tally(&scenarios),
+        ..Summary::default()
+    });
     on_threads(scenarios, jobs, run_seed, |result| {
         progress(&result);
         summary.lock().add(result);

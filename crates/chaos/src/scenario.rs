@@ -6,7 +6,7 @@
 //! (counted in operations, never in wall-clock time). Replaying a seed replays the same
 //! schedule; only the interleaving with the network can differ.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use informer_apiserver::{ExpiredWatch, SlowWatcher};
@@ -289,6 +289,41 @@ pub struct Scenario {
 
 /// The default number of steps of a scenario.
 pub const DEFAULT_STEPS: usize = 300;
+
+impl ServerSettings {
+    /// The optional settings this seed's server runs with, by name (for the summaries).
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let mut name = |on: bool, what: &'static str| {
+            if on {
+                names.push(what);
+            }
+        };
+        name(self.history_size < 10_000, "short history");
+        name(self.watch_buffer < 4096, "small watch buffer");
+        // Only a small buffer makes the choice matter.
+        name(
+            self.watch_buffer < 4096 && self.slow_watcher == SlowWatcher::Block,
+            "slow watchers waited for",
+        );
+        name(self.streaming_list, "streaming list");
+        name(self.relist_by_page, "relist by page");
+        name(self.opaque_resource_versions, "opaque resource versions");
+        name(self.cache_delay_ms > 0, "late watch cache");
+        names
+    }
+}
+
+/// How many of `scenarios` run with each optional server setting.
+pub fn server_settings_tally(scenarios: &[Scenario]) -> BTreeMap<&'static str, usize> {
+    let mut tally = BTreeMap::new();
+    for scenario in scenarios {
+        for name in scenario.server.names() {
+            *tally.entry(name).or_default() += 1;
+        }
+    }
+    tally
+}
 
 impl Scenario {
     /// The scenario of `seed`, with [`DEFAULT_STEPS`] steps.
@@ -688,6 +723,29 @@ mod tests {
             .filter(|&seed| Scenario::from_seed(seed).server.opaque_resource_versions)
             .count();
         assert!((10..=40).contains(&opaque), "{opaque} of 100 seeds");
+    }
+
+    #[test]
+    fn the_tally_counts_every_optional_setting_over_the_seeds() {
+        let scenarios: Vec<Scenario> = (0..100).map(Scenario::from_seed).collect();
+        let tally = server_settings_tally(&scenarios);
+        for name in [
+            "short history",
+            "small watch buffer",
+            "slow watchers waited for",
+            "streaming list",
+            "relist by page",
+            "opaque resource versions",
+            "late watch cache",
+        ] {
+            let n = tally.get(name).copied().unwrap_or(0);
+            assert!((1..100).contains(&n), "{name}: {n} of 100");
+        }
+        let late = scenarios
+            .iter()
+            .filter(|s| s.server.cache_delay_ms > 0)
+            .count();
+        assert_eq!(tally["late watch cache"], late);
     }
 
     #[test]
