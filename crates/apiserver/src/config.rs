@@ -127,6 +127,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// How this server writes and reads resource versions.
+    pub(crate) fn codec(&self) -> crate::storage::RvCodec {
+        crate::storage::RvCodec::new(self.opaque_resource_versions)
+    }
+
     /// Adds a k8s-openapi resource type.
     pub fn register<K>(mut self) -> Self
     where

@@ -13,7 +13,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
-use crate::storage::{RvCodec, StoredObject};
+use crate::storage::StoredObject;
 use tokio::time::Instant;
 
 /// The continue token, in kube-apiserver's own format (so real tokens decode in tests).
@@ -85,7 +85,7 @@ impl Shared {
         match reached {
             Ok(()) => Ok(()),
             Err(_) => {
-                let codec = RvCodec::new(self.config.opaque_resource_versions);
+                let codec = self.config.codec();
                 let cached = self.cache_revision(&self.storage.read());
                 Err(StatusError::too_large_resource_version(
                     &codec.encode(rv),
@@ -139,7 +139,7 @@ impl Shared {
                 .map_err(StatusError::bad_request)?;
             (labels, fields)
         };
-        let requested = opts.requested_rv(RvCodec::new(self.config.opaque_resource_versions))?;
+        let requested = opts.requested_rv(self.config.codec())?;
         let limit = opts.limit.filter(|l| *l > 0).map(|l| l as usize);
 
         // Which revision to read, and whether the limit applies.
@@ -230,7 +230,7 @@ impl Shared {
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             "resourceVersion".into(),
-            Value::String(RvCodec::new(self.config.opaque_resource_versions).encode(at)),
+            Value::String(self.config.codec().encode(at)),
         );
         if more && count > 0 {
             let relative = last_key.strip_prefix(&ns_prefix).unwrap_or(last_key);

@@ -27,7 +27,7 @@ use crate::patch::Patch;
 use crate::query::ListOptions;
 use crate::resource::{ResourceInfo, Scope};
 use crate::status::StatusError;
-use crate::storage::{CacheDelay, RvCodec, Storage, StoredObject};
+use crate::storage::{CacheDelay, Storage, StoredObject};
 
 /// Errors of the Rust handle.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +102,7 @@ impl Shared {
             config.watch_buffer,
         );
         storage.set_rv_step(config.resource_version_step);
-        storage.codec = RvCodec::new(config.opaque_resource_versions);
+        storage.codec = config.codec();
         for info in &config.resources {
             storage.register(info.clone());
         }

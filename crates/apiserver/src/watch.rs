@@ -24,7 +24,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::Shared;
 use crate::status::StatusError;
-use crate::storage::{CacheDelay, Change, ChangeType, RvCodec, StoredObject, write_typed};
+use crate::storage::{CacheDelay, Change, ChangeType, StoredObject, write_typed};
 
 /// Bytes gathered before a write is handed to the connection.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -407,8 +407,10 @@ impl WatchTask {
 
     fn push_bookmark(&mut self, rv: u64, end_marker: bool) {
         let mut metadata = serde_json::Map::new();
-        let codec = RvCodec::new(self.shared.config.opaque_resource_versions);
-        metadata.insert("resourceVersion".into(), Value::String(codec.encode(rv)));
+        metadata.insert(
+            "resourceVersion".into(),
+            Value::String(self.shared.config.codec().encode(rv)),
+        );
         let null_filled = self.shared.config.bookmark_shape == BookmarkShape::NullFilled;
         if null_filled {
             metadata.insert("creationTimestamp".into(), Value::Null);
@@ -490,10 +492,7 @@ impl WatchTask {
                     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
                         meta.insert(
                             "resourceVersion".into(),
-                            Value::String(
-                                RvCodec::new(self.shared.config.opaque_resource_versions)
-                                    .encode(change.rv),
-                            ),
+                            Value::String(self.shared.config.codec().encode(change.rv)),
                         );
                     }
                     let stamped = StoredObject::new(value);

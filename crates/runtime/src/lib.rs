@@ -324,6 +324,11 @@ impl<K> Deleted<K> {
         self.states.get(key).map(|(obj, _)| Arc::clone(obj))
     }
 
+    /// `key` exists again: its deletion's state is no longer the one to reconcile.
+    fn recreated(&mut self, key: &str) {
+        self.states.remove(key);
+    }
+
     /// Forgets `key`'s state if it is still `then` (a later deletion keeps its own).
     fn reconciled(&mut self, key: &str, then: &Arc<K>) {
         if self
@@ -361,7 +366,7 @@ struct MainHandler<K> {
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, _obj: &Arc<K>, _initial: bool) {
-        self.deleted.lock().states.remove(key);
+        self.deleted.lock().recreated(key);
         if self.reconciling.load(Ordering::Acquire) {
             self.queue.add_with(key, || Arc::from(key));
         }
