@@ -164,25 +164,40 @@ pub(crate) fn watch_response(response: Response, output: Output) -> Response {
         parts
             .headers
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROTOBUF));
-        let mut pending: Vec<u8> = Vec::new();
-        let stream = body.into_data_stream().map(move |chunk| {
-            let chunk = chunk?;
-            pending.extend_from_slice(&chunk);
-            let mut out = Vec::new();
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let Ok(event) = serde_json::from_slice::<Value>(&line) else {
-                    continue;
-                };
-                let ty = event.get("type").and_then(Value::as_str).unwrap_or("");
-                if let Some(object) = event.get("object")
-                    && let Some(frame) = crate::protobuf::watch_frame(ty, object)
-                {
-                    out.extend(frame);
+        // The watch writes JSON lines; each becomes a frame. A line that is not an event (the
+        // garbage fault) goes out as it is, and a line cut by the end of the stream (the torn
+        // fault) as a frame cut short: the same faults, in this encoding's bytes.
+        let pending = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<u8>::new()));
+        let tail = pending.clone();
+        let stream = body
+            .into_data_stream()
+            .map(move |chunk| {
+                let chunk = chunk?;
+                let mut pending = pending.lock();
+                pending.extend_from_slice(&chunk);
+                let mut out = Vec::new();
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    let frame = serde_json::from_slice::<Value>(&line)
+                        .ok()
+                        .and_then(|event| {
+                            let ty = event.get("type").and_then(Value::as_str).unwrap_or("");
+                            crate::protobuf::watch_frame(ty, event.get("object")?)
+                        });
+                    out.extend(frame.unwrap_or(line));
                 }
-            }
-            Ok::<_, axum::Error>(bytes::Bytes::from(out))
-        });
+                Ok::<_, axum::Error>(bytes::Bytes::from(out))
+            })
+            .chain(futures::stream::once(async move {
+                let torn = std::mem::take(&mut *tail.lock());
+                let mut out = Vec::new();
+                if !torn.is_empty() {
+                    let claimed = u32::try_from(torn.len() * 2).unwrap_or(u32::MAX);
+                    out.extend(claimed.to_be_bytes());
+                    out.extend(torn);
+                }
+                Ok(bytes::Bytes::from(out))
+            }));
         return Response::from_parts(parts, Body::from_stream(stream));
     }
     let _ = output;

@@ -104,6 +104,23 @@ mod objects;
 mod patch;
 #[cfg(feature = "protobuf")]
 mod protobuf;
+
+/// The simulator's protobuf encoding of an object (`application/vnd.kubernetes.protobuf`: the
+/// `k8s\0` envelope around the message), given its JSON form with `apiVersion` and `kind`;
+/// `None` for a kind without a protobuf form. For tests and benchmarks that need the bytes a
+/// protobuf server sends.
+#[cfg(feature = "protobuf")]
+pub fn encode_protobuf(object: &serde_json::Value) -> Option<Vec<u8>> {
+    protobuf::encode_object(object)
+}
+
+/// One frame of a protobuf watch stream (the 4-byte length, then the `WatchEvent`) for an event
+/// of `event_type` (`ADDED`, ...) about `object` (its JSON form); `None` as for
+/// [`encode_protobuf`].
+#[cfg(feature = "protobuf")]
+pub fn protobuf_watch_frame(event_type: &str, object: &serde_json::Value) -> Option<Vec<u8>> {
+    protobuf::watch_frame(event_type, object)
+}
 mod query;
 mod resource;
 mod selector;

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::error_from_kube;
+use crate::protobuf::Encoding;
 use crate::skip::WithoutManagedFields;
 
 /// How objects are decoded: whole, or without their `metadata.managedFields`
@@ -73,14 +74,18 @@ impl Decoding {
 pub(crate) async fn send(
     client: &kube::Client,
     request: http::Request<Vec<u8>>,
-) -> Result<Body, Error> {
+) -> Result<(Body, Encoding), Error> {
     let response = client
         .send(request.map(Body::from))
         .await
         .map_err(error_from_kube)?;
     let status = response.status();
+    let encoding = match response.headers().get(http::header::CONTENT_TYPE) {
+        Some(t) if t.to_str().is_ok_and(informer_protobuf::is_protobuf) => Encoding::Protobuf,
+        _ => Encoding::Json,
+    };
     if !(status.is_client_error() || status.is_server_error()) {
-        return Ok(response.into_body());
+        return Ok((response.into_body(), encoding));
     }
     let bytes = response
         .into_body()
@@ -88,7 +93,11 @@ pub(crate) async fn send(
         .await
         .map_err(|e| error_from_kube(kube::Error::Service(Box::new(e))))?
         .to_bytes();
-    let status = match serde_json::from_slice::<kube::core::Status>(&bytes) {
+    let decoded = match encoding {
+        Encoding::Protobuf => crate::protobuf::status(&bytes).ok_or(()),
+        Encoding::Json => serde_json::from_slice::<kube::core::Status>(&bytes).map_err(|_| ()),
+    };
+    let status = match decoded {
         Ok(status) => status,
         // Not every error body is a Status (a proxy's text, a bare 404): kube-client makes
         // one with the HTTP code, and so does this.
@@ -102,7 +111,7 @@ pub(crate) async fn send(
 }
 
 /// A body's data chunks; a transport failure as kube-client reports it.
-fn chunks(body: Body) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+pub(crate) fn chunks(body: Body) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
     body.into_data_stream().map(|chunk| {
         chunk.map_err(|e| {
             // kube-client's classification: a chunked body cut short ends a watch quietly.
@@ -164,7 +173,7 @@ impl Lines {
 /// `Arc<T>` decodes into a `Box<T>` and moves that into a new `Arc`: for a `Pod`, kilobytes by
 /// value, a second allocation in the allocator's slower large sizes, a copy and a free more per
 /// event.)
-struct InArc<K>(Arc<K>);
+pub(crate) struct InArc<K>(pub(crate) Arc<K>);
 
 impl<'de, K: Deserialize<'de>> Deserialize<'de> for InArc<K> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -255,7 +264,7 @@ where
                 match body.next().await {
                     Some(Ok(chunk)) => lines.push(chunk, &mut ready),
                     Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        tracing::warn!("eof in poll: {e:?}");
+                        tracing::debug!("watch body cut short: {e}");
                         ended = true;
                     }
                     Some(Err(e)) => {

@@ -133,6 +133,7 @@ mod finalizer;
 mod key;
 mod lister_watcher;
 pub mod predicates;
+mod protobuf;
 mod skip;
 mod transform;
 
@@ -152,6 +153,7 @@ pub use crate::key::{
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,
 };
+pub use crate::protobuf::{Encoding, EncodingCounts};
 pub use crate::skip::{WithoutManagedFields, metadata_without_managed_fields};
 pub use crate::transform::strip_managed_fields;
 

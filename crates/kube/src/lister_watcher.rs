@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 
 use crate::decode::{self, Decoding};
 use crate::error::{error_from_kube, status_from_kube};
+use crate::protobuf::{self, Encoding, EncodingCounts, Negotiation};
 
 /// The annotation that marks the bookmark ending a streaming list's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
@@ -66,6 +67,7 @@ pub struct KubeListerWatcher<K> {
     api: Api<K>,
     selectors: Selectors,
     decoding: Decoding,
+    negotiation: Arc<Negotiation>,
 }
 
 /// The same as [`KubeListerWatcher`], but through the metadata-only API: objects come as
@@ -75,6 +77,8 @@ pub struct MetadataListerWatcher<K> {
     api: Api<K>,
     selectors: Selectors,
     decoding: Decoding,
+    /// Always JSON: the metadata API's protobuf form is not read.
+    negotiation: Arc<Negotiation>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,7 +148,18 @@ macro_rules! common_methods {
                     api,
                     selectors: Selectors::default(),
                     decoding: Decoding::default(),
+                    negotiation: Arc::new(if stringify!($ty) == "KubeListerWatcher" {
+                        Negotiation::default()
+                    } else {
+                        Negotiation::json_only()
+                    }),
                 }
+            }
+
+            /// How many responses of each encoding this lister-watcher has read, and whether a
+            /// schema gap made it give protobuf up.
+            pub fn encoding_counts(&self) -> EncodingCounts {
+                self.negotiation.counts()
             }
 
             /// Leaves `metadata.managedFields` out of every object as it is decoded: the
@@ -178,6 +193,18 @@ macro_rules! common_methods {
             }
         }
 
+        /// A clone shares its original's encoding choice and counts.
+        impl<K: Clone> Clone for $ty<K> {
+            fn clone(&self) -> Self {
+                Self {
+                    api: self.api.clone(),
+                    selectors: self.selectors.clone(),
+                    decoding: self.decoding,
+                    negotiation: self.negotiation.clone(),
+                }
+            }
+        }
+
         impl<K: Resource> fmt::Debug for $ty<K> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($ty))
@@ -185,6 +212,7 @@ macro_rules! common_methods {
                     .field("label_selector", &self.selectors.labels)
                     .field("field_selector", &self.selectors.fields)
                     .field("without_managed_fields", &self.decoding.skip_managed_fields)
+                    .field("protobuf", &self.negotiation.asks_protobuf())
                     .finish()
             }
         }
@@ -194,6 +222,24 @@ macro_rules! common_methods {
 common_methods!(KubeListerWatcher);
 common_methods!(MetadataListerWatcher);
 
+impl<K: Resource> KubeListerWatcher<K> {
+    /// Asks for JSON only. By default a lister-watcher asks for protobuf with JSON as the
+    /// fallback, and reads each response as its `Content-Type` says: built-in types come as
+    /// protobuf (about 30 % fewer bytes than JSON, and several times cheaper to decode),
+    /// custom resources as JSON.
+    #[must_use]
+    pub fn json_only(mut self) -> Self {
+        self.negotiation = Arc::new(Negotiation::json_only());
+        self
+    }
+}
+
+/// Whether a lister-watcher of `K` asks for protobuf: not for `DynamicObject`, which is read as
+/// JSON whatever its kind.
+fn protobuf_for<K: 'static>(negotiation: &Negotiation) -> bool {
+    negotiation.asks_protobuf()
+        && std::any::TypeId::of::<K>() != std::any::TypeId::of::<kube::api::DynamicObject>()
+}
 impl<K> ListerWatcher<K> for KubeListerWatcher<K>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
@@ -210,12 +256,16 @@ where
     where
         K: Send + Sync,
     {
+        let protobuf = protobuf_for::<K>(&self.negotiation);
         list(
             &self.api,
             &self.selectors,
             params,
-            false,
-            self.decoding,
+            Ask {
+                metadata: false,
+                protobuf,
+            },
+            (self.decoding, &self.negotiation),
             sink,
         )
     }
@@ -228,7 +278,12 @@ where
         let rv = params.resource_version.clone();
         let api = self.api.clone();
         let decoding = self.decoding;
-        async move { watch(api, &wp, &rv, false, decoding).await }
+        let negotiation = self.negotiation.clone();
+        let ask = Ask {
+            metadata: false,
+            protobuf: protobuf_for::<K>(&negotiation),
+        };
+        async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
     }
 }
 
@@ -253,8 +308,11 @@ where
             &self.api,
             &self.selectors,
             params,
-            true,
-            self.decoding,
+            Ask {
+                metadata: true,
+                protobuf: false,
+            },
+            (self.decoding, &self.negotiation),
             sink,
         )
     }
@@ -267,7 +325,12 @@ where
         let rv = params.resource_version.clone();
         let api = self.api.clone();
         let decoding = self.decoding;
-        async move { watch(api, &wp, &rv, true, decoding).await }
+        let negotiation = self.negotiation.clone();
+        let ask = Ask {
+            metadata: true,
+            protobuf: false,
+        };
+        async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
     }
 }
 
@@ -283,8 +346,8 @@ async fn list<K, T>(
     api: &Api<K>,
     selectors: &Selectors,
     params: &ListParams,
-    metadata: bool,
-    decoding: Decoding,
+    ask: Ask,
+    (decoding, negotiation): (Decoding, &Negotiation),
     sink: &mut ListSink<'_, T>,
 ) -> Result<ListPage<T>, Error>
 where
@@ -293,7 +356,7 @@ where
 {
     let lp = selectors.list_params(params);
     let request = kube::core::Request::new(api.resource_url());
-    let built = if metadata {
+    let built = if ask.metadata {
         request.list_metadata(&lp)
     } else {
         request.list(&lp)
@@ -310,8 +373,33 @@ where
         *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
     }
     req.extensions_mut().insert("list");
-    let body = decode::send(&api.clone().into_client(), req).await?;
-    decode::list_page(body, decoding, sink).await
+    ask.accept(&mut req);
+    let (body, encoding) = decode::send(&api.clone().into_client(), req).await?;
+    negotiation.record(encoding);
+    match encoding {
+        Encoding::Protobuf => protobuf::list_page(body, decoding, negotiation, sink).await,
+        Encoding::Json => decode::list_page(body, decoding, sink).await,
+    }
+}
+
+/// What a request asks for: the metadata-only form, protobuf.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    metadata: bool,
+    protobuf: bool,
+}
+
+impl Ask {
+    /// Sets the request's `Accept` to protobuf-or-JSON when protobuf is asked for (kube-client
+    /// sets none for a typed list or watch, which the server answers with JSON).
+    fn accept<B>(self, req: &mut http::Request<B>) {
+        if self.protobuf {
+            req.headers_mut().insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static(protobuf::ACCEPT),
+            );
+        }
+    }
 }
 
 /// One watch request, built by kube-client (`Request::watch` or `watch_metadata`), sent through
@@ -320,15 +408,16 @@ async fn watch<K, T>(
     api: Api<K>,
     wp: &kube::api::WatchParams,
     rv: &str,
-    metadata: bool,
+    ask: Ask,
     decoding: Decoding,
+    negotiation: Arc<Negotiation>,
 ) -> Result<WatchStream<T>, Error>
 where
     K: Resource,
     T: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
 {
     let request = kube::core::Request::new(api.resource_url());
-    let built = if metadata {
+    let built = if ask.metadata {
         request.watch_metadata(wp, rv)
     } else {
         request.watch(wp, rv)
@@ -340,8 +429,15 @@ where
     req.headers_mut()
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
-    let body = decode::send(&api.into_client(), req).await?;
-    Ok(watch_stream(decode::watch_events::<T>(body, decoding)))
+    ask.accept(&mut req);
+    let (body, encoding) = decode::send(&api.into_client(), req).await?;
+    negotiation.record(encoding);
+    Ok(match encoding {
+        Encoding::Protobuf => protobuf::watch_events::<T>(body, decoding, negotiation)
+            .and_then(|e| futures::future::ready(event_from_kube(e)))
+            .boxed(),
+        Encoding::Json => watch_stream(decode::watch_events::<T>(body, decoding)),
+    })
 }
 
 /// kube-client's watch stream as the reflector's.

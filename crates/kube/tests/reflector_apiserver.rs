@@ -6,6 +6,7 @@
 //! Real time and real sockets: watches are short (1–2 s), bookmarks every 100 ms, backoff small;
 //! every wait is on a condition with a generous bound.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -25,6 +26,11 @@ use parking_lot::Mutex;
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+thread_local! {
+    /// The scenario runs with JSON only (set by its test; the default asks for protobuf).
+    static JSON: Cell<bool> = const { Cell::new(false) };
+}
 
 /// Generous bound for convergence.
 const WAIT: Duration = Duration::from_secs(20);
@@ -76,6 +82,9 @@ type TestReflector = Reflector<Pod, Recording<KubeListerWatcher<Pod>>, Arc<Threa
 
 struct Env {
     server: ApiServer,
+    /// A clone of the reflector's lister-watcher: its encoding counts.
+    encodings: KubeListerWatcher<Pod>,
+    json: bool,
     /// Only pods with this `app` label are watched (the reflector's label selector).
     app: Option<String>,
     store: Arc<ThreadSafeStore<Pod>>,
@@ -129,8 +138,12 @@ async fn start(
     kube_config.default_retry = false;
     let client = kube::Client::try_from(kube_config).unwrap();
     let calls = Arc::new(Mutex::new(Vec::new()));
+    let inner = KubeListerWatcher::new(Api::<Pod>::all(client));
+    let json = JSON.with(Cell::get);
+    let inner = if json { inner.json_only() } else { inner };
+    let encodings = inner.clone();
     let lister_watcher = Recording {
-        inner: KubeListerWatcher::new(Api::<Pod>::all(client)),
+        inner,
         calls: calls.clone(),
     };
     let store = Arc::new(ThreadSafeStore::new(key_func::<Pod>()));
@@ -155,6 +168,8 @@ async fn start(
     });
     let env = Env {
         server,
+        encodings,
+        json,
         app: app.map(str::to_owned),
         store,
         reflector,
@@ -313,6 +328,13 @@ impl Env {
     }
 
     async fn stop(self) {
+        // Every response was read in the scenario's encoding.
+        let counts = self.encodings.encoding_counts();
+        if self.json {
+            assert_eq!(counts.protobuf, 0, "{counts:?}");
+        } else {
+            assert!(counts.protobuf > 0 && counts.json == 0, "{counts:?}");
+        }
         self.stop.cancel();
         tokio::time::timeout(Duration::from_secs(5), self.task)
             .await
@@ -322,7 +344,6 @@ impl Env {
     }
 }
 
-#[tokio::test]
 async fn lists_then_watches_and_follows_changes_without_relisting() {
     let env = start_default().await;
     assert_eq!(env.shapes()[0], "list@0");
@@ -340,7 +361,6 @@ async fn lists_then_watches_and_follows_changes_without_relisting() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_dropped_connection_resumes_without_a_relist() {
     let env = start_default().await;
     for round in 0..3 {
@@ -353,7 +373,6 @@ async fn a_dropped_connection_resumes_without_a_relist() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_connection_dropped_inside_an_event_resumes_from_the_last_complete_event() {
     let env = start_default().await;
     for round in 0..3 {
@@ -378,7 +397,6 @@ async fn a_connection_dropped_inside_an_event_resumes_from_the_last_complete_eve
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_lagging_watch_cache_leads_to_a_consistent_relist() {
     let env = start_default().await;
     env.watching_for_a_while().await;
@@ -406,7 +424,6 @@ async fn a_lagging_watch_cache_leads_to_a_consistent_relist() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_watch_dropped_at_once_without_events_is_a_very_short_watch_and_relists() {
     let env = start(
         // No bookmarks: a fresh watch delivers nothing until a change.
@@ -434,7 +451,6 @@ async fn a_watch_dropped_at_once_without_events_is_a_very_short_watch_and_relist
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_torn_event_is_discarded_and_the_watch_resumes_without_a_relist() {
     let env = start_default().await;
     env.watching().await;
@@ -453,7 +469,6 @@ async fn a_torn_event_is_discarded_and_the_watch_resumes_without_a_relist() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_garbage_line_is_a_decode_error_then_a_relist_or_a_rewatch_inside_the_retry_window() {
     // By default (client-go's default too), an undecodable event ends the watch and relists.
     let env = start_default().await;
@@ -461,7 +476,7 @@ async fn a_garbage_line_is_a_decode_error_then_a_relist_or_a_rewatch_inside_the_
     env.server.faults().garbage_line();
     env.churn(0);
     env.converged("after a garbage line").await;
-    assert_eq!(env.lists(), 2, "{:?}", env.shapes());
+    assert_eq!(env.lists(), 2, "{:?} {:?}", env.shapes(), env.errors.lock());
     assert!(
         env.errors
             .lock()
@@ -507,7 +522,6 @@ async fn miss_changes_then_compact(env: &Env) {
     env.server.faults().compact_all();
 }
 
-#[tokio::test]
 async fn a_410_on_watch_start_relists_in_every_flavour() {
     for mode in [
         ExpiredWatch::ErrorEvent,
@@ -539,7 +553,6 @@ async fn a_410_on_watch_start_relists_in_every_flavour() {
     }
 }
 
-#[tokio::test]
 async fn error_events_mid_stream_follow_the_rules() {
     // (status, relists it should cause)
     let cases = [
@@ -577,7 +590,6 @@ async fn error_events_mid_stream_follow_the_rules() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn duplicate_events_leave_the_store_right() {
     let env = start_default().await;
     env.watching().await;
@@ -592,7 +604,6 @@ async fn duplicate_events_leave_the_store_right() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn restarts_and_resets_converge() {
     // A restart: watches aborted, history lost.
     let env = start_default().await;
@@ -622,7 +633,6 @@ async fn restarts_and_resets_converge() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_backward_reset_recovers_through_the_too_large_path_once_a_relist_happens() {
     // An etcd restore without a revision bump: the head moves back below the reflector's
     // version. Like client-go's, the reflector's re-watch from that "future" version waits
@@ -651,7 +661,6 @@ async fn a_backward_reset_recovers_through_the_too_large_path_once_a_relist_happ
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_failing_server_sees_a_bounded_request_rate_then_converges() {
     let env = start_default().await;
     env.watching().await;
@@ -683,7 +692,6 @@ async fn a_failing_server_sees_a_bounded_request_rate_then_converges() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_slow_stream_is_not_mistaken_for_a_failure() {
     let env = start_default().await;
     env.server.faults().set_slow_stream(Some(SlowStream {
@@ -698,7 +706,6 @@ async fn a_slow_stream_is_not_mistaken_for_a_failure() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn bookmarks_keep_a_selective_watch_resumable_past_compaction() {
     // The reflector watches only app=quiet pods; other pods change, the history is compacted
     // past the last quiet change, and the watch resumes from its bookmark version without a 410.
@@ -746,7 +753,6 @@ async fn bookmarks_keep_a_selective_watch_resumable_past_compaction() {
     assert_eq!(run(false).await, 2, "no bookmarks: 410 and a relist");
 }
 
-#[tokio::test]
 async fn a_streaming_list_syncs_and_goes_on_watching() {
     let env = start(
         Config::for_tests(Duration::from_millis(100)),
@@ -766,7 +772,6 @@ async fn a_streaming_list_syncs_and_goes_on_watching() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
     let env = start(
         Config::for_tests(Duration::from_millis(100)),
@@ -794,7 +799,6 @@ async fn a_refused_streaming_list_falls_back_to_list_and_watch() {
     env.stop().await;
 }
 
-#[tokio::test]
 async fn a_large_collection_is_listed_in_pages_on_a_consistent_relist() {
     let env = start(
         Config::for_tests(Duration::from_millis(100)),
@@ -856,7 +860,6 @@ async fn start_recording_three_pages() -> Env {
     .await
 }
 
-#[tokio::test]
 async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_continue_pages() {
     let env = start_recording_three_pages().await;
     // The first list at "0" is served whole from the server's cache, which ignores the limit.
@@ -896,7 +899,6 @@ async fn every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_conti
 
 /// Pagination is driven by `continue` alone: a `remainingItemCount` that says the list is done
 /// (or says nothing) changes neither how many pages the reflector reads nor what it caches.
-#[tokio::test]
 async fn a_wrong_or_missing_remaining_item_count_changes_nothing() {
     let env = start_recording_three_pages().await;
     for (round, count) in [RemainingItemCount::Off(-1_000), RemainingItemCount::Omitted]
@@ -932,7 +934,6 @@ async fn a_wrong_or_missing_remaining_item_count_changes_nothing() {
 /// differently as text), the reflector lists, watches, resumes its watches, relists after a
 /// 410 at its last version, and converges: it passes the versions back as it got them and never
 /// reads them as numbers.
-#[tokio::test]
 async fn opaque_resource_versions_are_passed_back_never_read() {
     let config = Config {
         opaque_resource_versions: true,
@@ -982,3 +983,51 @@ async fn opaque_resource_versions_are_passed_back_never_read() {
     assert!(env.errors.lock().iter().any(|e| e.starts_with("Expired")));
     env.stop().await;
 }
+
+/// Every scenario above, once per encoding: protobuf (what the adapter asks for by default, and
+/// the simulator serves for pods) and JSON.
+macro_rules! in_both_encodings {
+    ($($name:ident),* $(,)?) => {
+        mod protobuf {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name().await
+                }
+            )*
+        }
+        mod json {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::JSON.with(|json| json.set(true));
+                    super::$name().await
+                }
+            )*
+        }
+    };
+}
+
+in_both_encodings!(
+    lists_then_watches_and_follows_changes_without_relisting,
+    a_dropped_connection_resumes_without_a_relist,
+    a_connection_dropped_inside_an_event_resumes_from_the_last_complete_event,
+    a_lagging_watch_cache_leads_to_a_consistent_relist,
+    a_watch_dropped_at_once_without_events_is_a_very_short_watch_and_relists,
+    a_torn_event_is_discarded_and_the_watch_resumes_without_a_relist,
+    a_garbage_line_is_a_decode_error_then_a_relist_or_a_rewatch_inside_the_retry_window,
+    a_410_on_watch_start_relists_in_every_flavour,
+    error_events_mid_stream_follow_the_rules,
+    duplicate_events_leave_the_store_right,
+    restarts_and_resets_converge,
+    a_backward_reset_recovers_through_the_too_large_path_once_a_relist_happens,
+    a_failing_server_sees_a_bounded_request_rate_then_converges,
+    a_slow_stream_is_not_mistaken_for_a_failure,
+    bookmarks_keep_a_selective_watch_resumable_past_compaction,
+    a_streaming_list_syncs_and_goes_on_watching,
+    a_refused_streaming_list_falls_back_to_list_and_watch,
+    a_large_collection_is_listed_in_pages_on_a_consistent_relist,
+    every_list_on_the_wire_carries_limit_500_at_0_at_a_version_and_on_continue_pages,
+    a_wrong_or_missing_remaining_item_count_changes_nothing,
+    opaque_resource_versions_are_passed_back_never_read,
+);

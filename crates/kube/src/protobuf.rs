@@ -1,0 +1,269 @@
+//! Protobuf responses (`application/vnd.kubernetes.protobuf`), read by `informer-protobuf`
+//! straight into the object types.
+//!
+//! A lister-watcher asks for protobuf with JSON as the acceptable fallback; the server answers
+//! protobuf for the built-in types and JSON for the rest (custom resources), and each response
+//! is read as its `Content-Type` says. A built-in type newer than the protobuf schema this
+//! crate carries (a field number it does not know) makes that lister-watcher ask for JSON from
+//! then on: the failed request is an error the reflector retries, the next one is JSON, and
+//! nothing is read wrong.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use futures::{Stream, StreamExt};
+use informer_protobuf::{Envelope, FrameDecoder, ListDecoder, envelope};
+use informer_reflector::{Error, ListPage, ListSink};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::client::Body;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::decode::{Decoding, InArc, chunks};
+use crate::skip::WithoutManagedFields;
+
+/// What a lister-watcher asks for when protobuf is on.
+pub(crate) const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// The encoding of a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// `application/json`.
+    Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+impl Encoding {
+    /// `json` or `protobuf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Protobuf => "protobuf",
+        }
+    }
+}
+
+/// One lister-watcher's choice of encoding, shared by its clones: whether it asks for
+/// protobuf, and what its responses were.
+#[derive(Debug, Default)]
+pub(crate) struct Negotiation {
+    /// Protobuf was turned off (by the user) or given up (a schema gap).
+    json_only: AtomicBool,
+    json: AtomicU64,
+    protobuf: AtomicU64,
+    gaps: AtomicU64,
+}
+
+impl Negotiation {
+    pub(crate) fn json_only() -> Self {
+        let negotiation = Self::default();
+        negotiation.json_only.store(true, Ordering::Relaxed);
+        negotiation
+    }
+
+    /// Whether the next request asks for protobuf.
+    pub(crate) fn asks_protobuf(&self) -> bool {
+        !self.json_only.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn record(&self, encoding: Encoding) {
+        match encoding {
+            Encoding::Json => &self.json,
+            Encoding::Protobuf => &self.protobuf,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses read so far: `(json, protobuf)`, and the schema gaps that turned protobuf off.
+    pub(crate) fn counts(&self) -> EncodingCounts {
+        EncodingCounts {
+            json: self.json.load(Ordering::Relaxed),
+            protobuf: self.protobuf.load(Ordering::Relaxed),
+            schema_gaps: self.gaps.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The reflector's error for a protobuf failure; a schema gap turns protobuf off first.
+    pub(crate) fn error(&self, what: &str, err: informer_protobuf::Error) -> Error {
+        use informer_protobuf::Error as Pb;
+        if matches!(err, Pb::UnknownField { .. } | Pb::UnknownKind { .. })
+            && !self.json_only.swap(true, Ordering::Relaxed)
+        {
+            self.gaps.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(error = %err, "protobuf schema gap: reading JSON from now on");
+        }
+        Error::Decode {
+            message: format!("{what}: {err}"),
+            source: Some(Box::new(err)),
+        }
+    }
+}
+
+/// How many responses of each encoding a lister-watcher read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncodingCounts {
+    /// JSON responses (lists and watches).
+    pub json: u64,
+    /// Protobuf responses.
+    pub protobuf: u64,
+    /// Times protobuf was given up for JSON: a built-in type newer than this crate's schema.
+    pub schema_gaps: u64,
+}
+
+/// An object of an enveloped message, in its `Arc`, as `decoding` says.
+fn object<K: DeserializeOwned>(
+    envelope: &Envelope<'_>,
+    decoding: Decoding,
+) -> Result<Arc<K>, informer_protobuf::Error> {
+    if decoding.skip_managed_fields {
+        envelope
+            .decode::<WithoutManagedFields<InArc<K>>>()
+            .map(|o| o.0.0)
+    } else {
+        envelope.decode::<InArc<K>>().map(|o| o.0)
+    }
+}
+
+/// Reads a protobuf list response into a page, item by item as its bytes arrive.
+pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
+    body: Body,
+    decoding: Decoding,
+    negotiation: &Negotiation,
+    sink: &mut ListSink<'_, K>,
+) -> Result<ListPage<K>, Error> {
+    let mut decoder = ListDecoder::default();
+    let mut body = std::pin::pin!(chunks(body));
+    let mut decoded = 0usize;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
+        decoder.push(&chunk);
+        while let Some((bytes, message)) = decoder
+            .next_item()
+            .map_err(|e| negotiation.error("list response", e))?
+        {
+            let item = if decoding.skip_managed_fields {
+                message
+                    .decode::<WithoutManagedFields<InArc<K>>>(bytes)
+                    .map(|o| o.0.0)
+            } else {
+                message.decode::<InArc<K>>(bytes).map(|o| o.0)
+            }
+            .map_err(|e| negotiation.error(&format!("list response: item {decoded}"), e))?;
+            decoded += 1;
+            sink.push(item)?;
+        }
+    }
+    let metadata: ListMeta = decoder
+        .finish()
+        .map_err(|e| negotiation.error("list response", e))?;
+    let resource_version = metadata
+        .resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
+    Ok(ListPage {
+        items: sink.take_kept(),
+        resource_version,
+        continue_token: metadata.continue_.filter(|c| !c.is_empty()),
+    })
+}
+
+/// A bookmark's object: only its metadata is read.
+#[derive(Deserialize)]
+struct BookmarkObject {
+    metadata: kube::core::watch::BookmarkMeta,
+}
+
+/// One watch frame as kube-client's watch event.
+fn frame_event<K: DeserializeOwned>(
+    frame: &[u8],
+    decoding: Decoding,
+    negotiation: &Negotiation,
+) -> Result<kube::api::WatchEvent<Arc<K>>, Error> {
+    use kube::api::WatchEvent as E;
+    let failed = |e| negotiation.error("watch event", e);
+    let event = informer_protobuf::watch_event(frame).map_err(failed)?;
+    let envelope = envelope::open(event.object).map_err(failed)?;
+    Ok(match event.event_type {
+        "ADDED" => E::Added(object(&envelope, decoding).map_err(failed)?),
+        "MODIFIED" => E::Modified(object(&envelope, decoding).map_err(failed)?),
+        "DELETED" => E::Deleted(object(&envelope, decoding).map_err(failed)?),
+        "BOOKMARK" => {
+            let bookmark: BookmarkObject = envelope.decode().map_err(failed)?;
+            E::Bookmark(kube::core::watch::Bookmark {
+                types: kube::core::TypeMeta {
+                    api_version: envelope.api_version.to_owned(),
+                    kind: envelope.kind.to_owned(),
+                },
+                metadata: bookmark.metadata,
+            })
+        }
+        "ERROR" => E::Error(Box::new(envelope.decode().map_err(failed)?)),
+        other => {
+            return Err(Error::decode(format!(
+                "watch event of unknown type {other:?}"
+            )));
+        }
+    })
+}
+
+/// The watch events of a protobuf body: its frames, each decoded as it completes. A body cut
+/// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
+pub(crate) fn watch_events<K>(
+    body: Body,
+    decoding: Decoding,
+    negotiation: Arc<Negotiation>,
+) -> impl Stream<Item = Result<kube::api::WatchEvent<Arc<K>>, Error>> + Send
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    let state = (chunks(body).boxed(), FrameDecoder::default(), false);
+    futures::stream::unfold(state, move |(mut body, mut frames, ended)| {
+        let negotiation = negotiation.clone();
+        async move {
+            if ended {
+                return None;
+            }
+            loop {
+                match frames.next_frame() {
+                    Ok(Some(frame)) => {
+                        let event = frame_event::<K>(frame, decoding, &negotiation);
+                        let end = event.is_err();
+                        return Some((event, (body, frames, end)));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        return Some((
+                            Err(negotiation.error("watch stream", e)),
+                            (body, frames, true),
+                        ));
+                    }
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => frames.push(&chunk),
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        tracing::debug!("watch body cut short: {e}");
+                        return None;
+                    }
+                    Some(Err(e)) => {
+                        return Some((Err(Error::Transport(Box::new(e))), (body, frames, true)));
+                    }
+                    None => {
+                        if frames.pending() > 0 {
+                            tracing::debug!(
+                                bytes = frames.pending(),
+                                "watch body ended inside a frame"
+                            );
+                        }
+                        return None;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A protobuf `Status` body (an error response), if it is one.
+pub(crate) fn status(body: &[u8]) -> Option<kube::core::Status> {
+    informer_protobuf::from_slice(body).ok()
+}

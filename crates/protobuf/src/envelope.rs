@@ -1,0 +1,436 @@
+//! What wraps a message on the wire: the `k8s\0` envelope (`runtime.Unknown`), a list read item
+//! by item as its bytes arrive, and the length-prefixed frames of a watch.
+
+use serde::Deserialize;
+
+use crate::Error;
+use crate::de::{MessageDe, from_message};
+use crate::schema::{self, Kind, Message, Value};
+use crate::wire::{Raw, Reader, peek_varint};
+
+/// The four bytes that open every enveloped object.
+pub const MAGIC: &[u8; 4] = b"k8s\0";
+
+/// The longest watch frame read: a bigger length is taken as a corrupt stream.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// An enveloped object (`k8s\0` + `runtime.Unknown`): its type and its message's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    /// `typeMeta.apiVersion`.
+    pub api_version: &'a str,
+    /// `typeMeta.kind`.
+    pub kind: &'a str,
+    /// The message.
+    pub raw: &'a [u8],
+}
+
+/// Opens an enveloped object. A body that does not start with `k8s\0`, an unknown field, or a
+/// content encoding (none is defined) is an error.
+pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, Error> {
+    let rest = bytes.strip_prefix(MAGIC).ok_or(Error::NotEnveloped)?;
+    let mut envelope = Envelope {
+        api_version: "",
+        kind: "",
+        raw: &[],
+    };
+    let mut reader = Reader::new(rest);
+    while !reader.is_empty() {
+        match reader.field()? {
+            (1, Raw::Bytes(type_meta)) => {
+                let mut meta = Reader::new(type_meta);
+                while !meta.is_empty() {
+                    match meta.field()? {
+                        (1, Raw::Bytes(b)) => envelope.api_version = utf8(b)?,
+                        (2, Raw::Bytes(b)) => envelope.kind = utf8(b)?,
+                        _ => return Err(Error::Invalid("runtime.TypeMeta".into())),
+                    }
+                }
+            }
+            (2, Raw::Bytes(raw)) => envelope.raw = raw,
+            (3, Raw::Bytes(encoding)) if !encoding.is_empty() => {
+                return Err(Error::Invalid(format!(
+                    "content encoding {:?}",
+                    String::from_utf8_lossy(encoding)
+                )));
+            }
+            (3 | 4, Raw::Bytes(_)) => {}
+            (number, _) => {
+                return Err(Error::UnknownField {
+                    message: "runtime.Unknown",
+                    number,
+                });
+            }
+        }
+    }
+    Ok(envelope)
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(bytes).map_err(|_| Error::Invalid("a type name that is not UTF-8".into()))
+}
+
+impl<'a> Envelope<'a> {
+    /// The object as a `T`, `apiVersion` and `kind` included, as in its JSON form.
+    pub fn decode<T: Deserialize<'a>>(&self) -> Result<T, Error> {
+        T::deserialize(self.deserializer()?)
+    }
+
+    pub(crate) fn deserializer(&self) -> Result<MessageDe<'a>, Error> {
+        let message = self.message()?;
+        Ok(MessageDe {
+            buf: self.raw,
+            message: message.0,
+            type_meta: Some((self.api_version, self.kind)),
+        })
+    }
+
+    /// The message of the object's type.
+    pub fn message(&self) -> Result<MessageType, Error> {
+        MessageType::for_kind(self.api_version, self.kind).ok_or_else(|| Error::UnknownKind {
+            api_version: self.api_version.to_owned(),
+            kind: self.kind.to_owned(),
+        })
+    }
+}
+
+/// An enveloped object as a `T` (see [`Envelope::decode`]).
+pub fn from_slice<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, Error> {
+    open(bytes)?.decode()
+}
+
+/// A message type of the Kubernetes API that this crate can read.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageType(pub(crate) &'static Message);
+
+impl MessageType {
+    /// The message of a built-in `apiVersion` and `kind` (`v1` `Pod`, `apps/v1` `Deployment`,
+    /// `v1` `Status`); `None` for a custom resource or a kind newer than this crate's table.
+    pub fn for_kind(api_version: &str, kind: &str) -> Option<Self> {
+        schema::for_kind(api_version, kind).map(Self)
+    }
+
+    /// Its full protobuf name (`k8s.io.api.core.v1.Pod`).
+    pub fn name(&self) -> &'static str {
+        self.0.name
+    }
+
+    /// Bare message bytes (not enveloped, as a list's items are) as a `T`.
+    pub fn decode<'a, T: Deserialize<'a>>(&self, bytes: &'a [u8]) -> Result<T, Error> {
+        from_message(bytes, self.0, None)
+    }
+
+    /// The number and message of the field called `name`, if it holds messages.
+    fn message_field(&self, name: &str) -> Option<(u32, MessageType)> {
+        self.0.fields.iter().find_map(|f| match f.kind {
+            Kind::Value(Value::Msg(i)) if f.name == name => {
+                Some((f.number, MessageType(Value::message(i))))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// Where a [`ListDecoder`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    Magic,
+    /// Among the fields of `runtime.Unknown`.
+    Envelope,
+    /// Inside its `raw` (the list message), with this many bytes of it still to come.
+    List {
+        left: usize,
+    },
+}
+
+/// Reads a protobuf list response (an enveloped `…List`) item by item as its bytes arrive:
+/// [`push`](Self::push) each chunk, take the items it completes with
+/// [`next_item`](Self::next_item), then [`finish`](Self::finish). Bytes are held only until the
+/// item they belong to is complete.
+#[derive(Debug)]
+pub struct ListDecoder {
+    buf: Vec<u8>,
+    pos: usize,
+    at: At,
+    /// The list's message, its `metadata` and `items` fields (from `typeMeta`).
+    list: Option<ListShape>,
+    metadata: Vec<u8>,
+    seen_raw: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ListShape {
+    metadata: (u32, MessageType),
+    items: (u32, MessageType),
+}
+
+impl Default for ListDecoder {
+    fn default() -> Self {
+        Self {
+            buf: Vec::new(),
+            pos: 0,
+            at: At::Magic,
+            list: None,
+            metadata: Vec::new(),
+            seen_raw: false,
+        }
+    }
+}
+
+/// A complete field at the start of `buf`: `(number, header length, value length)` for a
+/// length-delimited one; `None` until its header is in.
+fn header(buf: &[u8]) -> Result<Option<(u32, usize, usize)>, Error> {
+    let Some((key, n)) = peek_varint(buf)? else {
+        return Ok(None);
+    };
+    if key & 7 != 2 {
+        return Err(Error::Invalid(format!(
+            "wire type {} where a list holds messages",
+            key & 7
+        )));
+    }
+    let Some((len, m)) = peek_varint(&buf[n..])? else {
+        return Ok(None);
+    };
+    let len = usize::try_from(len).map_err(|_| Error::LengthBeyondBuffer {
+        len,
+        left: usize::MAX,
+    })?;
+    let number = u32::try_from(key >> 3).map_err(|_| Error::Invalid("field number".into()))?;
+    Ok(Some((number, n + m, len)))
+}
+
+impl ListDecoder {
+    /// Takes the next chunk of the body.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete item and its message type; `None` until more bytes come.
+    pub fn next_item(&mut self) -> Result<Option<(&[u8], MessageType)>, Error> {
+        loop {
+            let buf = &self.buf[self.pos..];
+            match self.at {
+                At::Magic => {
+                    if buf.len() < MAGIC.len() {
+                        return Ok(None);
+                    }
+                    if &buf[..4] != MAGIC {
+                        return Err(Error::NotEnveloped);
+                    }
+                    self.pos += 4;
+                    self.at = At::Envelope;
+                }
+                At::Envelope => {
+                    let Some((number, head, len)) = header(buf)? else {
+                        return Ok(None);
+                    };
+                    if number == 2 {
+                        if self.list.is_none() {
+                            return Err(Error::Invalid(
+                                "a list's items before its typeMeta".into(),
+                            ));
+                        }
+                        self.pos += head;
+                        self.seen_raw = true;
+                        self.at = At::List { left: len };
+                        continue;
+                    }
+                    if buf.len() < head + len {
+                        return Ok(None);
+                    }
+                    let value = &buf[head..head + len];
+                    match number {
+                        1 => self.list = Some(list_shape(value)?),
+                        3 if !value.is_empty() => {
+                            return Err(Error::Invalid("a list with a content encoding".into()));
+                        }
+                        3 | 4 => {}
+                        number => {
+                            return Err(Error::UnknownField {
+                                message: "runtime.Unknown",
+                                number,
+                            });
+                        }
+                    }
+                    self.pos += head + len;
+                }
+                At::List { left: 0 } => self.at = At::Envelope,
+                At::List { left } => {
+                    let Some((number, head, len)) = header(&buf[..buf.len().min(left)])? else {
+                        if buf.len() >= left {
+                            return Err(Error::Truncated("a list's field header"));
+                        }
+                        return Ok(None);
+                    };
+                    if head + len > left {
+                        return Err(Error::LengthBeyondBuffer {
+                            len: len as u64,
+                            left: left - head,
+                        });
+                    }
+                    if buf.len() < head + len {
+                        return Ok(None);
+                    }
+                    let shape = self.list.ok_or(Error::Truncated("a list's typeMeta"))?;
+                    self.pos += head + len;
+                    self.at = At::List {
+                        left: left - head - len,
+                    };
+                    let start = self.pos - len;
+                    if number == shape.items.0 {
+                        return Ok(Some((&self.buf[start..self.pos], shape.items.1)));
+                    }
+                    if number == shape.metadata.0 {
+                        self.metadata = self.buf[start..self.pos].to_vec();
+                    } else {
+                        return Err(Error::UnknownField {
+                            message: shape.items.1.name(),
+                            number,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The list's metadata as an `M` (a `ListMeta`), once the body has ended. A body that
+    /// ended inside the list is [`Error::Truncated`].
+    pub fn finish<M: serde::de::DeserializeOwned>(self) -> Result<M, Error> {
+        if self.at != At::Envelope || self.pos != self.buf.len() || !self.seen_raw {
+            return Err(Error::Truncated("a list"));
+        }
+        let shape = self.list.ok_or(Error::Truncated("a list"))?;
+        shape.metadata.1.decode(&self.metadata)
+    }
+}
+
+fn list_shape(type_meta: &[u8]) -> Result<ListShape, Error> {
+    let mut envelope = Envelope {
+        api_version: "",
+        kind: "",
+        raw: &[],
+    };
+    let mut reader = Reader::new(type_meta);
+    while !reader.is_empty() {
+        match reader.field()? {
+            (1, Raw::Bytes(b)) => envelope.api_version = utf8(b)?,
+            (2, Raw::Bytes(b)) => envelope.kind = utf8(b)?,
+            _ => return Err(Error::Invalid("runtime.TypeMeta".into())),
+        }
+    }
+    let list = envelope.message()?;
+    let (Some(metadata), Some(items)) =
+        (list.message_field("metadata"), list.message_field("items"))
+    else {
+        return Err(Error::Invalid(format!("{} is not a list", envelope.kind)));
+    };
+    Ok(ListShape { metadata, items })
+}
+
+/// Splits a watch body into its frames: each a 4-byte big-endian length, then a
+/// `meta.v1.WatchEvent` message.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl FrameDecoder {
+    /// Takes the next chunk of the body.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete frame; `None` until more bytes come. A length over [`MAX_FRAME`] is an
+    /// error (the stream is corrupt).
+    pub fn next_frame(&mut self) -> Result<Option<&[u8]>, Error> {
+        let buf = &self.buf[self.pos..];
+        let Some((len, rest)) = buf.split_first_chunk::<4>() else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes(*len) as usize;
+        if len > MAX_FRAME {
+            return Err(Error::FrameTooLarge(len));
+        }
+        if rest.len() < len {
+            return Ok(None);
+        }
+        let start = self.pos + 4;
+        self.pos = start + len;
+        Ok(Some(&self.buf[start..self.pos]))
+    }
+
+    /// Bytes of a frame that has not ended (a stream cut inside one).
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+}
+
+/// One watch event: its type (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`) and its
+/// object, enveloped (open it with [`open`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchEvent<'a> {
+    /// The event's type.
+    pub event_type: &'a str,
+    /// The enveloped object.
+    pub object: &'a [u8],
+}
+
+/// Reads a watch frame's `meta.v1.WatchEvent`.
+pub fn watch_event(frame: &[u8]) -> Result<WatchEvent<'_>, Error> {
+    let mut event = WatchEvent {
+        event_type: "",
+        object: &[],
+    };
+    let mut reader = Reader::new(frame);
+    while !reader.is_empty() {
+        match reader.field()? {
+            (1, Raw::Bytes(b)) => event.event_type = utf8(b)?,
+            (2, Raw::Bytes(raw_extension)) => {
+                let mut inner = Reader::new(raw_extension);
+                while !inner.is_empty() {
+                    match inner.field()? {
+                        (1, Raw::Bytes(b)) => event.object = b,
+                        (number, _) => {
+                            return Err(Error::UnknownField {
+                                message: "runtime.RawExtension",
+                                number,
+                            });
+                        }
+                    }
+                }
+            }
+            (number, _) => {
+                return Err(Error::UnknownField {
+                    message: "meta.v1.WatchEvent",
+                    number,
+                });
+            }
+        }
+    }
+    if event.event_type.is_empty() {
+        return Err(Error::Invalid("a watch event without a type".into()));
+    }
+    Ok(event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_where_a_frame_length_belongs_is_an_error() {
+        let mut frames = FrameDecoder::default();
+        frames.push(b"this is not json\n");
+        assert_eq!(frames.next_frame(), Err(Error::FrameTooLarge(0x7468_6973)));
+    }
+}
