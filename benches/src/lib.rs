@@ -6,6 +6,7 @@
 //! * [`w_idx`], [`w_fifo`], [`w_inf`], [`w_http`], [`w_ctrl`], [`w_wq`]: one module per
 //!   workload, each with our side and, where kube-runtime has the same thing, its side;
 //! * [`mem`]: bytes per cached object, run in a process of its own;
+//! * [`anatomy`]: where the heap bytes of the realistic pod go, part by part;
 //! * [`report`]: every workload once more, as one table.
 //!
 //! Every function builds its objects before its clock starts and returns the time of the work
@@ -20,6 +21,7 @@
 //! assert_eq!(phases.len(), 5);
 //! ```
 
+pub mod anatomy;
 pub mod decode;
 pub mod mem;
 pub mod realistic;

@@ -639,8 +639,9 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
 
 /// The adapter's decoding of one list response's body, as a [`KubeListerWatcher`] decodes it:
 /// item by item as the body arrives, here in pieces of `chunk` bytes (at least one), each item
-/// without its managed fields if `without_managed_fields`. For benchmarks and tools that time
-/// or check the decoder on bytes of their own.
+/// without its managed fields if `without_managed_fields`. A body that opens with protobuf's
+/// `k8s\0` is read as protobuf, any other as JSON. For benchmarks and tools that time or check
+/// the decoder on bytes of their own.
 ///
 /// [`KubeListerWatcher`]: crate::KubeListerWatcher
 pub fn decode_list_body<K: DeserializeOwned + Send + Sync>(
@@ -651,8 +652,16 @@ pub fn decode_list_body<K: DeserializeOwned + Send + Sync>(
     let decoding = Decoding {
         skip_managed_fields: without_managed_fields,
     };
-    let mut scanner = ListScanner::<K>::new(decoding);
     let mut sink = ListSink::new();
+    if body.starts_with(informer_protobuf::MAGIC) {
+        let negotiation = crate::protobuf::Negotiation::default();
+        let mut reader = crate::protobuf::ListReader::new(decoding, &negotiation);
+        for piece in body.chunks(chunk.max(1)) {
+            reader.push(piece, &mut sink)?;
+        }
+        return reader.finish(&mut sink);
+    }
+    let mut scanner = ListScanner::<K>::new(decoding);
     for piece in body.chunks(chunk.max(1)) {
         scanner.push(piece, &mut sink)?;
     }
@@ -672,6 +681,21 @@ pub fn decode_watch_line<K: DeserializeOwned>(
         skip_managed_fields: without_managed_fields,
     };
     watch_line::<K>(line, decoding).map(|event| event.map_err(error_from_kube))
+}
+
+/// The adapter's decoding of one protobuf watch frame (a `meta.v1.WatchEvent` message, without
+/// its 4-byte length), as a [`KubeListerWatcher`]'s stream decodes it. For benchmarks and tools,
+/// as [`decode_list_body`].
+///
+/// [`KubeListerWatcher`]: crate::KubeListerWatcher
+pub fn decode_watch_frame<K: DeserializeOwned>(
+    frame: &[u8],
+    without_managed_fields: bool,
+) -> Result<kube::api::WatchEvent<Arc<K>>, Error> {
+    let decoding = Decoding {
+        skip_managed_fields: without_managed_fields,
+    };
+    crate::protobuf::frame_event(frame, decoding, &crate::protobuf::Negotiation::default())
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ mod skip;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
-pub use crate::decode::{decode_list_body, decode_watch_line};
+pub use crate::decode::{decode_list_body, decode_watch_frame, decode_watch_line};
 pub use crate::dynamic::DynamicResource;
 pub use crate::error::{error_from_kube, status_from_kube};
 pub use crate::factory::{

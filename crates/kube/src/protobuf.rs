@@ -132,40 +132,78 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
     negotiation: &Negotiation,
     sink: &mut ListSink<'_, K>,
 ) -> Result<ListPage<K>, Error> {
-    let mut decoder = ListDecoder::default();
+    let mut reader = ListReader::new(decoding, negotiation);
     let mut body = std::pin::pin!(chunks(body));
-    let mut decoded = 0usize;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
-        decoder.push(&chunk);
-        while let Some((bytes, message)) = decoder
+        reader.push(&chunk, sink)?;
+    }
+    reader.finish(sink)
+}
+
+/// A protobuf list body's items decoded as its chunks come ([`list_page`]).
+pub(crate) struct ListReader<'n> {
+    decoder: ListDecoder,
+    decoding: Decoding,
+    negotiation: &'n Negotiation,
+    decoded: usize,
+}
+
+impl<'n> ListReader<'n> {
+    pub(crate) fn new(decoding: Decoding, negotiation: &'n Negotiation) -> Self {
+        Self {
+            decoder: ListDecoder::default(),
+            decoding,
+            negotiation,
+            decoded: 0,
+        }
+    }
+
+    /// Takes a chunk, decoding every item it completes into `sink`.
+    pub(crate) fn push<K: DeserializeOwned + Send + Sync>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut ListSink<'_, K>,
+    ) -> Result<(), Error> {
+        self.decoder.push(chunk);
+        while let Some((bytes, message)) = self
+            .decoder
             .next_item()
-            .map_err(|e| negotiation.error("list response", e))?
+            .map_err(|e| self.negotiation.error("list response", e))?
         {
-            let item = if decoding.skip_managed_fields {
+            let item = if self.decoding.skip_managed_fields {
                 message
                     .decode::<WithoutManagedFields<InArc<K>>>(bytes)
                     .map(|o| o.0.0)
             } else {
                 message.decode::<InArc<K>>(bytes).map(|o| o.0)
             }
-            .map_err(|e| negotiation.error(&format!("list response: item {decoded}"), e))?;
-            decoded += 1;
+            .map_err(|e| {
+                let what = format!("list response: item {}", self.decoded);
+                self.negotiation.error(&what, e)
+            })?;
+            self.decoded += 1;
             sink.push(item)?;
         }
+        Ok(())
     }
-    let metadata: ListMeta = decoder
-        .finish()
-        .map_err(|e| negotiation.error("list response", e))?;
-    let resource_version = metadata
-        .resource_version
-        .filter(|rv| !rv.is_empty())
-        .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
-    Ok(ListPage {
-        items: sink.take_kept(),
-        resource_version,
-        continue_token: metadata.continue_.filter(|c| !c.is_empty()),
-    })
+
+    /// The page, once the body has ended.
+    pub(crate) fn finish<K>(self, sink: &mut ListSink<'_, K>) -> Result<ListPage<K>, Error> {
+        let metadata: ListMeta = self
+            .decoder
+            .finish()
+            .map_err(|e| self.negotiation.error("list response", e))?;
+        let resource_version = metadata
+            .resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
+        Ok(ListPage {
+            items: sink.take_kept(),
+            resource_version,
+            continue_token: metadata.continue_.filter(|c| !c.is_empty()),
+        })
+    }
 }
 
 /// A bookmark's object: only its metadata is read.
@@ -175,7 +213,7 @@ struct BookmarkObject {
 }
 
 /// One watch frame as kube-client's watch event.
-fn frame_event<K: DeserializeOwned>(
+pub(crate) fn frame_event<K: DeserializeOwned>(
     frame: &[u8],
     decoding: Decoding,
     negotiation: &Negotiation,
