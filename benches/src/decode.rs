@@ -30,15 +30,19 @@ pub enum Parser {
     SonicRs,
     /// `simd_json::serde::from_slice` on a copy.
     SimdJson,
+    /// `informer_protobuf::from_slice` on the protobuf form (what the adapter reads when the
+    /// server sends protobuf): its documents are [`protobuf`]'s.
+    Protobuf,
 }
 
 impl Parser {
     /// Every parser, in the report's order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::SerdeJsonSlice,
         Self::SerdeJsonStr,
         Self::SonicRs,
         Self::SimdJson,
+        Self::Protobuf,
     ];
 
     /// Its name in the report.
@@ -48,6 +52,7 @@ impl Parser {
             Self::SerdeJsonStr => "from_utf8 + serde_json from_str (ours)",
             Self::SonicRs => "sonic-rs from_slice",
             Self::SimdJson => "simd-json from_slice (on a copy)",
+            Self::Protobuf => "protobuf: informer-protobuf from_slice (ours)",
         }
     }
 
@@ -64,6 +69,7 @@ impl Parser {
                 let mut copy = doc.to_vec();
                 simd_json::serde::from_slice(&mut copy).expect("decodes")
             }
+            Self::Protobuf => informer_protobuf::from_slice(doc).expect("decodes"),
         }
     }
 }
@@ -87,6 +93,17 @@ pub fn synthetic(n: usize) -> Vec<Vec<u8>> {
 /// The realistic pods `0..n` as JSON.
 pub fn realistic(n: usize) -> Vec<Vec<u8>> {
     (0..n).map(crate::realistic::realistic_pod_json).collect()
+}
+
+/// The protobuf form of JSON documents (each with its `apiVersion` and `kind`), as the API
+/// server simulator encodes them.
+pub fn protobuf(docs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    docs.iter()
+        .map(|doc| {
+            let value: serde_json::Value = serde_json::from_slice(doc).expect("JSON");
+            informer_apiserver::encode_protobuf(&value).expect("a built-in kind")
+        })
+        .collect()
 }
 
 /// Who decodes a list page or a watch line: the adapter, or kube-client.
@@ -219,9 +236,15 @@ mod tests {
     #[test]
     fn every_parser_decodes_the_same_pod() {
         for docs in [synthetic(3), realistic(2)] {
-            for doc in &docs {
+            let pb_docs = protobuf(&docs);
+            for (doc, pb_doc) in docs.iter().zip(&pb_docs) {
                 let want = Parser::SerdeJsonSlice.decode(doc);
                 for parser in Parser::ALL {
+                    let doc = if parser == Parser::Protobuf {
+                        pb_doc
+                    } else {
+                        doc
+                    };
                     assert_eq!(parser.decode(doc), want, "{parser:?}");
                 }
             }

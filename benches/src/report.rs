@@ -863,8 +863,8 @@ fn inf_realistic_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
 /// DECODE: each parser on the same documents, medians of runs taken in turns.
 fn decode_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     use crate::decode::{
-        BODY_CHUNK, Parser, Path, list_body, per_doc, per_list_item, per_watch_line, realistic,
-        synthetic, watch_lines,
+        BODY_CHUNK, Parser, Path, list_body, per_doc, per_list_item, per_watch_line, protobuf,
+        realistic, synthetic, watch_lines,
     };
     let n = if opts.sizes.listed < 50_000 {
         200
@@ -876,16 +876,29 @@ fn decode_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
         ("realistic pod", realistic(n / 4)),
     ] {
         let bytes = docs.iter().map(Vec::len).sum::<usize>() / docs.len();
+        let pb_docs = protobuf(&docs);
+        let pb_bytes = pb_docs.iter().map(Vec::len).sum::<usize>() / docs.len();
+        let docs_of = |parser| {
+            if parser == Parser::Protobuf {
+                &pb_docs
+            } else {
+                &docs
+            }
+        };
         let mut runs: Vec<Vec<f64>> = vec![Vec::new(); Parser::ALL.len()];
         for _ in 0..opts.reps.max(1) {
             for (p, parser) in Parser::ALL.into_iter().enumerate() {
-                runs[p].push(per_doc(parser, &docs).as_nanos() as f64);
+                runs[p].push(per_doc(parser, docs_of(parser)).as_nanos() as f64);
             }
         }
         for (parser, times) in Parser::ALL.into_iter().zip(runs) {
+            let size = match parser {
+                Parser::Protobuf => format!("{pb_bytes} B of protobuf"),
+                _ => format!("{bytes} B of JSON"),
+            };
             let row = Row::new(
                 "DECODE",
-                format!("{what} ({bytes} B of JSON): {}", parser.name()),
+                format!("{what} ({size}): {}", parser.name()),
                 Figure::Ns(median(times)),
                 Figure::NotApplicable,
             );

@@ -70,6 +70,7 @@ impl ApiScope for ClusterResourceScope {
 pub struct KubeSource {
     client: Client,
     pub(crate) without_managed_fields: bool,
+    json_only: bool,
 }
 
 impl From<Client> for KubeSource {
@@ -83,6 +84,7 @@ impl fmt::Debug for KubeSource {
         f.debug_struct("KubeSource")
             .field("default_namespace", &self.client.default_namespace())
             .field("without_managed_fields", &self.without_managed_fields)
+            .field("json_only", &self.json_only)
             .finish_non_exhaustive()
     }
 }
@@ -96,7 +98,16 @@ impl KubeSource {
         Self {
             client,
             without_managed_fields: false,
+            json_only: false,
         }
+    }
+
+    /// Every informer of this source asks for JSON only ([`KubeListerWatcher::json_only`]).
+    /// By default built-in types are read as protobuf when the server sends it.
+    #[must_use]
+    pub fn json_only(mut self) -> Self {
+        self.json_only = true;
+        self
     }
 
     /// Every informer of this source leaves `metadata.managedFields` out of its objects as
@@ -153,6 +164,9 @@ where
         let mut lw = KubeListerWatcher::new(self.api::<K>(selection));
         if self.without_managed_fields {
             lw = lw.without_managed_fields();
+        }
+        if self.json_only {
+            lw = lw.json_only();
         }
         if let Some(labels) = &selection.label_selector {
             lw = lw.labels(labels.as_str());

@@ -68,7 +68,7 @@ struct Fields<'de> {
     type_meta: Option<(&'de str, &'de str)>,
     /// The value of the key yielded last.
     pending: Option<ValueDe<'de>>,
-    /// The repeated and map fields already yielded whole.
+    /// The repeated and map fields already yielded.
     done: SmallVec<[&'static Field; 8]>,
 }
 
@@ -87,34 +87,22 @@ impl<'de> Fields<'de> {
             done: SmallVec::new(),
         }
     }
-
-    fn key<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-        name: &'static str,
-        value: ValueDe<'de>,
-    ) -> Result<Option<K::Value>, Error> {
-        self.pending = Some(value);
-        seed.deserialize(BorrowedStrDeserializer::new(name))
-            .map(Some)
-    }
 }
 
-impl<'de> MapAccess<'de> for Fields<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, Error> {
+impl<'de> Fields<'de> {
+    /// The next key's name, its value in `pending`; `None` at the end. Not generic: one copy of
+    /// the wire walk for every target type.
+    fn next_field(&mut self) -> Result<Option<&'static str>, Error> {
         if let Some((api_version, kind)) = self.type_meta {
             if !api_version.is_empty() {
                 self.type_meta = Some(("", kind));
-                return self.key(seed, "apiVersion", ValueDe::Str(api_version));
+                self.pending = Some(ValueDe::Str(api_version));
+                return Ok(Some("apiVersion"));
             }
             self.type_meta = None;
             if !kind.is_empty() {
-                return self.key(seed, "kind", ValueDe::Str(kind));
+                self.pending = Some(ValueDe::Str(kind));
+                return Ok(Some("kind"));
             }
         }
         loop {
@@ -147,12 +135,20 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                     continue;
                 }
                 Kind::Map(_) | Kind::Value(_) if field.has(REPEATED) || is_map(field) => {
+                    // Encoders write a repeated field's occurrences in one run (Go's do); one
+                    // split into several runs is refused rather than read twice.
                     if self.done.iter().any(|f| std::ptr::eq(*f, field)) {
-                        continue;
+                        return Err(Error::Invalid(format!(
+                            "field {} of {} in more than one run",
+                            field.name, message.name
+                        )));
                     }
                     self.done.push(field);
+                    let (run, count, after) = run_of(start, number)?;
+                    level.reader = after;
                     ValueDe::Repeated {
-                        rest: start,
+                        run,
+                        count,
                         field,
                         message,
                     }
@@ -163,7 +159,41 @@ impl<'de> MapAccess<'de> for Fields<'de> {
                 },
                 Kind::Map(_) => unreachable!("maps are taken above"),
             };
-            return self.key(seed, field.name, value);
+            self.pending = Some(value);
+            return Ok(Some(field.name));
+        }
+    }
+}
+
+/// The run of occurrences of field `number` that opens `rest`: its bytes, its length, and a
+/// reader after it.
+fn run_of(rest: &[u8], number: u32) -> Result<(&[u8], usize, Reader<'_>), Error> {
+    let mut reader = Reader::new(rest);
+    let mut count = 0;
+    while !reader.is_empty() {
+        let before = reader;
+        if reader.field()?.0 != number {
+            reader = before;
+            break;
+        }
+        count += 1;
+    }
+    let run = &rest[..rest.len() - reader.rest().len()];
+    Ok((run, count, reader))
+}
+
+impl<'de> MapAccess<'de> for Fields<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        match self.next_field()? {
+            Some(name) => seed
+                .deserialize(BorrowedStrDeserializer::new(name))
+                .map(Some),
+            None => Ok(None),
         }
     }
 
@@ -231,11 +261,7 @@ fn utf8(bytes: &[u8]) -> Result<&str, Error> {
 /// A message-typed value: the message, or the JSON form of a special one.
 fn message_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<ValueDe<'de>, Error> {
     if message.special == Special::None {
-        return Ok(ValueDe::Msg(MessageDe {
-            buf: bytes,
-            message,
-            type_meta: None,
-        }));
+        return Ok(ValueDe::Msg(bytes, message));
     }
     let (mut ints, mut text, mut raw) = ([0i64; 3], "", &[][..]);
     let mut reader = Reader::new(bytes);
@@ -277,7 +303,7 @@ pub(crate) enum ValueDe<'de> {
     Bool(bool),
     I64(i64),
     F64(f64),
-    Msg(MessageDe<'de>),
+    Msg(&'de [u8], &'static Message),
     Time {
         seconds: i64,
         nanos: i32,
@@ -285,9 +311,10 @@ pub(crate) enum ValueDe<'de> {
     },
     Duration(i64),
     RawJson(&'de [u8]),
-    /// Every occurrence of a repeated or map `field` in `rest` (from its first one on).
+    /// The run of `count` occurrences of a repeated or map `field`.
     Repeated {
-        rest: &'de [u8],
+        run: &'de [u8],
+        count: usize,
         field: &'static Field,
         message: &'static Message,
     },
@@ -306,7 +333,11 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
             ValueDe::Bool(b) => visitor.visit_bool(b),
             ValueDe::I64(n) => visitor.visit_i64(n),
             ValueDe::F64(x) => visitor.visit_f64(x),
-            ValueDe::Msg(m) => m.deserialize_any(visitor),
+            ValueDe::Msg(buf, message) => visitor.visit_map(Fields::new(MessageDe {
+                buf,
+                message,
+                type_meta: None,
+            })),
             ValueDe::Time {
                 seconds,
                 nanos,
@@ -320,23 +351,25 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
             ValueDe::Duration(n) => visitor.visit_string(go_duration(n)),
             ValueDe::RawJson(raw) => raw_json(raw, visitor),
             ValueDe::Repeated {
-                rest,
+                run,
+                count,
                 field,
                 message,
             } => match &field.kind {
                 Kind::Map(value) => visitor.visit_map(Entries {
-                    reader: Reader::new(rest),
+                    reader: Reader::new(run),
                     field,
                     message,
                     value,
                     pending: None,
                 }),
                 Kind::Value(value) => visitor.visit_seq(Elements {
-                    reader: Reader::new(rest),
+                    reader: Reader::new(run),
                     field,
                     message,
                     value,
                     packed: None,
+                    left: count,
                 }),
             },
             ValueDe::Null => visitor.visit_unit(),
@@ -424,6 +457,8 @@ struct Elements<'de> {
     value: &'static Value,
     /// A packed run of scalars being read.
     packed: Option<Reader<'de>>,
+    /// Occurrences left in the run (the size hint, so that a list is allocated once).
+    left: usize,
 }
 
 impl<'de> SeqAccess<'de> for Elements<'de> {
@@ -445,17 +480,19 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
             if self.reader.is_empty() {
                 return Ok(None);
             }
-            let (number, raw) = self.reader.field()?;
-            if number != self.field.number {
-                continue;
-            }
+            let (_, raw) = self.reader.field()?;
             if let (Value::Bool | Value::I32 | Value::I64, Raw::Bytes(run)) = (self.value, raw) {
                 self.packed = Some(Reader::new(run));
                 continue;
             }
+            self.left = self.left.saturating_sub(1);
             let value = element(self.message, self.field, self.value, raw)?;
             return seed.deserialize(value).map(Some);
         }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        (self.packed.is_none()).then_some(self.left)
     }
 }
 
@@ -480,10 +517,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             if self.reader.is_empty() {
                 return Ok(None);
             }
-            let (number, raw) = self.reader.field()?;
-            if number != self.field.number {
-                continue;
-            }
+            let (_, raw) = self.reader.field()?;
             let Raw::Bytes(entry) = raw else {
                 return Err(wrong_wire(self.message, self.field, &raw));
             };

@@ -1,8 +1,6 @@
 //! The JSON forms of `meta.v1.Time`, `MicroTime` and `Duration`, written without allocating
 //! (a pod carries a dozen timestamps).
 
-use std::fmt::Write as _;
-
 /// A UTC timestamp as RFC 3339: `2024-01-02T03:04:05Z`, or with `micros`
 /// `2024-01-02T03:04:05.123456Z` (the forms Go's `Time` and `MicroTime` marshal to JSON).
 /// `None` for a year outside 0..=9999, which RFC 3339 cannot write.
@@ -15,9 +13,20 @@ pub(crate) fn rfc3339(seconds: i64, nanos: i32, micros: bool, out: &mut Buf) -> 
     }
     out.len = 0;
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    write!(out, "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}").ok()?;
+    out.digits(year as u32, 4);
+    out.push(b'-');
+    out.digits(month, 2);
+    out.push(b'-');
+    out.digits(day, 2);
+    out.push(b'T');
+    out.digits(h as u32, 2);
+    out.push(b':');
+    out.digits(m as u32, 2);
+    out.push(b':');
+    out.digits(s as u32, 2);
     if micros {
-        write!(out, ".{:06}", nanos.clamp(0, 999_999_999) / 1000).ok()?;
+        out.push(b'.');
+        out.digits((nanos.clamp(0, 999_999_999) / 1000) as u32, 6);
     }
     out.push(b'Z');
     Some(out.as_str())
@@ -62,21 +71,22 @@ impl Buf {
         }
     }
 
+    /// `n` in `width` decimal digits, zero-padded (the low ones if it has more).
+    fn digits(&mut self, mut n: u32, width: usize) {
+        let end = self.len + width;
+        if end > self.bytes.len() {
+            return;
+        }
+        for i in (self.len..end).rev() {
+            self.bytes[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        self.len = end;
+    }
+
     fn as_str(&self) -> &str {
         // Only ASCII is ever written.
         std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
-    }
-}
-
-impl std::fmt::Write for Buf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.bytes.len() {
-            return Err(std::fmt::Error);
-        }
-        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
     }
 }
 

@@ -89,6 +89,12 @@ impl<'a> Reader<'a> {
     /// A base-128 varint.
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
+        if let Some((&b, rest)) = self.buf.split_first()
+            && b < 0x80
+        {
+            self.buf = rest;
+            return Ok(u64::from(b));
+        }
         let mut value = 0u64;
         for (i, &b) in self.buf.iter().enumerate().take(10) {
             value |= u64::from(b & 0x7f) << (7 * i);
