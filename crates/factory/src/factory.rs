@@ -40,6 +40,8 @@ struct Key {
     dynamic: Option<DynamicKey>,
     selection: Selection,
     transform: Option<String>,
+    /// The name of the informer's own cache, if it has one ([`InformerOptions::cache`]).
+    cache: Option<String>,
 }
 
 /// A resource value in a sharing key, compared and hashed as its own type.
@@ -539,6 +541,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             dynamic: None,
             selection: options.selection(&self.defaults),
             transform: options.transform.as_ref().map(|(name, _)| name.clone()),
+            cache: options.cache.as_ref().map(|(name, _)| name.clone()),
         };
         let configure = self
             .configure
@@ -596,6 +599,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             dynamic: Some(DynamicKey(Arc::new(resource.clone()))),
             selection: options.selection(&self.defaults),
             transform: options.transform.as_ref().map(|(name, _)| name.clone()),
+            cache: options.cache.as_ref().map(|(name, _)| name.clone()),
         };
         self.get_or_create(
             key,
@@ -649,25 +653,43 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
 
         let selection = key.selection.clone();
         let transform_name = key.transform.clone();
+        let described_transform = match (&key.transform, &key.cache) {
+            (t, None) => t.clone(),
+            (None, Some(c)) => Some(format!("none, cache={c}")),
+            (Some(t), Some(c)) => Some(format!("{t}, cache={c}")),
+        };
         let resync = options
             .resync
             .or_else(|| self.resync_for.get(&key.resource).copied())
             .unwrap_or(self.default_resync);
         let parts = parts(&selection);
-        let mut informer = SharedIndexInformer::new(
-            parts.lister_watcher,
-            parts.key_func,
-            parts.resource_version_func,
-            resync,
-            parts.indexers,
-        )
-        .with_name(describe(
-            dynamic.as_deref().unwrap_or(resource),
-            &selection,
-            transform_name.as_deref(),
-        ))
-        .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
-        .with_relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
+        let informer = match &options.cache {
+            None => SharedIndexInformer::new(
+                parts.lister_watcher,
+                parts.key_func,
+                parts.resource_version_func,
+                resync,
+                parts.indexers,
+            ),
+            Some((_, cache)) => {
+                let cache = cache(Arc::clone(&parts.key_func), parts.indexers);
+                SharedIndexInformer::with_cache(
+                    parts.lister_watcher,
+                    parts.key_func,
+                    parts.resource_version_func,
+                    resync,
+                    cache,
+                )
+            }
+        };
+        let mut informer = informer
+            .with_name(describe(
+                dynamic.as_deref().unwrap_or(resource),
+                &selection,
+                described_transform.as_deref(),
+            ))
+            .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
+            .with_relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
         if let Some(observers) = &self.reflector_observers {
             let observer = observers(informer.name());
             informer = informer.with_reflector_config(move |r| r.with_observer(observer));

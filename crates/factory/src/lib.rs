@@ -86,7 +86,7 @@ mod sync_report;
 
 pub use crate::error::FactoryError;
 pub use crate::factory::{FactoryHealth, FactoryInformer, FactoryStats, SharedInformerFactory};
-pub use crate::options::InformerOptions;
+pub use crate::options::{CacheBuilder, InformerOptions};
 pub use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};
 

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use informer_fifo::TransformFunc;
+use informer_store::{Indexer, Indexers, KeyFunc};
 
 use crate::source::Selection;
 
@@ -22,7 +25,13 @@ pub struct InformerOptions<O> {
     pub(crate) resync: Option<Duration>,
     pub(crate) streaming_list: Option<bool>,
     pub(crate) relist_by_page: Option<bool>,
+    pub(crate) cache: Option<(String, CacheBuilder<O>)>,
 }
+
+/// Builds an informer's cache from its key function and indexers: how an informer gets a cache
+/// other than the default `ThreadSafeStore` (e.g. an `informer_store::CompactStore`).
+pub type CacheBuilder<O> =
+    Arc<dyn Fn(KeyFunc<O>, Indexers<O>) -> Arc<dyn Indexer<O>> + Send + Sync>;
 
 impl<O> Default for InformerOptions<O> {
     fn default() -> Self {
@@ -34,6 +43,7 @@ impl<O> Default for InformerOptions<O> {
             resync: None,
             streaming_list: None,
             relist_by_page: None,
+            cache: None,
         }
     }
 }
@@ -48,6 +58,7 @@ impl<O> Clone for InformerOptions<O> {
             resync: self.resync,
             streaming_list: self.streaming_list,
             relist_by_page: self.relist_by_page,
+            cache: self.cache.clone(),
         }
     }
 }
@@ -62,6 +73,7 @@ impl<O> fmt::Debug for InformerOptions<O> {
             .field("resync", &self.resync)
             .field("streaming_list", &self.streaming_list)
             .field("relist_by_page", &self.relist_by_page)
+            .field("cache", &self.cache.as_ref().map(|(name, _)| name))
             .finish()
     }
 }
@@ -129,6 +141,15 @@ impl<O> InformerOptions<O> {
     }
 
     /// The selection these options give over the factory's `defaults`.
+    /// Gives the informer a cache of its own kind, built by `build` (e.g. a compact cache that
+    /// holds its objects encoded: `informer_kube::compact_cache`). Requests for the same
+    /// resource and selection with the same cache name (and transform) share one informer.
+    #[must_use]
+    pub fn cache(mut self, name: impl Into<String>, build: CacheBuilder<O>) -> Self {
+        self.cache = Some((name.into(), build));
+        self
+    }
+
     pub(crate) fn selection(&self, defaults: &Selection) -> Selection {
         let mut selection = defaults.clone();
         if let Some(ns) = &self.namespace {

@@ -124,6 +124,7 @@
 //! in your application's own k8s-openapi dependency.
 
 mod check;
+mod compact;
 mod decode;
 mod dynamic;
 mod error;
@@ -138,6 +139,7 @@ mod skip;
 mod transform;
 
 pub use crate::check::{CacheCheck, Snapshot, check_at_same_version, informer_snapshot};
+pub use crate::compact::{JsonCodec, compact_cache};
 pub use crate::decode::{decode_list_body, decode_watch_frame, decode_watch_line};
 pub use crate::dynamic::DynamicResource;
 pub use crate::error::{error_from_kube, status_from_kube};

@@ -292,7 +292,7 @@ async fn a_cache_checked_at_its_own_version_matches_a_server_that_keeps_changing
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_source_without_managed_fields_caches_every_kind_without_them() {
+async fn a_source_caches_every_kind_without_managed_fields_by_default() {
     let server = ApiServer::start(Config::for_tests(Duration::from_millis(200)))
         .await
         .unwrap();
@@ -312,19 +312,25 @@ async fn a_source_without_managed_fields_caches_every_kind_without_them() {
         "the server keeps them"
     );
 
-    let factory =
-        KubeInformerFactory::new(KubeSource::new(client(&server)).without_managed_fields());
+    // The default, and the same asked for explicitly.
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
     let pods = factory.informer::<Pod>();
     let meta = factory.informer::<Metadata<Pod>>();
-    let whole = KubeInformerFactory::new(KubeSource::new(client(&server)));
+    let explicit =
+        KubeInformerFactory::new(KubeSource::new(client(&server)).without_managed_fields());
+    let explicit_pods = explicit.informer::<Pod>();
+    let whole = KubeInformerFactory::new(KubeSource::new(client(&server)).with_managed_fields());
     let kept = whole.informer::<Pod>();
     factory.start().unwrap();
+    explicit.start().unwrap();
     whole.start().unwrap();
     assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+    assert!(explicit.wait_for_cache_sync(Some(LONG)).await.all_synced());
     assert!(whole.wait_for_cache_sync(Some(LONG)).await.all_synced());
 
     // Listed: without the managed fields, and otherwise the object the other source caches.
     let listed = pods.lister().get("a/web-0").unwrap();
+    assert_eq!(*explicit_pods.lister().get("a/web-0").unwrap(), *listed);
     assert_eq!(listed.metadata.managed_fields, None);
     let mut expected = (*kept.lister().get("a/web-0").unwrap()).clone();
     assert!(expected.metadata.managed_fields.is_some());
@@ -352,6 +358,57 @@ async fn a_source_without_managed_fields_caches_every_kind_without_them() {
     assert_eq!(watched_meta.metadata.managed_fields, None);
 
     factory.shutdown().await.unwrap();
+    explicit.shutdown().await.unwrap();
     whole.shutdown().await.unwrap();
+    server.shutdown().await;
+}
+
+/// An informer with a compact cache holds what a default one holds, object for object and
+/// index for index, through a list and through watched changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_cache_holds_what_the_default_cache_holds() {
+    let server = ApiServer::start(Config::for_tests(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        server
+            .create(&pod(&format!("ns{}", i % 3), &format!("p{i}"), "web"))
+            .unwrap();
+    }
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
+    let plain = factory.informer::<Pod>();
+    let compact = factory.informer_with::<Pod>(
+        InformerOptions::new().cache("compact", informer_kube::compact_cache::<Pod>(4)),
+    );
+    assert!(
+        !Arc::ptr_eq(&plain, &compact),
+        "a cache of its own is an informer of its own"
+    );
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+    server.delete::<Pod>(Some("ns0"), "p0").unwrap();
+    server.create(&pod("ns1", "late", "web")).unwrap();
+    let same = || {
+        let (a, b) = (plain.lister(), compact.lister());
+        let mut keys_a = a.keys();
+        let mut keys_b = b.keys();
+        keys_a.sort();
+        keys_b.sort();
+        keys_a == keys_b
+            && keys_a.iter().all(|k| a.get(k) == b.get(k))
+            && ["ns0", "ns1", "ns2"].iter().all(|ns| {
+                let mut x = a.by_index(NAMESPACE_INDEX, ns).unwrap();
+                let mut y = b.by_index(NAMESPACE_INDEX, ns).unwrap();
+                x.sort_by(|p, q| p.metadata.name.cmp(&q.metadata.name));
+                y.sort_by(|p, q| p.metadata.name.cmp(&q.metadata.name));
+                x == y
+            })
+    };
+    eventually("the compact cache holds what the default one holds", || {
+        same() && compact.lister().get("ns1/late").is_some()
+    })
+    .await;
+    assert!(compact.lister().get("ns0/p0").is_none());
+    factory.shutdown().await.unwrap();
     server.shutdown().await;
 }

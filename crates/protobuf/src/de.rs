@@ -513,33 +513,30 @@ impl<'de> MapAccess<'de> for Entries<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        loop {
-            if self.reader.is_empty() {
-                return Ok(None);
-            }
-            let (_, raw) = self.reader.field()?;
-            let Raw::Bytes(entry) = raw else {
-                return Err(wrong_wire(self.message, self.field, &raw));
-            };
-            let (mut key, mut value) = ("", None);
-            let mut reader = Reader::new(entry);
-            while !reader.is_empty() {
-                match reader.field()? {
-                    (1, Raw::Bytes(b)) => key = utf8(b)?,
-                    (2, raw) => value = Some(element(self.message, self.field, self.value, raw)?),
-                    (_, raw) => return Err(wrong_wire(self.message, self.field, &raw)),
-                }
-            }
-            let value = match value {
-                Some(value) => value,
-                // A zero value is left out of its entry.
-                None => element(self.message, self.field, self.value, zero(self.value))?,
-            };
-            self.pending = Some(value);
-            return seed
-                .deserialize(BorrowedStrDeserializer::new(key))
-                .map(Some);
+        if self.reader.is_empty() {
+            return Ok(None);
         }
+        let (_, raw) = self.reader.field()?;
+        let Raw::Bytes(entry) = raw else {
+            return Err(wrong_wire(self.message, self.field, &raw));
+        };
+        let (mut key, mut value) = ("", None);
+        let mut reader = Reader::new(entry);
+        while !reader.is_empty() {
+            match reader.field()? {
+                (1, Raw::Bytes(b)) => key = utf8(b)?,
+                (2, raw) => value = Some(element(self.message, self.field, self.value, raw)?),
+                (_, raw) => return Err(wrong_wire(self.message, self.field, &raw)),
+            }
+        }
+        let value = match value {
+            Some(value) => value,
+            // A zero value is left out of its entry.
+            None => element(self.message, self.field, self.value, zero(self.value))?,
+        };
+        self.pending = Some(value);
+        seed.deserialize(BorrowedStrDeserializer::new(key))
+            .map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {

@@ -39,13 +39,23 @@ pub enum Error {
     /// `add_indexers` was given names that are already registered; nothing was added.
     #[error("indexer conflict: {0:?}")]
     IndexerConflict(Vec<String>),
+
+    /// A [`CompactStore`](crate::CompactStore)'s codec could not encode or decode an object.
+    #[error("object {key:?} could not be encoded or decoded: {source}")]
+    Codec {
+        /// The object's key.
+        key: String,
+        /// The codec's error.
+        #[source]
+        source: BoxError,
+    },
 }
 
 impl Error {
     /// The key of the object the error is about, when the error names one.
     pub fn key(&self) -> Option<&str> {
         match self {
-            Self::IndexFunc { key, .. } => Some(key),
+            Self::IndexFunc { key, .. } | Self::Codec { key, .. } => Some(key),
             _ => None,
         }
     }

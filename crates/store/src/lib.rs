@@ -56,6 +56,7 @@
 //! assert_eq!(lister.get("kube-system/dns").unwrap().node, "node-a");
 //! ```
 
+mod compact;
 mod error;
 mod index;
 mod index_handle;
@@ -68,6 +69,7 @@ mod sync;
 mod thread_safe;
 mod value_index;
 
+pub use crate::compact::{Codec, CompactStore};
 pub use crate::error::{BoxError, Error, Result};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 pub use crate::index_handle::Index;

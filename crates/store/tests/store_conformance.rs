@@ -3,8 +3,12 @@
 
 use std::sync::Arc;
 
-use informer_store::{Indexer, ThreadSafeStore};
-use informer_testing::store::conformance::{TestObject, indexer_suite, store_suite};
+use informer_store::{
+    BoxError, Codec, CompactStore, Indexer, KnownObjects, ReflectorStore, Store, ThreadSafeStore,
+};
+use informer_testing::store::conformance::{
+    TestObject, encoded_indexer_suite, encoded_store_suite, indexer_suite, store_suite,
+};
 
 #[test]
 fn thread_safe_store_passes_the_store_suite() {
@@ -30,4 +34,76 @@ fn the_map_cache_passes_the_store_and_indexer_suites() {
     use informer_testing::store::map_cache::MapCache;
     store_suite(|key_func| MapCache::new(key_func, Default::default()));
     indexer_suite(MapCache::new);
+}
+
+/// A [`Codec`] for the suites' objects: one field a line, labels as `key=value` lines.
+struct LinesCodec;
+
+impl Codec<TestObject> for LinesCodec {
+    fn encode(&self, o: &TestObject) -> Result<Vec<u8>, BoxError> {
+        let mut text = format!("{}\n{}\n{}", o.namespace, o.name, o.resource_version);
+        for (k, v) in &o.labels {
+            text.push_str(&format!("\n{k}={v}"));
+        }
+        Ok(text.into_bytes())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<TestObject, BoxError> {
+        let text = std::str::from_utf8(bytes)?;
+        let mut lines = text.split('\n');
+        let mut next = || lines.next().ok_or("a field is missing");
+        let (namespace, name, rv) = (next()?.to_owned(), next()?.to_owned(), next()?.parse()?);
+        let labels = lines
+            .map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("a label without '='")?;
+        Ok(TestObject {
+            namespace,
+            name,
+            resource_version: rv,
+            labels,
+        })
+    }
+}
+
+/// The compact store passes both suites with every object decoded on read (nothing kept hot)
+/// and with a few kept hot.
+#[test]
+fn compact_store_passes_the_store_and_indexer_suites() {
+    for hot in [0, 3] {
+        encoded_store_suite(|key_func| {
+            CompactStore::new(key_func, Default::default(), Arc::new(LinesCodec), hot)
+        });
+        encoded_indexer_suite(|key_func, indexers| {
+            CompactStore::new(key_func, indexers, Arc::new(LinesCodec), hot)
+        });
+    }
+}
+
+/// A codec that cannot read back what it wrote: the reads leave those objects out and count
+/// them, never panic.
+#[test]
+fn a_codec_that_cannot_read_its_bytes_is_counted_not_a_panic() {
+    struct Broken;
+    impl Codec<TestObject> for Broken {
+        fn encode(&self, _: &TestObject) -> Result<Vec<u8>, BoxError> {
+            Ok(b"x".to_vec())
+        }
+        fn decode(&self, _: &[u8]) -> Result<TestObject, BoxError> {
+            Err("unreadable".into())
+        }
+    }
+    let store = CompactStore::new(
+        informer_testing::store::conformance::key_func(),
+        Default::default(),
+        Arc::new(Broken),
+        0,
+    );
+    store
+        .add(informer_testing::store::conformance::obj("ns", "a", 1))
+        .unwrap();
+    assert_eq!(store.list_keys(), vec!["ns/a".to_owned()]);
+    assert!(store.list().is_empty());
+    assert_eq!(store.undecodable(), 1);
+    assert!(store.get_by_key("ns/a").is_none());
 }
