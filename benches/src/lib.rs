@@ -23,6 +23,7 @@
 
 pub mod anatomy;
 pub mod decode;
+pub mod lean;
 pub mod mem;
 pub mod realistic;
 pub mod relist;

@@ -84,6 +84,9 @@ pub enum Mode {
     RealisticMetadataSkipped,
     /// Realistic pods as [`SlimPod`]s, decoded without their managed fields.
     RealisticProjectionSkipped,
+    /// Realistic pods as `Pod`, decoded without their managed fields, in a compact cache
+    /// (`informer_kube::compact_cache`: compact JSON at rest, [`COMPACT_HOT`] kept decoded).
+    RealisticPodCompact,
     /// Synthetic pods as [`SlimPod`]s, decoded from their JSON (namespace and node indexes).
     OursProjection,
     /// Relist ([`crate::relist`]): the runtime, the relist server and a client; nothing listed.
@@ -113,10 +116,11 @@ pub enum Mode {
 impl Mode {
     /// The modes over realistic pods: full, metadata-only and projected, each as decoded, with
     /// `strip_managed_fields` and decoded without the managed fields.
-    pub const REALISTIC: [Mode; 9] = [
+    pub const REALISTIC: [Mode; 10] = [
         Mode::RealisticPod,
         Mode::RealisticPodStripped,
         Mode::RealisticPodSkipped,
+        Mode::RealisticPodCompact,
         Mode::RealisticMetadata,
         Mode::RealisticMetadataStripped,
         Mode::RealisticMetadataSkipped,
@@ -165,6 +169,7 @@ impl Mode {
             Mode::RealisticPodSkipped => "realistic-pod-skipped",
             Mode::RealisticMetadataSkipped => "realistic-metadata-skipped",
             Mode::RealisticProjectionSkipped => "realistic-projection-skipped",
+            Mode::RealisticPodCompact => "realistic-pod-compact",
             Mode::OursProjection => "ours-projection",
             Mode::RelistBaseline => "relist-baseline",
             Mode::RelistPaged => "relist-paged",
@@ -308,6 +313,14 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::RealisticPod | Mode::RealisticPodStripped | Mode::RealisticPodSkipped => {
             realistic(n, heap, managed_fields(mode), crate::workload::indexers())
         }
+        Mode::RealisticPodCompact => cached_in(
+            n,
+            heap,
+            |n| decoded::<Pod>(n, true),
+            false,
+            crate::workload::indexers(),
+            Some(informer_kube::compact_cache::<Pod>(COMPACT_HOT)),
+        ),
         Mode::RealisticMetadata
         | Mode::RealisticMetadataStripped
         | Mode::RealisticMetadataSkipped => realistic(
@@ -570,6 +583,9 @@ where
     cached(n, heap, |n| decoded::<K>(n, skip), strip, indexers)
 }
 
+/// How many objects the compact cache of [`Mode::RealisticPodCompact`] keeps decoded.
+pub const COMPACT_HOT: usize = 100;
+
 /// `build(n)` objects synced into our informer (DeltaFifo, `indexers`, one handler), with
 /// `strip_managed_fields` as its transform when `strip`.
 fn cached<K>(
@@ -582,6 +598,21 @@ fn cached<K>(
 where
     K: kube::Resource + Clone + Send + Sync + 'static,
 {
+    cached_in(n, heap, build, strip, indexers, None)
+}
+
+/// [`cached`], in the cache `cache` builds (the default `ThreadSafeStore` if `None`).
+fn cached_in<K>(
+    n: usize,
+    heap: HeapProbe,
+    build: impl FnOnce(usize) -> Vec<Arc<K>>,
+    strip: bool,
+    indexers: informer_store::Indexers<K>,
+    cache: Option<informer_factory::CacheBuilder<K>>,
+) -> Sample
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+{
     let rt = runtime();
     let h0 = heap();
     let built: Vec<Arc<K>> = build(n);
@@ -590,13 +621,24 @@ where
     let source = FakeListerWatcher::new();
     source.push_list(ListPage::new(built, n.to_string()));
     source.push_watch(vec![WatchStep::Hang]);
-    let informer = Arc::new(SharedIndexInformer::new(
-        source,
-        informer_kube::key_func::<K>(),
-        Arc::new(|o: &K| o.meta().resource_version.as_deref()),
-        Duration::ZERO,
-        indexers,
-    ));
+    let resource_version: informer_controller::ResourceVersionFunc<K> =
+        Arc::new(|o: &K| o.meta().resource_version.as_deref());
+    let informer = Arc::new(match cache {
+        None => SharedIndexInformer::new(
+            source,
+            informer_kube::key_func::<K>(),
+            resource_version,
+            Duration::ZERO,
+            indexers,
+        ),
+        Some(cache) => SharedIndexInformer::with_cache(
+            source,
+            informer_kube::key_func::<K>(),
+            resource_version,
+            Duration::ZERO,
+            cache(informer_kube::key_func::<K>(), indexers),
+        ),
+    });
     if strip {
         informer
             .set_transform(informer_kube::strip_managed_fields::<K>())
