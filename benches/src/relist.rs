@@ -421,7 +421,7 @@ fn ours(
     by_page: bool,
 ) -> Sample {
     let (informer, counters) = rt.block_on(async {
-        let source = KubeListerWatcher::new(Api::<Pod>::all(client));
+        let source = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
         w_inf::informer_with(source, 1, |i| i.with_relist_by_page(by_page))
     });
     let counter = &counters[0];

@@ -11,7 +11,8 @@
 //! list time plus the watch time.
 //!
 //! * **Ours**: a `SharedIndexInformer` (DeltaFifo, the two indexes) over a `KubeListerWatcher`
-//!   (kube `Api::<Pod>::all`), 4 counting handlers, client-go's paging (pages of 500).
+//!   (kube `Api::<Pod>::all`, JSON only), 4 counting handlers, client-go's paging (pages of
+//!   500).
 //! * **kube-runtime**: `watcher(Api::<Pod>::all, Config::default())` (pages of 500) into
 //!   `reflector` over a shared store with 4 subscribers counting what they receive (see
 //!   [`w_inf`]).
@@ -302,7 +303,9 @@ pub fn ours(
     managed: ManagedFields,
 ) -> Run {
     rt.block_on(timed(data, backend, |client| async move {
-        let lw = KubeListerWatcher::new(Api::<Pod>::all(client));
+        // JSON over HTTP, as kube-runtime reads it: the figure compares the two clients on the
+        // same bytes (the simulator's protobuf encoder is not a server's).
+        let lw = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
         let lw = if managed == ManagedFields::Skipped {
             lw.without_managed_fields()
         } else {
