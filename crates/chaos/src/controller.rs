@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use informer_apiserver::{ApiServer, Failure as ServerFailure, StatusError, Verb as ServerVerb};
 use informer_controller::{InformerError, SharedIndexInformer};
 use informer_kube::{
-    KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys,
-    owner_uid_index_func, uid_index_func,
+    Encoding, EncodingCounts, KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX, key_func,
+    namespace_index_func, owner_keys, owner_uid_index_func, uid_index_func,
 };
 use informer_runtime::{Action, Controller, Request, Target};
 use informer_store::{IndexValues, Indexers, Lister, NAMESPACE_INDEX, index_func, indexers};
@@ -50,10 +50,12 @@ use crate::journal::WriteLog;
 use crate::record::{CallLog, Recording, check_relists};
 use crate::runner::{
     Failure, SETTLE_BOUND, Suite, jobs_left_on_the_pool, on_a_runtime_of_its_own, on_threads,
-    pool_threads_settled, start_server, write_settings,
+    pool_threads_settled, start_server, write_encodings, write_settings,
 };
-use crate::scenario::{NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step, server_settings_tally};
-use crate::stack::{apply, calm, client, inject};
+use crate::scenario::{
+    NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step, encodings_tally, server_settings_tally,
+};
+use crate::stack::{apply, calm, check_encoding, client, inject, sum_counts};
 
 /// Reconciles the controller runs at once.
 pub const CONCURRENCY: usize = 3;
@@ -607,6 +609,9 @@ struct Informers {
     config_maps: Arc<SharedIndexInformer<ConfigMap>>,
     pod_log: Arc<CallLog>,
     config_map_log: Arc<CallLog>,
+    /// Clones of the two lister-watchers: the encodings they read.
+    pod_read: KubeListerWatcher<Pod>,
+    config_map_read: KubeListerWatcher<ConfigMap>,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<Result<(), InformerError>>>,
 }
@@ -615,10 +620,14 @@ impl Informers {
     /// The pods (with the `uid` index) and the ConfigMaps (with the `owner-uid` and
     /// `owner-pod` indexes), not started.
     fn new(client: &kube::Client, scenario: &Scenario) -> Self {
-        let pod_lw = Recording::new(KubeListerWatcher::new(Api::<Pod>::all(client.clone())));
-        let config_map_lw = Recording::new(KubeListerWatcher::new(Api::<ConfigMap>::all(
-            client.clone(),
-        )));
+        let mut pod_read = KubeListerWatcher::new(Api::<Pod>::all(client.clone()));
+        let mut config_map_read = KubeListerWatcher::new(Api::<ConfigMap>::all(client.clone()));
+        if scenario.server.json_only {
+            pod_read = pod_read.json_only();
+            config_map_read = config_map_read.json_only();
+        }
+        let pod_lw = Recording::new(pod_read.clone());
+        let config_map_lw = Recording::new(config_map_read.clone());
         let (pod_log, config_map_log) = (pod_lw.log(), config_map_lw.log());
         let pods = informer(
             pod_lw,
@@ -642,6 +651,8 @@ impl Informers {
             config_maps: Arc::new(config_maps),
             pod_log,
             config_map_log,
+            pod_read,
+            config_map_read,
             stop: CancellationToken::new(),
             tasks: Vec::new(),
         }
@@ -687,6 +698,25 @@ impl Informers {
 
     fn relists(&self) -> u64 {
         self.pod_log.lists().saturating_sub(1) + self.config_map_log.lists().saturating_sub(1)
+    }
+
+    /// Whether each informer read the encoding it was given (see [`check_encoding`]).
+    fn check_encodings(&self, chosen: Encoding) -> Vec<String> {
+        [
+            ("pods", self.pod_read.encoding_counts()),
+            ("config maps", self.config_map_read.encoding_counts()),
+        ]
+        .into_iter()
+        .filter_map(|(name, counts)| check_encoding(name, chosen, counts))
+        .collect()
+    }
+
+    /// The responses both informers read, by encoding, together.
+    fn encoding_counts(&self) -> EncodingCounts {
+        sum_counts([
+            self.pod_read.encoding_counts(),
+            self.config_map_read.encoding_counts(),
+        ])
     }
 
     /// Stops both informers and waits (up to `bound`) for them.
@@ -968,6 +998,8 @@ pub struct ControllerOutcome {
     pub faults: BTreeMap<&'static str, u64>,
     /// Lists after the first, both informers together.
     pub relists: u64,
+    /// Responses the informers read, by encoding, both together.
+    pub responses: EncodingCounts,
     /// Pods on the server at the end (each with its one child).
     pub pods: usize,
     /// From the end of the churn and faults to a converged, quiet world.
@@ -1161,7 +1193,9 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
     }
     problems.extend(shown(tally.violations.lock().clone()));
     problems.extend(informers.check_relists());
+    problems.extend(informers.check_encodings(scenario.server.encoding()));
     let relists = informers.relists();
+    let responses = informers.encoding_counts();
     problems.extend(informers.shutdown(SETTLE_BOUND).await);
 
     if !problems.is_empty() {
@@ -1180,6 +1214,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
         pod_writes: writes.len(),
         faults,
         relists,
+        responses,
         pods: server.list::<Pod>(None).map_or(0, |(p, _)| p.len()),
         settled_in,
         wall: Duration::ZERO,
@@ -1232,6 +1267,11 @@ pub struct ControllerSummary {
     pub threads_left: Option<usize>,
     /// Seeds per optional server setting (see `ServerSettings::names`).
     pub settings: BTreeMap<&'static str, usize>,
+    /// Seeds per encoding the informers read (`json`, `protobuf`; see
+    /// `ServerSettings::json_only`).
+    pub encodings: BTreeMap<&'static str, usize>,
+    /// Responses read by encoding, over all passing seeds.
+    pub responses: EncodingCounts,
     /// The whole batch.
     pub wall: Duration,
 }
@@ -1261,6 +1301,7 @@ impl ControllerSummary {
                     *self.faults.entry(kind).or_default() += n;
                 }
                 self.relists += outcome.relists;
+                self.responses = sum_counts([self.responses, outcome.responses]);
                 if outcome.settled_in >= self.slowest_settle {
                     self.slowest_settle = outcome.settled_in;
                     self.slowest_seed = outcome.seed;
@@ -1314,6 +1355,7 @@ impl fmt::Display for ControllerSummary {
             writeln!(f, "  {kind:<28} {n}")?;
         }
         write_settings(f, &self.settings, self.seeds)?;
+        write_encodings(f, &self.encodings, self.responses, self.seeds)?;
         writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
         match self.threads_left {
             Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
@@ -1334,6 +1376,7 @@ pub fn run_controller_seeds(
     let begun = Instant::now();
     let summary = Mutex::new(ControllerSummary {
         settings: server_settings_tally(&scenarios),
+        encodings: encodings_tally(&scenarios),
         ..ControllerSummary::default()
     });
     on_threads(scenarios, jobs, run_controller_seed, |result| {

@@ -12,6 +12,7 @@
 //! against two informers over HTTP (kube-client → `KubeListerWatcher` → reflector →
 //! DeltaFifo → `SharedIndexInformer`): one of every pod with the `namespace` and `node` indexes
 //! and three handlers (plain, filtered, slow), one of the pods matching [`SELECTOR`] with one.
+//! The informers read protobuf, or JSON only on one seed in four (`seed % 4 == 3`).
 //! When the churn stops it checks:
 //!
 //! * **convergence**: each cache equals the server's state object by object, at the same
@@ -22,6 +23,8 @@
 //!   informer missed, after a relist;
 //! * **relists**: a [`Recording`] wrapper logs each list and how each watch ended; every list
 //!   after the first follows a 410, a too-large version or an error that needs one;
+//! * **encoding**: each informer read the encoding its seed chose: no protobuf response on a
+//!   JSON-only seed, protobuf and no JSON on the others;
 //! * **shutdown**: the informers stop, every handler worker is joined, and the runtime has no
 //!   task left ([`run_seeds`] also checks that no `informer-` thread is left).
 //!

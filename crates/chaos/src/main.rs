@@ -136,8 +136,8 @@ fn main() -> ExitCode {
                 if args.seed.is_some() {
                     println!(
                         "seed {} passed: {} pod writes, {} faults and disturbances, {} \
-                         reconciles, {} errors retried, {} writes, {} relists, {} pods, settled \
-                         in {:.2?}, {:.2?} in all",
+                         reconciles, {} errors retried, {} writes, {} relists, {} protobuf and \
+                         {} JSON responses, {} pods, settled in {:.2?}, {:.2?} in all",
                         outcome.seed,
                         outcome.pod_writes,
                         outcome.faults.values().sum::<u64>(),
@@ -145,6 +145,8 @@ fn main() -> ExitCode {
                         outcome.errors_retried,
                         outcome.writes,
                         outcome.relists,
+                        outcome.responses.protobuf,
+                        outcome.responses.json,
                         outcome.pods,
                         outcome.settled_in,
                         outcome.wall
@@ -165,13 +167,16 @@ fn main() -> ExitCode {
             if args.seed.is_some() {
                 println!(
                     "seed {} passed: {} writes, {} faults, {} notifications, {} relists, {} \
-                     tombstones, settled in {:.2?}, {:.2?} in all",
+                     tombstones, {} protobuf and {} JSON responses, settled in {:.2?}, {:.2?} in \
+                     all",
                     outcome.seed,
                     outcome.writes,
                     outcome.faults.values().sum::<u64>(),
                     outcome.notifications,
                     outcome.relists,
                     outcome.tombstones,
+                    outcome.responses.protobuf,
+                    outcome.responses.json,
                     outcome.settled_in,
                     outcome.wall
                 );

@@ -197,6 +197,10 @@ where
             }
         }
     }
+
+    fn last_encoding(&self) -> Option<&'static str> {
+        self.inner.last_encoding()
+    }
 }
 
 /// A watch stream that records how it ended.

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use informer_apiserver::{ApiServer, Config};
+use informer_kube::EncodingCounts;
 use parking_lot::Mutex;
 
 use crate::journal::WriteLog;
-use crate::scenario::{Scenario, Step, server_settings_tally};
-use crate::stack::{Stack, StackOptions, apply, calm, client, inject};
+use crate::scenario::{Scenario, Step, encodings_tally, server_settings_tally};
+use crate::stack::{Stack, StackOptions, apply, calm, client, inject, sum_counts};
 
 /// How long the caches and handlers get to converge once faults and churn stop.
 pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
@@ -37,6 +38,8 @@ pub struct Outcome {
     pub coalesced: u64,
     /// Pods on the server at the end.
     pub objects: usize,
+    /// Responses the informers read, by encoding, both together.
+    pub responses: EncodingCounts,
     /// From the end of the churn to convergence.
     pub settled_in: Duration,
     /// The whole run.
@@ -209,6 +212,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
             slow_buffer: 16,
             keep_notes: true,
             record_times: false,
+            json_only: scenario.server.json_only,
         },
     )
     .map_err(|e| vec![e])?;
@@ -245,6 +249,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
         }
     };
     problems.extend(stack.check_history(Some(&writes)));
+    problems.extend(stack.check_encodings(scenario.server.encoding()));
     let outcome = Outcome {
         seed: scenario.seed,
         writes: writes.len(),
@@ -256,6 +261,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<Outcome, Vec<S
         objects: server
             .list::<k8s_openapi::api::core::v1::Pod>(None)
             .map_or(0, |(p, _)| p.len()),
+        responses: stack.encoding_counts(),
         settled_in,
         wall: Duration::ZERO,
     };
@@ -338,6 +344,11 @@ pub struct Summary {
     /// Seeds per optional server setting (see
     /// [`ServerSettings::names`](crate::scenario::ServerSettings::names)).
     pub settings: BTreeMap<&'static str, usize>,
+    /// Seeds per encoding the informers read (`json`, `protobuf`; see
+    /// [`ServerSettings::json_only`](crate::scenario::ServerSettings::json_only)).
+    pub encodings: BTreeMap<&'static str, usize>,
+    /// Responses read by encoding, over all passing seeds.
+    pub responses: EncodingCounts,
     /// The whole batch.
     pub wall: Duration,
 }
@@ -351,6 +362,24 @@ pub(crate) fn write_settings(
     writeln!(f, "server settings, seeds of {seeds}:")?;
     for (name, n) in settings {
         writeln!(f, "  {name:<28} {n}")?;
+    }
+    Ok(())
+}
+
+/// Writes how many of `seeds` read each encoding, and the responses read in each.
+pub(crate) fn write_encodings(
+    f: &mut fmt::Formatter<'_>,
+    encodings: &BTreeMap<&'static str, usize>,
+    responses: EncodingCounts,
+    seeds: usize,
+) -> fmt::Result {
+    writeln!(f, "encodings, seeds of {seeds}:")?;
+    for (name, n) in encodings {
+        let read = match *name {
+            "json" => responses.json,
+            _ => responses.protobuf,
+        };
+        writeln!(f, "  {name:<28} {n} ({read} responses read)")?;
     }
     Ok(())
 }
@@ -375,6 +404,7 @@ impl Summary {
                 self.tombstones += outcome.tombstones;
                 self.coalesced += outcome.coalesced;
                 self.seeds_coalescing += usize::from(outcome.coalesced > 0);
+                self.responses = sum_counts([self.responses, outcome.responses]);
                 self.slowest_settle = self.slowest_settle.max(outcome.settled_in);
             }
             Err(failure) => self.failures.push(failure),
@@ -415,6 +445,7 @@ impl fmt::Display for Summary {
             writeln!(f, "  {kind:<22} {n}")?;
         }
         write_settings(f, &self.settings, self.seeds)?;
+        write_encodings(f, &self.encodings, self.responses, self.seeds)?;
         writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
         match self.threads_left {
             Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
@@ -434,6 +465,7 @@ pub fn run_seeds(
     let begun = Instant::now();
     let summary = Mutex::new(Summary {
         settings: server_settings_tally(&scenarios),
+        encodings: encodings_tally(&scenarios),
         ..Summary::default()
     });
     on_threads(scenarios, jobs, run_seed, |result| {

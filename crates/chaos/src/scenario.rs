@@ -1,5 +1,5 @@
-//! Seeded scenarios: the churn, the faults and the server's settings of one run, all derived
-//! from a `u64` seed.
+//! Seeded scenarios: the churn, the faults and the server's settings of one run (the
+//! informers' too: streaming list, relist by page, encoding), all derived from a `u64` seed.
 //!
 //! Every random choice is made here, ahead of the run, from one [`StdRng`]: which object each
 //! operation touches, which fault fires after which operation, how long a fault window lasts
@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use informer_apiserver::{ExpiredWatch, SlowWatcher};
+use informer_kube::Encoding;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -268,6 +269,10 @@ pub struct ServerSettings {
     /// milliseconds (0: at once), so that clients see their own writes late. Drawn from a
     /// generator of its own.
     pub cache_delay_ms: u64,
+    /// The lister-watchers ask for JSON only (`KubeListerWatcher::json_only`) instead of
+    /// protobuf with JSON as the fallback: one seed in four, those with `seed % 4 == 3`, not
+    /// drawn, so the rest of a seed's scenario is what it was before the setting existed.
+    pub json_only: bool,
 }
 
 /// The page size of the reflectors that relist by page: small, so that relists of a few dozen
@@ -312,6 +317,30 @@ impl ServerSettings {
         name(self.cache_delay_ms > 0, "late watch cache");
         names
     }
+
+    /// The encoding the lister-watchers read: JSON on a JSON-only seed, else protobuf (the
+    /// simulator serves pods and ConfigMaps in it).
+    pub fn encoding(&self) -> Encoding {
+        if self.json_only {
+            Encoding::Json
+        } else {
+            Encoding::Protobuf
+        }
+    }
+}
+
+/// How many of `scenarios` read each encoding (`json`, `protobuf`; both named, at 0 too).
+pub fn encodings_tally(scenarios: &[Scenario]) -> BTreeMap<&'static str, usize> {
+    let mut tally: BTreeMap<&'static str, usize> = [Encoding::Json, Encoding::Protobuf]
+        .into_iter()
+        .map(|e| (e.as_str(), 0))
+        .collect();
+    for scenario in scenarios {
+        *tally
+            .entry(scenario.server.encoding().as_str())
+            .or_default() += 1;
+    }
+    tally
 }
 
 /// How many of `scenarios` run with each optional server setting.
@@ -368,6 +397,7 @@ impl Scenario {
                     0
                 }
             },
+            json_only: seed % 4 == 3,
         };
         let initial = (0..generator.rng.random_range(5..40))
             .filter_map(|_| generator.create())
@@ -746,6 +776,25 @@ mod tests {
             .filter(|s| s.server.cache_delay_ms > 0)
             .count();
         assert_eq!(tally["late watch cache"], late);
+    }
+
+    #[test]
+    fn a_quarter_of_the_seeds_read_json_only_and_the_rest_protobuf() {
+        let scenarios: Vec<Scenario> = (0..100).map(Scenario::from_seed).collect();
+        for scenario in &scenarios {
+            let want = if scenario.seed % 4 == 3 {
+                Encoding::Json
+            } else {
+                Encoding::Protobuf
+            };
+            assert_eq!(scenario.server.encoding(), want, "seed {}", scenario.seed);
+        }
+        let tally = encodings_tally(&scenarios);
+        assert_eq!((tally["json"], tally["protobuf"]), (25, 75));
+        assert_eq!(
+            encodings_tally(&scenarios[..3]),
+            BTreeMap::from([("json", 0), ("protobuf", 3)])
+        );
     }
 
     #[test]

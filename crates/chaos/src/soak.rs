@@ -422,6 +422,7 @@ async fn start_stack(
             slow_buffer: informer_controller::DEFAULT_BUFFER,
             keep_notes: false,
             record_times: true,
+            json_only: false,
         },
     ) {
         Ok(s) => s,

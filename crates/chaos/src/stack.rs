@@ -13,7 +13,10 @@ use informer_controller::{
     HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandlerExt,
     SharedIndexInformer,
 };
-use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
+use informer_kube::{
+    Encoding, EncodingCounts, KubeListerWatcher, key_func, namespace_index_func,
+    pod_node_index_func,
+};
 use informer_reflector::BackoffConfig;
 use informer_store::{NAMESPACE_INDEX, indexers};
 use k8s_openapi::api::core::v1::Pod;
@@ -93,6 +96,9 @@ pub struct StackOptions {
     pub keep_notes: bool,
     /// Record when the main handler saw each change (handler lag).
     pub record_times: bool,
+    /// The lister-watchers ask for JSON only (`KubeListerWatcher::json_only`), not for
+    /// protobuf with JSON as the fallback.
+    pub json_only: bool,
 }
 
 /// The informers, their handlers and their tasks.
@@ -117,6 +123,8 @@ pub struct Stack {
     pub stream: Arc<Journal>,
     /// The five registrations (the stream's last).
     pub registrations: Vec<HandlerRegistration>,
+    /// Clones of the two lister-watchers (`all`'s, `gold`'s): the encodings they read.
+    read: [KubeListerWatcher<Pod>; 2],
     stop: CancellationToken,
     tasks: Vec<JoinHandle<Result<(), InformerError>>>,
 }
@@ -127,6 +135,38 @@ impl std::fmt::Debug for Stack {
             .field("registrations", &self.registrations)
             .finish_non_exhaustive()
     }
+}
+
+/// What is wrong with the encodings the informer of `name` read, `chosen` the one it was set
+/// to read: on a JSON-only seed no protobuf response and some JSON; otherwise some protobuf and
+/// no JSON at all (the simulator serves the built-in types in protobuf, and its schema is the
+/// client's, so nothing may make the lister-watcher give protobuf up).
+pub fn check_encoding(name: &str, chosen: Encoding, counts: EncodingCounts) -> Option<String> {
+    let fine = match chosen {
+        Encoding::Json => counts.protobuf == 0 && counts.json > 0,
+        Encoding::Protobuf => counts.protobuf > 0 && counts.json == 0 && counts.schema_gaps == 0,
+    };
+    (!fine).then(|| {
+        format!(
+            "informer of {name}: set to read {}, read {} protobuf and {} JSON responses ({} \
+             schema gaps)",
+            chosen.as_str(),
+            counts.protobuf,
+            counts.json,
+            counts.schema_gaps
+        )
+    })
+}
+
+/// `counts` added up.
+pub fn sum_counts(counts: impl IntoIterator<Item = EncodingCounts>) -> EncodingCounts {
+    counts
+        .into_iter()
+        .fold(EncodingCounts::default(), |sum, c| EncodingCounts {
+            json: sum.json + c.json,
+            protobuf: sum.protobuf + c.protobuf,
+            schema_gaps: sum.schema_gaps + c.schema_gaps,
+        })
 }
 
 /// A kube client for the simulator, with kube-client's own retries off: the reflector sees
@@ -195,10 +235,18 @@ pub fn configure<K: Send + Sync + 'static>(
 impl Stack {
     /// Builds both informers and their handlers, and starts them.
     pub fn start(client: &kube::Client, options: &StackOptions) -> Result<Stack, String> {
-        let all_lw = Recording::new(KubeListerWatcher::new(Api::<Pod>::all(client.clone())));
-        let gold_lw = Recording::new(
-            KubeListerWatcher::new(Api::<Pod>::all(client.clone())).labels(SELECTOR),
-        );
+        let encoding = |lw: KubeListerWatcher<Pod>| {
+            if options.json_only {
+                lw.json_only()
+            } else {
+                lw
+            }
+        };
+        let all_lw = encoding(KubeListerWatcher::new(Api::<Pod>::all(client.clone())));
+        let gold_lw =
+            encoding(KubeListerWatcher::new(Api::<Pod>::all(client.clone())).labels(SELECTOR));
+        let read = [all_lw.clone(), gold_lw.clone()];
+        let (all_lw, gold_lw) = (Recording::new(all_lw), Recording::new(gold_lw));
         let (all_log, gold_log) = (all_lw.log(), gold_lw.log());
         let all = Arc::new(informer(all_lw, options));
         let gold = Arc::new(informer(gold_lw, options));
@@ -275,9 +323,23 @@ impl Stack {
             gold_journal,
             stream,
             registrations,
+            read,
             stop,
             tasks,
         })
+    }
+
+    /// The responses both informers read, by encoding, together.
+    pub fn encoding_counts(&self) -> EncodingCounts {
+        sum_counts(self.read.iter().map(KubeListerWatcher::encoding_counts))
+    }
+
+    /// Whether each informer read the encoding it was given (see [`check_encoding`]).
+    pub fn check_encodings(&self, chosen: Encoding) -> Vec<String> {
+        [("all pods", &self.read[0]), ("gold pods", &self.read[1])]
+            .into_iter()
+            .filter_map(|(name, lw)| check_encoding(name, chosen, lw.encoding_counts()))
+            .collect()
     }
 
     /// Notifications handled, all handlers together.
@@ -785,4 +847,41 @@ pub fn calm(server: &ApiServer) {
     faults.clear_failures();
     faults.set_bookmarks(true);
     faults.set_slow_stream(None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(json: u64, protobuf: u64, schema_gaps: u64) -> EncodingCounts {
+        EncodingCounts {
+            json,
+            protobuf,
+            schema_gaps,
+        }
+    }
+
+    #[test]
+    fn the_encoding_check_wants_only_the_chosen_encoding() {
+        let check = |chosen, c| check_encoding("pods", chosen, c);
+        assert_eq!(check(Encoding::Json, counts(5, 0, 0)), None);
+        assert_eq!(check(Encoding::Protobuf, counts(0, 5, 0)), None);
+        // A protobuf response on a JSON-only seed; nothing read at all.
+        assert!(check(Encoding::Json, counts(5, 1, 0)).is_some());
+        assert!(check(Encoding::Json, counts(0, 0, 0)).is_some());
+        // JSON on a protobuf seed, a schema gap, nothing read.
+        assert!(check(Encoding::Protobuf, counts(1, 5, 0)).is_some());
+        assert!(check(Encoding::Protobuf, counts(0, 5, 1)).is_some());
+        assert_eq!(
+            check(Encoding::Protobuf, counts(0, 0, 0)).as_deref(),
+            Some(
+                "informer of pods: set to read protobuf, read 0 protobuf and 0 JSON responses \
+                 (0 schema gaps)"
+            )
+        );
+        assert_eq!(
+            sum_counts([counts(1, 2, 0), counts(3, 4, 1)]),
+            counts(4, 6, 1)
+        );
+    }
 }

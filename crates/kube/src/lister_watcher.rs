@@ -285,6 +285,11 @@ where
         };
         async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
     }
+
+    /// `json` or `protobuf`, as the last response's `Content-Type` said.
+    fn last_encoding(&self) -> Option<&'static str> {
+        self.negotiation.last().map(Encoding::as_str)
+    }
 }
 
 impl<K> ListerWatcher<PartialObjectMeta<K>> for MetadataListerWatcher<K>
@@ -331,6 +336,11 @@ where
             protobuf: false,
         };
         async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
+    }
+
+    /// `json` or `protobuf`, as the last response's `Content-Type` said.
+    fn last_encoding(&self) -> Option<&'static str> {
+        self.negotiation.last().map(Encoding::as_str)
     }
 }
 

@@ -9,7 +9,7 @@
 //! nothing is read wrong.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use futures::{Stream, StreamExt};
 use informer_protobuf::{Envelope, FrameDecoder, ListDecoder, envelope};
@@ -53,7 +53,14 @@ pub(crate) struct Negotiation {
     json: AtomicU64,
     protobuf: AtomicU64,
     gaps: AtomicU64,
+    /// The encoding of the last response: [`JSON`] or [`PROTOBUF`]; 0 before any.
+    last: AtomicU8,
 }
+
+/// [`Negotiation::last`] after a JSON response.
+const JSON: u8 = 1;
+/// [`Negotiation::last`] after a protobuf response.
+const PROTOBUF: u8 = 2;
 
 impl Negotiation {
     pub(crate) fn json_only() -> Self {
@@ -68,11 +75,21 @@ impl Negotiation {
     }
 
     pub(crate) fn record(&self, encoding: Encoding) {
-        match encoding {
-            Encoding::Json => &self.json,
-            Encoding::Protobuf => &self.protobuf,
+        let (count, last) = match encoding {
+            Encoding::Json => (&self.json, JSON),
+            Encoding::Protobuf => (&self.protobuf, PROTOBUF),
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        self.last.store(last, Ordering::Relaxed);
+    }
+
+    /// The encoding of the last response read, if any.
+    pub(crate) fn last(&self) -> Option<Encoding> {
+        match self.last.load(Ordering::Relaxed) {
+            JSON => Some(Encoding::Json),
+            PROTOBUF => Some(Encoding::Protobuf),
+            _ => None,
         }
-        .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Responses read so far: `(json, protobuf)`, and the schema gaps that turned protobuf off.

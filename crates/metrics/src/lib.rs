@@ -6,8 +6,9 @@
 //! * **reflectors**: [`reflector_observers`](Metrics::reflector_observers) for
 //!   `SharedInformerFactory::with_reflector_observers` (or
 //!   [`reflector_observer`](Metrics::reflector_observer) for one informer): lists by reason and
-//!   result, list durations, watches started and ended (by how), events by type, backoff waits,
-//!   429s, and the age of the last resourceVersion (a stale cache shows here);
+//!   result, list durations, responses by encoding (JSON or protobuf), watches started and
+//!   ended (by how), events by type, backoff waits, 429s, and the age of the last
+//!   resourceVersion (a stale cache shows here);
 //! * **caches and consumers**: [`watch_factory`](Metrics::watch_factory) or
 //!   [`watch_informer`](Metrics::watch_informer), read at each scrape from the informers' own
 //!   counters (nothing is recorded on their path): objects cached, values per index, refused

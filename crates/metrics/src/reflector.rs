@@ -23,6 +23,7 @@ fn histogram() -> Histogram {
 pub(crate) struct Families {
     lists: Family<Labels, Counter>,
     list_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    responses: Family<Labels, Counter>,
     watches: Family<Labels, Counter>,
     watch_ends: Family<Labels, Counter>,
     events: Family<Labels, Counter>,
@@ -65,6 +66,7 @@ impl Families {
         let families = Self {
             lists: Family::default(),
             list_duration: Family::new_with_constructor(histogram),
+            responses: Family::default(),
             watches: Family::default(),
             watch_ends: Family::default(),
             events: Family::default(),
@@ -82,6 +84,11 @@ impl Families {
             "informer_reflector_list_duration_seconds",
             "Seconds from a list's first request to its last page or end bookmark",
             families.list_duration.clone(),
+        );
+        registry.register(
+            "informer_reflector_responses",
+            "List pages and watches read, by the encoding they came in (json, protobuf)",
+            families.responses.clone(),
         );
         registry.register(
             "informer_reflector_watches",
@@ -118,7 +125,9 @@ impl Families {
 }
 
 /// One informer's reflector observer. The metrics every event or wait touches are looked up
-/// once, here; lists and watch ends, a few per minute, find theirs by label set.
+/// once, here; lists, responses and watch ends, a few per minute, find theirs by label set (a
+/// response's encoding only once one came in it, so that an informer has no series of an
+/// encoding it never read).
 pub(crate) struct Observer {
     families: Arc<Families>,
     labels: Labels,
@@ -209,6 +218,13 @@ impl ReflectorObserver for Observer {
         ));
         self.families.lists.get_or_create(&labels).inc();
         self.list_duration.observe(outcome.duration.as_secs_f64());
+    }
+
+    fn response(&self, encoding: &'static str) {
+        self.families
+            .responses
+            .get_or_create(&self.with("encoding", encoding))
+            .inc();
     }
 
     fn watch_started(&self) {

@@ -382,6 +382,18 @@ pub trait ListerWatcher<K>: Send + Sync {
         &self,
         params: &WatchParams,
     ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send;
+
+    /// The encoding of the last response this lister-watcher read — a list page or a watch it
+    /// opened — as a short lowercase label (`json`, `protobuf`); `None`, the default, when it
+    /// does not tell.
+    ///
+    /// The reflector reads it as soon as a list page or a watch succeeded, before anything
+    /// else can call this lister-watcher on its task, and tells its observer
+    /// ([`ReflectorObserver::response`](crate::ReflectorObserver::response)). A lister-watcher
+    /// shared by several reflectors reports whichever response came last.
+    fn last_encoding(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
@@ -405,6 +417,10 @@ impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
         params: &WatchParams,
     ) -> impl Future<Output = Result<WatchStream<K>, Error>> + Send {
         (**self).watch(params)
+    }
+
+    fn last_encoding(&self) -> Option<&'static str> {
+        (**self).last_encoding()
     }
 }
 
@@ -454,6 +470,7 @@ trait DynListerWatcher<K>: Send + Sync {
         K: Send + Sync;
     fn watch<'a>(&'a self, params: &'a WatchParams)
     -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
+    fn last_encoding(&self) -> Option<&'static str>;
 }
 
 impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
@@ -478,6 +495,10 @@ impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         Box::pin(ListerWatcher::watch(self, params))
     }
+
+    fn last_encoding(&self) -> Option<&'static str> {
+        ListerWatcher::last_encoding(self)
+    }
 }
 
 impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
@@ -498,6 +519,10 @@ impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
 
     async fn watch(&self, params: &WatchParams) -> Result<WatchStream<K>, Error> {
         self.0.watch(params).await
+    }
+
+    fn last_encoding(&self) -> Option<&'static str> {
+        self.0.last_encoding()
     }
 }
 

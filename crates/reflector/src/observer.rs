@@ -1,8 +1,8 @@
 //! What a reflector tells an observer as it works: the hooks a metrics layer records.
 //!
 //! A [`ReflectorObserver`] set with [`Reflector::with_observer`](crate::Reflector::with_observer)
-//! is called at every list, watch start and end, event, resourceVersion change, backoff wait
-//! and `429`. Every method does nothing by default; without an observer the reflector pays one
+//! is called at every list, response (with its encoding), watch start and end, event,
+//! resourceVersion change, backoff wait and `429`. Every method does nothing by default; without an observer the reflector pays one
 //! branch per event.
 
 use std::time::Duration;
@@ -119,6 +119,14 @@ pub trait ReflectorObserver: Send + Sync + 'static {
     /// A list ended (paginated or streaming).
     fn list(&self, outcome: ListOutcome) {
         let _ = outcome;
+    }
+    /// A list page, or a watch (a streaming list's too), was read in `encoding`, as the
+    /// lister-watcher tells it ([`ListerWatcher::last_encoding`]): once per page that succeeded
+    /// and per watch opened, never when the lister-watcher does not tell.
+    ///
+    /// [`ListerWatcher::last_encoding`]: crate::ListerWatcher::last_encoding
+    fn response(&self, encoding: &'static str) {
+        let _ = encoding;
     }
     /// A watch request was answered with a stream.
     fn watch_started(&self) {}

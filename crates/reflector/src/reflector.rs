@@ -377,6 +377,7 @@ where
             Collected::Whole(all) => {
                 let mut sink = ListSink::new().interning(intern);
                 let mut page = self.lister_watcher.list_into(params, &mut sink).await?;
+                self.observe_response();
                 listed.count += page.items.len();
                 let items = std::mem::take(&mut page.items);
                 if all.is_empty() {
@@ -399,12 +400,23 @@ where
         listed.count += sink.handed_over();
         drop(sink);
         let mut page = page?;
+        self.observe_response();
         let rest = std::mem::take(&mut page.items);
         listed.count += rest.len();
         if !rest.is_empty() {
             store.replace_part(rest, parts).map_err(to_store)?;
         }
         Ok(page)
+    }
+
+    /// Tells the observer the encoding of the response just read (a list page, a watch
+    /// opened), if the lister-watcher tells it.
+    fn observe_response(&self) {
+        if let Some(observer) = &self.config.observer
+            && let Some(encoding) = self.lister_watcher.last_encoding()
+        {
+            observer.response(encoding);
+        }
     }
 
     /// Seeds the random numbers (backoff jitter, watch timeouts), making a run reproducible.
@@ -673,7 +685,11 @@ where
                 send_initial_events: true,
             };
             let begun = Instant::now();
-            let failure = match self.lister_watcher.watch(&params).await {
+            let opened = self.lister_watcher.watch(&params).await;
+            if opened.is_ok() {
+                self.observe_response();
+            }
+            let failure = match opened {
                 Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
                     Ok(Some((items, rv))) => {
                         state.observe_list(true, begun, Ok(items.len()));
@@ -785,6 +801,7 @@ where
                     };
                     match self.lister_watcher.watch(&params).await {
                         Ok(s) => {
+                            self.observe_response();
                             if let Some(observer) = &self.config.observer {
                                 observer.watch_started();
                             }
@@ -1304,5 +1321,157 @@ mod tests {
             last: None,
         };
         assert!(!off.should_retry(t0));
+    }
+
+    /// What an observer heard of responses, lists and watch starts, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Heard {
+        Response(&'static str),
+        List(bool, Result<usize, ErrorKind>),
+        WatchStarted,
+    }
+
+    #[derive(Default)]
+    struct Ears(parking_lot::Mutex<Vec<Heard>>);
+
+    impl ReflectorObserver for Ears {
+        fn response(&self, encoding: &'static str) {
+            self.0.lock().push(Heard::Response(encoding));
+        }
+        fn list(&self, outcome: ListOutcome) {
+            self.0
+                .lock()
+                .push(Heard::List(outcome.streaming, outcome.result));
+        }
+        fn watch_started(&self) {
+            self.0.lock().push(Heard::WatchStarted);
+        }
+    }
+
+    /// A scripted lister-watcher that tells an encoding for every answer, a failed one too:
+    /// `json` for lists, `protobuf` for watches.
+    struct Telling {
+        fake: crate::FakeListerWatcher<String>,
+        last: parking_lot::Mutex<Option<&'static str>>,
+    }
+
+    impl ListerWatcher<String> for Telling {
+        async fn list(&self, params: &ListParams) -> Result<ListPage<String>, Error> {
+            let page = self.fake.list(params).await;
+            *self.last.lock() = Some("json");
+            page
+        }
+
+        async fn watch(&self, params: &WatchParams) -> Result<WatchStream<String>, Error> {
+            let stream = self.fake.watch(params).await;
+            *self.last.lock() = Some("protobuf");
+            stream
+        }
+
+        fn last_encoding(&self) -> Option<&'static str> {
+            *self.last.lock()
+        }
+    }
+
+    /// Runs a reflector over `lister_watcher` (boxed, as an informer keeps it) until `ears`
+    /// heard `until` things, and returns what they heard.
+    async fn heard(
+        lister_watcher: impl ListerWatcher<String> + 'static,
+        streaming: bool,
+        until: usize,
+    ) -> Vec<Heard> {
+        let ears = Arc::new(Ears::default());
+        let mut reflector = Reflector::new(
+            crate::BoxListerWatcher::new(lister_watcher),
+            Arc::new(informer_store::ThreadSafeStore::new(
+                informer_store::key_func(|s: &String| Ok(s.clone())),
+            )),
+        )
+        .with_seed(3)
+        .with_observer(Arc::clone(&ears) as Arc<dyn ReflectorObserver>);
+        if streaming {
+            reflector =
+                reflector.with_streaming_list(informer_store::key_func(|s: &String| Ok(s.clone())));
+        }
+        let reflector = Arc::new(reflector);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (reflector, stop) = (Arc::clone(&reflector), stop.clone());
+            async move { reflector.run(stop).await }
+        });
+        // On the paused clock: an hour of the reflector's time at most.
+        for _ in 0..3_600_000 {
+            if ears.0.lock().len() >= until {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        stop.cancel();
+        task.await.expect("the reflector's task");
+        ears.0.lock().clone()
+    }
+
+    fn one(name: &str) -> Arc<String> {
+        Arc::new(name.to_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_page_and_each_watch_opened_is_told_with_its_encoding_and_failures_are_not() {
+        let fake = crate::FakeListerWatcher::new();
+        fake.push_list_error(Error::Api(crate::Status::internal_error("boom")));
+        fake.push_list(ListPage::new(vec![one("a"), one("b")], "10").with_continue("next"));
+        fake.push_list(ListPage::new(vec![one("c")], "10"));
+        fake.push_watch_error(Error::Api(crate::Status::internal_error("boom")));
+        fake.push_list(ListPage::new(vec![one("a")], "12"));
+        fake.push_watch(vec![crate::WatchStep::Hang]);
+        let telling = Telling {
+            fake,
+            last: parking_lot::Mutex::new(None),
+        };
+        use Heard::*;
+        assert_eq!(
+            heard(telling, false, 7).await,
+            [
+                List(false, Err(ErrorKind::InternalError)),
+                Response("json"),
+                Response("json"),
+                List(false, Ok(3)),
+                Response("json"),
+                List(false, Ok(1)),
+                Response("protobuf"),
+                WatchStarted,
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watch_of_a_streaming_list_is_told_too() {
+        let fake = crate::FakeListerWatcher::new();
+        fake.push_watch(vec![
+            crate::WatchStep::Event(WatchEvent::added(one("a"), "5")),
+            crate::WatchStep::Event(WatchEvent::initial_events_end("5")),
+            crate::WatchStep::Hang,
+        ]);
+        let telling = Telling {
+            fake,
+            last: parking_lot::Mutex::new(None),
+        };
+        use Heard::*;
+        assert_eq!(
+            heard(telling, true, 2).await,
+            [Response("protobuf"), List(true, Ok(1))]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lister_watcher_that_does_not_tell_is_never_reported() {
+        let fake = crate::FakeListerWatcher::new();
+        fake.push_list(ListPage::new(vec![one("a")], "10"));
+        fake.push_watch(vec![crate::WatchStep::Hang]);
+        use Heard::*;
+        assert_eq!(
+            heard(fake, false, 2).await,
+            [List(false, Ok(1)), WatchStarted]
+        );
     }
 }
