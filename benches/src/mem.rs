@@ -111,6 +111,8 @@ pub enum Mode {
     RelistPagedByPage,
     /// Relist: our informer, one response, applied by page (one page: the whole response).
     RelistWholeByPage,
+    /// Relist: our informer on a compact cache, pages of 500, each applied as it arrives.
+    RelistPagedCompact,
 }
 
 impl Mode {
@@ -130,7 +132,7 @@ impl Mode {
     ];
 
     /// The relist modes ([`crate::relist`]).
-    pub const RELIST: [Mode; 11] = [
+    pub const RELIST: [Mode; 12] = [
         Mode::RelistBaseline,
         Mode::RelistPaged,
         Mode::RelistWhole,
@@ -142,6 +144,7 @@ impl Mode {
         Mode::RelistKubeRuntimeWholeUnchanged,
         Mode::RelistPagedByPage,
         Mode::RelistWholeByPage,
+        Mode::RelistPagedCompact,
     ];
 
     /// Every mode.
@@ -182,6 +185,7 @@ impl Mode {
             Mode::RelistKubeRuntimeWholeUnchanged => "relist-kube-runtime-whole-unchanged",
             Mode::RelistPagedByPage => "relist-paged-by-page",
             Mode::RelistWholeByPage => "relist-whole-by-page",
+            Mode::RelistPagedCompact => "relist-paged-compact",
         }
     }
 
@@ -359,6 +363,7 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         }
         Mode::RelistPagedByPage => relist::measure(Side::OursByPage, Listing::Paged, n, heap),
         Mode::RelistWholeByPage => relist::measure(Side::OursByPage, Listing::Whole, n, heap),
+        Mode::RelistPagedCompact => relist::measure(Side::OursCompact, Listing::Paged, n, heap),
     }
 }
 

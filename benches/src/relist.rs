@@ -315,6 +315,9 @@ pub enum Side {
     OursByPage,
     /// kube-runtime's `watcher` (kube-client's list and watch) into a `reflector` store.
     KubeRuntime,
+    /// As [`Side::OursByPage`], on a compact cache (`informer_kube::compact_cache`, 100 kept
+    /// decoded).
+    OursCompact,
 }
 
 /// The resident set of this process (`VmRSS`), bytes.
@@ -364,6 +367,7 @@ pub fn measure(side: Side, listing: Listing, n: usize, heap: HeapProbe) -> Sampl
         }
         Side::Ours => ours(&rt, &server, client, n, heap, false),
         Side::OursByPage => ours(&rt, &server, client, n, heap, true),
+        Side::OursCompact => ours_in(&rt, &server, client, n, heap, true, true),
         Side::KubeRuntime => kube_runtime(&rt, &server, client, n, heap),
     };
     sample.pods = n;
@@ -420,9 +424,22 @@ fn ours(
     heap: HeapProbe,
     by_page: bool,
 ) -> Sample {
+    ours_in(rt, server, client, n, heap, by_page, false)
+}
+
+fn ours_in(
+    rt: &tokio::runtime::Runtime,
+    server: &RelistServer,
+    client: kube::Client,
+    n: usize,
+    heap: HeapProbe,
+    by_page: bool,
+    compact: bool,
+) -> Sample {
+    let cache = compact.then(|| informer_kube::compact_cache::<Pod>(crate::mem::COMPACT_HOT));
     let (informer, counters) = rt.block_on(async {
         let source = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
-        w_inf::informer_with(source, 1, |i| i.with_relist_by_page(by_page))
+        w_inf::informer_in(source, 1, cache, |i| i.with_relist_by_page(by_page))
     });
     let counter = &counters[0];
     let (stop, task) = crate::mem::run_until_synced(rt, &informer, counter, n);
@@ -591,7 +608,12 @@ mod tests {
     #[test]
     fn ours_and_kube_runtime_relist_a_few_pods() {
         for listing in [Listing::Paged, Listing::Whole] {
-            for side in [Side::Ours, Side::OursByPage, Side::KubeRuntime] {
+            for side in [
+                Side::Ours,
+                Side::OursByPage,
+                Side::KubeRuntime,
+                Side::OursCompact,
+            ] {
                 let s = measure(side, listing, 1_100, || None);
                 assert_eq!(s.lists, Some(2), "{side:?} {listing:?}");
                 assert!(s.rss_synced.is_some() && s.rss_relist_peak.is_some());

@@ -1448,6 +1448,11 @@ fn mem_relist_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
             Mode::RelistWholeByPage,
             Mode::RelistKubeRuntimeWhole,
         ),
+        (
+            "pages of 500, ours on a compact cache, applied by page",
+            Mode::RelistPagedCompact,
+            Mode::RelistKubeRuntimePaged,
+        ),
     ] {
         let (ours, peer) = (sample(ours_mode), sample(peer_mode));
         if let Some(s) = ours

@@ -216,13 +216,33 @@ pub fn informer_with<L: ListerWatcher<Pod> + 'static>(
     handlers: usize,
     configure: impl FnOnce(SharedIndexInformer<Pod>) -> SharedIndexInformer<Pod>,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
-    let informer = Arc::new(configure(SharedIndexInformer::new(
-        source,
-        key_func(),
-        resource_version_func(),
-        Duration::ZERO,
-        indexers(),
-    )));
+    informer_in(source, handlers, None, configure)
+}
+
+/// [`informer_with`], on the cache `cache` builds (the default `ThreadSafeStore` if `None`).
+pub fn informer_in<L: ListerWatcher<Pod> + 'static>(
+    source: L,
+    handlers: usize,
+    cache: Option<informer_factory::CacheBuilder<Pod>>,
+    configure: impl FnOnce(SharedIndexInformer<Pod>) -> SharedIndexInformer<Pod>,
+) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
+    let informer = match cache {
+        None => SharedIndexInformer::new(
+            source,
+            key_func(),
+            resource_version_func(),
+            Duration::ZERO,
+            indexers(),
+        ),
+        Some(cache) => SharedIndexInformer::with_cache(
+            source,
+            key_func(),
+            resource_version_func(),
+            Duration::ZERO,
+            cache(key_func(), indexers()),
+        ),
+    };
+    let informer = Arc::new(configure(informer));
     let counters: Vec<Arc<Counter>> = (0..handlers).map(|_| Arc::default()).collect();
     for c in &counters {
         informer
