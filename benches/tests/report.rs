@@ -351,6 +351,7 @@ fn the_mem_binary_measures_realistic_pods_in_every_view() {
         pod,
         pod_stripped,
         pod_skipped,
+        pod_compact,
         meta,
         meta_stripped,
         meta_skipped,
@@ -385,6 +386,12 @@ fn the_mem_binary_measures_realistic_pods_in_every_view() {
     assert!(
         slim_stripped < pod_stripped,
         "{slim_stripped} ≥ {pod_stripped}"
+    );
+    // 20 pods, all of them among the compact cache's 100 kept decoded: each is held decoded
+    // and as its compact JSON (about 8 KB, less than the managed fields it was decoded without).
+    assert!(
+        pod_compact > pod_skipped && pod_compact < pod_skipped + 15_000.0,
+        "{pod_compact} against {pod_skipped}"
     );
     // The projection keeps the metadata and two strings more than the metadata-only view.
     assert!(
