@@ -3,6 +3,8 @@
 //! a user's projection) reads protobuf unchanged. A field the type ignores is skipped without
 //! being decoded.
 
+use std::cell::Cell;
+
 use base64::Engine as _;
 use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -14,6 +16,41 @@ use crate::envelope;
 use crate::schema::{Field, INLINE, KEEP_EMPTY, Kind, Message, REPEATED, Special, Value};
 use crate::time::{Buf, go_duration, rfc3339};
 use crate::wire::{Raw, Reader};
+
+/// How deep messages may nest: each message inside another, and each object enveloped in a
+/// `RawExtension`, is a level (serde_json's limit for JSON is as many). Every level is a few
+/// frames of stack: deeper input (a `JSONSchemaProps` chain of `not`s is 5 bytes a level) is
+/// refused rather than read until the stack overflows.
+pub(crate) const MAX_DEPTH: usize = 128;
+
+thread_local! {
+    /// The levels of messages being read on this thread.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One level of nesting, held while a message is read.
+#[derive(Debug)]
+struct Nested;
+
+impl Nested {
+    fn enter() -> Result<Self, Error> {
+        DEPTH.with(|depth| {
+            if depth.get() >= MAX_DEPTH {
+                return Err(Error::Invalid(format!(
+                    "messages nested more than {MAX_DEPTH} deep"
+                )));
+            }
+            depth.set(depth.get() + 1);
+            Ok(Nested)
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        DEPTH.with(|depth| depth.set(depth.get() - 1));
+    }
+}
 
 /// A message read as a map of its fields' JSON names.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +65,7 @@ impl<'de> Deserializer<'de> for MessageDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let _nested = Nested::enter()?;
         visitor.visit_map(Fields::new(self))
     }
 
@@ -333,11 +371,14 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
             ValueDe::Bool(b) => visitor.visit_bool(b),
             ValueDe::I64(n) => visitor.visit_i64(n),
             ValueDe::F64(x) => visitor.visit_f64(x),
-            ValueDe::Msg(buf, message) => visitor.visit_map(Fields::new(MessageDe {
-                buf,
-                message,
-                type_meta: None,
-            })),
+            ValueDe::Msg(buf, message) => {
+                let _nested = Nested::enter()?;
+                visitor.visit_map(Fields::new(MessageDe {
+                    buf,
+                    message,
+                    type_meta: None,
+                }))
+            }
             ValueDe::Time {
                 seconds,
                 nanos,

@@ -160,6 +160,7 @@ pub struct ListDecoder {
 
 #[derive(Debug, Clone, Copy)]
 struct ListShape {
+    list: MessageType,
     metadata: (u32, MessageType),
     items: (u32, MessageType),
 }
@@ -240,7 +241,8 @@ impl ListDecoder {
                         self.at = At::List { left: len };
                         continue;
                     }
-                    if buf.len() < head + len {
+                    // `len` may be near `u64::MAX`: compared with what is left, never added.
+                    if buf.len() - head < len {
                         return Ok(None);
                     }
                     let value = &buf[head..head + len];
@@ -267,7 +269,8 @@ impl ListDecoder {
                         }
                         return Ok(None);
                     };
-                    if head + len > left {
+                    // `head <= left`: the header was read within `left` bytes.
+                    if len > left - head {
                         return Err(Error::LengthBeyondBuffer {
                             len: len as u64,
                             left: left - head,
@@ -289,7 +292,7 @@ impl ListDecoder {
                         self.metadata = self.buf[start..self.pos].to_vec();
                     } else {
                         return Err(Error::UnknownField {
-                            message: shape.items.1.name(),
+                            message: shape.list.name(),
                             number,
                         });
                     }
@@ -329,7 +332,11 @@ fn list_shape(type_meta: &[u8]) -> Result<ListShape, Error> {
     else {
         return Err(Error::Invalid(format!("{} is not a list", envelope.kind)));
     };
-    Ok(ListShape { metadata, items })
+    Ok(ListShape {
+        list,
+        metadata,
+        items,
+    })
 }
 
 /// Splits a watch body into its frames: each a 4-byte big-endian length, then a

@@ -23,8 +23,9 @@
 //!   (`storageClassName`, …). Zero numbers and `false` are kept (`replicas: 0` is a value).
 //!
 //! Bad input is an [`Error`], never a panic: a truncated message, a length beyond its buffer, a
-//! wrong wire type, and a field number the table does not know (a server newer than the table:
-//! read such a type as JSON instead).
+//! wrong wire type, messages nested more than 128 deep (serde_json's limit for JSON), and a
+//! field number the table does not know (a server newer than the table: read such a type as
+//! JSON instead).
 //!
 //! ```
 //! use informer_protobuf::MessageType;
@@ -109,7 +110,7 @@ pub enum Error {
     #[error("protobuf: raw JSON: {0}")]
     Json(String),
     /// Anything else the wire does not allow (a varint over 10 bytes, a group, a string that is
-    /// not UTF-8).
+    /// not UTF-8, messages nested too deep).
     #[error("protobuf: {0}")]
     Invalid(String),
     /// The target type refused a value (serde's own message).

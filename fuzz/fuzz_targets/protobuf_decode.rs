@@ -1,0 +1,14 @@
+//! Feeds the bytes to every reader of `informer-protobuf`: the watch frame splitter (whole and in
+//! two pieces), the watch event, the envelope read as a `Pod` and as a `serde_json::Value`, the
+//! list decoder (whole and in pieces) and a bare `v1` `Pod` message. No panic; a reader fed in
+//! pieces reads what it reads fed whole; a message that reads both as a `Pod` and as a `Value`
+//! reads the same `Pod` through the `Value`. The checks are those of the stable corpus replay,
+//! `crates/protobuf/tests/fuzz_corpus.rs`, compiled in here.
+#![no_main]
+
+#[path = "../../crates/protobuf/tests/fuzz_corpus.rs"]
+mod checks;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| checks::check(data));
