@@ -102,7 +102,24 @@ SPECIAL = {
     "k8s.io.apimachinery.pkg.runtime.RawExtension": "RawJson",
     "k8s.io.apimachinery.pkg.api.resource.Quantity": "Quantity",
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString": "IntOrString",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs": "Items",
 }
+# By the last part of the name, in every package: wrappers whose JSON form is their content.
+SPECIAL_SHORT = {
+    "extravalue": "Items",
+    "json": "RawJson",
+    "jsonschemapropsorbool": "SchemaOrBool",
+    "jsonschemapropsorarray": "SchemaOrArray",
+    "jsonschemapropsorstringarray": "SchemaOrArray",
+}
+
+def special_of(name):
+    if name in SPECIAL:
+        return SPECIAL[name]
+    short = name.rsplit(".", 1)[1].lower()
+    if short in SPECIAL_SHORT and (short == "extravalue" or ".apiextensions." in name):
+        return SPECIAL_SHORT[short]
+    return "None"
 
 SCALARS = {"string": "Str", "bool": "Bool", "int32": "I32", "int64": "I64", "double": "F64",
            "bytes": "Bytes"}
@@ -161,7 +178,7 @@ def main():
         f.write("use super::{Field as F, INLINE, KEEP_EMPTY, Kind::*, Message as M, REPEATED, Special as S, Value};\n\n")
         f.write("pub(super) static MESSAGES: [M; %d] = [\n" % len(rows))
         for name, fields in rows:
-            f.write('    M {\n        name: "%s",\n        special: S::%s,\n        fields: &[\n' % (name, SPECIAL.get(name, "None")))
+            f.write('    M {\n        name: "%s",\n        special: S::%s,\n        fields: &[\n' % (name, special_of(name)))
             for fl in fields:
                 f.write("            %s,\n" % fl)
             f.write("        ],\n    },\n")

@@ -298,8 +298,12 @@ fn utf8(bytes: &[u8]) -> Result<&str, Error> {
 
 /// A message-typed value: the message, or the JSON form of a special one.
 fn message_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<ValueDe<'de>, Error> {
-    if message.special == Special::None {
-        return Ok(ValueDe::Msg(bytes, message));
+    match message.special {
+        Special::None => return Ok(ValueDe::Msg(bytes, message)),
+        Special::Items | Special::SchemaOrBool | Special::SchemaOrArray => {
+            return wrapper_value(message, bytes);
+        }
+        _ => {}
     }
     let (mut ints, mut text, mut raw) = ([0i64; 3], "", &[][..]);
     let mut reader = Reader::new(bytes);
@@ -308,6 +312,16 @@ fn message_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<Val
             (n @ 1..=3, Raw::Varint(v)) => ints[n as usize - 1] = v as i64,
             (1, Raw::Bytes(b)) => (text, raw) = (utf8(b).unwrap_or_default(), b),
             (3, Raw::Bytes(b)) => text = utf8(b)?,
+            (number @ 1..=3, raw) => {
+                return Err(Error::WrongWireType {
+                    message: message.name,
+                    field: message
+                        .fields
+                        .get(number as usize - 1)
+                        .map_or("", |f| f.name),
+                    wire_type: raw.wire_type(),
+                });
+            }
             (number, _) => {
                 return Err(Error::UnknownField {
                     message: message.name,
@@ -328,8 +342,80 @@ fn message_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<Val
         Special::IntOrString if ints[0] == 1 => ValueDe::Str(text),
         Special::IntOrString => ValueDe::I64(i64::from(ints[1] as i32)),
         Special::RawJson => ValueDe::RawJson(raw),
-        Special::None => unreachable!("taken above"),
+        Special::None | Special::Items | Special::SchemaOrBool | Special::SchemaOrArray => {
+            unreachable!("taken above")
+        }
     })
+}
+
+/// The JSON form of a wrapper message: `ExtraValue` and `Verbs` are the list of their `items`;
+/// `JSONSchemaPropsOrBool` its schema if it has one, else its bool; `JSONSchemaPropsOrArray`
+/// and `…OrStringArray` their list if they have one, else their schema.
+fn wrapper_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<ValueDe<'de>, Error> {
+    let field_of = |number: u32| {
+        message
+            .fields
+            .iter()
+            .find(|f| f.number == number)
+            .ok_or(Error::UnknownField {
+                message: message.name,
+                number,
+            })
+    };
+    let list = |number: u32| -> Result<Option<ValueDe<'de>>, Error> {
+        let mut reader = Reader::new(bytes);
+        while !reader.is_empty() {
+            let start = reader.rest();
+            if reader.field()?.0 == number {
+                let (run, count, _) = run_of(start, number)?;
+                return Ok(Some(ValueDe::Repeated {
+                    run,
+                    count,
+                    field: field_of(number)?,
+                    message,
+                }));
+            }
+        }
+        Ok(None)
+    };
+    let single = |number: u32| -> Result<Option<Raw<'de>>, Error> {
+        let mut reader = Reader::new(bytes);
+        let mut found = None;
+        while !reader.is_empty() {
+            let (n, raw) = reader.field()?;
+            if n == number {
+                found = Some(raw);
+            }
+        }
+        Ok(found)
+    };
+    Ok(match message.special {
+        Special::Items => list(1)?.unwrap_or(ValueDe::Repeated {
+            run: &[],
+            count: 0,
+            field: field_of(1)?,
+            message,
+        }),
+        Special::SchemaOrBool => match (single(2)?, single(1)?) {
+            (Some(schema), _) => element(message, field_of(2)?, kind_of(field_of(2)?), schema)?,
+            (None, Some(Raw::Varint(allows))) => ValueDe::Bool(allows != 0),
+            _ => ValueDe::Bool(false),
+        },
+        _ => match list(2)? {
+            Some(items) => items,
+            None => match single(1)? {
+                Some(schema) => element(message, field_of(1)?, kind_of(field_of(1)?), schema)?,
+                None => ValueDe::Null,
+            },
+        },
+    })
+}
+
+fn kind_of(field: &'static Field) -> &'static Value {
+    match &field.kind {
+        Kind::Value(value) => value,
+        Kind::Map(value) => value,
+    }
 }
 
 /// One value, as serde data.

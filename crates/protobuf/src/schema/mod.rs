@@ -36,6 +36,12 @@ pub(crate) enum Special {
     Quantity,
     /// `intstr.IntOrString`: its `intVal` or `strVal`, as `type` says.
     IntOrString,
+    /// `ExtraValue`, `meta.v1.Verbs`: the list of their `items`.
+    Items,
+    /// `JSONSchemaPropsOrBool`: its schema, or its bool.
+    SchemaOrBool,
+    /// `JSONSchemaPropsOrArray` and `…OrStringArray`: their list, or their schema.
+    SchemaOrArray,
 }
 
 /// A field of a message.
@@ -91,12 +97,18 @@ impl Value {
     }
 }
 
-static BY_NAME: LazyLock<HashMap<&'static str, &'static Message>> =
-    LazyLock::new(|| table::MESSAGES.iter().map(|m| (m.name, m)).collect());
+/// By full name, lowercased: the table's names are prost's, which spell some acronyms as words
+/// (`HttpGetAction` for `HTTPGetAction`), so a kind is looked up without regard to case.
+static BY_NAME: LazyLock<HashMap<String, &'static Message>> = LazyLock::new(|| {
+    table::MESSAGES
+        .iter()
+        .map(|m| (m.name.to_ascii_lowercase(), m))
+        .collect()
+});
 
-/// The message of a full protobuf name.
+/// The message of a full protobuf name (any case).
 pub(crate) fn by_name(name: &str) -> Option<&'static Message> {
-    BY_NAME.get(name).copied()
+    BY_NAME.get(&name.to_ascii_lowercase()).copied()
 }
 
 /// The message of an `apiVersion` and `kind`, if the table has it: `v1` is `k8s.io.api.core.v1`,

@@ -5517,7 +5517,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.authentication.v1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -5751,7 +5751,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.authentication.v1beta1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -5891,7 +5891,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.authorization.v1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -6289,7 +6289,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.authorization.v1beta1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -9819,7 +9819,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.certificates.v1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -10093,7 +10093,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.api.certificates.v1beta1.ExtraValue",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
@@ -29595,7 +29595,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.Json",
-        special: S::None,
+        special: S::RawJson,
         fields: &[F {
             number: 1,
             name: "raw",
@@ -29875,7 +29875,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrArray",
-        special: S::None,
+        special: S::SchemaOrArray,
         fields: &[
             F {
                 number: 1,
@@ -29893,7 +29893,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrBool",
-        special: S::None,
+        special: S::SchemaOrBool,
         fields: &[
             F {
                 number: 1,
@@ -29911,7 +29911,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrStringArray",
-        special: S::None,
+        special: S::SchemaOrArray,
         fields: &[
             F {
                 number: 1,
@@ -30548,7 +30548,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1beta1.Json",
-        special: S::None,
+        special: S::RawJson,
         fields: &[F {
             number: 1,
             name: "raw",
@@ -30828,7 +30828,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1beta1.JsonSchemaPropsOrArray",
-        special: S::None,
+        special: S::SchemaOrArray,
         fields: &[
             F {
                 number: 1,
@@ -30846,7 +30846,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1beta1.JsonSchemaPropsOrBool",
-        special: S::None,
+        special: S::SchemaOrBool,
         fields: &[
             F {
                 number: 1,
@@ -30864,7 +30864,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1beta1.JsonSchemaPropsOrStringArray",
-        special: S::None,
+        special: S::SchemaOrArray,
         fields: &[
             F {
                 number: 1,
@@ -32121,7 +32121,7 @@ pub(super) static MESSAGES: [M; 1257] = [
     },
     M {
         name: "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs",
-        special: S::None,
+        special: S::Items,
         fields: &[F {
             number: 1,
             name: "items",
