@@ -39,6 +39,9 @@ pub struct Encoded {
     pub pages: Vec<Bytes>,
     /// The watch stream: every event, one line each, cut in chunks as a server writes them.
     pub watch: Vec<Bytes>,
+    /// The same responses as protobuf, if encoded ([`with_protobuf`](Self::with_protobuf)):
+    /// served to a request whose `Accept` names protobuf.
+    pub protobuf: Option<(Vec<Bytes>, Vec<Bytes>)>,
 }
 
 /// The size of the watch stream's chunks (about what a server's writes put on the wire).
@@ -85,7 +88,40 @@ impl Encoded {
         if !chunk.is_empty() {
             watch.push(Bytes::from(chunk));
         }
-        Self { pages, watch }
+        Self {
+            pages,
+            watch,
+            protobuf: None,
+        }
+    }
+
+    /// Adds the protobuf form of every response (the simulator's encoder, before any clock):
+    /// the list pages as enveloped `PodList`s, the watch as length-prefixed frames.
+    pub fn with_protobuf(mut self, data: &Data) -> Self {
+        let pages = self
+            .pages
+            .iter()
+            .map(|page| {
+                let value: serde_json::Value = serde_json::from_slice(page).expect("a page");
+                Bytes::from(informer_apiserver::encode_protobuf(&value).expect("a PodList"))
+            })
+            .collect();
+        let mut watch = Vec::new();
+        let mut chunk = Vec::with_capacity(CHUNK + 8 * 1024);
+        for (pod, _) in &data.events {
+            let object = serde_json::to_value(&**pod).expect("a pod");
+            chunk.extend(
+                informer_apiserver::protobuf_watch_frame("MODIFIED", &object).expect("a frame"),
+            );
+            if chunk.len() >= CHUNK {
+                watch.push(Bytes::from(std::mem::take(&mut chunk)));
+            }
+        }
+        if !chunk.is_empty() {
+            watch.push(Bytes::from(chunk));
+        }
+        self.protobuf = Some((pages, watch));
+        self
     }
 
     /// Bytes in the pages and in the watch stream.
@@ -126,14 +162,30 @@ struct Served {
     stop: CancellationToken,
 }
 
-async fn pods(State(served): State<Served>, Query(params): Query<Params>) -> Response {
-    let json = [("content-type", "application/json")];
+async fn pods(
+    State(served): State<Served>,
+    Query(params): Query<Params>,
+    headers: http::HeaderMap,
+) -> Response {
+    let asks_protobuf = headers
+        .get(http::header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains(informer_protobuf::MEDIA_TYPE));
+    let (content_type, pages, watch) = match &served.encoded.protobuf {
+        Some((pages, watch)) if asks_protobuf => (informer_protobuf::MEDIA_TYPE, pages, watch),
+        _ => (
+            "application/json",
+            &served.encoded.pages,
+            &served.encoded.watch,
+        ),
+    };
+    let json = [("content-type", content_type)];
     if params
         .watch
         .as_deref()
         .is_some_and(|w| w == "true" || w == "1")
     {
-        let chunks = served.encoded.watch.clone();
+        let chunks = watch.clone();
         let stop = served.stop.clone();
         let events = futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
         // Then open until the server stops: an ended watch would be re-established.
@@ -147,7 +199,7 @@ async fn pods(State(served): State<Served>, Query(params): Query<Params>) -> Res
         .continue_token
         .as_deref()
         .map_or(Some(0), |c| c.parse::<usize>().ok());
-    match page.and_then(|n| served.encoded.pages.get(n)) {
+    match page.and_then(|n| pages.get(n)) {
         Some(bytes) => (json, Body::from(bytes.clone())).into_response(),
         None => (http::StatusCode::GONE, "unknown continue token").into_response(),
     }

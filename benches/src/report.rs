@@ -760,7 +760,8 @@ fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row))
     let s = opts.sizes;
     let rt = w_inf::runtime();
     let data = w_inf::Data::new(s.listed, s.events);
-    let encoded = std::sync::Arc::new(replay::Encoded::new(&data));
+    let encoded = std::sync::Arc::new(replay::Encoded::new(&data).with_protobuf(&data));
+    http_protobuf_row(opts, &rt, &data, &encoded, "client only", emit);
     for (variant, backend) in [
         ("", w_http::Backend::Simulator),
         ("client only: ", w_http::Backend::Replay(&encoded)),
@@ -812,6 +813,47 @@ fn http_rows(opts: &Options, w_inf_ours: Option<f64>, emit: &mut dyn FnMut(Row))
     }
 }
 
+/// W-HTTP client only, list + watch, with ours reading protobuf (the same objects as protobuf,
+/// from the replay server) and ours reading JSON, against kube-runtime reading JSON; realistic
+/// pods (`what` says so) without their managed fields on our side, as the factory reads them.
+fn http_protobuf_row(
+    opts: &Options,
+    rt: &tokio::runtime::Runtime,
+    data: &w_inf::Data,
+    encoded: &std::sync::Arc<replay::Encoded>,
+    what: &str,
+    emit: &mut dyn FnMut(Row),
+) {
+    let realistic = what.contains("realistic");
+    let managed = if realistic {
+        ManagedFields::Skipped
+    } else {
+        ManagedFields::Kept
+    };
+    let backend = w_http::Backend::Replay(encoded);
+    let (mut pb, mut json, mut peer) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..opts.reps.max(1) {
+        let total = |r: w_http::Run| r.total().as_secs_f64();
+        pb.push(total(w_http::ours_reading(
+            rt, data, 4, backend, managed, true,
+        )));
+        json.push(total(w_http::ours_reading(
+            rt, data, 4, backend, managed, false,
+        )));
+        peer.push(total(w_http::kube_runtime(rt, data, 4, backend, realistic)));
+    }
+    let objects = data.list.len() + data.events.len();
+    for (encoding, ours) in [("protobuf", pb), ("JSON", json)] {
+        let row = Row::new(
+            "W-HTTP",
+            format!("{what}: list + watch, ours reading {encoding} (kube-runtime: JSON)"),
+            Figure::Secs(median(ours)),
+            Figure::Secs(median(peer.clone())),
+        );
+        emit(row.rate_over(objects).target("≥ 2× kube-runtime"));
+    }
+}
+
 /// W-HTTP, client only, on realistic pods (a tenth of the synthetic sizes), list + watch: the
 /// managed fields kept; stripped (ours: `strip_managed_fields` as the informer's transform;
 /// kube-runtime: cleared in the watcher's stream); and, ours only, left out by the decoder
@@ -820,7 +862,17 @@ fn http_realistic_rows(opts: &Options, emit: &mut dyn FnMut(Row)) {
     let (listed, events) = (opts.sizes.listed / 10, opts.sizes.events / 10);
     let rt = w_inf::runtime();
     let data = w_inf::Data::realistic(listed, events);
-    let encoded = std::sync::Arc::new(replay::Encoded::new(&data));
+    let encoded = std::sync::Arc::new(replay::Encoded::new(&data).with_protobuf(&data));
+    http_protobuf_row(
+        opts,
+        &rt,
+        &data,
+        &encoded,
+        &format!(
+            "client only, realistic pods ({listed} listed, {events} events), ours decoded without managed fields"
+        ),
+        emit,
+    );
     let backend = w_http::Backend::Replay(&encoded);
     for (what, managed, strip) in [
         ("as decoded", ManagedFields::Kept, false),

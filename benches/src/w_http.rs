@@ -302,10 +302,25 @@ pub fn ours(
     backend: Backend<'_>,
     managed: ManagedFields,
 ) -> Run {
+    ours_reading(rt, data, handlers, backend, managed, false)
+}
+
+/// [`ours`], asking for protobuf when `protobuf` (what the adapter does by default): a replay
+/// server with [`Encoded::with_protobuf`] then answers protobuf.
+pub fn ours_reading(
+    rt: &Runtime,
+    data: &Data,
+    handlers: usize,
+    backend: Backend<'_>,
+    managed: ManagedFields,
+    protobuf: bool,
+) -> Run {
     rt.block_on(timed(data, backend, |client| async move {
-        // JSON over HTTP, as kube-runtime reads it: the figure compares the two clients on the
-        // same bytes (the simulator's protobuf encoder is not a server's).
-        let lw = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
+        // JSON over HTTP, as kube-runtime reads it, unless protobuf is asked for: the JSON
+        // figure compares the two clients on the same bytes (the simulator's protobuf encoder
+        // is not a server's, so protobuf is measured against the replay server only).
+        let lw = KubeListerWatcher::new(Api::<Pod>::all(client));
+        let lw = if protobuf { lw } else { lw.json_only() };
         let lw = if managed == ManagedFields::Skipped {
             lw.without_managed_fields()
         } else {
