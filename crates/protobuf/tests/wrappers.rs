@@ -81,7 +81,11 @@ fn a_schema_reads_its_json_defaults_and_its_schema_or_bool() {
     }
 
     // items: a list of two schemas (JSONSchemaPropsOrArray{2: a, 2: b}).
-    let items = [field(2, &field(5, b"string")), field(2, &field(5, b"integer"))].concat();
+    let items = [
+        field(2, &field(5, b"string")),
+        field(2, &field(5, b"integer")),
+    ]
+    .concat();
     let props = [field(5, b"array"), field(24, &items)].concat();
     let decoded: serde_json::Value = message.decode(&props).expect("decodes");
     assert_eq!(
