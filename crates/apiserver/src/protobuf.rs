@@ -218,7 +218,9 @@ fn message_json(message: &DynamicMessage) -> Option<Value> {
             };
             Some(Value::String(time.strftime(format).to_string()))
         }
-        Some("Duration") => Some(Value::String(go_duration(int("duration")))),
+        Some("Duration") => Some(Value::String(informer_protobuf::go_duration(int(
+            "duration",
+        )))),
         Some("Quantity") => Some(Value::String(
             message
                 .get_field_by_name("string")
@@ -315,43 +317,6 @@ fn scalar_json(field: &FieldDescriptor, value: &Pb, keep_zero: bool) -> Option<V
         _ => false,
     };
     (keep_zero || !zero).then_some(json)
-}
-
-/// A duration in nanoseconds as Go's `time.Duration.String` writes it (`1h2m3s`, `1.5s`).
-fn go_duration(nanos: i64) -> String {
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let n = nanos.unsigned_abs();
-    if n < 1_000_000_000 {
-        let (unit, div) = if n < 1_000 {
-            ("ns", 1)
-        } else if n < 1_000_000 {
-            ("µs", 1_000)
-        } else {
-            ("ms", 1_000_000)
-        };
-        return format!("{sign}{}{unit}", fraction(n, div));
-    }
-    let (h, m) = (n / 3_600_000_000_000, (n / 60_000_000_000) % 60);
-    let s = fraction(n % 60_000_000_000, 1_000_000_000);
-    match (h, m) {
-        (0, 0) => format!("{sign}{s}s"),
-        (0, m) => format!("{sign}{m}m{s}s"),
-        (h, m) => format!("{sign}{h}h{m}m{s}s"),
-    }
-}
-
-fn fraction(n: u64, div: u64) -> String {
-    let whole = n / div;
-    let rest = n % div;
-    if rest == 0 {
-        return whole.to_string();
-    }
-    let width = div.to_string().len() - 1;
-    let digits = format!("{rest:0width$}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -540,7 +505,5 @@ mod tests {
         });
         let bytes = encode_object(&lease).expect("a lease encodes");
         assert_eq!(decode_object(&bytes).expect("and decodes"), lease);
-        assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
-        assert_eq!(go_duration(1_500_000), "1.5ms");
     }
 }
