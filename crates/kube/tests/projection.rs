@@ -132,7 +132,7 @@ async fn a_partial_type_is_listed_watched_indexed_and_shared_by_the_factory() {
     create(&server, "a", "web-1", "n2", "Pending");
     create(&server, "b", "db-0", "n1", "Running");
 
-    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)).with_managed_fields());
     let slim = factory.informer::<SlimPod>();
     assert!(Arc::ptr_eq(&slim, &factory.informer::<SlimPod>()));
     // The full type is another informer of its own, over the same pods.
@@ -245,7 +245,7 @@ async fn a_partial_type_takes_a_transform_through_the_factory() {
         .unwrap();
     create(&server, "a", "web-0", "n1", "Running");
 
-    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)).with_managed_fields());
     let options = InformerOptions::new().transform("strip", strip_managed_fields::<SlimPod>());
     let stripped = factory.informer_with::<SlimPod>(options);
     let plain = factory.informer::<SlimPod>();
