@@ -605,6 +605,16 @@ struct StopInformer<'a, K: Send + Sync + 'static> {
     informer: &'a SharedIndexInformer<K>,
 }
 
+/// An informer dropped (never run, or run and ended) stops its consumers: a registration's
+/// `wait_for_sync` then returns `false` and its `stopped` returns, instead of waiting for a
+/// run that can no longer come.
+impl<K> Drop for SharedIndexInformer<K> {
+    fn drop(&mut self) {
+        self.upstream.mark_stopped();
+        drop(self.processor.stop());
+    }
+}
+
 impl<K: Send + Sync + 'static> Drop for StopInformer<'_, K> {
     fn drop(&mut self) {
         drop(self.informer.stop_handlers());

@@ -1079,6 +1079,37 @@ impl<K> fmt::Debug for Processor<K> {
     }
 }
 
+impl<K> Processor<K> {
+    /// Stops every consumer, removed ones included, without delivering what is buffered (a
+    /// handler ends after the notification it is handling; an async handler's task is
+    /// cancelled at its next await); returns their states, to wait for.
+    pub(crate) fn stop(&self) -> Vec<Arc<ListenerState>> {
+        let mut inner = self.inner.lock();
+        inner.pending.clear();
+        let mut states = Vec::new();
+        for l in inner.listeners.drain(..) {
+            l.listener.discard();
+            if let Some(task) = &l.task {
+                task.abort();
+            }
+            if let Some(job) = &l.job {
+                self.pool
+                    .get_or_init(|| Arc::clone(DeliveryPool::global()))
+                    .schedule(job);
+            } else if l.task.is_none() {
+                // A subscription: no code of it runs here.
+                l.listener.mark_stopped();
+            }
+            states.push(Arc::clone(&l.listener.state));
+        }
+        for l in inner.removed.drain(..) {
+            l.discard();
+            states.push(Arc::clone(&l.state));
+        }
+        states
+    }
+}
+
 impl<K: Send + Sync + 'static> Processor<K> {
     pub(crate) fn new(
         policy: PanicPolicy,
@@ -1328,33 +1359,6 @@ impl<K: Send + Sync + 'static> Processor<K> {
             l.resync_period = determine_resync_period(l.requested_resync, check);
             l.next_resync = now + l.resync_period;
         }
-    }
-
-    /// Stops every consumer, removed ones included, without delivering what is buffered (a
-    /// handler ends after the notification it is handling; an async handler's task is
-    /// cancelled at its next await); returns their states, to wait for.
-    pub(crate) fn stop(&self) -> Vec<Arc<ListenerState>> {
-        let mut inner = self.inner.lock();
-        inner.pending.clear();
-        let mut states = Vec::new();
-        for l in inner.listeners.drain(..) {
-            l.listener.discard();
-            if let Some(task) = &l.task {
-                task.abort();
-            }
-            if let Some(job) = &l.job {
-                self.pool().schedule(job);
-            } else if l.task.is_none() {
-                // A subscription: no code of it runs here.
-                l.listener.mark_stopped();
-            }
-            states.push(Arc::clone(&l.listener.state));
-        }
-        for l in inner.removed.drain(..) {
-            l.discard();
-            states.push(Arc::clone(&l.state));
-        }
-        states
     }
 
     #[cfg(test)]

@@ -642,3 +642,30 @@ async fn typed_index_handles_look_up_what_their_index_holds(kind: Kind) {
     stop.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// An informer dropped before it ever ran leaves no consumer waiting: each registration's
+/// `wait_for_sync` returns `false` and its `stopped` returns (they used to wait forever).
+#[tokio::test]
+async fn an_informer_dropped_before_it_ran_releases_its_consumers() {
+    for kind in [Kind::DeltaFifo, Kind::InOrder, Kind::MapCache] {
+        let source = ChannelSource::new();
+        let informer = informer(&source, Duration::ZERO, kind);
+        let first = informer.add_event_handler(Recorder::new()).unwrap();
+        let second = informer.add_event_handler(Recorder::new()).unwrap();
+        let waiting = tokio::spawn({
+            let first = first.clone();
+            async move { first.wait_for_sync().await }
+        });
+        drop(informer);
+        let synced = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("wait_for_sync returns once the informer is gone")
+            .unwrap();
+        assert!(!synced, "{kind:?}: never synced");
+        assert!(!second.wait_for_sync().await, "{kind:?}");
+        tokio::time::timeout(Duration::from_secs(10), second.stopped())
+            .await
+            .expect("stopped returns once the informer is gone");
+        assert!(first.is_stopped() && second.is_stopped(), "{kind:?}");
+    }
+}
