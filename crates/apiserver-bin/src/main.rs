@@ -23,9 +23,10 @@ struct Args {
     /// Pod updates per second (label and status changes on the seeded pods).
     #[arg(long, default_value_t = 0.0)]
     churn: f64,
-    /// Where to write the kubeconfig.
-    #[arg(long, default_value = "informer-apiserver.kubeconfig")]
-    kubeconfig: PathBuf,
+    /// Where to write the kubeconfig (default: `informer-apiserver-<port>.kubeconfig` in the
+    /// system's temporary directory; the path is printed).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
     /// Changes kept in the history (older resource versions get 410).
     #[arg(long, default_value_t = 10_000)]
     history: usize,
@@ -86,12 +87,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server
         .faults()
         .set_cache_delay(Duration::from_millis(args.cache_delay_ms));
-    std::fs::write(&args.kubeconfig, server.kubeconfig())?;
+    let kubeconfig = args.kubeconfig.clone().unwrap_or_else(|| {
+        let port = server.url().rsplit(':').next().unwrap_or("0").to_owned();
+        std::env::temp_dir().join(format!("informer-apiserver-{port}.kubeconfig"))
+    });
+    std::fs::write(&kubeconfig, server.kubeconfig())?;
     println!("{}", server.url());
     println!(
         "kubeconfig written to {} (try: kubectl --kubeconfig {} get pods)",
-        args.kubeconfig.display(),
-        args.kubeconfig.display()
+        kubeconfig.display(),
+        kubeconfig.display()
     );
 
     if args.churn > 0.0 && args.seed_pods > 0 {

@@ -134,3 +134,48 @@ async fn the_binary_can_serve_opaque_versions_and_a_late_cache() {
 
     running.stop().await;
 }
+
+/// Without `--kubeconfig`, the kubeconfig goes to the system's temporary directory (not the
+/// working directory), at the path the binary prints, and it names the binary's URL.
+#[tokio::test]
+async fn without_a_path_the_kubeconfig_goes_to_the_temporary_directory() {
+    let cwd =
+        std::env::temp_dir().join(format!("informer-apiserver-bin-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_informer-apiserver"))
+        .current_dir(&cwd)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .expect("a line")
+    };
+    let url = next().await;
+    let written = next().await;
+    let path = written
+        .strip_prefix("kubeconfig written to ")
+        .and_then(|rest| rest.split(" (").next())
+        .unwrap_or_else(|| panic!("{written}"));
+    let path = std::path::PathBuf::from(path);
+    assert!(path.starts_with(std::env::temp_dir()), "{}", path.display());
+    let config = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let server = config.clusters[0].cluster.as_ref().unwrap().server.clone();
+    assert_eq!(
+        server.as_deref().map(|s| s.trim_end_matches('/')),
+        Some(url.as_str())
+    );
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "nothing written to the working directory"
+    );
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&cwd);
+}

@@ -25,7 +25,7 @@
 //! | `metrics` | `informer-metrics` | `metrics` (not a default) | metrics in a prometheus-client registry; `/metrics`, `/readyz`, `/livez` over HTTP |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |
 //!
-//! Features: `default = ["kube", "rustls-tls", "ring"]`, which turns on every layer (each
+//! Features: `default = ["kube", "runtime", "rustls-tls", "ring"]`, which turns on every layer (each
 //! layer's feature turns on the ones below it) and kube-client's TLS ([Cargo
 //! features](#cargo-features)). Without default features, pick layers one by one: only `kube`
 //! brings in kube-client and k8s-openapi, so a program with its own `ListerWatcher` can use
@@ -131,7 +131,7 @@ server.shutdown().await;
 //! * `aws-lc-rs` — rustls on aws-lc-rs.
 //! * `openssl-tls` — the system's OpenSSL instead of rustls.
 //!
-//! `default = ["kube", "rustls-tls", "ring"]`. For another stack, turn defaults off and
+//! `default = ["kube", "runtime", "rustls-tls", "ring"]`. For another stack, turn defaults off and
 //! name it: `default-features = false, features = ["aws-lc-rs"]`. With `kube` and no TLS
 //! feature, kube-client speaks plain `http://` only, enough for the simulator or
 //! `kubectl proxy`.
@@ -142,7 +142,8 @@ server.shutdown().await;
 //!
 //! ```toml
 //! [dependencies]
-//! informers = { git = "https://github.com/informers-rs/informers" }
+//! # not published yet: a checkout of the repository, by its path
+//! informers = { path = "../informers/crates/informers" }
 //! k8s-openapi = { version = "0.29", features = ["v1_36"] }
 //! ```
 
