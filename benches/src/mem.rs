@@ -47,6 +47,18 @@ pub struct Heap {
     pub blocks: usize,
 }
 
+impl Heap {
+    /// The live heap of a counting allocator's statistics (the `mem` and `anatomy` binaries').
+    pub fn of(stats: stats_alloc::Stats) -> Self {
+        Self {
+            bytes: stats
+                .bytes_allocated
+                .saturating_sub(stats.bytes_deallocated),
+            blocks: stats.allocations.saturating_sub(stats.deallocations),
+        }
+    }
+}
+
 /// Reads the live heap (from a counting global allocator); `None` without one.
 pub type HeapProbe = fn() -> Option<Heap>;
 

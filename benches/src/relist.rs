@@ -365,9 +365,9 @@ pub fn measure(side: Side, listing: Listing, n: usize, heap: HeapProbe) -> Sampl
                 ..Sample::default()
             }
         }
-        Side::Ours => ours(&rt, &server, client, n, heap, false),
-        Side::OursByPage => ours(&rt, &server, client, n, heap, true),
-        Side::OursCompact => ours_in(&rt, &server, client, n, heap, true, true),
+        Side::Ours => ours(&rt, &server, client, n, heap, false, false),
+        Side::OursByPage => ours(&rt, &server, client, n, heap, true, false),
+        Side::OursCompact => ours(&rt, &server, client, n, heap, true, true),
         Side::KubeRuntime => kube_runtime(&rt, &server, client, n, heap),
     };
     sample.pods = n;
@@ -417,17 +417,6 @@ fn at_version(p: &Pod, i: usize, epoch: u64) -> bool {
 }
 
 fn ours(
-    rt: &tokio::runtime::Runtime,
-    server: &RelistServer,
-    client: kube::Client,
-    n: usize,
-    heap: HeapProbe,
-    by_page: bool,
-) -> Sample {
-    ours_in(rt, server, client, n, heap, by_page, false)
-}
-
-fn ours_in(
     rt: &tokio::runtime::Runtime,
     server: &RelistServer,
     client: kube::Client,

@@ -19,11 +19,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 fn heap() -> Option<Heap> {
-    let s = GLOBAL.stats();
-    Some(Heap {
-        bytes: s.bytes_allocated.saturating_sub(s.bytes_deallocated),
-        blocks: s.allocations.saturating_sub(s.deallocations),
-    })
+    Some(Heap::of(GLOBAL.stats()))
 }
 
 fn main() -> ExitCode {

@@ -140,7 +140,7 @@ impl Selectors {
 }
 
 macro_rules! common_methods {
-    ($ty:ident) => {
+    ($ty:ident, $negotiation:expr) => {
         impl<K: Resource> $ty<K> {
             /// A lister-watcher over `api`: its scope (all namespaces or one) is the api's.
             pub fn new(api: Api<K>) -> Self {
@@ -148,11 +148,7 @@ macro_rules! common_methods {
                     api,
                     selectors: Selectors::default(),
                     decoding: Decoding::default(),
-                    negotiation: Arc::new(if stringify!($ty) == "KubeListerWatcher" {
-                        Negotiation::default()
-                    } else {
-                        Negotiation::json_only()
-                    }),
+                    negotiation: Arc::new($negotiation),
                 }
             }
 
@@ -219,8 +215,9 @@ macro_rules! common_methods {
     };
 }
 
-common_methods!(KubeListerWatcher);
-common_methods!(MetadataListerWatcher);
+common_methods!(KubeListerWatcher, Negotiation::default());
+// The metadata API's protobuf form is not read.
+common_methods!(MetadataListerWatcher, Negotiation::json_only());
 
 impl<K: Resource> KubeListerWatcher<K> {
     /// Asks for JSON only. By default a lister-watcher asks for protobuf with JSON as the

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use futures::{Stream, StreamExt};
-use informer_protobuf::{Envelope, FrameDecoder, ListDecoder, envelope};
+use informer_protobuf::{Envelope, FrameDecoder, ListDecoder, MessageType, envelope};
 use informer_reflector::{Error, ListPage, ListSink};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::client::Body;
@@ -128,17 +128,32 @@ pub struct EncodingCounts {
     pub schema_gaps: u64,
 }
 
-/// An object of an enveloped message, in its `Arc`, as `decoding` says.
-fn object<K: DeserializeOwned>(
-    envelope: &Envelope<'_>,
-    decoding: Decoding,
-) -> Result<Arc<K>, informer_protobuf::Error> {
-    if decoding.skip_managed_fields {
-        envelope
-            .decode::<WithoutManagedFields<InArc<K>>>()
-            .map(|o| o.0.0)
-    } else {
-        envelope.decode::<InArc<K>>().map(|o| o.0)
+/// Where an object's bytes are: an enveloped object (a watch event's) or a bare message (a list
+/// item).
+enum Source<'a> {
+    Envelope(&'a Envelope<'a>),
+    Message(MessageType, &'a [u8]),
+}
+
+impl<'a> Source<'a> {
+    fn decode<T: Deserialize<'a>>(&self) -> Result<T, informer_protobuf::Error> {
+        match self {
+            Source::Envelope(envelope) => envelope.decode(),
+            Source::Message(message, bytes) => message.decode(bytes),
+        }
+    }
+
+    /// The object, in its `Arc`, as `decoding` says.
+    fn object<K: DeserializeOwned>(
+        &self,
+        decoding: Decoding,
+    ) -> Result<Arc<K>, informer_protobuf::Error> {
+        if decoding.skip_managed_fields {
+            self.decode::<WithoutManagedFields<InArc<K>>>()
+                .map(|o| o.0.0)
+        } else {
+            self.decode::<InArc<K>>().map(|o| o.0)
+        }
     }
 }
 
@@ -188,17 +203,12 @@ impl<'n> ListReader<'n> {
             .next_item()
             .map_err(|e| self.negotiation.error("list response", e))?
         {
-            let item = if self.decoding.skip_managed_fields {
-                message
-                    .decode::<WithoutManagedFields<InArc<K>>>(bytes)
-                    .map(|o| o.0.0)
-            } else {
-                message.decode::<InArc<K>>(bytes).map(|o| o.0)
-            }
-            .map_err(|e| {
-                let what = format!("list response: item {}", self.decoded);
-                self.negotiation.error(&what, e)
-            })?;
+            let item = Source::Message(message, bytes)
+                .object(self.decoding)
+                .map_err(|e| {
+                    let what = format!("list response: item {}", self.decoded);
+                    self.negotiation.error(&what, e)
+                })?;
             self.decoded += 1;
             sink.push(item)?;
         }
@@ -239,10 +249,11 @@ pub(crate) fn frame_event<K: DeserializeOwned>(
     let failed = |e| negotiation.error("watch event", e);
     let event = informer_protobuf::watch_event(frame).map_err(failed)?;
     let envelope = envelope::open(event.object).map_err(failed)?;
+    let object = || Source::Envelope(&envelope).object(decoding).map_err(failed);
     Ok(match event.event_type {
-        "ADDED" => E::Added(object(&envelope, decoding).map_err(failed)?),
-        "MODIFIED" => E::Modified(object(&envelope, decoding).map_err(failed)?),
-        "DELETED" => E::Deleted(object(&envelope, decoding).map_err(failed)?),
+        "ADDED" => E::Added(object()?),
+        "MODIFIED" => E::Modified(object()?),
+        "DELETED" => E::Deleted(object()?),
         "BOOKMARK" => {
             let bookmark: BookmarkObject = envelope.decode().map_err(failed)?;
             E::Bookmark(kube::core::watch::Bookmark {

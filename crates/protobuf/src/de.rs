@@ -236,11 +236,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let value = self
-            .pending
-            .take()
-            .ok_or_else(|| Error::Invalid("a value asked for before its key".into()))?;
-        seed.deserialize(value)
+        seed.deserialize(take_pending(&mut self.pending)?)
     }
 }
 
@@ -292,7 +288,7 @@ fn element<'de>(
     })
 }
 
-fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|_| Error::Invalid("a string that is not UTF-8".into()))
 }
 
@@ -416,6 +412,13 @@ fn kind_of(field: &'static Field) -> &'static Value {
         Kind::Value(value) => value,
         Kind::Map(value) => value,
     }
+}
+
+/// The value of the key yielded last.
+fn take_pending<'de>(pending: &mut Option<ValueDe<'de>>) -> Result<ValueDe<'de>, Error> {
+    pending
+        .take()
+        .ok_or_else(|| Error::Invalid("a value asked for before its key".into()))
 }
 
 /// One value, as serde data.
@@ -667,11 +670,7 @@ impl<'de> MapAccess<'de> for Entries<'de> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let value = self
-            .pending
-            .take()
-            .ok_or_else(|| Error::Invalid("a value asked for before its key".into()))?;
-        seed.deserialize(value)
+        seed.deserialize(take_pending(&mut self.pending)?)
     }
 }
 

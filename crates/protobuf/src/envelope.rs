@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use crate::Error;
-use crate::de::{MessageDe, from_message};
+use crate::de::{MessageDe, from_message, utf8};
 use crate::schema::{self, Kind, Message, Value};
 use crate::wire::{Raw, Reader, peek_varint};
 
@@ -37,15 +37,8 @@ pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, Error> {
     let mut reader = Reader::new(rest);
     while !reader.is_empty() {
         match reader.field()? {
-            (1, Raw::Bytes(type_meta)) => {
-                let mut meta = Reader::new(type_meta);
-                while !meta.is_empty() {
-                    match meta.field()? {
-                        (1, Raw::Bytes(b)) => envelope.api_version = utf8(b)?,
-                        (2, Raw::Bytes(b)) => envelope.kind = utf8(b)?,
-                        _ => return Err(Error::Invalid("runtime.TypeMeta".into())),
-                    }
-                }
+            (1, Raw::Bytes(bytes)) => {
+                (envelope.api_version, envelope.kind) = type_meta(bytes)?;
             }
             (2, Raw::Bytes(raw)) => envelope.raw = raw,
             (3, Raw::Bytes(encoding)) if !encoding.is_empty() => {
@@ -66,8 +59,18 @@ pub fn open(bytes: &[u8]) -> Result<Envelope<'_>, Error> {
     Ok(envelope)
 }
 
-fn utf8(bytes: &[u8]) -> Result<&str, Error> {
-    std::str::from_utf8(bytes).map_err(|_| Error::Invalid("a type name that is not UTF-8".into()))
+/// A `runtime.TypeMeta`: `apiVersion` and `kind`.
+fn type_meta(bytes: &[u8]) -> Result<(&str, &str), Error> {
+    let (mut api_version, mut kind) = ("", "");
+    let mut reader = Reader::new(bytes);
+    while !reader.is_empty() {
+        match reader.field()? {
+            (1, Raw::Bytes(b)) => api_version = utf8(b)?,
+            (2, Raw::Bytes(b)) => kind = utf8(b)?,
+            _ => return Err(Error::Invalid("runtime.TypeMeta".into())),
+        }
+    }
+    Ok((api_version, kind))
 }
 
 impl<'a> Envelope<'a> {
@@ -312,20 +315,13 @@ impl ListDecoder {
     }
 }
 
-fn list_shape(type_meta: &[u8]) -> Result<ListShape, Error> {
-    let mut envelope = Envelope {
-        api_version: "",
-        kind: "",
+fn list_shape(bytes: &[u8]) -> Result<ListShape, Error> {
+    let (api_version, kind) = type_meta(bytes)?;
+    let envelope = Envelope {
+        api_version,
+        kind,
         raw: &[],
     };
-    let mut reader = Reader::new(type_meta);
-    while !reader.is_empty() {
-        match reader.field()? {
-            (1, Raw::Bytes(b)) => envelope.api_version = utf8(b)?,
-            (2, Raw::Bytes(b)) => envelope.kind = utf8(b)?,
-            _ => return Err(Error::Invalid("runtime.TypeMeta".into())),
-        }
-    }
     let list = envelope.message()?;
     let (Some(metadata), Some(items)) =
         (list.message_field("metadata"), list.message_field("items"))
