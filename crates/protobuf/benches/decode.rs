@@ -1,0 +1,64 @@
+//! The decoder on the realistic pod (`benches/fixtures/pod-realistic.json`, encoded by the API
+//! server simulator): a whole `Pod`, a `Pod` without its managed fields, and the same through
+//! serde_json from the JSON form, side by side.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+
+const FIXTURE: &[u8] = include_bytes!("../../../benches/fixtures/pod-realistic.json");
+
+/// A `Pod` that leaves its managed fields out, as the adapter's default does.
+#[derive(serde::Deserialize)]
+struct Lean {
+    #[serde(rename = "metadata")]
+    _metadata: LeanMeta,
+    #[serde(rename = "spec")]
+    _spec: Option<k8s_openapi::api::core::v1::PodSpec>,
+    #[serde(rename = "status")]
+    _status: Option<k8s_openapi::api::core::v1::PodStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct LeanMeta {
+    #[serde(rename = "labels")]
+    _labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(rename = "annotations")]
+    _annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(rename = "name")]
+    _name: Option<String>,
+    #[serde(rename = "namespace")]
+    _namespace: Option<String>,
+    #[serde(rename = "uid")]
+    _uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    _resource_version: Option<String>,
+    #[serde(rename = "creationTimestamp")]
+    _creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(rename = "ownerReferences")]
+    _owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+}
+
+fn decode(c: &mut Criterion) {
+    let value: serde_json::Value = serde_json::from_slice(FIXTURE).expect("the fixture is JSON");
+    let json = serde_json::to_vec(&value).expect("encodes");
+    let protobuf = informer_apiserver::encode_protobuf(&value).expect("a built-in kind");
+    let mut g = c.benchmark_group("realistic_pod");
+    g.bench_function("protobuf_pod", |b| {
+        b.iter(|| black_box(informer_protobuf::from_slice::<Pod>(black_box(&protobuf)).unwrap()))
+    });
+    g.bench_function("protobuf_without_managed_fields", |b| {
+        b.iter(|| black_box(informer_protobuf::from_slice::<Lean>(black_box(&protobuf)).unwrap()))
+    });
+    g.bench_function("json_pod", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<Pod>(black_box(&json)).unwrap()))
+    });
+    g.bench_function("json_without_managed_fields", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<Lean>(black_box(&json)).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);
