@@ -30,17 +30,16 @@ use informers::apiserver::{ApiServer, Config, Failure, Isolation, ResourceInfo, 
 use informers::k8s_openapi::api::core::v1::ConfigMap;
 use informers::k8s_openapi::api::events::v1::Event;
 use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use informers::kube::events::{EventSpec, EventType, Recorder, Reporter};
-use informers::kube::predicates::{finalizers_changed, generation_changed};
 use informers::kube::{
-    Finalize, FinalizerError, OWNER_UID_INDEX, UID_INDEX, finalizer, owner_keys,
-    owner_uid_index_func, uid_index_func,
+    OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
 };
 use informers::kube_client::api::{DeleteParams, ListParams, PostParams};
 use informers::kube_client::{self, Api, Resource as _};
 use informers::leaderelection::{ElectionConfig, KubeLease, LeaderElector};
 use informers::prelude::*;
-use informers::runtime::{Controller, Request, RuntimeError};
+use informers::runtime::events::{EventSpec, EventType, Recorder, Reporter};
+use informers::runtime::predicates::{finalizers_changed, generation_changed};
+use informers::runtime::{Controller, Finalize, FinalizerError, Request, RuntimeError, finalizer};
 use serde::{Deserialize, Serialize};
 
 /// The custom resource.

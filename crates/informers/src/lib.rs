@@ -20,7 +20,7 @@
 //! | [`factory`] | `informer-factory` | `factory` | `SharedInformerFactory`, typed listers |
 //! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
 //! | [`workqueue`] | `informer-workqueue` | `workqueue` | the rate-limited work queue (client-go's `util/workqueue`) |
-//! | [`runtime`] | `informer-runtime` | `runtime` | the reconciler: `Controller`, `Action`, `Target` |
+//! | [`runtime`] | `informer-runtime` | `runtime` | the reconciler: `Controller`, `Action`, `Target`; with `kube`, `finalizer`, `events::Recorder`, `predicates` |
 //! | [`leaderelection`] | `informer-leaderelection` | `leaderelection` (or `runtime`) | leader election on Leases: `LeaderElector`, `KubeLease` (with `kube`) |
 //! | `metrics` | `informer-metrics` | `metrics` (not a default) | metrics in a prometheus-client registry; `/metrics`, `/readyz`, `/livez` over HTTP |
 //! | `apiserver` | `informer-apiserver` | `apiserver` | the in-process API server simulator, for tests and demos |

@@ -28,12 +28,9 @@
 //! * [`DynamicResource`] names a resource known only at run time (an
 //!   [`ApiResource`](kube::discovery::ApiResource) and its scope), whose informer caches
 //!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
-//! * [`predicates`] for `Controller::predicate`: `generation_changed`, `labels_changed`,
-//!   `annotations_changed`, `finalizers_changed`.
-//! * [`events::Recorder`] publishes Kubernetes Events (`events.k8s.io/v1`) about objects, with
-//!   client-go's series for repeats.
-//! * [`finalizer`] runs a reconcile behind a finalizer: added first, the cleanup run when the
-//!   object is being deleted, the finalizer removed once the cleanup succeeds.
+//!
+//! The reconciler's Kubernetes helpers (finalizer, Events, predicates) live beside the reconciler,
+//! in `informer-runtime`'s `kube` feature: this crate stops at the shared informer factory.
 //!
 //! # Resources known at run time
 //!
@@ -128,12 +125,9 @@ mod compact;
 mod decode;
 mod dynamic;
 mod error;
-pub mod events;
 mod factory;
-mod finalizer;
 mod key;
 mod lister_watcher;
-pub mod predicates;
 mod protobuf;
 mod skip;
 mod transform;
@@ -147,7 +141,6 @@ pub use crate::factory::{
     ApiScope, KubeInformerFactory, KubeSource, LabelSelector, Metadata, client_from_config,
     default_client,
 };
-pub use crate::finalizer::{Finalize, FinalizerError, finalizer};
 pub use crate::key::{
     OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys, owner_uid_index_func,
     pod_node_index_func, uid_index_func,

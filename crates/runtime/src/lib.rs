@@ -30,6 +30,19 @@
 //!   or deleted until the child informer has observed them, so that a reconcile run again
 //!   meanwhile does not act on a cache that lags its own writes.
 //!
+//! With the `kube` feature (on by default), helpers for reconcilers of Kubernetes objects,
+//! through kube-client:
+//!
+//! * [`predicates`] for [`Controller::predicate`]: `generation_changed`, `labels_changed`,
+//!   `annotations_changed`, `finalizers_changed`;
+//! * [`events::Recorder`] publishes Kubernetes Events (`events.k8s.io/v1`) about objects, with
+//!   client-go's series for repeats;
+//! * [`finalizer()`] runs a reconcile behind a finalizer: added first, the cleanup run when the
+//!   object is being deleted, the finalizer removed once the cleanup succeeds;
+//! * [`KubeLease`], the leader election's lock on a `coordination.k8s.io/v1` Lease.
+//!
+//! Without it, the crate knows nothing of Kubernetes' API: any object, any source.
+//!
 //! # Example
 //!
 //! ```
@@ -87,6 +100,16 @@ pub use informer_leaderelection::{LeaderElector, Term};
 
 pub mod expectations;
 pub use expectations::Expectations;
+#[cfg(feature = "kube")]
+pub mod events;
+#[cfg(feature = "kube")]
+mod finalizer;
+#[cfg(feature = "kube")]
+pub use finalizer::{Finalize, FinalizerError, finalizer};
+#[cfg(feature = "kube")]
+pub mod predicates;
+#[cfg(feature = "kube")]
+pub use informer_leaderelection::KubeLease;
 use informer_workqueue::WorkQueue;
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinSet;

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use informer_runtime::Action;
+use crate::Action;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource};
 use serde::Serialize;
@@ -71,8 +71,7 @@ where
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use informer_kube::{finalizer, Finalize};
-/// use informer_runtime::Action;
+/// use informer_runtime::{finalizer, Finalize};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::Api;
 ///

@@ -1,8 +1,8 @@
-//! Predicates for [`Controller::predicate`](informer_runtime::Controller::predicate): which
+//! Predicates for [`Controller::predicate`](crate::Controller::predicate): which
 //! updates of a main object are worth a reconcile.
 //!
 //! ```
-//! use informer_kube::predicates::{generation_changed, labels_changed};
+//! use informer_runtime::predicates::{generation_changed, labels_changed};
 //! use k8s_openapi::api::apps::v1::Deployment;
 //!
 //! // A spec change (a new generation) or a label change; not a status the controller wrote.

@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
-use informer_kube::{Finalize, FinalizerError, finalizer};
-use informer_runtime::Action;
+use informer_runtime::{Action, Finalize, FinalizerError, finalizer};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

@@ -105,7 +105,7 @@ struct Series {
 /// object) and named `<object name>.<hex time>`.
 ///
 /// ```no_run
-/// use informer_kube::events::{EventSpec, EventType, Recorder, Reporter};
+/// use informer_runtime::events::{EventSpec, EventType, Recorder, Reporter};
 /// use k8s_openapi::api::core::v1::ObjectReference;
 ///
 /// # async fn run(client: kube::Client, pod: ObjectReference) -> Result<(), kube::Error> {

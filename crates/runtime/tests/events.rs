@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use informer_apiserver::{ApiServer, Config};
-use informer_kube::events::{EventSpec, EventType, Recorder, Reporter};
+use informer_runtime::events::{EventSpec, EventType, Recorder, Reporter};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
