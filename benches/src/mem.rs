@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 use informer_fifo::{DeltaFifo, Queue};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchStep};
 use informer_store::ReflectorStore;
@@ -638,7 +638,7 @@ where
     let source = FakeListerWatcher::new();
     source.push_list(ListPage::new(built, n.to_string()));
     source.push_watch(vec![WatchStep::Hang]);
-    let resource_version: informer_controller::ResourceVersionFunc<K> =
+    let resource_version: informer::ResourceVersionFunc<K> =
         Arc::new(|o: &K| o.meta().resource_version.as_deref());
     let informer = Arc::new(match cache {
         None => SharedIndexInformer::new(
@@ -683,7 +683,7 @@ where
     }
 }
 
-pub(crate) type RunTask = tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>;
+pub(crate) type RunTask = tokio::task::JoinHandle<Result<(), informer::InformerError>>;
 
 /// Starts `informer` on `rt` and waits until it has synced and `counter` has seen `n` adds.
 pub(crate) fn run_until_synced<K>(

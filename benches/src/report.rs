@@ -572,7 +572,7 @@ fn inf_rows(opts: &Options, emit: &mut dyn FnMut(Row)) -> Option<f64> {
     };
     let latest = w_inf::Consumers::Latest {
         count: 4,
-        buffer: informer_controller::DEFAULT_BUFFER,
+        buffer: informer::DEFAULT_BUFFER,
     };
     let (mut ours, mut subs, mut consumer) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ours_subs, mut ours_latest) = (Vec::new(), Vec::new());

@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, Stream, StreamExt};
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
 };

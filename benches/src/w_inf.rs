@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use informer_controller::{
+use informer::{
     Event as InformerEvent, HandlerOptions, HandlerRegistration, ResourceEventHandler,
     SharedIndexInformer, Subscription,
 };

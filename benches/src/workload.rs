@@ -78,6 +78,6 @@ pub fn indexers() -> Indexers<Pod> {
 }
 
 /// `metadata.resourceVersion`.
-pub fn resource_version_func() -> informer_controller::ResourceVersionFunc<Pod> {
+pub fn resource_version_func() -> informer::ResourceVersionFunc<Pod> {
     Arc::new(|p: &Pod| p.metadata.resource_version.as_deref())
 }

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use informer::{InformerError, SharedIndexInformer};
 use informer_apiserver::{ApiServer, Failure as ServerFailure, StatusError, Verb as ServerVerb};
-use informer_controller::{InformerError, SharedIndexInformer};
 use informer_kube::{
     Encoding, EncodingCounts, KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX, key_func,
     namespace_index_func, owner_keys, owner_uid_index_func, uid_index_func,

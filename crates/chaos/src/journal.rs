@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use informer_controller::ResourceEventHandler;
+use informer::ResourceEventHandler;
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 

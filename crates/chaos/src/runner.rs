@@ -133,9 +133,9 @@ pub fn informer_threads() -> Option<usize> {
 }
 
 /// The delivery pool's threads once any spare has left (spares leave after
-/// [`SPARE_IDLE`](informer_controller::SPARE_IDLE) idle; waits up to ten seconds for that).
+/// [`SPARE_IDLE`](informer::SPARE_IDLE) idle; waits up to ten seconds for that).
 pub(crate) fn pool_threads_settled() -> Option<usize> {
-    let resting = informer_controller::DeliveryPool::global().size() + 1;
+    let resting = informer::DeliveryPool::global().size() + 1;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let threads = informer_threads()?;
@@ -149,7 +149,7 @@ pub(crate) fn pool_threads_settled() -> Option<usize> {
 /// Waits (up to ten seconds) until no job is left on the delivery pool: every informer's pop
 /// loop and every handler has ended. Returns what is left.
 pub(crate) fn jobs_left_on_the_pool() -> usize {
-    let pool = informer_controller::DeliveryPool::global();
+    let pool = informer::DeliveryPool::global();
     let deadline = Instant::now() + Duration::from_secs(10);
     while pool.jobs() > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));

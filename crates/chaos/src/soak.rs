@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use informer::DeliveryPool;
 use informer_apiserver::{ApiServer, Config};
-use informer_controller::DeliveryPool;
 
 use crate::journal::WriteLog;
 use crate::scenario::{Fault, Generator, NAMESPACES, NODES, Op, PodKey};
@@ -32,7 +32,7 @@ pub struct SoakOptions {
     pub seed: u64,
     /// How long the slow handler sleeps per notification. A relist hands every handler an
     /// update per object; a handler slower than that falls behind its bounded buffer (the
-    /// default, [`DEFAULT_BUFFER`](informer_controller::DEFAULT_BUFFER) notifications) and from
+    /// default, [`DEFAULT_BUFFER`](informer::DEFAULT_BUFFER) notifications) and from
     /// then on receives one notification per changed key until it catches up.
     pub slow_handler: Duration,
     /// Run the simulator (and the churn, which writes through its Rust handle, and the faults)
@@ -419,7 +419,7 @@ async fn start_stack(
             streaming_list: false,
             relist_by_page: false,
             slow_delay: options.slow_handler,
-            slow_buffer: informer_controller::DEFAULT_BUFFER,
+            slow_buffer: informer::DEFAULT_BUFFER,
             keep_notes: false,
             record_times: true,
             json_only: false,

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use informer_apiserver::{
-    ApiServer, Failure as ServerFailure, SlowStream, StatusError, Verb as ServerVerb,
-};
-use informer_controller::{
+use informer::{
     HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandlerExt,
     SharedIndexInformer,
+};
+use informer_apiserver::{
+    ApiServer, Failure as ServerFailure, SlowStream, StatusError, Verb as ServerVerb,
 };
 use informer_kube::{
     Encoding, EncodingCounts, KubeListerWatcher, key_func, namespace_index_func,

@@ -32,7 +32,7 @@ fn seeded_scenarios_converge_under_faults() {
     );
     assert_eq!(summary.jobs_left, 0, "pop loops or handlers left running");
     if let Some(threads) = summary.threads_left {
-        let pool = informer_controller::DeliveryPool::global();
+        let pool = informer::DeliveryPool::global();
         assert_eq!(
             threads,
             pool.size() + 1,

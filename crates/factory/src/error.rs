@@ -1,6 +1,6 @@
 //! The factory's errors.
 
-use informer_controller::InformerError;
+use informer::InformerError;
 
 /// Errors from [`SharedInformerFactory`](crate::SharedInformerFactory).
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer_controller::{
+use informer::{
     Health, HealthOptions, InformerError, InformerStats, ResourceVersionFunc, SharedIndexInformer,
 };
 use informer_reflector::{ListerWatcher, ReflectorObserver};
@@ -424,7 +424,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     /// Every informer applies each page of a relist as it arrives, unless its options say
     /// otherwise: a relist's peak memory is then the cache and a few pages, not two copies of
     /// the collection (see
-    /// [`SharedIndexInformer::with_relist_by_page`](informer_controller::SharedIndexInformer::with_relist_by_page)
+    /// [`SharedIndexInformer::with_relist_by_page`](informer::SharedIndexInformer::with_relist_by_page)
     /// for what else changes). Off by default.
     #[must_use]
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
@@ -485,7 +485,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     /// ```
     /// # use informer_factory::{ListerWatcherSource, SharedInformerFactory};
     /// # fn doc<S: ListerWatcherSource<String> + Send + Sync>(factory: SharedInformerFactory<S>) {
-    /// use informer_controller::QueueKind;
+    /// use informer::QueueKind;
     /// let factory = factory.configure::<String>(|informer| informer.with_queue(QueueKind::InOrder));
     /// # }
     /// ```

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::hash::Hash;
 
-use informer_controller::ResourceVersionFunc;
+use informer::ResourceVersionFunc;
 use informer_reflector::ListerWatcher;
 use informer_store::{Indexers, KeyFunc};
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Obj, Pods, Secrets, Source, Stuck, objects};
-use informer_controller::ResourceEventHandlerFuncs;
+use informer::ResourceEventHandlerFuncs;
 use informer_factory::{FactoryError, InformerOptions, Selection, SharedInformerFactory};
 use informer_fifo::transform_func;
 use informer_store::Everything;
@@ -392,7 +392,7 @@ async fn relists_by_page_are_one_option_on_the_factory_or_an_informer() {
         assert!(std::time::Instant::now() < deadline, "the relists started");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let version = |informer: &informer_controller::SharedIndexInformer<Obj>| {
+    let version = |informer: &informer::SharedIndexInformer<Obj>| {
         informer.lister().get("a/web-0").map(|o| o.rv.clone())
     };
     while version(&pods).as_deref() != Some("2") {

@@ -5,9 +5,9 @@
 //! feature, and [`prelude`] gathers what a program usually needs.
 //!
 //! ```text
-//!  API server ──list/watch──▶ Reflector ──▶ DeltaFifo ──▶ Controller ──▶ Indexer (cache) ◀── listers
-//!                          (ListerWatcher)                    │
-//!                                                             └──▶ Processor ──▶ your handlers
+//!  API server ──list/watch──▶ Reflector ──▶ DeltaFifo ──▶ InformerLoop ──▶ Indexer (cache) ◀── listers
+//!                          (ListerWatcher)                      │
+//!                                                               └──▶ Processor ──▶ your handlers
 //!  SharedInformerFactory: one SharedIndexInformer per resource type and selection.
 //! ```
 //!
@@ -16,7 +16,7 @@
 //! | [`store`] | `informer-store` | `store` | the cache: `Store`, `Indexer`, `ThreadSafeStore`, `Lister`, key and index functions |
 //! | [`fifo`] | `informer-fifo` | `fifo` | the queue: `DeltaFifo`, `InOrderFifo`, deltas and tombstones |
 //! | [`reflector`] | `informer-reflector` | `reflector` | `ListerWatcher` and the `Reflector` (list, watch, relist, backoff) |
-//! | [`controller`] | `informer-controller` | `controller` | `SharedIndexInformer`, event handlers, the processor |
+//! | [`informer`] | `informer` | `informer` | `SharedIndexInformer`, event handlers, streams, the delivery pool |
 //! | [`factory`] | `informer-factory` | `factory` | `SharedInformerFactory`, typed listers |
 //! | [`kube`] | `informer-kube` | `kube` | the kube-client adapter and `KubeInformerFactory` |
 //! | [`workqueue`] | `informer-workqueue` | `workqueue` | the rate-limited work queue (client-go's `util/workqueue`) |
@@ -120,7 +120,7 @@ server.shutdown().await;
 //!
 //! # Cargo features
 //!
-//! Layers: `store`, `fifo`, `reflector`, `controller`, `factory` and `kube`, each turning on
+//! Layers: `store`, `fifo`, `reflector`, `informer`, `factory` and `kube`, each turning on
 //! the ones below it (see the table above); `apiserver` adds the simulator.
 //!
 //! TLS, for kube-client's connections to `https://` servers (each one implies `kube`):
@@ -147,8 +147,8 @@ server.shutdown().await;
 //! k8s-openapi = { version = "0.29", features = ["v1_36"] }
 //! ```
 
-#[cfg(feature = "controller")]
-pub use informer_controller as controller;
+#[cfg(feature = "informer")]
+pub use informer;
 #[cfg(feature = "factory")]
 pub use informer_factory as factory;
 #[cfg(feature = "fifo")]
@@ -180,8 +180,8 @@ pub use k8s_openapi;
 
 /// What most programs use, in one import: `use informers::prelude::*;`.
 pub mod prelude {
-    #[cfg(feature = "controller")]
-    pub use informer_controller::{
+    #[cfg(feature = "informer")]
+    pub use informer::{
         AsyncResourceEventHandler, DeliveryPool, Event, HandlerOptions, HandlerRegistration,
         ResourceEventHandler, ResourceEventHandlerExt, ResourceEventHandlerFuncs,
         SharedIndexInformer, Subscription, async_trait,
@@ -201,7 +201,7 @@ pub mod prelude {
     };
     #[cfg(feature = "workqueue")]
     pub use informer_workqueue::WorkQueue;
-    #[cfg(feature = "controller")]
+    #[cfg(feature = "informer")]
     pub use tokio_util::sync::CancellationToken;
 }
 

@@ -9,7 +9,7 @@ use kube::api::{Api, ListParams, VersionMatch};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 
 /// A cache's content at one resource version: `namespace/name` (or `name`) → the object's
 /// `resourceVersion`.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use informer_controller::ResourceVersionFunc;
+use informer::ResourceVersionFunc;
 use informer_factory::{DynamicListerWatcherSource, Selection};
 use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};
 use kube::Client;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use informer_controller::ResourceVersionFunc;
+use informer::ResourceVersionFunc;
 use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
 use informer_store::Selector;
 use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};

@@ -163,8 +163,7 @@ mod send_sync {
     const _: () = assert_send_sync::<KubeListerWatcher<kube::api::DynamicObject>>();
     const _: () = assert_send_sync::<DynamicResource>();
     const _: () = assert_send_sync::<KubeInformerFactory>();
-    const _: () = assert_send_sync::<informer_controller::SharedIndexInformer<Pod>>();
-    const _: () = assert_send_sync::<
-        informer_controller::SharedIndexInformer<kube::core::PartialObjectMeta<Pod>>,
-    >();
+    const _: () = assert_send_sync::<informer::SharedIndexInformer<Pod>>();
+    const _: () =
+        assert_send_sync::<informer::SharedIndexInformer<kube::core::PartialObjectMeta<Pod>>>();
 }

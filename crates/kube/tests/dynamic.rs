@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use informer::ResourceEventHandlerFuncs;
 use informer_apiserver::{ApiServer, Config, ResourceInfo};
-use informer_controller::ResourceEventHandlerFuncs;
 use informer_factory::{InformerOptions, Selection};
 use informer_kube::{
     CacheCheck, DynamicResource, KubeInformerFactory, KubeSource, check_at_same_version,

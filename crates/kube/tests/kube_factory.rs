@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use informer::SharedIndexInformer;
 use informer_apiserver::{ApiServer, Config};
-use informer_controller::SharedIndexInformer;
 use informer_factory::{InformerOptions, Selection};
 use informer_kube::{KubeInformerFactory, KubeSource, LabelSelector, Metadata};
 use informer_store::Everything;

@@ -254,7 +254,7 @@ async fn a_partial_type_takes_a_transform_through_the_factory() {
     let report = factory.wait_for_cache_sync(Some(LONG)).await;
     assert!(report.all_synced(), "{report}");
 
-    let get = |i: &informer_controller::SharedIndexInformer<SlimPod>| {
+    let get = |i: &informer::SharedIndexInformer<SlimPod>| {
         i.lister().get("a/web-0").expect("a/web-0 cached")
     };
     assert_eq!(get(&stripped).metadata.managed_fields, None);

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use informer_controller::HealthOptions;
+use informer::HealthOptions;
 use informer_factory::{FactoryStats, SharedInformerFactory};
 use parking_lot::Mutex;
 

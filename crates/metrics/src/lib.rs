@@ -51,14 +51,14 @@
 mod encode;
 #[cfg(feature = "http")]
 mod http;
-mod informer;
+mod informer_stats;
 mod reconcile;
 mod reflector;
 mod workqueue;
 
 use std::sync::Arc;
 
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 use informer_factory::SharedInformerFactory;
 use informer_reflector::ReflectorObserver;
 use informer_runtime::ReconcileObserver;
@@ -86,7 +86,7 @@ struct Inner {
     reflector: Arc<reflector::Families>,
     workqueue: Arc<QueueList>,
     reconcile: Arc<reconcile::Families>,
-    informers: Arc<informer::Sources>,
+    informers: Arc<informer_stats::Sources>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -111,8 +111,8 @@ impl Metrics {
             queues: Arc::clone(&workqueue),
         }));
         let reconcile = Arc::new(reconcile::Families::register(&mut registry));
-        let informers = Arc::new(informer::Sources::default());
-        registry.register_collector(Box::new(informer::Collector {
+        let informers = Arc::new(informer_stats::Sources::default());
+        registry.register_collector(Box::new(informer_stats::Collector {
             sources: Arc::clone(&informers),
             reflector: Arc::clone(&reflector),
         }));

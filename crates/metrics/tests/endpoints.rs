@@ -28,7 +28,7 @@ impl ListerWatcherSource<String> for Words {
     fn key_func(&self) -> KeyFunc<String> {
         key_func(|s: &String| Ok(s.clone()))
     }
-    fn resource_version_func(&self) -> informer_controller::ResourceVersionFunc<String> {
+    fn resource_version_func(&self) -> informer::ResourceVersionFunc<String> {
         Arc::new(|_: &String| None)
     }
 }

@@ -4,9 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use informer_controller::{
-    HandlerOptions, PanicPolicy, ResourceEventHandlerFuncs, SharedIndexInformer,
-};
+use informer::{HandlerOptions, PanicPolicy, ResourceEventHandlerFuncs, SharedIndexInformer};
 use informer_metrics::Metrics;
 use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
 use informer_runtime::{Action, Controller};
@@ -179,7 +177,7 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
         Some(3.0)
     );
     // A consumer is labelled by its name, or by its registration number without one.
-    let handler = |h: &informer_controller::HandlerRegistration| {
+    let handler = |h: &informer::HandlerRegistration| {
         let label = h.name().map_or_else(|| h.id().to_string(), str::to_owned);
         format!("{words},handler=\"{label}\"")
     };

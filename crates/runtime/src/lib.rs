@@ -48,7 +48,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use informer_controller::SharedIndexInformer;
+//! use informer::SharedIndexInformer;
 //! use informer_reflector::{FakeListerWatcher, ListPage};
 //! use informer_runtime::{Action, Controller, Target};
 //! use informer_store::{key_func, Indexers};
@@ -93,9 +93,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use informer_controller::{
-    HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
-};
+use informer::{HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer};
 pub use informer_leaderelection::{LeaderElector, Term};
 
 pub mod expectations;

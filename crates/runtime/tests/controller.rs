@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
 };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use informer_controller::SharedIndexInformer;
+use informer::SharedIndexInformer;
 use informer_leaderelection::{ElectionConfig, LeaderElector, MemoryLease};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
 use informer_runtime::{Action, Controller, Target};

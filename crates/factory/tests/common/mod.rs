@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use informer_controller::ResourceVersionFunc;
+use informer::ResourceVersionFunc;
 use informer_factory::{ListerWatcherSource, Selection};
 use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
 use informer_store::{

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use common::*;
-use informer_controller::{DeliveryPool, POP_BATCH, ResourceEventHandlerFuncs};
+use informer::{DeliveryPool, POP_BATCH, ResourceEventHandlerFuncs};
 use tokio::sync::Mutex;
 
 /// The tests count the whole process's threads: one at a time.
@@ -203,18 +203,18 @@ async fn shutting_the_runtime_down_stops_every_thread() {
 }
 
 type Fifo = informer_fifo::DeltaFifo<Obj>;
-type FifoController = informer_controller::Controller<Obj, Arc<ChannelSource>, Fifo>;
+type FifoLoop = informer::InformerLoop<Obj, Arc<ChannelSource>, Fifo>;
 
 /// The DeltaFifo controller of the controller-level tests, over `source`, on `pool`.
 fn controller_over(
     source: &Arc<ChannelSource>,
     pool: &Arc<DeliveryPool>,
-) -> (Arc<Fifo>, Arc<FifoController>) {
+) -> (Arc<Fifo>, Arc<FifoLoop>) {
     let queue = Arc::new(informer_fifo::DeltaFifo::new(informer_store::key_func(
         |o: &Obj| Ok(key(o)),
     )));
     let controller = Arc::new(
-        informer_controller::Controller::new(
+        informer::InformerLoop::new(
             Arc::clone(&queue),
             informer_reflector::Reflector::new(Arc::clone(source), Arc::clone(&queue)),
         )
@@ -231,7 +231,7 @@ struct Gated {
     gate: Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>,
 }
 
-impl informer_controller::ProcessDeltas<Obj> for Gated {
+impl informer::ProcessDeltas<Obj> for Gated {
     fn process(&mut self, _deltas: informer_fifo::Deltas<Obj>, _initial: bool) {
         self.processed.fetch_add(1, Ordering::SeqCst);
     }
@@ -301,7 +301,7 @@ async fn stop_does_not_drain_a_long_queue() {
 /// filling the queue; `run` returned only once stopped. Now the panic comes out of `run` at
 /// once (client-go's controller crashes the same way), with the reflector stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_process_function_comes_out_of_controller_run_at_once() {
+async fn a_panicking_process_function_comes_out_of_the_loop_at_once() {
     let _serial = SERIAL.lock().await;
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1)], 1);

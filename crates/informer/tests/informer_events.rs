@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use informer_controller::{
+use informer::{
     InformerError, PanicPolicy, ResourceEventHandler, ResourceEventHandlerExt,
     ResourceEventHandlerFuncs,
 };

@@ -16,8 +16,8 @@ use informer_store::{
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, ProcessDeltas, Sink, apply_deltas};
 use crate::handler::{AsyncResourceEventHandler, ResourceEventHandler};
+use crate::informer_loop::{InformerLoop, ProcessDeltas, Sink, apply_deltas};
 use crate::pool::DeliveryPool;
 use crate::processor::{
     Consumer, Cursor, HandlerOptions, HandlerRegistration, ListenerState, Notification,
@@ -357,7 +357,7 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
     }
 }
 
-/// Turns the controller's changes into notifications for the processor.
+/// Turns the informer loop's changes into notifications for the processor.
 struct Distributor<K> {
     processor: Arc<Processor<K>>,
     resource_version: ResourceVersionFunc<K>,
@@ -969,7 +969,7 @@ where
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// # use futures::StreamExt;
-    /// # use informer_controller::{Event, SharedIndexInformer};
+    /// # use informer::{Event, SharedIndexInformer};
     /// # use informer_reflector::{FakeListerWatcher, ListPage};
     /// # use informer_store::{key_func, Indexers};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -1265,9 +1265,9 @@ where
         if let Some(config) = reflector_config {
             reflector = config(reflector);
         }
-        let controller = Controller::new(Arc::clone(&queue), reflector)
+        let pop_loop = InformerLoop::new(Arc::clone(&queue), reflector)
             .with_pool(Arc::clone(self.processor.pool()));
-        let reflector = Arc::clone(controller.reflector());
+        let reflector = Arc::clone(pop_loop.reflector());
         *self.reflector.lock() = Some(reflector);
         *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
 
@@ -1286,7 +1286,7 @@ where
         };
         // Every log line of the run (the reflector's included) carries the informer's name.
         let span = tracing::info_span!("informer", name = %self.name);
-        tracing::Instrument::instrument(controller.run(stop, apply), span).await;
+        tracing::Instrument::instrument(pop_loop.run(stop, apply), span).await;
 
         let consumers = self.stop_handlers();
         self.upstream

@@ -1,4 +1,4 @@
-//! [`Controller`]: a reflector feeding a queue, and a pop loop applying what comes out.
+//! [`InformerLoop`]: a reflector feeding a queue, and a pop loop applying what comes out.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -173,11 +173,11 @@ where
 /// How many changes the pop loop takes off the queue under one acquisition of its lock.
 pub const POP_BATCH: usize = 64;
 
-/// What a controller's pop loop does with the changes it pops.
+/// What an informer loop's pop does with the changes it pops.
 ///
 /// Any `FnMut(Deltas<K>, bool)` closure is one (it ignores batch ends).
 pub trait ProcessDeltas<K>: Send + 'static {
-    /// Handles one key's deltas. Runs on the controller's [`DeliveryPool`], with the queue's
+    /// Handles one key's deltas. Runs on the loop's [`DeliveryPool`], with the queue's
     /// lock released (see [`Queue::pop`]): the reflector goes on writing meanwhile.
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool);
 
@@ -200,30 +200,30 @@ where
 /// one unless [`with_pool`](Self::with_pool) gives another), woken by the queue's writes: no
 /// thread of its own, none blocked on an empty queue.
 ///
-/// The controller knows its queue only as a [`Queue`] and its source only as a
+/// The loop knows its queue only as a [`Queue`] and its source only as a
 /// [`ListerWatcher`]: any implementation of either fits.
-pub struct Controller<K, L, Q: ?Sized> {
+pub struct InformerLoop<K, L, Q: ?Sized> {
     queue: Arc<Q>,
     reflector: Arc<Reflector<K, L, Arc<Q>>>,
-    /// `None`: the process-wide pool, started when the controller first runs.
+    /// `None`: the process-wide pool, started when the loop first runs.
     pool: Option<Arc<DeliveryPool>>,
 }
 
-impl<K, L, Q: ?Sized> fmt::Debug for Controller<K, L, Q> {
+impl<K, L, Q: ?Sized> fmt::Debug for InformerLoop<K, L, Q> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Controller")
+        f.debug_struct("InformerLoop")
             .field("reflector", &self.reflector)
             .finish_non_exhaustive()
     }
 }
 
-impl<K, L, Q> Controller<K, L, Q>
+impl<K, L, Q> InformerLoop<K, L, Q>
 where
     K: Send + Sync + 'static,
     L: ListerWatcher<K> + 'static,
     Q: Queue<K> + ?Sized + 'static,
 {
-    /// A controller over `reflector`, which must write into `queue`.
+    /// A loop over `reflector`, which must write into `queue`.
     pub fn new(queue: Arc<Q>, reflector: Reflector<K, L, Arc<Q>>) -> Self {
         Self {
             queue,
@@ -232,7 +232,7 @@ where
         }
     }
 
-    /// The same controller, popping on `pool`.
+    /// The same loop, popping on `pool`.
     pub fn with_pool(mut self, pool: Arc<DeliveryPool>) -> Self {
         self.pool = Some(pool);
         self
@@ -267,7 +267,7 @@ where
     /// queue. This returns once the pop loop has ended.
     ///
     /// If `process` panics, the pop loop ends, the reflector is stopped, and the panic is
-    /// resumed out of this call at once (as client-go's controller crashes): a controller never
+    /// resumed out of this call at once (as client-go's controller crashes): a loop never
     /// goes on listing into a queue nobody pops.
     ///
     /// Dropping the future (a `select!`, a timeout, an aborted task, a runtime shut down) does

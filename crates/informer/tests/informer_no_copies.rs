@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use informer_controller::{ResourceEventHandler, SharedIndexInformer};
+use informer::{ResourceEventHandler, SharedIndexInformer};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
 use informer_store::{IndexValues, index_func, indexers, key_func};
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use informer_controller::{
+use informer::{
     HealthOptions, PanicPolicy, Problem, ResourceEventHandlerFuncs, SharedIndexInformer,
 };
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};

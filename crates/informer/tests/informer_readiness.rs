@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use informer_controller::InformerError;
+use informer::InformerError;
 use tokio::time::Instant;
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use informer_controller::InformerStats;
+use informer::InformerStats;
 use parking_lot::Mutex;
 use prometheus_client::encoding::DescriptorEncoder;
 
@@ -132,7 +132,7 @@ impl prometheus_client::collector::Collector for Collector {
         )?;
 
         // Every consumer with its labels, built once for all the consumer families.
-        let consumers: Vec<(Labels, &informer_controller::HandlerRegistration)> = stats
+        let consumers: Vec<(Labels, &informer::HandlerRegistration)> = stats
             .iter()
             .flat_map(|s| {
                 s.handlers.iter().map(move |h| {
@@ -143,10 +143,9 @@ impl prometheus_client::collector::Collector for Collector {
                 })
             })
             .collect();
-        let handlers =
-            |f: &dyn Fn(&informer_controller::HandlerRegistration) -> f64| -> Vec<(Labels, f64)> {
-                consumers.iter().map(|(l, h)| (l.clone(), f(h))).collect()
-            };
+        let handlers = |f: &dyn Fn(&informer::HandlerRegistration) -> f64| -> Vec<(Labels, f64)> {
+            consumers.iter().map(|(l, h)| (l.clone(), f(h))).collect()
+        };
         family(
             &mut encoder,
             "informer_handler_buffered",

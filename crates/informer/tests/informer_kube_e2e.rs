@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use informer::{ResourceEventHandler, SharedIndexInformer};
 use informer_apiserver::{ApiServer, Config};
-use informer_controller::{ResourceEventHandler, SharedIndexInformer};
 use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
 use informer_store::{NAMESPACE_INDEX, indexers};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use informer_controller::{RefusalReason, process_deltas};
+use informer::{RefusalReason, process_deltas};
 use informer_fifo::{Delta, DeltaType, Deltas};
 use informer_store::{
     Error, IndexValues, Indexer, KnownObjects, Store, ThreadSafeStore, index_func, indexers,

@@ -1,4 +1,4 @@
-//! The layer users touch: event handlers, the processor that feeds them, the controller, and
+//! The layer users touch: event handlers, the processor that feeds them, the loop that runs a reflector into a queue, and
 //! [`SharedIndexInformer`].
 //!
 //! ```text
@@ -31,7 +31,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use informer_controller::{ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use informer::{ResourceEventHandlerFuncs, SharedIndexInformer};
 //! use informer_reflector::{FakeListerWatcher, ListPage};
 //! use informer_store::{index_func, indexers, key_func, IndexValues, Indexers};
 //! use tokio_util::sync::CancellationToken;
@@ -69,9 +69,9 @@
 //! # }
 //! ```
 
-mod controller;
 mod handler;
 mod informer;
+mod informer_loop;
 mod lag;
 mod pool;
 mod processor;
@@ -81,7 +81,6 @@ mod subscription;
 /// `async-trait`, so no dependency of your own is needed).
 pub use async_trait::async_trait;
 
-pub use crate::controller::{Controller, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::handler::{
     AsyncResourceEventHandler, Event, FilteringResourceEventHandler, ResourceEventHandler,
     ResourceEventHandlerExt, ResourceEventHandlerFuncs,
@@ -91,6 +90,7 @@ pub use crate::informer::{
     Problem, QueueFactory, QueueKind, ReflectorConfig, RefusalReason, ResourceVersionFunc,
     SharedIndexInformer,
 };
+pub use crate::informer_loop::{InformerLoop, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::lag::{LAG_BUCKETS, LagHistogram};
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer_controller::{QueueKind, ResourceEventHandler, SharedIndexInformer};
+use informer::{QueueKind, ResourceEventHandler, SharedIndexInformer};
 use informer_reflector::{
     BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Status, WatchEvent, WatchParams,
     WatchStream,
@@ -95,8 +95,7 @@ pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> In
             index_func(|o: &Obj| Ok(IndexValues::one(o.node.as_str()))),
         ),
     ]);
-    let versions: informer_controller::ResourceVersionFunc<Obj> =
-        Arc::new(|o: &Obj| Some(rv_str(o)));
+    let versions: informer::ResourceVersionFunc<Obj> = Arc::new(|o: &Obj| Some(rv_str(o)));
     let informer = match kind {
         Kind::DeltaFifo | Kind::InOrder => {
             SharedIndexInformer::new(Arc::clone(source), keys, versions, resync, indexes)
@@ -369,7 +368,7 @@ pub fn start(
     informer: &Arc<Informer>,
 ) -> (
     CancellationToken,
-    tokio::task::JoinHandle<Result<(), informer_controller::InformerError>>,
+    tokio::task::JoinHandle<Result<(), informer::InformerError>>,
 ) {
     let stop = CancellationToken::new();
     let task = tokio::spawn({

@@ -171,11 +171,11 @@ forward_through!(Arc, Box);
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer_controller::AsyncResourceEventHandler;
+/// use informer::AsyncResourceEventHandler;
 ///
 /// struct Echo;
 ///
-/// #[informer_controller::async_trait]
+/// #[informer::async_trait]
 /// impl AsyncResourceEventHandler<String> for Echo {
 ///     async fn on_add(&self, key: Arc<str>, obj: Arc<String>, _initial: bool) {
 ///         tokio::task::yield_now().await; // any async work
@@ -233,7 +233,7 @@ type DeleteFn<K> = Box<dyn Fn(&str, &Arc<K>, bool) + Send + Sync>;
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use informer_controller::{ResourceEventHandler, ResourceEventHandlerFuncs};
+/// use informer::{ResourceEventHandler, ResourceEventHandlerFuncs};
 ///
 /// let adds = Arc::new(AtomicUsize::new(0));
 /// let counter = adds.clone();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use informer_controller::{
+use informer::{
     AsyncResourceEventHandler, Event, HandlerOptions, InformerError, ResourceEventHandlerFuncs,
     SharedIndexInformer, Subscription,
 };
@@ -190,7 +190,7 @@ struct AsyncView {
     delay: Duration,
 }
 
-#[informer_controller::async_trait]
+#[informer::async_trait]
 impl AsyncResourceEventHandler<Obj> for AsyncView {
     async fn on_add(&self, key: Arc<str>, obj: Arc<Obj>, initial: bool) {
         tokio::time::sleep(self.delay).await;
@@ -255,7 +255,7 @@ async fn an_async_handler_sees_every_change_in_order(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_handler_stuck_in_an_await_is_cancelled_on_stop() {
     struct Stuck(Arc<AtomicBool>);
-    #[informer_controller::async_trait]
+    #[informer::async_trait]
     impl AsyncResourceEventHandler<Obj> for Stuck {
         async fn on_add(&self, _: Arc<str>, _: Arc<Obj>, _: bool) {
             self.0.store(true, Ordering::SeqCst);
@@ -470,7 +470,7 @@ async fn a_removed_subscription_ends_after_what_was_buffered(kind: Kind) {
 /// An async handler that panics: under `StopHandler` it stops, the others go on.
 async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
     struct Panics;
-    #[informer_controller::async_trait]
+    #[informer::async_trait]
     impl AsyncResourceEventHandler<Obj> for Panics {
         async fn on_add(&self, _: Arc<str>, obj: Arc<Obj>, _: bool) {
             tokio::task::yield_now().await;
@@ -485,7 +485,7 @@ async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
     let _watch = source.open_watch();
     let informer = Arc::new(
         informer(&source, Duration::ZERO, kind)
-            .with_panic_policy(informer_controller::PanicPolicy::StopHandler),
+            .with_panic_policy(informer::PanicPolicy::StopHandler),
     );
     let panicky = informer.add_async_event_handler(Panics).unwrap();
     let witness = Recorder::new();
@@ -530,9 +530,7 @@ async fn a_filtered_consumer_that_coalesces_sees_moves_before_deletions(kind: Ki
         });
     let registration = informer
         .add_event_handler_with(
-            informer_controller::ResourceEventHandlerExt::filtered(handler, |o: &Obj| {
-                o.node == "node-0"
-            }),
+            informer::ResourceEventHandlerExt::filtered(handler, |o: &Obj| o.node == "node-0"),
             HandlerOptions::new().buffer(1),
         )
         .unwrap();
