@@ -216,6 +216,22 @@ impl Error {
         }
     }
 
+    /// Whether retrying alone cannot cure it, so a person must act: the server does not accept
+    /// the client's credentials (401) or its permissions (403), does not serve the resource
+    /// (404, 405: a custom resource not installed, a wrong group or version), or refuses the
+    /// request itself (400, 406, 415, 422: a malformed selector, an unsupported encoding). The
+    /// default watch error handler logs these at WARN and everything else, which the reflector
+    /// recovers from by itself, at DEBUG.
+    pub fn needs_action(&self) -> bool {
+        match self {
+            Self::Api(status) => {
+                matches!(status.code, 400 | 401 | 403 | 404 | 405 | 406 | 415 | 422)
+            }
+            Self::List(inner) | Self::StreamingList(inner) => inner.needs_action(),
+            _ => false,
+        }
+    }
+
     /// How the reflector reacts to this error.
     pub fn kind(&self) -> ErrorKind {
         match self {

@@ -82,7 +82,7 @@ pub use crate::lister_watcher::{
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{
     DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, HEALTHY_WATCH, ListInterner, Reflector,
-    ShouldResync, WatchErrorHandler, default_watch_error_handler,
+    ShouldResync, WATCH_DOWN_WARNING, WatchErrorHandler, default_watch_error_handler,
 };
 
 /// `Result` with this crate's [`Error`] as the default error type.

@@ -36,6 +36,12 @@ pub const DEFAULT_MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// between two outages of a restarting server is noticed.
 pub const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 
+/// How long a running reflector may go without a watch before a failed cycle is logged at WARN
+/// (once per outage, whatever the watch error handler does): errors it recovers from are logged
+/// at DEBUG, but one that keeps it from the server this long is a person's business. Twice the
+/// default backoff cap, as the informer's health check.
+pub const WATCH_DOWN_WARNING: Duration = Duration::from_secs(60);
+
 /// A watch that ends sooner than this with no event is an error.
 const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
@@ -477,6 +483,8 @@ where
         let _running = Running(&self.running);
         let mut state = RunState::new(&self.config);
         tracing::debug!(reflector = %self.name, "starting");
+        let started = Instant::now();
+        let mut warned_outage = None;
         loop {
             let cycle = tokio::select! {
                 biased;
@@ -486,6 +494,7 @@ where
             if let Err(err) = cycle {
                 state.list_reason = ListReason::after(err.kind());
                 (self.config.watch_error_handler)(&err);
+                self.warn_if_down_long(started, &mut warned_outage, &err);
             }
             let delay = state.backoff_delay();
             tokio::select! {
@@ -495,6 +504,24 @@ where
             }
         }
         tracing::debug!(reflector = %self.name, "stopped");
+    }
+
+    /// Logs at WARN, once per outage, a failed cycle after [`WATCH_DOWN_WARNING`] without a
+    /// watch (counted from `started` at the earliest). `warned` holds the outage already told.
+    fn warn_if_down_long(&self, started: Instant, warned: &mut Option<Instant>, err: &Error) {
+        let Some(since) = self.watch_down_since() else {
+            return;
+        };
+        let down = since.max(started).elapsed();
+        if down >= WATCH_DOWN_WARNING && *warned != Some(since) {
+            *warned = Some(since);
+            tracing::warn!(
+                reflector = %self.name,
+                error = %err,
+                "no watch for {}s: the cache is not following the server; still retrying",
+                down.as_secs()
+            );
+        }
     }
 
     /// One cycle: the initial state (streaming list or list), then watches until one ends in a
@@ -1214,17 +1241,23 @@ impl InternalErrorWindow {
     }
 }
 
-/// The default watch error handler: logs through `tracing`, quietly for the expected cases.
+/// The default watch error handler: logs through `tracing`, at WARN what a person must act on
+/// ([`Error::needs_action`]: credentials, permissions, a resource the server does not serve), at
+/// DEBUG what the reflector recovers from by itself (a cut connection, a 410, a server
+/// restarting), which the observer's metrics count. However it logs, a reflector that has had
+/// no watch for [`WATCH_DOWN_WARNING`] says so at WARN, once per outage.
 pub fn default_watch_error_handler(err: &Error) {
-    match err.kind() {
-        ErrorKind::Expired => {
-            tracing::debug!(error = %err, "watch closed: resource version expired")
-        }
-        _ => match err {
-            Error::VeryShortWatch => tracing::warn!(error = %err, "watch ended with an error"),
-            Error::List(_) => tracing::warn!(error = %err, "failed to list"),
-            other => tracing::warn!(error = %other, "failed to watch"),
-        },
+    let what = match err {
+        _ if err.kind() == ErrorKind::Expired => "watch closed: resource version expired",
+        Error::VeryShortWatch => "watch ended with an error",
+        Error::List(_) => "failed to list",
+        Error::StreamingList(_) => "failed to get the initial state",
+        _ => "failed to watch",
+    };
+    if err.needs_action() {
+        tracing::warn!(error = %err, "{what}; retrying, but the server will refuse until this is fixed");
+    } else {
+        tracing::debug!(error = %err, "{what}; retrying");
     }
 }
 

@@ -317,3 +317,42 @@ pub fn shape(request: &Request) -> String {
 pub fn shapes(requests: &[Request]) -> String {
     requests.iter().map(shape).collect::<Vec<_>>().join(" ")
 }
+
+/// A `tracing` subscriber that keeps every event's level and fields, as text.
+#[derive(Clone, Default)]
+pub struct Captured(pub Arc<parking_lot::Mutex<Vec<(tracing::Level, String)>>>);
+
+impl tracing::Subscriber for Captured {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        self.0.lock().push((*event.metadata().level(), text.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+impl Captured {
+    /// The events at `level` whose text contains `needle`.
+    pub fn count(&self, level: tracing::Level, needle: &str) -> usize {
+        self.0
+            .lock()
+            .iter()
+            .filter(|(l, text)| *l == level && text.contains(needle))
+            .count()
+    }
+}
