@@ -240,6 +240,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     }
 }
 
+#[inline(always)]
 fn is_map(field: &Field) -> bool {
     matches!(field.kind, Kind::Map(_))
 }
@@ -254,6 +255,7 @@ fn wrong_wire(message: &'static Message, field: &'static Field, raw: &Raw<'_>) -
 
 /// A singular field's value; `None` for what JSON leaves out: Go's always-written empty string
 /// of an `omitempty` field, a zero time.
+#[inline(always)]
 fn single<'de>(
     message: &'static Message,
     field: &'static Field,
@@ -269,6 +271,7 @@ fn single<'de>(
 }
 
 /// One value of a field (of a list, a map entry or a singular field), zeros kept.
+#[inline(always)]
 fn element<'de>(
     message: &'static Message,
     field: &'static Field,
@@ -415,6 +418,7 @@ fn kind_of(field: &'static Field) -> &'static Value {
 }
 
 /// The value of the key yielded last.
+#[inline(always)]
 fn take_pending<'de>(pending: &mut Option<ValueDe<'de>>) -> Result<ValueDe<'de>, Error> {
     pending
         .take()

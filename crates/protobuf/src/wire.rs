@@ -48,7 +48,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field: its number and value.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn field(&mut self) -> Result<(u32, Raw<'a>), Error> {
         let key = self.varint()?;
         let number = u32::try_from(key >> 3)
@@ -78,6 +78,7 @@ impl<'a> Reader<'a> {
         Ok((number, raw))
     }
 
+    #[inline(always)]
     fn fixed<const N: usize>(&mut self) -> Result<[u8; N], Error> {
         let Some((head, rest)) = self.buf.split_first_chunk::<N>() else {
             return Err(Error::Truncated("a fixed-width value"));
@@ -87,7 +88,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A base-128 varint.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varint(&mut self) -> Result<u64, Error> {
         if let Some((&b, rest)) = self.buf.split_first()
             && b < 0x80

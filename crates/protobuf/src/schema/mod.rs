@@ -64,6 +64,7 @@ pub(crate) const INLINE: u8 = 2;
 pub(crate) const KEEP_EMPTY: u8 = 4;
 
 impl Field {
+    #[inline(always)]
     pub(crate) fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
@@ -146,7 +147,7 @@ pub(crate) fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message
 impl Message {
     /// The field of `number`; `hint` is where to look first (the field after the last one read:
     /// encoders write fields in ascending order).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn field(&self, number: u32, hint: &mut usize) -> Option<&'static Field>
     where
         Self: 'static,
