@@ -557,13 +557,7 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
     source.push_watch(vec![WatchStep::Hang]);
     let informer = Arc::new(SharedIndexInformer::new(
         source,
-        informer_kube::key_func::<PartialObjectMeta<Pod>>(),
-        Arc::new(|m: &PartialObjectMeta<Pod>| m.metadata.resource_version.as_deref()),
-        Duration::ZERO,
-        informer_store::indexers([(
-            informer_store::NAMESPACE_INDEX,
-            informer_kube::namespace_index_func::<PartialObjectMeta<Pod>>(),
-        )]),
+        informer_kube::KubeIdentity,
     ));
     let counter = Arc::new(w_inf::Counter::default());
     informer
@@ -638,29 +632,17 @@ where
     let source = FakeListerWatcher::new();
     source.push_list(ListPage::new(built, n.to_string()));
     source.push_watch(vec![WatchStep::Hang]);
-    let resource_version: informer::ResourceVersionFunc<K> =
-        Arc::new(|o: &K| o.meta().resource_version.as_deref());
-    let informer = Arc::new(match cache {
-        None => SharedIndexInformer::new(
-            source,
-            informer_kube::key_func::<K>(),
-            resource_version,
-            Duration::ZERO,
-            indexers,
-        ),
-        Some(cache) => SharedIndexInformer::with_cache(
-            source,
-            informer_kube::key_func::<K>(),
-            resource_version,
-            Duration::ZERO,
-            cache(informer_kube::key_func::<K>(), indexers),
-        ),
-    });
+    let identity = informer_store::FnIdentity::new(informer_kube::key_func::<K>())
+        .with_resource_version(Arc::new(|o: &K| o.meta().resource_version.as_deref()));
+    let mut builder = match cache {
+        None => SharedIndexInformer::builder(source, identity.with_indexers(indexers)),
+        Some(cache) => SharedIndexInformer::builder(source, identity)
+            .cache(cache(informer_kube::key_func::<K>(), indexers)),
+    };
     if strip {
-        informer
-            .set_transform(informer_kube::strip_managed_fields::<K>())
-            .expect("transform before start");
+        builder = builder.transform(informer_kube::strip_managed_fields::<K>());
     }
+    let informer = Arc::new(builder.build());
     let counter = Arc::new(w_inf::Counter::default());
     informer
         .add_event_handler(Arc::clone(&counter))

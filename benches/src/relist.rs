@@ -428,7 +428,7 @@ fn ours(
     let cache = compact.then(|| informer_kube::compact_cache::<Pod>(crate::mem::COMPACT_HOT));
     let (informer, counters) = rt.block_on(async {
         let source = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
-        w_inf::informer_in(source, 1, cache, |i| i.with_relist_by_page(by_page))
+        w_inf::informer_in(source, 1, cache, |b| b.relist_by_page(by_page))
     });
     let counter = &counters[0];
     let (stop, task) = crate::mem::run_until_synced(rt, &informer, counter, n);

@@ -326,12 +326,13 @@ pub fn ours_reading(
         } else {
             lw
         };
-        let (informer, counters) = w_inf::informer(lw, handlers);
-        if managed == ManagedFields::Stripped {
-            informer
-                .set_transform(informer_kube::strip_managed_fields::<Pod>())
-                .expect("transform before start");
-        }
+        let (informer, counters) = w_inf::informer_with(lw, handlers, |b| {
+            if managed == ManagedFields::Stripped {
+                b.transform(informer_kube::strip_managed_fields::<Pod>())
+            } else {
+                b
+            }
+        });
         let token = CancellationToken::new();
         let task = tokio::spawn({
             let (informer, token) = (Arc::clone(&informer), token.clone());

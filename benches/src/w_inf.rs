@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use informer::{
-    Event as InformerEvent, HandlerOptions, HandlerRegistration, ResourceEventHandler,
-    SharedIndexInformer, Subscription,
+    Event as InformerEvent, HandlerOptions, HandlerRegistration, InformerBuilder,
+    ResourceEventHandler, SharedIndexInformer, Subscription,
 };
 use informer_reflector::{
     FakeListerWatcher, ListPage, ListerWatcher, ReflectorObserver, WatchEvent, WatchStep,
@@ -46,7 +46,7 @@ use kube_runtime::watcher::Event;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 
-use crate::workload::{indexers, key_func, pod_at, resource_version_func};
+use crate::workload::{identity, indexers, key_func, pod_at};
 
 /// The buffer of kube-runtime's shared store (`store_shared`): how many notifications may wait
 /// for the slowest subscriber before the reflector waits.
@@ -210,11 +210,11 @@ pub fn informer<L: ListerWatcher<Pod> + 'static>(
     informer_with(source, handlers, |informer| informer)
 }
 
-/// [`informer`], adjusted by `configure` before the handlers are added.
+/// [`informer()`], adjusted by `configure` before the handlers are added.
 pub fn informer_with<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
-    configure: impl FnOnce(SharedIndexInformer<Pod>) -> SharedIndexInformer<Pod>,
+    configure: impl FnOnce(InformerBuilder<Pod>) -> InformerBuilder<Pod>,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
     informer_in(source, handlers, None, configure)
 }
@@ -224,25 +224,13 @@ pub fn informer_in<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
     cache: Option<informer_factory::CacheBuilder<Pod>>,
-    configure: impl FnOnce(SharedIndexInformer<Pod>) -> SharedIndexInformer<Pod>,
+    configure: impl FnOnce(InformerBuilder<Pod>) -> InformerBuilder<Pod>,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
-    let informer = match cache {
-        None => SharedIndexInformer::new(
-            source,
-            key_func(),
-            resource_version_func(),
-            Duration::ZERO,
-            indexers(),
-        ),
-        Some(cache) => SharedIndexInformer::with_cache(
-            source,
-            key_func(),
-            resource_version_func(),
-            Duration::ZERO,
-            cache(key_func(), indexers()),
-        ),
-    };
-    let informer = Arc::new(configure(informer));
+    let mut builder = SharedIndexInformer::builder(source, identity());
+    if let Some(cache) = cache {
+        builder = builder.cache(cache(key_func(), indexers()));
+    }
+    let informer = Arc::new(configure(builder).build());
     let counters: Vec<Arc<Counter>> = (0..handlers).map(|_| Arc::default()).collect();
     for c in &counters {
         informer
@@ -329,22 +317,14 @@ pub fn ours_transformed(
         Some(_) => source(&data.deep_copy()),
         None => source(data),
     };
-    let mut informer = SharedIndexInformer::new(
-        source,
-        key_func(),
-        resource_version_func(),
-        Duration::ZERO,
-        indexers(),
-    );
+    let mut builder = SharedIndexInformer::builder(source, identity());
     if let Some(observer) = observer {
-        informer = informer.with_reflector_config(move |r| r.with_observer(observer));
+        builder = builder.reflector_config(move |r| r.with_observer(observer));
     }
     if let Some(transform) = transform {
-        informer
-            .set_transform(transform)
-            .expect("a transform before start");
+        builder = builder.transform(transform);
     }
-    let informer = Arc::new(informer);
+    let informer = Arc::new(builder.build());
     let options = |buffer| HandlerOptions::new().buffer(buffer);
     let (elapsed, registrations) = match consumers {
         Consumers::Handlers { count, buffer } => {

@@ -78,6 +78,13 @@ pub fn indexers() -> Indexers<Pod> {
 }
 
 /// `metadata.resourceVersion`.
-pub fn resource_version_func() -> informer::ResourceVersionFunc<Pod> {
+pub fn resource_version_func() -> informer_store::ResourceVersionFunc<Pod> {
     Arc::new(|p: &Pod| p.metadata.resource_version.as_deref())
+}
+
+/// The workloads' identity of a pod: [`key_func`], [`resource_version_func`] and [`indexers`].
+pub fn identity() -> informer_store::FnIdentity<Pod> {
+    informer_store::FnIdentity::new(key_func())
+        .with_resource_version(resource_version_func())
+        .with_indexers(indexers())
 }

@@ -32,10 +32,8 @@ pub(crate) fn simulator_factory(
     };
     Ok(KubeInformerFactory::new(KubeSource::new(client))
         .with_reflector_observers(metrics.reflector_observers())
-        .configure::<Pod>(move |i| i.with_reflector_config(move |r| r.with_backoff(backoff())))
-        .configure::<ConfigMap>(move |i| {
-            i.with_reflector_config(move |r| r.with_backoff(backoff()))
-        }))
+        .configure::<Pod>(move |i| i.reflector_config(move |r| r.with_backoff(backoff())))
+        .configure::<ConfigMap>(move |i| i.reflector_config(move |r| r.with_backoff(backoff()))))
 }
 
 /// The factory for the cluster of the current kubeconfig (or the in-cluster service account).

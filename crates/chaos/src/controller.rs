@@ -26,11 +26,13 @@ use std::time::{Duration, Instant};
 use informer::{InformerError, SharedIndexInformer};
 use informer_apiserver::{ApiServer, Failure as ServerFailure, StatusError, Verb as ServerVerb};
 use informer_kube::{
-    Encoding, EncodingCounts, KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX, key_func,
-    namespace_index_func, owner_keys, owner_uid_index_func, uid_index_func,
+    Encoding, EncodingCounts, KubeIdentity, KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX,
+    key_func, namespace_index_func, owner_keys, owner_uid_index_func, uid_index_func,
 };
 use informer_runtime::{Action, Controller, Request, Target};
-use informer_store::{IndexValues, Indexers, Lister, NAMESPACE_INDEX, index_func, indexers};
+use informer_store::{
+    IndexValues, Indexers, Lister, NAMESPACE_INDEX, ThreadSafeStore, index_func, indexers,
+};
 use informer_workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, WorkQueue,
 };
@@ -588,19 +590,16 @@ fn informer<K>(
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
 {
-    let informer = SharedIndexInformer::new(
-        lister_watcher,
-        key_func::<K>(),
-        Arc::new(|o: &K| o.meta().resource_version.as_deref()),
-        Duration::ZERO,
-        indexers,
-    );
+    let builder = SharedIndexInformer::builder(lister_watcher, KubeIdentity).cache(Arc::new(
+        ThreadSafeStore::with_indexers(key_func::<K>(), indexers),
+    ));
     crate::stack::configure(
-        informer,
+        builder,
         Duration::from_secs(scenario.server.min_watch_timeout_secs),
         scenario.server.streaming_list,
         scenario.server.relist_by_page,
     )
+    .build()
 }
 
 /// The controller's two informers and their tasks.

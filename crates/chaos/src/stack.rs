@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use informer::{
-    HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandlerExt,
+    HandlerOptions, HandlerRegistration, InformerBuilder, InformerError, ResourceEventHandlerExt,
     SharedIndexInformer,
 };
 use informer_apiserver::{
     ApiServer, Failure as ServerFailure, SlowStream, StatusError, Verb as ServerVerb,
 };
 use informer_kube::{
-    Encoding, EncodingCounts, KubeListerWatcher, key_func, namespace_index_func,
+    Encoding, EncodingCounts, KubeIdentity, KubeListerWatcher, key_func, namespace_index_func,
     pod_node_index_func,
 };
 use informer_reflector::BackoffConfig;
-use informer_store::{NAMESPACE_INDEX, indexers};
+use informer_store::{NAMESPACE_INDEX, ThreadSafeStore, indexers};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use serde_json::json;
@@ -187,36 +187,36 @@ fn informer(
     lister_watcher: Recording<KubeListerWatcher<Pod>>,
     options: &StackOptions,
 ) -> PodInformer {
-    let informer = SharedIndexInformer::new(
-        lister_watcher,
-        key_func::<Pod>(),
-        Arc::new(|p: &Pod| p.metadata.resource_version.as_deref()),
-        Duration::ZERO,
-        indexers([
-            (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
-            (NODE_INDEX, pod_node_index_func()),
-        ]),
-    );
+    let builder = SharedIndexInformer::builder(lister_watcher, KubeIdentity).cache(Arc::new(
+        ThreadSafeStore::with_indexers(
+            key_func::<Pod>(),
+            indexers([
+                (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
+                (NODE_INDEX, pod_node_index_func()),
+            ]),
+        ),
+    ));
     configure(
-        informer,
+        builder,
         options.min_watch_timeout,
         options.streaming_list,
         options.relist_by_page,
     )
+    .build()
 }
 
 /// How every informer of a run lists and watches: a fast backoff, the run's minimum watch
 /// timeout, a streaming list or not, and a relist by page (in small pages) or not.
 pub fn configure<K: Send + Sync + 'static>(
-    informer: SharedIndexInformer<K>,
+    informer: InformerBuilder<K>,
     min_watch_timeout: Duration,
     streaming_list: bool,
     relist_by_page: bool,
-) -> SharedIndexInformer<K> {
+) -> InformerBuilder<K> {
     informer
-        .with_streaming_list(streaming_list)
-        .with_relist_by_page(relist_by_page)
-        .with_reflector_config(move |r| {
+        .streaming_list(streaming_list)
+        .relist_by_page(relist_by_page)
+        .reflector_config(move |r| {
             let r = r
                 .with_backoff(BackoffConfig {
                     initial: Duration::from_millis(10),

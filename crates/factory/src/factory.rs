@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer::{
-    Health, HealthOptions, InformerError, InformerStats, ResourceVersionFunc, SharedIndexInformer,
+    Health, HealthOptions, InformerBuilder, InformerError, InformerStats, SharedIndexInformer,
 };
 use informer_reflector::{ListerWatcher, ReflectorObserver};
-use informer_store::{Indexers, KeyFunc, Lister};
+use informer_store::{Identity, Lister, SharedIdentity, identity_key_func};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -29,7 +29,7 @@ pub type FactoryInformer<S, R> = SharedIndexInformer<<S as ListerWatcherSource<R
 
 /// Adjusts a new informer of one resource before it is stored (see
 /// [`SharedInformerFactory::configure`]).
-type Configure<O> = Arc<dyn Fn(SharedIndexInformer<O>) -> SharedIndexInformer<O> + Send + Sync>;
+type Configure<O> = Arc<dyn Fn(InformerBuilder<O>) -> InformerBuilder<O> + Send + Sync>;
 
 /// What an informer is shared under.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -85,9 +85,7 @@ impl Hash for DynamicKey {
 /// The parts of a new informer that come from the source.
 struct Parts<L, O> {
     lister_watcher: L,
-    key_func: KeyFunc<O>,
-    resource_version_func: ResourceVersionFunc<O>,
-    indexers: Indexers<O>,
+    identity: SharedIdentity<O>,
 }
 
 /// An informer with its types erased, as the factory runs and watches it.
@@ -424,7 +422,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     /// Every informer applies each page of a relist as it arrives, unless its options say
     /// otherwise: a relist's peak memory is then the cache and a few pages, not two copies of
     /// the collection (see
-    /// [`SharedIndexInformer::with_relist_by_page`](informer::SharedIndexInformer::with_relist_by_page)
+    /// [`InformerBuilder::relist_by_page`](informer::InformerBuilder::relist_by_page)
     /// for what else changes). Off by default.
     #[must_use]
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
@@ -479,20 +477,21 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self
     }
 
-    /// Adjusts each new informer of resource `R` before anyone sees it: its queue, reflector
-    /// settings (backoff, page size), panic policy.
+    /// Adjusts each new informer of resource `R` before it is built: its queue, reflector
+    /// settings (backoff, page size), panic policy, on its [`InformerBuilder`] (after the
+    /// factory's and the request's settings, so it has the last word).
     ///
     /// ```
     /// # use informer_factory::{ListerWatcherSource, SharedInformerFactory};
     /// # fn doc<S: ListerWatcherSource<String> + Send + Sync>(factory: SharedInformerFactory<S>) {
     /// use informer::QueueKind;
-    /// let factory = factory.configure::<String>(|informer| informer.with_queue(QueueKind::InOrder));
+    /// let factory = factory.configure::<String>(|informer| informer.queue(QueueKind::InOrder));
     /// # }
     /// ```
     #[must_use]
     pub fn configure<R>(
         mut self,
-        f: impl Fn(FactoryInformer<S, R>) -> FactoryInformer<S, R> + Send + Sync + 'static,
+        f: impl Fn(InformerBuilder<S::Object>) -> InformerBuilder<S::Object> + Send + Sync + 'static,
     ) -> Self
     where
         R: ?Sized + 'static,
@@ -556,9 +555,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             configure,
             |selection| Parts {
                 lister_watcher: self.source.lister_watcher(selection),
-                key_func: self.source.key_func(),
-                resource_version_func: self.source.resource_version_func(),
-                indexers: self.source.indexers(),
+                identity: self.source.identity(),
             },
         )
     }
@@ -609,9 +606,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             None,
             |selection| Parts {
                 lister_watcher: self.source.lister_watcher(resource, selection),
-                key_func: self.source.key_func(resource),
-                resource_version_func: self.source.resource_version_func(resource),
-                indexers: self.source.indexers(resource),
+                identity: self.source.identity(resource),
             },
         )
     }
@@ -663,47 +658,36 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             .or_else(|| self.resync_for.get(&key.resource).copied())
             .unwrap_or(self.default_resync);
         let parts = parts(&selection);
-        let informer = match &options.cache {
-            None => SharedIndexInformer::new(
-                parts.lister_watcher,
-                parts.key_func,
-                parts.resource_version_func,
-                resync,
-                parts.indexers,
-            ),
+        let name = describe(
+            dynamic.as_deref().unwrap_or(resource),
+            &selection,
+            described_transform.as_deref(),
+        );
+        let mut builder = match &options.cache {
+            None => SharedIndexInformer::builder(parts.lister_watcher, parts.identity),
             Some((_, cache)) => {
-                let cache = cache(Arc::clone(&parts.key_func), parts.indexers);
-                SharedIndexInformer::with_cache(
-                    parts.lister_watcher,
-                    parts.key_func,
-                    parts.resource_version_func,
-                    resync,
-                    cache,
-                )
+                let cache = cache(
+                    identity_key_func(&parts.identity),
+                    parts.identity.indexers(),
+                );
+                SharedIndexInformer::builder(parts.lister_watcher, parts.identity).cache(cache)
             }
-        };
-        let mut informer = informer
-            .with_name(describe(
-                dynamic.as_deref().unwrap_or(resource),
-                &selection,
-                described_transform.as_deref(),
-            ))
-            .with_streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
-            .with_relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
+        }
+        .resync(resync)
+        .streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
+        .relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
         if let Some(observers) = &self.reflector_observers {
-            let observer = observers(informer.name());
-            informer = informer.with_reflector_config(move |r| r.with_observer(observer));
+            let observer = observers(&name);
+            builder = builder.reflector_config(move |r| r.with_observer(observer));
+        }
+        builder = builder.name(name);
+        if let Some((_, transform)) = options.transform {
+            builder = builder.transform(transform);
         }
         if let Some(configure) = configure {
-            informer = configure(informer);
+            builder = configure(builder);
         }
-        if let Some((_, transform)) = options.transform {
-            // A new informer has not started, so this cannot be refused.
-            if let Err(e) = informer.set_transform(transform) {
-                tracing::warn!(error = %e, "transform not set");
-            }
-        }
-        let informer = Arc::new(informer);
+        let informer = Arc::new(builder.build());
         state.entries.push(Entry {
             resource,
             dynamic,

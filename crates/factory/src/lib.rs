@@ -35,11 +35,11 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use informer::{ResourceEventHandlerFuncs, ResourceVersionFunc};
+//! use informer::ResourceEventHandlerFuncs;
 //! use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
 //! use informer_store::Everything;
 //! use informer_reflector::{FakeListerWatcher, ListPage};
-//! use informer_store::KeyFunc;
+//! use informer_store::{FnIdentity, SharedIdentity};
 //!
 //! struct Names;
 //! impl ListerWatcherSource<String> for Names {
@@ -50,11 +50,8 @@
 //!         fake.push_list(ListPage::new(vec![Arc::new("web-0".to_owned())], "7"));
 //!         fake
 //!     }
-//!     fn key_func(&self) -> KeyFunc<String> {
-//!         informer_store::key_func(|s: &String| Ok(s.clone()))
-//!     }
-//!     fn resource_version_func(&self) -> ResourceVersionFunc<String> {
-//!         Arc::new(|_| None)
+//!     fn identity(&self) -> SharedIdentity<String> {
+//!         Arc::new(FnIdentity::new(informer_store::key_func(|s: &String| Ok(s.clone()))))
 //!     }
 //! }
 //!

@@ -131,7 +131,7 @@ impl<O> InformerOptions<O> {
     }
 
     /// Apply each page of a new informer's relists as it arrives (see
-    /// [`SharedIndexInformer::with_relist_by_page`](informer::SharedIndexInformer::with_relist_by_page)),
+    /// [`InformerBuilder::relist_by_page`](informer::InformerBuilder::relist_by_page)),
     /// instead of the factory's default. Not part of the sharing key: an informer that exists
     /// already keeps its own.
     #[must_use]

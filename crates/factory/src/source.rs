@@ -4,9 +4,8 @@
 use std::fmt;
 use std::hash::Hash;
 
-use informer::ResourceVersionFunc;
 use informer_reflector::ListerWatcher;
-use informer_store::{Indexers, KeyFunc};
+use informer_store::SharedIdentity;
 
 /// What an informer lists and watches: a namespace and label / field selectors.
 ///
@@ -61,9 +60,9 @@ impl Selection {
 /// serve several views of a type (a kube source serves `Pod` as full objects and
 /// `Metadata<Pod>` as metadata only), each with its own informer.
 ///
-/// Only [`lister_watcher`](Self::lister_watcher), [`key_func`](Self::key_func) and
-/// [`resource_version_func`](Self::resource_version_func) are required; a source may add
-/// indexes every informer of the resource starts with (client-go adds the `namespace` index).
+/// Both methods are required: the lister-watcher of a selection, and the [`Identity`](informer_store::Identity) of the
+/// objects (their key, resource version and the indexes every informer of the resource starts
+/// with: client-go adds the `namespace` index).
 pub trait ListerWatcherSource<R: ?Sized>: Send + Sync + 'static {
     /// The objects the informer caches.
     type Object: Send + Sync + 'static;
@@ -73,16 +72,9 @@ pub trait ListerWatcherSource<R: ?Sized>: Send + Sync + 'static {
     /// A lister-watcher for `selection`. Called once per informer the factory creates.
     fn lister_watcher(&self, selection: &Selection) -> Self::ListerWatcher;
 
-    /// The cache key of an object (`namespace/name` for Kubernetes objects).
-    fn key_func(&self) -> KeyFunc<Self::Object>;
-
-    /// Reads an object's resource version, to tell a resync from a real update.
-    fn resource_version_func(&self) -> ResourceVersionFunc<Self::Object>;
-
-    /// The indexes each new informer of this resource starts with. None by default.
-    fn indexers(&self) -> Indexers<Self::Object> {
-        Indexers::new()
-    }
+    /// What identifies an object: its key (`namespace/name` for Kubernetes objects), its
+    /// resource version, and the indexes each new informer of this resource starts with.
+    fn identity(&self) -> SharedIdentity<Self::Object>;
 }
 
 /// A source of lister-watchers for resources named at run time by a value of type `P`, rather
@@ -108,15 +100,6 @@ where
     /// creates.
     fn lister_watcher(&self, resource: &P, selection: &Selection) -> Self::ListerWatcher;
 
-    /// The cache key of an object of `resource`.
-    fn key_func(&self, resource: &P) -> KeyFunc<Self::Object>;
-
-    /// Reads an object's resource version, to tell a resync from a real update.
-    fn resource_version_func(&self, resource: &P) -> ResourceVersionFunc<Self::Object>;
-
-    /// The indexes each new informer of `resource` starts with. None by default.
-    fn indexers(&self, resource: &P) -> Indexers<Self::Object> {
-        let _ = resource;
-        Indexers::new()
-    }
+    /// What identifies an object of `resource` (see [`ListerWatcherSource::identity`]).
+    fn identity(&self, resource: &P) -> SharedIdentity<Self::Object>;
 }

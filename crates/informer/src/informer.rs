@@ -11,23 +11,20 @@ use informer_fifo::{
 };
 use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{
-    Index, Indexer, Indexers, KeyFunc, Lister, ReflectorStore, Store, ThreadSafeStore, catch_panic,
+    Identity, Index, Indexer, Indexers, KeyFunc, Lister, ReflectorStore, SharedIdentity, Store,
+    catch_panic, identity_key_func,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::builder::InformerBuilder;
 use crate::handler::{AsyncResourceEventHandler, ResourceEventHandler};
 use crate::informer_loop::{InformerLoop, ProcessDeltas, Sink, apply_deltas};
-use crate::pool::DeliveryPool;
 use crate::processor::{
-    Consumer, Cursor, HandlerOptions, HandlerRegistration, ListenerState, Notification,
-    PanicPolicy, Processor, Upstream,
+    Consumer, Cursor, HandlerOptions, HandlerRegistration, ListenerState, Notification, Processor,
+    Upstream,
 };
 use crate::subscription::{Subscription, drive_async_handler};
-
-/// Reads an object's `metadata.resourceVersion`; used to tell a resync (same version) from a
-/// real update.
-pub type ResourceVersionFunc<K> = Arc<dyn for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync>;
 
 /// Builds the queue an informer runs on, from the informer's key function, its cache (the
 /// queue's known objects), the transform and the informer's refusal handler (which counts and
@@ -80,9 +77,6 @@ pub enum InformerError {
     /// The informer has stopped: it takes no new handler or index.
     #[error("informer has stopped already")]
     Stopped,
-    /// The setting can only be changed before the informer starts.
-    #[error("informer has already started")]
-    AlreadyStarted,
     /// The cache refused the change (e.g. an index name conflict).
     #[error(transparent)]
     Store(#[from] informer_store::Error),
@@ -324,11 +318,12 @@ impl Counters {
 /// [`Subscription`] — has a bounded buffer of its own: the pop loop never waits for a consumer,
 /// a slow one delays nobody else, and one that falls behind coalesces per key instead of
 /// holding old versions alive. Synchronous work (the pop loop, index functions, synchronous
-/// handlers) runs on the shared [`DeliveryPool`]; async consumers run as tokio tasks.
+/// handlers) runs on the shared [`DeliveryPool`](crate::DeliveryPool); async consumers run as tokio tasks.
 pub struct SharedIndexInformer<K> {
     name: Arc<str>,
+    identity: SharedIdentity<K>,
+    /// The identity's key, as the cache, the queue and the reflector file objects by.
     key_func: KeyFunc<K>,
-    resource_version: ResourceVersionFunc<K>,
     indexer: Arc<dyn Indexer<K>>,
     processor: Arc<Processor<K>>,
     settings: Mutex<Settings<K>>,
@@ -360,22 +355,24 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
 /// Turns the informer loop's changes into notifications for the processor.
 struct Distributor<K> {
     processor: Arc<Processor<K>>,
-    resource_version: ResourceVersionFunc<K>,
+    identity: SharedIdentity<K>,
     name: Arc<str>,
     counters: Arc<Counters>,
 }
 
-impl<K> Distributor<K> {
+impl<K: 'static> Distributor<K> {
     /// Whether an update is a resync: the same resource version on both sides. A panicking
     /// resource-version function is caught and counted, and the update is taken as a real one.
     fn is_sync(&self, old: &K, new: &K) -> bool {
-        let same =
-            catch_panic(
-                || match ((self.resource_version)(old), (self.resource_version)(new)) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => false,
-                },
-            );
+        let same = catch_panic(|| {
+            match (
+                self.identity.resource_version(old),
+                self.identity.resource_version(new),
+            ) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+        });
         same.unwrap_or_else(|panicked| {
             self.counters.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(informer = %self.name, %panicked, "the resource-version function panicked; taking the change as an update");
@@ -625,68 +622,52 @@ impl<K> SharedIndexInformer<K>
 where
     K: Send + Sync + 'static,
 {
-    /// An informer over `lister_watcher`, with a cache keyed by `key_func`, the given
-    /// `indexers`, and `resync_period` as every handler's default (`Duration::ZERO`: none).
-    ///
-    /// `resource_version` reads an object's resource version (a resync is an update whose two
-    /// sides have the same one).
+    /// An informer over `lister_watcher`, whose objects `identity` keys (its cache starts with
+    /// the identity's indexes), with every default of [`builder`](Self::builder).
     pub fn new(
         lister_watcher: impl ListerWatcher<K> + 'static,
-        key_func: KeyFunc<K>,
-        resource_version: ResourceVersionFunc<K>,
-        resync_period: Duration,
-        indexers: Indexers<K>,
+        identity: impl Identity<K>,
     ) -> Self {
-        let cache = Arc::new(ThreadSafeStore::with_indexers(
-            Arc::clone(&key_func),
-            indexers,
-        ));
-        Self::with_cache(
-            lister_watcher,
-            key_func,
-            resource_version,
-            resync_period,
-            cache,
-        )
+        Self::builder(lister_watcher, identity).build()
     }
 
-    /// An informer like [`new`](Self::new) on a cache of your own: any [`Indexer`] (with the
-    /// indexes it already has). It must file objects by `key_func`, which the queue uses too.
-    /// The queue is chosen with [`with_queue`](Self::with_queue) (any [`Queue`] through
-    /// [`QueueKind::Custom`]): both layers are taken through their traits, with
-    /// [`ThreadSafeStore`] and [`DeltaFifo`] as the defaults.
-    pub fn with_cache(
+    /// Builds an informer over `lister_watcher`, whose objects `identity` keys: its settings
+    /// (resync, queue, cache, transform, reflector...) are chosen on the [`InformerBuilder`] and
+    /// frozen by [`build`](InformerBuilder::build).
+    pub fn builder(
         lister_watcher: impl ListerWatcher<K> + 'static,
-        key_func: KeyFunc<K>,
-        resource_version: ResourceVersionFunc<K>,
-        resync_period: Duration,
-        cache: Arc<dyn Indexer<K>>,
-    ) -> Self {
+        identity: impl Identity<K>,
+    ) -> InformerBuilder<K> {
+        InformerBuilder::new(lister_watcher, identity)
+    }
+
+    pub(crate) fn from_builder(b: InformerBuilder<K>, cache: Arc<dyn Indexer<K>>) -> Self {
         let queue: Arc<Mutex<Option<Arc<dyn Queue<K>>>>> = Arc::new(Mutex::new(None));
         let upstream = Arc::new(Upstream::new({
             let queue = Arc::clone(&queue);
             move || queue.lock().as_ref().is_some_and(|q| q.has_synced())
         }));
+        let name = b.current_name();
         Self {
-            name: std::any::type_name::<K>().into(),
+            name: name.into(),
+            key_func: identity_key_func(&b.identity),
+            identity: b.identity,
             indexer: cache,
-            key_func,
-            resource_version,
             processor: Arc::new(Processor::new(
-                PanicPolicy::default(),
+                b.panic_policy,
                 Arc::clone(&upstream),
-                None,
+                b.pool,
             )),
             settings: Mutex::new(Settings {
-                lister_watcher: Some(BoxListerWatcher::new(lister_watcher)),
-                default_resync: resync_period,
-                resync_check_period: resync_period,
-                transform: None,
-                watch_error_handler: None,
-                queue_kind: QueueKind::DeltaFifo,
-                reflector_config: None,
-                streaming_list: false,
-                relist_by_page: false,
+                lister_watcher: Some(b.lister_watcher),
+                default_resync: b.resync,
+                resync_check_period: b.resync,
+                transform: b.transform,
+                watch_error_handler: b.watch_error_handler,
+                queue_kind: b.queue,
+                reflector_config: b.reflector_config,
+                streaming_list: b.streaming_list,
+                relist_by_page: b.relist_by_page,
             }),
             block_deltas: Arc::new(Mutex::new(())),
             queue,
@@ -697,79 +678,9 @@ where
         }
     }
 
-    /// The same informer under another name, used in its log lines and its reflector's (the
-    /// default is the object type's name; a factory names each informer by resource and
-    /// selection).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into().into();
-        self
-    }
-
     /// The informer's name, as its log lines give it.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// The same informer with another panic policy for its handlers (before any handler).
-    pub fn with_panic_policy(mut self, policy: PanicPolicy) -> Self {
-        self.processor = Arc::new(Processor::new(
-            policy,
-            Arc::clone(&self.upstream),
-            self.processor.given_pool(),
-        ));
-        self
-    }
-
-    /// The same informer running its synchronous work (pop loop, synchronous handlers) on
-    /// `pool` instead of the process-wide [`DeliveryPool::global`] (before any handler).
-    pub fn with_pool(mut self, pool: Arc<DeliveryPool>) -> Self {
-        self.processor = Arc::new(Processor::new(
-            self.processor.policy(),
-            Arc::clone(&self.upstream),
-            Some(pool),
-        ));
-        self
-    }
-
-    /// The same informer on another queue.
-    pub fn with_queue(self, kind: QueueKind<K>) -> Self {
-        self.settings.lock().queue_kind = kind;
-        self
-    }
-
-    /// The same informer getting its initial state as a streaming list (a watch with
-    /// `sendInitialEvents=true`), falling back to list and watch when the server refuses; the
-    /// informer's own key function files the objects.
-    pub fn with_streaming_list(self, enabled: bool) -> Self {
-        self.settings.lock().streaming_list = enabled;
-        self
-    }
-
-    /// The same informer applying each page of a relist as it arrives, instead of holding the
-    /// whole list until its last page: the objects a relist replaces are freed as it goes, so
-    /// its peak memory is the cache and a few pages rather than two copies of the collection.
-    /// Off by default. The first list is held whole either way (the informer has synced when
-    /// all of it is processed); a relist that fails part way leaves its first pages applied,
-    /// with nothing deleted until a list succeeds (see
-    /// [`Reflector::with_relist_by_page`](informer_reflector::Reflector::with_relist_by_page)).
-    pub fn with_relist_by_page(self, enabled: bool) -> Self {
-        self.settings.lock().relist_by_page = enabled;
-        self
-    }
-
-    /// The same informer with its reflector adjusted by `f` before it runs (after any
-    /// adjustment set before).
-    pub fn with_reflector_config(
-        self,
-        f: impl FnOnce(InformerReflector<K>) -> InformerReflector<K> + Send + 'static,
-    ) -> Self {
-        let mut settings = self.settings.lock();
-        settings.reflector_config = Some(match settings.reflector_config.take() {
-            Some(before) => Box::new(move |r| f(before(r))),
-            None => Box::new(f),
-        });
-        drop(settings);
-        self
     }
 
     /// Objects (or versions of objects) the queue or the cache refused so far: a key function,
@@ -919,7 +830,7 @@ where
 
     /// Registers `handler` with `options`: its resync period (see
     /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync)) and its buffer
-    /// (see [`HandlerOptions::buffer`]). It runs on the informer's [`DeliveryPool`].
+    /// (see [`HandlerOptions::buffer`]). It runs on the informer's [`DeliveryPool`](crate::DeliveryPool).
     pub fn add_event_handler_with(
         &self,
         handler: impl ResourceEventHandler<K> + 'static,
@@ -971,13 +882,12 @@ where
     /// # use futures::StreamExt;
     /// # use informer::{Event, SharedIndexInformer};
     /// # use informer_reflector::{FakeListerWatcher, ListPage};
-    /// # use informer_store::{key_func, Indexers};
+    /// # use informer_store::{key_func, FnIdentity};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let source = Arc::new(FakeListerWatcher::<String>::new());
     /// source.push_list(ListPage::new(vec![Arc::new("a".to_string())], "1"));
     /// let informer = Arc::new(SharedIndexInformer::new(
-    ///     source, key_func(|s: &String| Ok(s.clone())), Arc::new(|_: &String| None),
-    ///     Duration::ZERO, Indexers::new(),
+    ///     source, FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
     /// ));
     /// let mut events = informer.subscribe().unwrap();
     /// let stop = tokio_util::sync::CancellationToken::new();
@@ -1108,26 +1018,6 @@ where
             .lock()
             .as_ref()
             .map_or_else(String::new, |r| r.last_sync_resource_version())
-    }
-
-    /// Sets the transform applied to objects as they enter the queue. Before start only.
-    pub fn set_transform(&self, transform: TransformFunc<K>) -> Result<(), InformerError> {
-        let mut settings = self.settings.lock();
-        if self.started.load(Ordering::Acquire) {
-            return Err(InformerError::AlreadyStarted);
-        }
-        settings.transform = Some(transform);
-        Ok(())
-    }
-
-    /// Sets the callback told about every list and watch failure. Before start only.
-    pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
-        let mut settings = self.settings.lock();
-        if self.started.load(Ordering::Acquire) {
-            return Err(InformerError::AlreadyStarted);
-        }
-        settings.watch_error_handler = Some(handler);
-        Ok(())
     }
 
     /// Adds indexes to the cache, before or after start; existing objects are indexed at once.
@@ -1273,7 +1163,7 @@ where
 
         let distributor = Distributor {
             processor: Arc::clone(&self.processor),
-            resource_version: Arc::clone(&self.resource_version),
+            identity: Arc::clone(&self.identity),
             name: Arc::clone(&self.name),
             counters: Arc::clone(&self.counters),
         };
@@ -1309,15 +1199,15 @@ where
     /// cached object is the transformed one, and the queue would transform it again.
     fn list_interner(&self) -> informer_reflector::ListInterner<K> {
         let (key_func, indexer) = (Arc::clone(&self.key_func), Arc::clone(&self.indexer));
-        let version = Arc::clone(&self.resource_version);
+        let identity = Arc::clone(&self.identity);
         Arc::new(move |listed: Arc<K>| {
             // User functions: a panic here keeps the listed object (the queue then refuses it
             // and counts the panic, as it would without the interner).
             let same = informer_store::catch_panic(|| {
                 let key = key_func(&listed).ok()?;
                 let cached = indexer.get_by_key(&key)?;
-                let v = version(&cached)?;
-                (Some(v) == version(&listed)).then_some(cached)
+                let v = identity.resource_version(&cached)?;
+                (Some(v) == identity.resource_version(&listed)).then_some(cached)
             });
             match same {
                 Ok(Some(cached)) => cached,
@@ -1343,19 +1233,18 @@ where
 #[cfg(test)]
 mod tests {
     use informer_reflector::FakeListerWatcher;
-    use informer_store::key_func;
+    use informer_store::{FnIdentity, key_func};
 
     use super::*;
     use crate::handler::ResourceEventHandlerFuncs;
 
     fn informer(resync: Duration) -> SharedIndexInformer<String> {
-        SharedIndexInformer::new(
+        SharedIndexInformer::builder(
             FakeListerWatcher::new(),
-            key_func(|s: &String| Ok(s.clone())),
-            Arc::new(|_: &String| None),
-            resync,
-            Indexers::new(),
+            FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
         )
+        .resync(resync)
+        .build()
     }
 
     fn secs(s: u64) -> Duration {
@@ -1424,19 +1313,5 @@ mod tests {
             source: "no node".into(),
         });
         assert!(err.to_string().contains("no node"), "{err}");
-    }
-
-    #[test]
-    fn setters_refuse_after_start() {
-        let i = informer(Duration::ZERO);
-        i.started.store(true, Ordering::Release);
-        assert!(matches!(
-            i.set_transform(informer_fifo::transform_func(Ok)),
-            Err(InformerError::AlreadyStarted)
-        ));
-        assert!(matches!(
-            i.set_watch_error_handler(Arc::new(|_| {})),
-            Err(InformerError::AlreadyStarted)
-        ));
     }
 }

@@ -30,26 +30,22 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use std::time::Duration;
 //! use informer::{ResourceEventHandlerFuncs, SharedIndexInformer};
 //! use informer_reflector::{FakeListerWatcher, ListPage};
-//! use informer_store::{index_func, indexers, key_func, IndexValues, Indexers};
+//! use informer_store::{index_func, indexers, key_func, FnIdentity, IndexValues};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! // Objects are (name, colour) pairs here; with Kubernetes types, informer-kube supplies the
-//! // key and resource-version functions.
+//! // Objects are (name, colour) pairs here; with Kubernetes types, informer-kube's
+//! // `KubeIdentity` keys them and reads their resource versions.
 //! type Obj = (String, String);
 //! let source = Arc::new(FakeListerWatcher::<Obj>::new());
 //! source.push_list(ListPage::new(vec![Arc::new(("apple".into(), "red".into()))], "1"));
 //!
-//! let informer = Arc::new(SharedIndexInformer::new(
-//!     source.clone(),
-//!     key_func(|o: &Obj| Ok(o.0.clone())),
-//!     Arc::new(|_o: &Obj| None), // no resource versions: every update is a real one
-//!     Duration::ZERO,
-//!     indexers([("colour", index_func(|o: &Obj| Ok(IndexValues::one(o.1.as_str()))))]),
-//! ));
+//! // No resource versions here: every update is a real one.
+//! let identity = FnIdentity::new(key_func(|o: &Obj| Ok(o.0.clone())))
+//!     .with_indexers(indexers([("colour", index_func(|o: &Obj| Ok(IndexValues::one(o.1.as_str()))))]));
+//! let informer = Arc::new(SharedIndexInformer::new(source.clone(), identity));
 //! let registration = informer
 //!     .add_event_handler(ResourceEventHandlerFuncs::new().with_add(|key, obj: &Arc<Obj>, initial| {
 //!         println!("added {key}: {} (initial list: {initial})", obj.1);
@@ -69,6 +65,7 @@
 //! # }
 //! ```
 
+mod builder;
 mod handler;
 mod informer;
 mod informer_loop;
@@ -81,14 +78,15 @@ mod subscription;
 /// `async-trait`, so no dependency of your own is needed).
 pub use async_trait::async_trait;
 
+pub use crate::builder::InformerBuilder;
+
 pub use crate::handler::{
     AsyncResourceEventHandler, Event, FilteringResourceEventHandler, ResourceEventHandler,
     ResourceEventHandlerExt, ResourceEventHandlerFuncs,
 };
 pub use crate::informer::{
     Health, HealthOptions, InformerError, InformerReflector, InformerStats, MINIMUM_RESYNC_PERIOD,
-    Problem, QueueFactory, QueueKind, ReflectorConfig, RefusalReason, ResourceVersionFunc,
-    SharedIndexInformer,
+    Problem, QueueFactory, QueueKind, ReflectorConfig, RefusalReason, SharedIndexInformer,
 };
 pub use crate::informer_loop::{InformerLoop, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::lag::{LAG_BUCKETS, LagHistogram};

@@ -91,7 +91,7 @@ impl Drop for JobToken {
 /// A pool of threads running the informers' synchronous work (see the module docs): pop loops
 /// and synchronous handlers. [`DeliveryPool::global`] serves every informer unless one is
 /// given its own with
-/// [`with_pool`](crate::SharedIndexInformer::with_pool).
+/// [`InformerBuilder::pool`](crate::InformerBuilder::pool).
 pub struct DeliveryPool {
     shared: Arc<Shared>,
 }

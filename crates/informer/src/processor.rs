@@ -1143,11 +1143,6 @@ impl<K: Send + Sync + 'static> Processor<K> {
         self.pool.get_or_init(|| Arc::clone(DeliveryPool::global()))
     }
 
-    /// The pool given, if any (the global one is not started by asking).
-    pub(crate) fn given_pool(&self) -> Option<Arc<DeliveryPool>> {
-        self.pool.get().cloned()
-    }
-
     /// Registers a consumer. `initial` objects are queued to it first, as initial adds, before
     /// any later notification can be (the caller holds the processing lock). Returns the
     /// registration and the cursor an async consumer reads its notifications through (a

@@ -15,7 +15,7 @@ use informer::{
     AsyncResourceEventHandler, Event, HandlerOptions, InformerError, ResourceEventHandlerFuncs,
     SharedIndexInformer, Subscription,
 };
-use informer_store::{IndexValues, index_func, indexers, key_func, meta_namespace_key};
+use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func, meta_namespace_key};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -484,8 +484,9 @@ async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
     );
     let _watch = source.open_watch();
     let informer = Arc::new(
-        informer(&source, Duration::ZERO, kind)
-            .with_panic_policy(informer::PanicPolicy::StopHandler),
+        informer_builder(&source, Duration::ZERO, kind)
+            .panic_policy(informer::PanicPolicy::StopHandler)
+            .build(),
     );
     let panicky = informer.add_async_event_handler(Panics).unwrap();
     let witness = Recorder::new();
@@ -585,19 +586,17 @@ async fn a_slow_index_function_does_not_delay_the_watch() {
     let inside = Arc::clone(&blocked);
     let informer = Arc::new(SharedIndexInformer::new(
         Arc::clone(&source),
-        key_func(|o: &Obj| meta_namespace_key(Some(&o.ns), &o.name)),
-        Arc::new(|_: &Obj| None),
-        Duration::ZERO,
-        indexers([(
-            "slow",
-            index_func(move |o: &Obj| {
-                if o.name == "slow" {
-                    inside.fetch_add(1, Ordering::SeqCst);
-                    let _ = held.lock().unwrap().recv();
-                }
-                Ok(IndexValues::one(o.node.as_str()))
-            }),
-        )]),
+        FnIdentity::new(key_func(|o: &Obj| meta_namespace_key(Some(&o.ns), &o.name)))
+            .with_indexers(indexers([(
+                "slow",
+                index_func(move |o: &Obj| {
+                    if o.name == "slow" {
+                        inside.fetch_add(1, Ordering::SeqCst);
+                        let _ = held.lock().unwrap().recv();
+                    }
+                    Ok(IndexValues::one(o.node.as_str()))
+                }),
+            )])),
     ));
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);

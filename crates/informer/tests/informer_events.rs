@@ -218,7 +218,11 @@ async fn a_relist_by_page_applies_each_page_before_the_next_arrives(kind: Kind) 
         3,
     );
     let first = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO, kind).with_relist_by_page(true));
+    let informer = Arc::new(
+        informer_builder(&source, Duration::ZERO, kind)
+            .relist_by_page(true)
+            .build(),
+    );
     let rec = Recorder::new();
     informer.add_event_handler(rec.clone()).unwrap();
     let (stop, task) = start(&informer);
@@ -456,7 +460,9 @@ async fn stop_handler_policy_stops_only_the_panicking_handler(kind: Kind) {
     source.push_list(vec![obj("a", "boom", 1)], 1);
     let watch = source.open_watch();
     let informer = Arc::new(
-        informer(&source, Duration::ZERO, kind).with_panic_policy(PanicPolicy::StopHandler),
+        informer_builder(&source, Duration::ZERO, kind)
+            .panic_policy(PanicPolicy::StopHandler)
+            .build(),
     );
     let panicky = informer
         .add_event_handler(
@@ -521,21 +527,19 @@ async fn transform_indexes_and_lister_see_the_transformed_objects(kind: Kind) {
         2,
     );
     let _watch = source.open_watch();
-    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
-    informer
-        .set_transform(transform_func(|o: Arc<Obj>| {
-            Ok(Arc::new(Obj {
-                node: o.node.to_uppercase(),
-                ..(*o).clone()
+    // The transform is chosen on the builder: once built, nothing can change it.
+    let informer = Arc::new(
+        informer_builder(&source, Duration::ZERO, kind)
+            .transform(transform_func(|o: Arc<Obj>| {
+                Ok(Arc::new(Obj {
+                    node: o.node.to_uppercase(),
+                    ..(*o).clone()
+                }))
             }))
-        }))
-        .unwrap();
+            .build(),
+    );
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
-    assert!(matches!(
-        informer.set_transform(transform_func(Ok)),
-        Err(InformerError::AlreadyStarted)
-    ));
     let indexer = informer.lister();
     assert_eq!(indexer.index_keys("node", "N1").unwrap(), ["a/x", "b/y"]);
     assert!(indexer.by_index("node", "n1").unwrap().is_empty());

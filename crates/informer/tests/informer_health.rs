@@ -10,7 +10,7 @@ use informer::{
     HealthOptions, PanicPolicy, Problem, ResourceEventHandlerFuncs, SharedIndexInformer,
 };
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
-use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func};
 use informer_testing::eventually;
 use tokio_util::sync::CancellationToken;
 
@@ -24,24 +24,24 @@ fn informer(
     blocked: Arc<AtomicBool>,
 ) -> Arc<SharedIndexInformer<String>> {
     Arc::new(
-        SharedIndexInformer::new(
+        SharedIndexInformer::builder(
             source,
-            key_func(|s: &String| Ok(s.clone())),
-            Arc::new(|_: &String| None),
-            Duration::ZERO,
-            // An index function that can hold the pop loop (a user function stuck in a lock).
-            indexers([(
-                "all",
-                index_func(move |_: &String| {
-                    while blocked.load(Ordering::Acquire) {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    Ok(IndexValues::one("all"))
-                }),
-            )]),
+            FnIdentity::new(key_func(|s: &String| Ok(s.clone()))).with_indexers(
+                // An index function that can hold the pop loop (a user function stuck in a lock).
+                indexers([(
+                    "all",
+                    index_func(move |_: &String| {
+                        while blocked.load(Ordering::Acquire) {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Ok(IndexValues::one("all"))
+                    }),
+                )]),
+            ),
         )
-        .with_name("words")
-        .with_panic_policy(PanicPolicy::StopHandler),
+        .name("words")
+        .panic_policy(PanicPolicy::StopHandler)
+        .build(),
     )
 }
 

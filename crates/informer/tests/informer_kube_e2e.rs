@@ -9,7 +9,7 @@ use informer::{ResourceEventHandler, SharedIndexInformer};
 use informer_apiserver::{ApiServer, Config};
 use informer_kube::{KubeListerWatcher, key_func, namespace_index_func, pod_node_index_func};
 use informer_reflector::BackoffConfig;
-use informer_store::{NAMESPACE_INDEX, indexers};
+use informer_store::{FnIdentity, NAMESPACE_INDEX, indexers};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use parking_lot::Mutex;
@@ -77,23 +77,23 @@ async fn informer_converges_through_kube_client_despite_faults() {
     }
     let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
     let informer = Arc::new(
-        SharedIndexInformer::new(
+        SharedIndexInformer::builder(
             KubeListerWatcher::new(Api::<Pod>::all(client)),
-            key_func::<Pod>(),
-            Arc::new(|p: &Pod| p.metadata.resource_version.as_deref()),
-            Duration::ZERO,
-            indexers([
-                (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
-                ("node", pod_node_index_func()),
-            ]),
+            FnIdentity::new(key_func::<Pod>())
+                .with_resource_version(Arc::new(|p: &Pod| p.metadata.resource_version.as_deref()))
+                .with_indexers(indexers([
+                    (NAMESPACE_INDEX, namespace_index_func::<Pod>()),
+                    ("node", pod_node_index_func()),
+                ])),
         )
-        .with_reflector_config(|r| {
+        .reflector_config(|r| {
             r.with_backoff(BackoffConfig {
                 initial: Duration::from_millis(20),
                 cap: Duration::from_millis(200),
                 ..BackoffConfig::default()
             })
-        }),
+        })
+        .build(),
     );
     let replay = Arc::new(Replay::default());
     let reg = informer.add_event_handler(Arc::clone(&replay)).unwrap();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use informer::{ResourceEventHandler, SharedIndexInformer};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
-use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func};
 use tokio_util::sync::CancellationToken;
 
 static CLONES: AtomicUsize = AtomicUsize::new(0);
@@ -74,13 +74,10 @@ async fn objects_are_shared_never_cloned_from_source_to_handlers() {
     source.push_watch(steps);
     let informer = Arc::new(SharedIndexInformer::new(
         source,
-        key_func(|o: &Counted| Ok(o.name.clone())),
-        Arc::new(|_: &Counted| None),
-        Duration::ZERO,
-        indexers([(
+        FnIdentity::new(key_func(|o: &Counted| Ok(o.name.clone()))).with_indexers(indexers([(
             "node",
             index_func(|o: &Counted| Ok(IndexValues::one(o.node.as_str()))),
-        )]),
+        )])),
     ));
     let counters: Vec<Arc<Counter>> = (0..4).map(|_| Arc::default()).collect();
     for c in &counters {

@@ -70,7 +70,9 @@ async fn stop_joins_every_thread_and_task() {
     );
     let watch = source.open_watch();
     let informer = Arc::new(
-        informer(&source, Duration::from_secs(1), Kind::DeltaFifo).with_pool(Arc::clone(&pool)),
+        informer_builder(&source, Duration::from_secs(1), Kind::DeltaFifo)
+            .pool(Arc::clone(&pool))
+            .build(),
     );
     let regs: Vec<_> = (0..4)
         .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
@@ -116,8 +118,11 @@ fn synced_informer_parts() -> (Arc<ChannelSource>, Arc<Informer>, Watch, Arc<Del
     let source = ChannelSource::new();
     source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
     let watch = source.open_watch();
-    let informer =
-        Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)));
+    let informer = Arc::new(
+        informer_builder(&source, Duration::ZERO, Kind::DeltaFifo)
+            .pool(Arc::clone(&pool))
+            .build(),
+    );
     informer.add_event_handler(Recorder::new()).unwrap();
     informer.add_event_handler(Recorder::new()).unwrap();
     (source, informer, watch, pool)
@@ -155,8 +160,9 @@ async fn dropping_the_run_future_stops_every_thread_and_marks_the_informer_stopp
     nothing_left(pool, informer, "every job of a dropped run ends").await;
     let pool = new_pool();
     let unsynced = Arc::new(
-        common::informer(&ChannelSource::new(), Duration::ZERO, Kind::DeltaFifo)
-            .with_pool(Arc::clone(&pool)),
+        common::informer_builder(&ChannelSource::new(), Duration::ZERO, Kind::DeltaFifo)
+            .pool(Arc::clone(&pool))
+            .build(),
     );
     let run = tokio::time::timeout(Duration::from_millis(10), unsynced.run(stop.clone()));
     assert!(run.await.is_err(), "cut short by the timeout");
@@ -344,8 +350,11 @@ async fn run_does_not_return_while_a_removed_handler_still_runs() {
     source.push_list(vec![obj("a", "x", 1)], 1);
     let _watch = source.open_watch();
     let pool = new_pool();
-    let informer =
-        Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)));
+    let informer = Arc::new(
+        informer_builder(&source, Duration::ZERO, Kind::DeltaFifo)
+            .pool(Arc::clone(&pool))
+            .build(),
+    );
     let entered = Arc::new(AtomicUsize::new(0));
     let returned = Arc::new(AtomicBool::new(false));
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
@@ -400,7 +409,9 @@ async fn a_hundred_informers_with_three_handlers_each_run_on_the_pools_threads()
         );
         let watch = source.open_watch();
         let informer = Arc::new(
-            informer(&source, Duration::ZERO, Kind::DeltaFifo).with_pool(Arc::clone(&pool)),
+            informer_builder(&source, Duration::ZERO, Kind::DeltaFifo)
+                .pool(Arc::clone(&pool))
+                .build(),
         );
         let recorders: Vec<_> = (0..3).map(|_| Recorder::new()).collect();
         for r in &recorders {

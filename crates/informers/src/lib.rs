@@ -183,21 +183,21 @@ pub mod prelude {
     #[cfg(feature = "informer")]
     pub use informer::{
         AsyncResourceEventHandler, DeliveryPool, Event, HandlerOptions, HandlerRegistration,
-        ResourceEventHandler, ResourceEventHandlerExt, ResourceEventHandlerFuncs,
+        InformerBuilder, ResourceEventHandler, ResourceEventHandlerExt, ResourceEventHandlerFuncs,
         SharedIndexInformer, Subscription, async_trait,
     };
     #[cfg(feature = "factory")]
     pub use informer_factory::{InformerOptions, SharedInformerFactory};
     #[cfg(feature = "kube")]
     pub use informer_kube::{
-        DynamicResource, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
+        DynamicResource, KubeIdentity, KubeInformerFactory, KubeSource, LabelSelector, Metadata,
     };
     #[cfg(feature = "runtime")]
     pub use informer_runtime::{Action, Expectations, Target};
     #[cfg(feature = "store")]
     pub use informer_store::{
-        Everything, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX, NamespaceLister,
-        Selector, Store, index_func, indexers,
+        Everything, FnIdentity, Identity, Index, IndexValues, Indexer, Lister, NAMESPACE_INDEX,
+        NamespaceLister, Selector, Store, index_func, indexers,
     };
     #[cfg(feature = "workqueue")]
     pub use informer_workqueue::WorkQueue;

@@ -2,16 +2,16 @@
 //! (client-go's `dynamicinformer`).
 
 use std::fmt;
+use std::sync::Arc;
 
-use informer::ResourceVersionFunc;
 use informer_factory::{DynamicListerWatcherSource, Selection};
-use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};
+use informer_store::SharedIdentity;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 
-use crate::factory::{KubeSource, resource_version_func};
-use crate::key::{key_func, namespace_index_func};
+use crate::factory::KubeSource;
+use crate::key::KubeIdentity;
 use crate::lister_watcher::KubeListerWatcher;
 
 /// A resource known only at run time: its [`ApiResource`] (group, version, kind, plural) and
@@ -129,15 +129,7 @@ impl DynamicListerWatcherSource<DynamicResource> for KubeSource {
         lw
     }
 
-    fn key_func(&self, _: &DynamicResource) -> KeyFunc<DynamicObject> {
-        key_func::<DynamicObject>()
-    }
-
-    fn resource_version_func(&self, _: &DynamicResource) -> ResourceVersionFunc<DynamicObject> {
-        resource_version_func::<DynamicObject>()
-    }
-
-    fn indexers(&self, _: &DynamicResource) -> Indexers<DynamicObject> {
-        indexers([(NAMESPACE_INDEX, namespace_index_func::<DynamicObject>())])
+    fn identity(&self, _: &DynamicResource) -> SharedIdentity<DynamicObject> {
+        Arc::new(KubeIdentity)
     }
 }

@@ -4,15 +4,14 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use informer::ResourceVersionFunc;
 use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
 use informer_store::Selector;
-use informer_store::{Indexers, KeyFunc, NAMESPACE_INDEX, indexers};
+use informer_store::SharedIdentity;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope, PartialObjectMeta, SelectorExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::key::{key_func, namespace_index_func};
+use crate::key::KubeIdentity;
 use crate::lister_watcher::{KubeListerWatcher, MetadataListerWatcher};
 
 /// Names the metadata-only view of `K` to a factory: `factory.informer::<Metadata<Pod>>()`
@@ -162,10 +161,6 @@ impl KubeSource {
     }
 }
 
-pub(crate) fn resource_version_func<K: Resource + 'static>() -> ResourceVersionFunc<K> {
-    Arc::new(|o: &K| o.meta().resource_version.as_deref())
-}
-
 impl<K> ListerWatcherSource<K> for KubeSource
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
@@ -192,16 +187,8 @@ where
         lw
     }
 
-    fn key_func(&self) -> KeyFunc<K> {
-        key_func::<K>()
-    }
-
-    fn resource_version_func(&self) -> ResourceVersionFunc<K> {
-        resource_version_func::<K>()
-    }
-
-    fn indexers(&self) -> Indexers<K> {
-        indexers([(NAMESPACE_INDEX, namespace_index_func::<K>())])
+    fn identity(&self) -> SharedIdentity<K> {
+        Arc::new(KubeIdentity)
     }
 }
 
@@ -228,19 +215,8 @@ where
         lw
     }
 
-    fn key_func(&self) -> KeyFunc<PartialObjectMeta<K>> {
-        key_func::<PartialObjectMeta<K>>()
-    }
-
-    fn resource_version_func(&self) -> ResourceVersionFunc<PartialObjectMeta<K>> {
-        resource_version_func::<PartialObjectMeta<K>>()
-    }
-
-    fn indexers(&self) -> Indexers<PartialObjectMeta<K>> {
-        indexers([(
-            NAMESPACE_INDEX,
-            namespace_index_func::<PartialObjectMeta<K>>(),
-        )])
+    fn identity(&self) -> SharedIdentity<PartialObjectMeta<K>> {
+        Arc::new(KubeIdentity)
     }
 }
 

@@ -1,8 +1,56 @@
-//! Key and index functions for any Kubernetes resource.
+//! The identity, key and index functions of any Kubernetes resource.
 
-use informer_store::{IndexFunc, IndexValues, KeyFunc, Lister, index_func, meta_namespace_key};
+use informer_store::{
+    Identity, IndexFunc, IndexValues, Indexers, KeyError, KeyFunc, Lister, NAMESPACE_INDEX,
+    index_func, indexers, meta_namespace_key,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
+
+/// The [`Identity`] of every Kubernetes object, typed (`Pod`), metadata only
+/// (`PartialObjectMeta<Pod>`), dynamic (`DynamicObject`) or a projection implementing
+/// [`Resource`]: the key `namespace/name` (client-go's `MetaNamespaceKeyFunc`),
+/// `metadata.resourceVersion`, and the `namespace` index.
+///
+/// ```
+/// use informer_kube::KubeIdentity;
+/// use informer_store::Identity;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube::api::ObjectMeta;
+///
+/// let pod = Pod {
+///     metadata: ObjectMeta {
+///         name: Some("web-0".into()),
+///         namespace: Some("prod".into()),
+///         resource_version: Some("42".into()),
+///         ..Default::default()
+///     },
+///     ..Default::default()
+/// };
+/// assert_eq!(KubeIdentity.key(&pod).unwrap(), "prod/web-0");
+/// assert_eq!(KubeIdentity.resource_version(&pod), Some("42"));
+/// assert!(Identity::<Pod>::indexers(&KubeIdentity).contains_key("namespace"));
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KubeIdentity;
+
+impl<K: Resource + 'static> Identity<K> for KubeIdentity {
+    fn key(&self, obj: &K) -> Result<String, KeyError> {
+        let meta = obj.meta();
+        meta_namespace_key(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    fn resource_version<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        obj.meta().resource_version.as_deref()
+    }
+
+    fn indexers(&self) -> Indexers<K> {
+        indexers([(NAMESPACE_INDEX, namespace_index_func::<K>())])
+    }
+}
 
 /// client-go's `MetaNamespaceKeyFunc` for any [`Resource`]: `namespace/name`, or `name` for a
 /// cluster-scoped object. An object without a name is refused with
@@ -26,13 +74,7 @@ use kube::Resource;
 /// assert!(key_func::<Pod>()(&Pod::default()).is_err());
 /// ```
 pub fn key_func<K: Resource + 'static>() -> KeyFunc<K> {
-    informer_store::key_func(|o: &K| {
-        let meta = o.meta();
-        meta_namespace_key(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
-    })
+    informer_store::key_func(|o: &K| KubeIdentity.key(o))
 }
 
 /// client-go's `MetaNamespaceIndexFunc` for any [`Resource`]: the object's namespace (`""` for a

@@ -18,8 +18,11 @@
 //!   for a whole factory) leaves `metadata.managedFields` out of every object as it is decoded,
 //!   so they are never built; [`strip_managed_fields`] does the same as a transform, after the
 //!   decode. [`metadata_without_managed_fields`] does it for the metadata of a partial type.
-//! * [`key_func`] and [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
-//!   `MetaNamespaceIndexFunc` for any k8s-openapi (or custom) resource.
+//! * [`KubeIdentity`] is the identity of every Kubernetes object (its key `namespace/name`, its
+//!   `metadata.resourceVersion`, the `namespace` index), so an informer of any `kube::Resource`
+//!   is `SharedIndexInformer::new(lister_watcher, KubeIdentity)`; [`key_func`] and
+//!   [`namespace_index_func`] are client-go's `MetaNamespaceKeyFunc` and
+//!   `MetaNamespaceIndexFunc`, for a store or a reflector used alone.
 //! * [`KubeInformerFactory`] is the shared informer factory over a `kube::Client`
 //!   (`informer::<Pod>()`, `informer::<Metadata<Pod>>()`, `lister::<Node>()`, `start`,
 //!   `wait_for_cache_sync`, `shutdown`), on [`KubeSource`]; [`default_client`] builds the
@@ -142,8 +145,8 @@ pub use crate::factory::{
     default_client,
 };
 pub use crate::key::{
-    OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys, owner_uid_index_func,
-    pod_node_index_func, uid_index_func,
+    KubeIdentity, OWNER_UID_INDEX, UID_INDEX, key_func, namespace_index_func, owner_keys,
+    owner_uid_index_func, pod_node_index_func, uid_index_func,
 };
 pub use crate::lister_watcher::{
     INITIAL_EVENTS_END_ANNOTATION, KubeListerWatcher, MetadataListerWatcher,

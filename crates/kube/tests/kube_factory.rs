@@ -176,14 +176,15 @@ async fn sync_through_a_503_and_a_429(
     server
         .faults()
         .fail_next(Verb::List, 1, Failure::too_many_requests(1));
-    let informer = factory.informer::<Pod>();
     let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let seen = errors.clone();
-    informer
-        .set_watch_error_handler(Arc::new(move |e: &informer_reflector::Error| {
+    let factory = factory.configure::<Pod>(move |informer| {
+        let seen = seen.clone();
+        informer.watch_error_handler(Arc::new(move |e: &informer_reflector::Error| {
             seen.lock().push(e.to_string());
         }))
-        .unwrap();
+    });
+    factory.informer::<Pod>();
     factory.start().unwrap();
     let report = factory.wait_for_cache_sync(Some(LONG)).await;
     assert!(report.all_synced(), "{report}");

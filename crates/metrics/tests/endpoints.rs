@@ -7,7 +7,7 @@ use std::time::Duration;
 use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
 use informer_metrics::{Endpoints, Metrics, OPENMETRICS};
 use informer_reflector::{FakeListerWatcher, ListPage};
-use informer_store::{KeyFunc, key_func};
+use informer_store::{FnIdentity, SharedIdentity, key_func};
 use informer_testing::eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -25,11 +25,8 @@ impl ListerWatcherSource<String> for Words {
     fn lister_watcher(&self, _: &Selection) -> Self::ListerWatcher {
         Arc::clone(&self.source)
     }
-    fn key_func(&self) -> KeyFunc<String> {
-        key_func(|s: &String| Ok(s.clone()))
-    }
-    fn resource_version_func(&self) -> informer::ResourceVersionFunc<String> {
-        Arc::new(|_: &String| None)
+    fn identity(&self) -> SharedIdentity<String> {
+        Arc::new(FnIdentity::new(key_func(|s: &String| Ok(s.clone()))))
     }
 }
 

@@ -8,7 +8,7 @@ use informer::{HandlerOptions, PanicPolicy, ResourceEventHandlerFuncs, SharedInd
 use informer_metrics::Metrics;
 use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
 use informer_runtime::{Action, Controller};
-use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func};
 use informer_testing::eventually;
 use tokio_util::sync::CancellationToken;
 
@@ -21,19 +21,17 @@ fn informer(
 ) -> Arc<SharedIndexInformer<String>> {
     let observer = metrics.reflector_observer("words");
     let informer = Arc::new(
-        SharedIndexInformer::new(
+        SharedIndexInformer::builder(
             source,
-            key_func(|s: &String| Ok(s.clone())),
-            Arc::new(|_: &String| None),
-            Duration::ZERO,
-            indexers([(
+            FnIdentity::new(key_func(|s: &String| Ok(s.clone()))).with_indexers(indexers([(
                 "first-letter",
                 index_func(|s: &String| Ok(IndexValues::one(&s[..1]))),
-            )]),
+            )])),
         )
-        .with_name("words")
-        .with_panic_policy(PanicPolicy::Continue)
-        .with_reflector_config(move |r| r.with_observer(observer)),
+        .name("words")
+        .panic_policy(PanicPolicy::Continue)
+        .reflector_config(move |r| r.with_observer(observer))
+        .build(),
     );
     metrics.watch_informer(&informer);
     informer

@@ -71,7 +71,7 @@ where
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use informer_runtime::{finalizer, Finalize};
+/// use informer_runtime::{finalizer, Action, Finalize};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::Api;
 ///

@@ -51,15 +51,14 @@
 //! use informer::SharedIndexInformer;
 //! use informer_reflector::{FakeListerWatcher, ListPage};
 //! use informer_runtime::{Action, Controller, Target};
-//! use informer_store::{key_func, Indexers};
+//! use informer_store::{key_func, FnIdentity};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let source = Arc::new(FakeListerWatcher::<String>::new());
 //! source.push_list(ListPage::new(vec![Arc::new("a".to_string()), Arc::new("b".to_string())], "1"));
 //! let informer = Arc::new(SharedIndexInformer::new(
-//!     source, key_func(|s: &String| Ok(s.clone())), Arc::new(|_: &String| None),
-//!     Duration::ZERO, Indexers::new(),
+//!     source, FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
 //! ));
 //! let stop = CancellationToken::new();
 //! let running = tokio::spawn({ let (i, s) = (informer.clone(), stop.clone()); async move { i.run(s).await } });

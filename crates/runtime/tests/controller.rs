@@ -14,7 +14,7 @@ use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
 };
 use informer_runtime::{Action, Controller, Expectations, Target};
-use informer_store::{IndexValues, index_func, indexers, key_func};
+use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func};
 use informer_testing::eventually;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -96,13 +96,10 @@ fn send(tx: &Tx, event: fn(Arc<Obj>, String) -> WatchEvent<Obj>, o: Arc<Obj>) {
 fn informer(source: Arc<Source>) -> Arc<SharedIndexInformer<Obj>> {
     Arc::new(SharedIndexInformer::new(
         source,
-        key_func(|o: &Obj| Ok(o.name.clone())),
-        Arc::new(|_: &Obj| None),
-        Duration::ZERO,
-        indexers([(
+        FnIdentity::new(key_func(|o: &Obj| Ok(o.name.clone()))).with_indexers(indexers([(
             "owner",
             index_func(|o: &Obj| Ok(IndexValues::one(o.owner.as_str()))),
-        )]),
+        )])),
     ))
 }
 

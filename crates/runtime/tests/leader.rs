@@ -11,7 +11,7 @@ use informer::SharedIndexInformer;
 use informer_leaderelection::{ElectionConfig, LeaderElector, MemoryLease};
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
 use informer_runtime::{Action, Controller, Target};
-use informer_store::{Indexers, key_func};
+use informer_store::{FnIdentity, key_func};
 use informer_testing::eventually;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -69,10 +69,7 @@ impl Replica {
         ));
         let informer = Arc::new(SharedIndexInformer::new(
             Arc::clone(&source),
-            key_func(|s: &String| Ok(s.clone())),
-            Arc::new(|_: &String| None),
-            Duration::ZERO,
-            Indexers::new(),
+            FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
         ));
         let lease = lease.handle();
         let elector = elector(&lease, name);

@@ -3,10 +3,10 @@
 //! In the pipeline
 //!
 //! ```text
-//! Reflector ──▶ Queue (DeltaFifo) ──▶ Controller ──▶ Indexer (this crate) ──▶ listers
+//! Reflector ──▶ Queue (DeltaFifo) ──▶ InformerLoop ──▶ Indexer (this crate) ──▶ listers
 //! ```
 //!
-//! this crate is the cache at the end: the controller applies every change to an [`Indexer`],
+//! this crate is the cache at the end: the informer loop applies every change to an [`Indexer`],
 //! and listers read it. It also defines the contracts the other layers build on:
 //!
 //! * [`ReflectorStore`]: the writes a reflector makes (`add`, `update`, `delete`, `replace`,
@@ -15,7 +15,9 @@
 //! * [`Store`] and [`Indexer`]: the full cache, with named indexes.
 //!
 //! Objects are held as `Arc<K>` and never copied. Keys and index values come from functions the
-//! caller supplies ([`KeyFunc`], [`IndexFunc`]); nothing here knows about Kubernetes types.
+//! caller supplies ([`KeyFunc`], [`IndexFunc`]); what identifies an object to every layer (its
+//! key, its resource version, its default indexes) is one [`Identity`]. Nothing here knows
+//! about Kubernetes types.
 //! [`ThreadSafeStore`] is the implementation; [`Lister`] is a cheap read-only handle on it.
 //!
 //! # Example
@@ -58,6 +60,7 @@
 
 mod compact;
 mod error;
+mod identity;
 mod index;
 mod index_handle;
 mod key;
@@ -71,6 +74,9 @@ mod value_index;
 
 pub use crate::compact::{Codec, CompactStore};
 pub use crate::error::{BoxError, Error, Result};
+pub use crate::identity::{
+    FnIdentity, Identity, ResourceVersionFunc, SharedIdentity, identity_key_func,
+};
 pub use crate::index::{IndexFunc, IndexValues, Indexers, NAMESPACE_INDEX, index_func, indexers};
 pub use crate::index_handle::Index;
 pub use crate::key::{

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use informer::ResourceVersionFunc;
 use informer_factory::{ListerWatcherSource, Selection};
 use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
+use informer_store::{FnIdentity, ResourceVersionFunc, SharedIdentity};
 use informer_store::{
     IndexValues, Indexers, KeyFunc, NAMESPACE_INDEX, index_func, indexers, key_func,
     meta_namespace_key,
@@ -136,14 +136,12 @@ macro_rules! serve {
             fn lister_watcher(&self, selection: &Selection) -> Self::ListerWatcher {
                 self.make(stringify!($resource), selection, $answer)
             }
-            fn key_func(&self) -> KeyFunc<Obj> {
-                obj_key()
-            }
-            fn resource_version_func(&self) -> ResourceVersionFunc<Obj> {
-                obj_rv()
-            }
-            fn indexers(&self) -> Indexers<Obj> {
-                obj_indexers()
+            fn identity(&self) -> SharedIdentity<Obj> {
+                Arc::new(
+                    FnIdentity::new(obj_key())
+                        .with_resource_version(obj_rv())
+                        .with_indexers(obj_indexers()),
+                )
             }
         }
     };

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use informer::{QueueKind, ResourceEventHandler, SharedIndexInformer};
+use informer::{InformerBuilder, QueueKind, ResourceEventHandler, SharedIndexInformer};
 use informer_reflector::{
     BackoffConfig, Error, ListPage, ListParams, ListerWatcher, Status, WatchEvent, WatchParams,
     WatchStream,
 };
-use informer_store::{IndexValues, KeyError, index_func, indexers, key_func, meta_namespace_key};
+use informer_store::{
+    FnIdentity, IndexValues, KeyError, index_func, indexers, key_func, meta_namespace_key,
+};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -79,6 +81,15 @@ macro_rules! on_each_setup {
 /// An informer over `source` on queue `kind`, with the `namespace` and `node` indexes, and a
 /// fast backoff.
 pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> Informer {
+    informer_builder(source, resync, kind).build()
+}
+
+/// [`informer`]'s builder, to adjust further before it is built.
+pub fn informer_builder(
+    source: &Arc<ChannelSource>,
+    resync: Duration,
+    kind: Kind,
+) -> InformerBuilder<Obj> {
     let keys = key_func(|o: &Obj| {
         if o.name.is_empty() {
             return Err(KeyError::MissingName);
@@ -95,24 +106,25 @@ pub fn informer(source: &Arc<ChannelSource>, resync: Duration, kind: Kind) -> In
             index_func(|o: &Obj| Ok(IndexValues::one(o.node.as_str()))),
         ),
     ]);
-    let versions: informer::ResourceVersionFunc<Obj> = Arc::new(|o: &Obj| Some(rv_str(o)));
+    let identity = FnIdentity::new(Arc::clone(&keys))
+        .with_resource_version(Arc::new(|o: &Obj| Some(rv_str(o))));
     let informer = match kind {
         Kind::DeltaFifo | Kind::InOrder => {
-            SharedIndexInformer::new(Arc::clone(source), keys, versions, resync, indexes)
+            SharedIndexInformer::builder(Arc::clone(source), identity.with_indexers(indexes))
         }
         Kind::MapCache => {
             let cache = Arc::new(informer_testing::store::map_cache::MapCache::new(
-                Arc::clone(&keys),
-                indexes,
+                keys, indexes,
             ));
-            SharedIndexInformer::with_cache(Arc::clone(source), keys, versions, resync, cache)
+            SharedIndexInformer::builder(Arc::clone(source), identity).cache(cache)
         }
-    };
+    }
+    .resync(resync);
     let queue = match kind {
         Kind::DeltaFifo | Kind::MapCache => QueueKind::DeltaFifo,
         Kind::InOrder => QueueKind::InOrder,
     };
-    informer.with_queue(queue).with_reflector_config(|r| {
+    informer.queue(queue).reflector_config(|r| {
         r.with_backoff(BackoffConfig {
             initial: Duration::from_millis(5),
             cap: Duration::from_millis(20),
@@ -131,33 +143,28 @@ pub fn panicking_informer(source: &Arc<ChannelSource>, kind: Kind) -> Informer {
         Kind::DeltaFifo | Kind::MapCache => QueueKind::DeltaFifo,
         Kind::InOrder => QueueKind::InOrder,
     };
-    let informer = SharedIndexInformer::new(
-        Arc::clone(source),
-        key_func(|o: &Obj| {
-            assert!(o.name != "key-panics", "key function panicked");
-            meta_namespace_key(Some(&o.ns), &o.name)
+    let identity = FnIdentity::new(key_func(|o: &Obj| {
+        assert!(o.name != "key-panics", "key function panicked");
+        meta_namespace_key(Some(&o.ns), &o.name)
+    }))
+    .with_resource_version(Arc::new(|o: &Obj| {
+        assert!(o.rv != 777, "resource-version function panicked");
+        Some(rv_str(o))
+    }))
+    .with_indexers(indexers([(
+        "node",
+        index_func(|o: &Obj| {
+            assert!(o.node != "index-panics", "index function panicked");
+            Ok(IndexValues::one(o.node.as_str()))
         }),
-        Arc::new(|o: &Obj| {
-            assert!(o.rv != 777, "resource-version function panicked");
-            Some(rv_str(o))
-        }),
-        Duration::ZERO,
-        indexers([(
-            "node",
-            index_func(|o: &Obj| {
-                assert!(o.node != "index-panics", "index function panicked");
-                Ok(IndexValues::one(o.node.as_str()))
-            }),
-        )]),
-    )
-    .with_queue(kind);
-    informer
-        .set_transform(informer_fifo::transform_func(|o: Arc<Obj>| {
+    )]));
+    SharedIndexInformer::builder(Arc::clone(source), identity)
+        .queue(kind)
+        .transform(informer_fifo::transform_func(|o: Arc<Obj>| {
             assert!(o.rv != 666, "transform panicked");
             Ok(o)
         }))
-        .unwrap();
-    informer
+        .build()
 }
 
 /// Resource versions as strings, leaked once per distinct value (tests use few).
