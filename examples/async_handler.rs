@@ -79,10 +79,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let factory = KubeInformerFactory::new(KubeSource::new(client));
     let pods = factory.informer::<Pod>();
     let (handled, mut handled_rx) = mpsc::unbounded_channel();
-    let registration = pods.add_async_event_handler(Reconciler {
-        pods: factory.lister::<Pod>(),
-        handled,
-    })?;
+    let registration = pods.add_async_event_handler(
+        Reconciler {
+            pods: factory.lister::<Pod>(),
+            handled,
+        },
+        HandlerOptions::new(),
+    )?;
 
     factory.start()?;
     factory

@@ -83,11 +83,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let pods = factory.informer::<Pod>();
 
     let per_app = Arc::new(PodsPerApp::default());
-    let all = pods.add_event_handler(Arc::clone(&per_app))?;
+    let all = pods.add_event_handler(Arc::clone(&per_app), HandlerOptions::new())?;
     // The same handler type, narrowed to one namespace with a filter.
     let in_ns0 = Arc::new(PodsPerApp::default());
     let ns0 = pods.add_event_handler(
         Arc::clone(&in_ns0).filtered(|p: &Pod| p.metadata.namespace.as_deref() == Some("ns-0")),
+        HandlerOptions::new(),
     )?;
 
     factory.start()?;

@@ -73,15 +73,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // change after the cache (and its indexes) has it, so it tells when to look again.
     let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
     let arrived_tx = Mutex::new(Some(arrived_tx));
-    pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add(
-        move |_key, p: &Arc<Pod>, _| {
+    pods.add_event_handler(
+        ResourceEventHandlerFuncs::new().with_add(move |_key, p: &Arc<Pod>, _| {
             if p.metadata.name.as_deref() == Some("late-arrival")
                 && let Some(tx) = arrived_tx.lock().ok().and_then(|mut tx| tx.take())
             {
                 let _ = tx.send(());
             }
-        },
-    ))?;
+        }),
+        HandlerOptions::new(),
+    )?;
     server.create(&pod("ns-0", "late-arrival", "node-1"))?;
     arrived.await?;
     assert!(on_node("node-1")?.contains(&"ns-0/late-arrival".to_owned()));

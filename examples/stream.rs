@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let pods = factory.informer::<Pod>();
 
     // Subscribe before or after start: a late subscriber gets the cache's state first too.
-    let mut events = pods.subscribe_with(HandlerOptions::new().buffer(256))?;
+    let mut events = pods.subscribe(HandlerOptions::new().buffer(256))?;
     factory.start()?;
 
     let mut initial = 0;

@@ -18,6 +18,7 @@
 //! object from its `InitApply` event, and the event (with the original) is dropped after: its
 //! object figure is the size of that clone.
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -561,7 +562,7 @@ fn ours_metadata(n: usize, heap: HeapProbe) -> Sample {
     ));
     let counter = Arc::new(w_inf::Counter::default());
     informer
-        .add_event_handler(Arc::clone(&counter))
+        .add_event_handler(Arc::clone(&counter), HandlerOptions::new())
         .expect("handler before start");
     let (stop, task) = run_until_synced(&rt, &informer, &counter, n);
     let (all_in, _) = per(n, heap(), h0);
@@ -645,7 +646,7 @@ where
     let informer = Arc::new(builder.build());
     let counter = Arc::new(w_inf::Counter::default());
     informer
-        .add_event_handler(Arc::clone(&counter))
+        .add_event_handler(Arc::clone(&counter), HandlerOptions::new())
         .expect("handler before start");
     let (stop, task) = run_until_synced(&rt, &informer, &counter, n);
     let (all_in, _) = per(n, heap(), h0);

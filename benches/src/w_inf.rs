@@ -234,7 +234,7 @@ pub fn informer_in<L: ListerWatcher<Pod> + 'static>(
     let counters: Vec<Arc<Counter>> = (0..handlers).map(|_| Arc::default()).collect();
     for c in &counters {
         informer
-            .add_event_handler(Arc::clone(c))
+            .add_event_handler(Arc::clone(c), HandlerOptions::new())
             .expect("handler before start");
     }
     (informer, counters)
@@ -333,7 +333,7 @@ pub fn ours_transformed(
                 .iter()
                 .map(|c| {
                     informer
-                        .add_event_handler_with(Arc::clone(c), options(buffer))
+                        .add_event_handler(Arc::clone(c), options(buffer))
                         .expect("handler before start")
                 })
                 .collect();
@@ -434,7 +434,7 @@ fn subscribe(
     (0..count)
         .map(|_| {
             informer
-                .subscribe_with(HandlerOptions::new().buffer(buffer))
+                .subscribe(HandlerOptions::new().buffer(buffer))
                 .expect("subscription before start")
         })
         .collect()

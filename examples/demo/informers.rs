@@ -66,9 +66,9 @@ impl Informers {
         let configmap_mirror = Arc::new(Mirror::<ConfigMap>::default());
         let per_node = Arc::new(PodsPerNode::default());
         let registrations = vec![
-            pods.add_event_handler(Arc::clone(&pod_mirror))?,
-            pods.add_event_handler(Arc::clone(&per_node))?,
-            configmaps.add_event_handler(Arc::clone(&configmap_mirror))?,
+            pods.add_event_handler(Arc::clone(&pod_mirror), HandlerOptions::new())?,
+            pods.add_event_handler(Arc::clone(&per_node), HandlerOptions::new())?,
+            configmaps.add_event_handler(Arc::clone(&configmap_mirror), HandlerOptions::new())?,
         ];
         Ok(Informers {
             pods,

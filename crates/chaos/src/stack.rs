@@ -279,14 +279,18 @@ impl Stack {
         let gold_journal = Arc::new(Journal::new("gold", Arc::clone(&gold_log), notes));
         let err = |e: InformerError| format!("registering a handler: {e}");
         let small = HandlerOptions::new().buffer(options.slow_buffer);
-        let mut events = all.subscribe_with(small.clone()).map_err(err)?;
+        let mut events = all.subscribe(small.clone()).map_err(err)?;
         let registrations = vec![
-            all.add_event_handler(Arc::clone(&main)).map_err(err)?,
-            all.add_event_handler(Arc::clone(&filtered).filtered(on_even_node))
+            all.add_event_handler(Arc::clone(&main), HandlerOptions::new())
                 .map_err(err)?,
-            all.add_event_handler_with(Arc::clone(&slow), small)
+            all.add_event_handler(
+                Arc::clone(&filtered).filtered(on_even_node),
+                HandlerOptions::new(),
+            )
+            .map_err(err)?,
+            all.add_event_handler(Arc::clone(&slow), small)
                 .map_err(err)?,
-            gold.add_event_handler(Arc::clone(&gold_journal))
+            gold.add_event_handler(Arc::clone(&gold_journal), HandlerOptions::new())
                 .map_err(err)?,
             events.registration().clone(),
         ];

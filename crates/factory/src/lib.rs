@@ -61,7 +61,7 @@
 //! assert!(Arc::ptr_eq(&informer, &factory.informer::<String>())); // one, shared
 //! informer.add_event_handler(ResourceEventHandlerFuncs::new().with_add(|_key, name: &Arc<String>, _| {
 //!     println!("added {name}");
-//! }))?;
+//! }), HandlerOptions::new())?;
 //!
 //! factory.start()?;
 //! let report = factory.wait_for_cache_sync(Some(Duration::from_secs(10))).await;

@@ -2,6 +2,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -154,7 +155,7 @@ async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
         .iter()
         .flat_map(|i| {
             (0..2).map(|_| {
-                i.add_event_handler(ResourceEventHandlerFuncs::new())
+                i.add_event_handler(ResourceEventHandlerFuncs::new(), HandlerOptions::new())
                     .unwrap()
             })
         })
@@ -165,7 +166,7 @@ async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
         .await;
     // A late handler, registered while running.
     let late = pods
-        .add_event_handler(ResourceEventHandlerFuncs::new())
+        .add_event_handler(ResourceEventHandlerFuncs::new(), HandlerOptions::new())
         .unwrap();
 
     // Two concurrent shutdowns: both return only once everything has stopped.
@@ -201,7 +202,7 @@ async fn shutdown_stops_every_informer_and_joins_every_handler_thread() {
     assert!(matches!(factory.start(), Err(FactoryError::ShutDown)));
     factory.shutdown().await.unwrap();
     assert!(
-        pods.add_event_handler(ResourceEventHandlerFuncs::new())
+        pods.add_event_handler(ResourceEventHandlerFuncs::new(), HandlerOptions::new())
             .is_err()
     );
 }
@@ -292,11 +293,14 @@ async fn resync_periods_come_from_options_then_type_then_default() {
     for (informer, count) in informers.iter().zip(&counters) {
         let count = Arc::clone(count);
         informer
-            .add_event_handler(ResourceEventHandlerFuncs::new().with_update(
-                move |_, _: &Arc<Obj>, _: &Arc<Obj>| {
-                    count.fetch_add(1, Ordering::SeqCst);
-                },
-            ))
+            .add_event_handler(
+                ResourceEventHandlerFuncs::new().with_update(
+                    move |_, _: &Arc<Obj>, _: &Arc<Obj>| {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    },
+                ),
+                HandlerOptions::new(),
+            )
             .unwrap();
     }
     let start = tokio::time::Instant::now();

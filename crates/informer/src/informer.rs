@@ -805,33 +805,18 @@ where
         }
     }
 
-    /// Registers `handler` with the informer's default resync period and buffer.
+    /// Registers `handler`, a synchronous handler run on the informer's
+    /// [`DeliveryPool`](crate::DeliveryPool), with `options` (its buffer, its resync period, a
+    /// name; [`HandlerOptions::new`] for the defaults).
     ///
     /// If the informer is running, the handler first receives an add (with
     /// `is_in_initial_list = true`) for every cached object, then every later change: nothing is
     /// missed or repeated between that snapshot and the live stream.
+    ///
+    /// A resync period is taken under client-go's rules: one below [`MINIMUM_RESYNC_PERIOD`] is
+    /// raised to it; one below the informer's check period lowers the check period if the
+    /// informer has not started, and is raised to it if it has.
     pub fn add_event_handler(
-        &self,
-        handler: impl ResourceEventHandler<K> + 'static,
-    ) -> Result<HandlerRegistration, InformerError> {
-        self.add_event_handler_with(handler, HandlerOptions::default())
-    }
-
-    /// Registers `handler` with its own resync period, under client-go's rules: a period below
-    /// [`MINIMUM_RESYNC_PERIOD`] is raised to it; one below the informer's check period lowers
-    /// the check period if the informer has not started, and is raised to it if it has.
-    pub fn add_event_handler_with_resync(
-        &self,
-        handler: impl ResourceEventHandler<K> + 'static,
-        resync_period: Duration,
-    ) -> Result<HandlerRegistration, InformerError> {
-        self.add_event_handler_with(handler, HandlerOptions::new().resync_period(resync_period))
-    }
-
-    /// Registers `handler` with `options`: its resync period (see
-    /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync)) and its buffer
-    /// (see [`HandlerOptions::buffer`]). It runs on the informer's [`DeliveryPool`](crate::DeliveryPool).
-    pub fn add_event_handler_with(
         &self,
         handler: impl ResourceEventHandler<K> + 'static,
         options: HandlerOptions,
@@ -841,18 +826,10 @@ where
     }
 
     /// Registers an async handler, run as a tokio task of its own on the current runtime (one
-    /// notification at a time, in order), with the default options. The same guarantees as
+    /// notification at a time, in order), with `options`. The same guarantees as
     /// [`add_event_handler`](Self::add_event_handler). Fails with
     /// [`InformerError::NoRuntime`] outside a tokio runtime.
     pub fn add_async_event_handler(
-        &self,
-        handler: impl AsyncResourceEventHandler<K> + 'static,
-    ) -> Result<HandlerRegistration, InformerError> {
-        self.add_async_event_handler_with(handler, HandlerOptions::default())
-    }
-
-    /// [`add_async_event_handler`](Self::add_async_event_handler) with `options`.
-    pub fn add_async_event_handler_with(
         &self,
         handler: impl AsyncResourceEventHandler<K> + 'static,
         options: HandlerOptions,
@@ -873,14 +850,15 @@ where
         Ok(registration)
     }
 
-    /// A stream of this informer's changes (see [`Subscription`]), with the default options:
-    /// the cache's current state first, then every change. Dropping it unsubscribes.
+    /// A stream of this informer's changes (see [`Subscription`]), with `options` (a buffer
+    /// bound, a resync period, a name): the cache's current state first, then every change.
+    /// Dropping it unsubscribes.
     ///
     /// ```
     /// # use std::sync::Arc;
     /// # use std::time::Duration;
     /// # use futures::StreamExt;
-    /// # use informer::{Event, SharedIndexInformer};
+    /// # use informer::{Event, HandlerOptions, SharedIndexInformer};
     /// # use informer_reflector::{FakeListerWatcher, ListPage};
     /// # use informer_store::{key_func, FnIdentity};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -889,7 +867,7 @@ where
     /// let informer = Arc::new(SharedIndexInformer::new(
     ///     source, FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
     /// ));
-    /// let mut events = informer.subscribe().unwrap();
+    /// let mut events = informer.subscribe(HandlerOptions::new()).unwrap();
     /// let stop = tokio_util::sync::CancellationToken::new();
     /// let run = tokio::spawn({ let (i, s) = (informer.clone(), stop.clone()); async move { i.run(s).await } });
     /// let Some(Event::Add { key, initial, .. }) = events.next().await else { panic!() };
@@ -899,15 +877,7 @@ where
     /// assert!(events.next().await.is_none(), "the stream ends when the informer stops");
     /// # }
     /// ```
-    pub fn subscribe(&self) -> Result<Subscription<K>, InformerError> {
-        self.subscribe_with(HandlerOptions::default())
-    }
-
-    /// [`subscribe`](Self::subscribe) with `options` (a resync period, a buffer bound).
-    pub fn subscribe_with(
-        &self,
-        options: HandlerOptions,
-    ) -> Result<Subscription<K>, InformerError> {
+    pub fn subscribe(&self, options: HandlerOptions) -> Result<Subscription<K>, InformerError> {
         let (registration, cursor) = self.register(Consumer::Async, options)?;
         Ok(Subscription::new(cursor, registration))
     }
@@ -1254,29 +1224,38 @@ mod tests {
     #[test]
     fn handler_resync_periods_follow_the_check_period_rules() {
         let i = informer(secs(10));
-        i.add_event_handler(ResourceEventHandlerFuncs::new())
+        i.add_event_handler(ResourceEventHandlerFuncs::new(), HandlerOptions::new())
             .unwrap(); // the default: 10 s
-        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(30))
-            .unwrap();
-        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), Duration::ZERO)
-            .unwrap();
+        i.add_event_handler(
+            ResourceEventHandlerFuncs::new(),
+            HandlerOptions::new().resync_period(secs(30)),
+        )
+        .unwrap();
+        i.add_event_handler(
+            ResourceEventHandlerFuncs::new(),
+            HandlerOptions::new().resync_period(Duration::ZERO),
+        )
+        .unwrap();
         assert_eq!(
             i.processor.resync_periods(),
             [secs(10), secs(30), Duration::ZERO]
         );
         // Smaller than the check period before start: the check period comes down to it, and
         // every handler's period is recomputed against the new check period.
-        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(4))
-            .unwrap();
+        i.add_event_handler(
+            ResourceEventHandlerFuncs::new(),
+            HandlerOptions::new().resync_period(secs(4)),
+        )
+        .unwrap();
         assert_eq!(i.settings.lock().resync_check_period, secs(4));
         assert_eq!(
             i.processor.resync_periods(),
             [secs(10), secs(30), Duration::ZERO, secs(4)]
         );
         // Below the minimum: raised to one second (and the check period follows).
-        i.add_event_handler_with_resync(
+        i.add_event_handler(
             ResourceEventHandlerFuncs::new(),
-            Duration::from_millis(10),
+            HandlerOptions::new().resync_period(Duration::from_millis(10)),
         )
         .unwrap();
         assert_eq!(i.processor.resync_periods()[4], MINIMUM_RESYNC_PERIOD);
@@ -1287,8 +1266,11 @@ mod tests {
     fn after_start_a_smaller_period_is_raised_to_the_check_period() {
         let i = informer(secs(10));
         i.started.store(true, Ordering::Release);
-        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(3))
-            .unwrap();
+        i.add_event_handler(
+            ResourceEventHandlerFuncs::new(),
+            HandlerOptions::new().resync_period(secs(3)),
+        )
+        .unwrap();
         assert_eq!(i.processor.resync_periods(), [secs(10)]);
         assert_eq!(i.settings.lock().resync_check_period, secs(10));
     }
@@ -1298,8 +1280,11 @@ mod tests {
     #[test]
     fn an_informer_without_resync_gives_no_handler_a_resync() {
         let i = informer(Duration::ZERO);
-        i.add_event_handler_with_resync(ResourceEventHandlerFuncs::new(), secs(5))
-            .unwrap();
+        i.add_event_handler(
+            ResourceEventHandlerFuncs::new(),
+            HandlerOptions::new().resync_period(secs(5)),
+        )
+        .unwrap();
         assert_eq!(i.processor.resync_periods(), [Duration::ZERO]);
         assert_eq!(i.settings.lock().resync_check_period, Duration::ZERO);
     }

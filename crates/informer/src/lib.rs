@@ -49,7 +49,7 @@
 //! let registration = informer
 //!     .add_event_handler(ResourceEventHandlerFuncs::new().with_add(|key, obj: &Arc<Obj>, initial| {
 //!         println!("added {key}: {} (initial list: {initial})", obj.1);
-//!     }))
+//!     }), HandlerOptions::new())
 //!     .unwrap();
 //!
 //! let stop = CancellationToken::new();

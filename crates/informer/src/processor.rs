@@ -77,7 +77,7 @@ impl HandlerOptions {
     }
 
     /// This consumer's own resync period (`Duration::ZERO`: none), under client-go's rules (see
-    /// [`add_event_handler_with`](crate::SharedIndexInformer::add_event_handler_with)).
+    /// [`add_event_handler`](crate::SharedIndexInformer::add_event_handler)).
     pub fn resync_period(mut self, period: Duration) -> Self {
         self.resync = Some(period);
         self

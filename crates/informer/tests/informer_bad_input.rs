@@ -3,6 +3,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,7 +43,9 @@ async fn a_watch_event_without_a_name_is_skipped_and_the_watch_goes_on(kind: Kin
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
 
@@ -79,7 +82,9 @@ async fn a_version_an_index_function_refuses_withdraws_the_stale_one_and_later_v
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     informer.add_indexers(strict_index()).unwrap();
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
 
@@ -116,7 +121,9 @@ async fn a_list_holding_an_object_without_a_name_applies_the_rest_and_syncs(kind
     let _watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let registration = informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     assert!(
         informer
@@ -148,7 +155,9 @@ async fn a_list_holding_an_object_the_cache_refuses_applies_the_rest_and_syncs(k
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     informer.add_indexers(strict_index()).unwrap();
     let rec = Recorder::new();
-    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let registration = informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
     assert!(registration.wait_for_sync().await);
@@ -173,7 +182,9 @@ async fn panics_in_key_index_transform_and_version_functions_are_refusals_not_st
     let watch = source.open_watch();
     let informer = Arc::new(panicking_informer(&source, kind));
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
 
@@ -226,7 +237,9 @@ async fn a_stop_during_the_first_list_returns_with_nothing_cached_and_nothing_he
     let source = ChannelSource::new();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let registration = informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     eventually("the list request", || source.lists_asked() == 1).await;
     stop.cancel();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,9 @@ async fn scenario(seed: u64, kind: Kind) {
     let mut watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let early = Recorder::new();
-    informer.add_event_handler(early.clone()).unwrap();
+    informer
+        .add_event_handler(early.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     let mut late = None;
     let mut outage = false;
@@ -72,7 +75,9 @@ async fn scenario(seed: u64, kind: Kind) {
         }
         if step == 150 {
             let r = Recorder::new();
-            informer.add_event_handler(r.clone()).unwrap();
+            informer
+                .add_event_handler(r.clone(), HandlerOptions::new())
+                .unwrap();
             late = Some(r);
         }
         if step % 25 == 0 {

@@ -86,7 +86,7 @@ async fn a_late_subscriber_gets_the_cache_then_every_change(kind: Kind) {
     watch.modified(&obj("a", "o1", 10));
     eventually("o1 at 10", || cache(&informer).get("a/o1") == Some(&10)).await;
 
-    let mut events = informer.subscribe().unwrap();
+    let mut events = informer.subscribe(HandlerOptions::new()).unwrap();
     let registration = events.registration().clone();
     let mut view = View::default();
     // The snapshot: every cached object, as it is now, marked initial.
@@ -133,10 +133,12 @@ async fn dropping_a_subscription_unsubscribes(kind: Kind) {
     source.push_list(vec![obj("a", "x", 1)], 1);
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
-    let events = informer.subscribe().unwrap();
+    let events = informer.subscribe(HandlerOptions::new()).unwrap();
     let registration = events.registration().clone();
     let witness = Recorder::new();
-    informer.add_event_handler(witness.clone()).unwrap();
+    informer
+        .add_event_handler(witness.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     eventually("the witness saw the list", || witness.len() == 1).await;
     drop(events);
@@ -166,7 +168,7 @@ async fn a_subscription_is_synced_once_its_initial_state_is_read(kind: Kind) {
     );
     let _watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
-    let mut events = informer.subscribe().unwrap();
+    let mut events = informer.subscribe(HandlerOptions::new()).unwrap();
     let synced = tokio::spawn(events.synced_timeout(LONG));
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
@@ -230,7 +232,7 @@ async fn an_async_handler_sees_every_change_in_order(kind: Kind) {
         ..AsyncView::default()
     });
     let registration = informer
-        .add_async_event_handler(Arc::clone(&handler))
+        .add_async_event_handler(Arc::clone(&handler), HandlerOptions::new())
         .unwrap();
     let (stop, task) = start(&informer);
     assert!(registration.wait_for_sync_timeout(LONG).await);
@@ -268,7 +270,7 @@ async fn an_async_handler_stuck_in_an_await_is_cancelled_on_stop() {
     let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
     let entered = Arc::new(AtomicBool::new(false));
     let registration = informer
-        .add_async_event_handler(Stuck(Arc::clone(&entered)))
+        .add_async_event_handler(Stuck(Arc::clone(&entered)), HandlerOptions::new())
         .unwrap();
     let (stop, task) = start(&informer);
     eventually("the handler is awaiting", || entered.load(Ordering::SeqCst)).await;
@@ -284,7 +286,7 @@ async fn an_async_handler_stuck_in_an_await_is_cancelled_on_stop() {
 #[test]
 fn an_async_handler_needs_a_runtime() {
     let informer = informer(&ChannelSource::new(), Duration::ZERO, Kind::DeltaFifo);
-    let refused = informer.add_async_event_handler(AsyncView::default());
+    let refused = informer.add_async_event_handler(AsyncView::default(), HandlerOptions::new());
     assert!(
         matches!(refused, Err(InformerError::NoRuntime)),
         "{refused:?}"
@@ -306,7 +308,7 @@ async fn a_slow_consumer_coalesces_within_its_bound_and_delays_nobody(kind: Kind
     let slow_view = Arc::new(StdMutex::new(View::default()));
     let view = Arc::clone(&slow_view);
     let slow = informer
-        .add_event_handler_with(
+        .add_event_handler(
             ResourceEventHandlerFuncs::new()
                 .with_add({
                     let view = Arc::clone(&view);
@@ -340,7 +342,9 @@ async fn a_slow_consumer_coalesces_within_its_bound_and_delays_nobody(kind: Kind
         )
         .unwrap();
     let fast = Recorder::new();
-    let fast_reg = informer.add_event_handler(fast.clone()).unwrap();
+    let fast_reg = informer
+        .add_event_handler(fast.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     let mut rv = 1;
     let mut writes = 0;
@@ -415,10 +419,12 @@ async fn an_unread_stream_stays_bounded_and_catches_up(kind: Kind) {
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let mut events = informer
-        .subscribe_with(HandlerOptions::new().buffer(BOUND))
+        .subscribe(HandlerOptions::new().buffer(BOUND))
         .unwrap();
     let witness = Recorder::new();
-    informer.add_event_handler(witness.clone()).unwrap();
+    informer
+        .add_event_handler(witness.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     for i in 0..200 {
         watch.modified(&obj("a", &format!("o{}", i % 5), 10 + i));
@@ -447,7 +453,7 @@ async fn a_removed_subscription_ends_after_what_was_buffered(kind: Kind) {
     source.push_list(vec![obj("a", "x", 1), obj("a", "y", 2)], 2);
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
-    let mut events = informer.subscribe().unwrap();
+    let mut events = informer.subscribe(HandlerOptions::new()).unwrap();
     let registration = events.registration().clone();
     let (stop, task) = start(&informer);
     assert!(informer.wait_for_sync().await);
@@ -488,9 +494,13 @@ async fn a_panicking_async_handler_stops_under_its_policy(kind: Kind) {
             .panic_policy(informer::PanicPolicy::StopHandler)
             .build(),
     );
-    let panicky = informer.add_async_event_handler(Panics).unwrap();
+    let panicky = informer
+        .add_async_event_handler(Panics, HandlerOptions::new())
+        .unwrap();
     let witness = Recorder::new();
-    informer.add_event_handler(witness.clone()).unwrap();
+    informer
+        .add_event_handler(witness.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     eventually("the panicking handler stopped", || panicky.is_stopped()).await;
     assert_eq!(panicky.panics(), 1);
@@ -530,7 +540,7 @@ async fn a_filtered_consumer_that_coalesces_sees_moves_before_deletions(kind: Ki
             }
         });
     let registration = informer
-        .add_event_handler_with(
+        .add_event_handler(
             informer::ResourceEventHandlerExt::filtered(handler, |o: &Obj| o.node == "node-0"),
             HandlerOptions::new().buffer(1),
         )

@@ -19,6 +19,7 @@ on_each_setup!(
     typed_index_handles_look_up_what_their_index_holds,
 );
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -40,7 +41,9 @@ async fn initial_list_arrives_as_initial_adds_then_watch_events_follow(kind: Kin
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    let reg = informer.add_event_handler(rec.clone()).unwrap();
+    let reg = informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     assert!(
         !reg.has_synced() && !informer.has_synced(),
         "nothing synced before run"
@@ -118,9 +121,12 @@ async fn the_cache_is_updated_before_handlers_hear_of_a_change(kind: Kind) {
                     assert!(l3.get(k).is_none());
                     c3.fetch_add(1, Ordering::SeqCst);
                 }),
+            HandlerOptions::new(),
         )
         .unwrap();
-    let reg = informer.add_event_handler(Recorder::new()).unwrap();
+    let reg = informer
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     // The initial adds (z's included) are handled before z is deleted.
     eventually("initial adds checked", || {
@@ -146,7 +152,9 @@ async fn a_relist_turns_a_vanished_object_into_a_tombstone_deletion(kind: Kind) 
     let first = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
     eventually("initial adds", || rec.len() == 2).await;
@@ -224,7 +232,9 @@ async fn a_relist_by_page_applies_each_page_before_the_next_arrives(kind: Kind) 
             .build(),
     );
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
     eventually("initial adds", || rec.len() == 3).await;
@@ -288,7 +298,9 @@ async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed(
     let watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let early = Recorder::new();
-    informer.add_event_handler(early.clone()).unwrap();
+    informer
+        .add_event_handler(early.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
 
@@ -303,7 +315,9 @@ async fn a_late_handler_gets_the_cache_then_the_live_stream_with_nothing_missed(
         watch
     });
     let late = Recorder::new();
-    let reg = informer.add_event_handler(late.clone()).unwrap();
+    let reg = informer
+        .add_event_handler(late.clone(), HandlerOptions::new())
+        .unwrap();
     let _watch = producer.await.unwrap();
     eventually("early saw everything", || early.len() == 250).await;
     eventually("late caught up", || late.replay() == early.replay()).await;
@@ -358,10 +372,13 @@ async fn a_slow_handler_delays_nobody_else(kind: Kind) {
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
             }),
+            HandlerOptions::new(),
         )
         .unwrap();
     let fast = Recorder::new();
-    informer.add_event_handler(fast.clone()).unwrap();
+    informer
+        .add_event_handler(fast.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     for i in 0..100 {
         watch.added(&obj("a", &format!("o{i}"), i + 2));
@@ -397,10 +414,13 @@ async fn a_removed_handler_gets_what_was_buffered_and_nothing_after(kind: Kind) 
                 let _ = release_rx.recv();
                 counter.fetch_add(1, Ordering::SeqCst);
             }),
+            HandlerOptions::new(),
         )
         .unwrap();
     let witness = Recorder::new();
-    informer.add_event_handler(witness.clone()).unwrap();
+    informer
+        .add_event_handler(witness.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     for i in 0..10 {
         watch.added(&obj("a", &format!("o{i}"), i + 2));
@@ -436,14 +456,15 @@ async fn a_panicking_handler_goes_on_with_the_next_notification(kind: Kind) {
     let rec = Recorder::new();
     let inner = rec.clone();
     let reg = informer
-        .add_event_handler(ResourceEventHandlerFuncs::new().with_add(
-            move |k, o: &Arc<Obj>, initial| {
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().with_add(move |k, o: &Arc<Obj>, initial| {
                 if o.name == "boom" {
                     panic!("handler bug");
                 }
                 inner.on_add(k, o, initial);
-            },
-        ))
+            }),
+            HandlerOptions::new(),
+        )
         .unwrap();
     let (stop, task) = start(&informer);
     eventually("synced despite the panic", || reg.has_synced()).await;
@@ -467,10 +488,13 @@ async fn stop_handler_policy_stops_only_the_panicking_handler(kind: Kind) {
     let panicky = informer
         .add_event_handler(
             ResourceEventHandlerFuncs::new().with_add(|_, _: &Arc<Obj>, _| panic!("bug")),
+            HandlerOptions::new(),
         )
         .unwrap();
     let rec = Recorder::new();
-    informer.add_event_handler(rec.clone()).unwrap();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     eventually("the panicking handler stopped", || panicky.is_stopped()).await;
     watch.added(&obj("a", "later", 2));
@@ -490,7 +514,10 @@ async fn filtered_handler_sees_objects_enter_and_leave_its_set(kind: Kind) {
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let rec = Recorder::new();
     informer
-        .add_event_handler(rec.clone().filtered(|o: &Obj| o.node == "n1"))
+        .add_event_handler(
+            rec.clone().filtered(|o: &Obj| o.node == "n1"),
+            HandlerOptions::new(),
+        )
         .unwrap();
     let (stop, task) = start(&informer);
     eventually("initial", || rec.len() == 1).await;
@@ -568,7 +595,7 @@ async fn transform_indexes_and_lister_see_the_transformed_objects(kind: Kind) {
         Err(InformerError::Stopped)
     ));
     assert!(matches!(
-        informer.add_event_handler(Recorder::new()),
+        informer.add_event_handler(Recorder::new(), HandlerOptions::new()),
         Err(InformerError::Stopped)
     ));
 }
@@ -579,7 +606,11 @@ async fn run_twice_is_a_no_op_and_stop_joins_everything(kind: Kind) {
     let _watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, kind));
     let regs: Vec<_> = (0..3)
-        .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
+        .map(|_| {
+            informer
+                .add_event_handler(Recorder::new(), HandlerOptions::new())
+                .unwrap()
+        })
         .collect();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
@@ -654,8 +685,12 @@ async fn an_informer_dropped_before_it_ran_releases_its_consumers() {
     for kind in [Kind::DeltaFifo, Kind::InOrder, Kind::MapCache] {
         let source = ChannelSource::new();
         let informer = informer(&source, Duration::ZERO, kind);
-        let first = informer.add_event_handler(Recorder::new()).unwrap();
-        let second = informer.add_event_handler(Recorder::new()).unwrap();
+        let first = informer
+            .add_event_handler(Recorder::new(), HandlerOptions::new())
+            .unwrap();
+        let second = informer
+            .add_event_handler(Recorder::new(), HandlerOptions::new())
+            .unwrap();
         let waiting = tokio::spawn({
             let first = first.clone();
             async move { first.wait_for_sync().await }

@@ -2,6 +2,7 @@
 //! progress while changes wait, a watch that is not re-established, a consumer stopped by its
 //! panic policy, the informer stopped — and is ready once synced with none of these.
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -109,6 +110,7 @@ async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
             ResourceEventHandlerFuncs::new().with_add(|_, s: &Arc<String>, _| {
                 assert_ne!(s.as_str(), "boom", "a handler bug");
             }),
+            HandlerOptions::new(),
         )
         .expect("registered");
     let stop = CancellationToken::new();

@@ -1,6 +1,7 @@
 //! End to end: the informer through kube-client against the API server simulator, with churn,
 //! dropped watches and an expired resource version on the way.
 
+use informer::HandlerOptions;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,7 +97,9 @@ async fn informer_converges_through_kube_client_despite_faults() {
         .build(),
     );
     let replay = Arc::new(Replay::default());
-    let reg = informer.add_event_handler(Arc::clone(&replay)).unwrap();
+    let reg = informer
+        .add_event_handler(Arc::clone(&replay), HandlerOptions::new())
+        .unwrap();
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let (informer, stop) = (Arc::clone(&informer), stop.clone());

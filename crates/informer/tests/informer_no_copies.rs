@@ -1,6 +1,7 @@
 //! No object is ever copied on its way through the informer: from the source, through the
 //! queue, the cache and the notifications, to every handler, objects travel as `Arc`s.
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -81,7 +82,9 @@ async fn objects_are_shared_never_cloned_from_source_to_handlers() {
     ));
     let counters: Vec<Arc<Counter>> = (0..4).map(|_| Arc::default()).collect();
     for c in &counters {
-        informer.add_event_handler(Arc::clone(c)).unwrap();
+        informer
+            .add_event_handler(Arc::clone(c), HandlerOptions::new())
+            .unwrap();
     }
     let stop = CancellationToken::new();
     let task = tokio::spawn({

@@ -6,6 +6,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,9 @@ async fn wait_for_sync_is_woken_by_the_sync_itself() {
     let _watch = source.open_watch();
     let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
     let rec = Recorder::new();
-    let registration = informer.add_event_handler(rec.clone()).unwrap();
+    let registration = informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     let t0 = Instant::now();
     let waiting = tokio::spawn({
@@ -57,7 +60,9 @@ async fn a_late_handler_waits_for_its_own_snapshot() {
     assert!(informer.wait_for_sync().await);
     let t0 = Instant::now();
     let late = Recorder::new();
-    let registration = informer.add_event_handler(late.clone()).unwrap();
+    let registration = informer
+        .add_event_handler(late.clone(), HandlerOptions::new())
+        .unwrap();
     assert!(registration.wait_for_sync().await);
     assert_eq!(late.len(), 30, "synced means the snapshot has been handled");
     assert_eq!(
@@ -73,7 +78,9 @@ async fn a_late_handler_waits_for_its_own_snapshot() {
 async fn waits_give_up_when_the_informer_stops_or_the_timeout_passes() {
     let source = ChannelSource::new(); // no list: the informer never syncs
     let informer = Arc::new(informer(&source, Duration::ZERO, Kind::DeltaFifo));
-    let registration = informer.add_event_handler(Recorder::new()).unwrap();
+    let registration = informer
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
     let (stop, task) = start(&informer);
     let t0 = Instant::now();
     assert!(
@@ -140,8 +147,12 @@ async fn a_registration_of_another_informer_removes_nothing() {
     let source = ChannelSource::new();
     let first = informer(&source, Duration::ZERO, Kind::DeltaFifo);
     let second = informer(&source, Duration::ZERO, Kind::DeltaFifo);
-    let of_first = first.add_event_handler(Recorder::new()).unwrap();
-    let of_second = second.add_event_handler(Recorder::new()).unwrap();
+    let of_first = first
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
+    let of_second = second
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
     assert!(matches!(
         second.remove_event_handler(&of_first),
         Err(InformerError::ForeignRegistration)

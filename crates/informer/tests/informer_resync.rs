@@ -3,6 +3,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::time::Duration;
 
 use common::*;
@@ -15,12 +16,20 @@ async fn resyncs_reach_only_handlers_whose_period_is_due(kind: Kind) {
     let every_10s = Recorder::new();
     let every_30s = Recorder::new();
     let never = Recorder::new();
-    informer.add_event_handler(every_10s.clone()).unwrap();
+    informer
+        .add_event_handler(every_10s.clone(), HandlerOptions::new())
+        .unwrap();
     let reg_30 = informer
-        .add_event_handler_with_resync(every_30s.clone(), Duration::from_secs(30))
+        .add_event_handler(
+            every_30s.clone(),
+            HandlerOptions::new().resync_period(Duration::from_secs(30)),
+        )
         .unwrap();
     let reg_never = informer
-        .add_event_handler_with_resync(never.clone(), Duration::ZERO)
+        .add_event_handler(
+            never.clone(),
+            HandlerOptions::new().resync_period(Duration::ZERO),
+        )
         .unwrap();
     let (stop, task) = start(&informer);
     eventually_paused("synced", || informer.has_synced()).await;

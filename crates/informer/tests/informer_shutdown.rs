@@ -5,6 +5,7 @@
 
 mod common;
 
+use informer::HandlerOptions;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
@@ -75,7 +76,11 @@ async fn stop_joins_every_thread_and_task() {
             .build(),
     );
     let regs: Vec<_> = (0..4)
-        .map(|_| informer.add_event_handler(Recorder::new()).unwrap())
+        .map(|_| {
+            informer
+                .add_event_handler(Recorder::new(), HandlerOptions::new())
+                .unwrap()
+        })
         .collect();
     let (stop, task) = start(&informer);
     informer.wait_for_sync().await;
@@ -123,8 +128,12 @@ fn synced_informer_parts() -> (Arc<ChannelSource>, Arc<Informer>, Watch, Arc<Del
             .pool(Arc::clone(&pool))
             .build(),
     );
-    informer.add_event_handler(Recorder::new()).unwrap();
-    informer.add_event_handler(Recorder::new()).unwrap();
+    informer
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
+    informer
+        .add_event_handler(Recorder::new(), HandlerOptions::new())
+        .unwrap();
     (source, informer, watch, pool)
 }
 
@@ -360,14 +369,17 @@ async fn run_does_not_return_while_a_removed_handler_still_runs() {
     let (release, release_rx) = std::sync::mpsc::channel::<()>();
     let release_rx = StdMutex::new(release_rx);
     let registration = informer
-        .add_event_handler(ResourceEventHandlerFuncs::new().with_add({
-            let (entered, returned) = (Arc::clone(&entered), Arc::clone(&returned));
-            move |_, _: &Arc<Obj>, _| {
-                entered.fetch_add(1, Ordering::SeqCst);
-                release_rx.lock().unwrap().recv().unwrap();
-                returned.store(true, Ordering::SeqCst);
-            }
-        }))
+        .add_event_handler(
+            ResourceEventHandlerFuncs::new().with_add({
+                let (entered, returned) = (Arc::clone(&entered), Arc::clone(&returned));
+                move |_, _: &Arc<Obj>, _| {
+                    entered.fetch_add(1, Ordering::SeqCst);
+                    release_rx.lock().unwrap().recv().unwrap();
+                    returned.store(true, Ordering::SeqCst);
+                }
+            }),
+            HandlerOptions::new(),
+        )
         .unwrap();
     let (stop, mut task) = start(&informer);
     eventually("the handler is inside its code", || {
@@ -415,7 +427,9 @@ async fn a_hundred_informers_with_three_handlers_each_run_on_the_pools_threads()
         );
         let recorders: Vec<_> = (0..3).map(|_| Recorder::new()).collect();
         for r in &recorders {
-            informer.add_event_handler(Arc::clone(r)).unwrap();
+            informer
+                .add_event_handler(Arc::clone(r), HandlerOptions::new())
+                .unwrap();
         }
         let (stop, task) = start(&informer);
         parts.push((source, watch, informer, recorders, stop, task));

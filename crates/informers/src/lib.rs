@@ -93,7 +93,7 @@ let handler = pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add({
         added.fetch_add(1, Ordering::Relaxed);
         println!("pod {} added", pod.metadata.name.as_deref().unwrap_or_default());
     }
-}))?;
+}), HandlerOptions::new())?;
 
 // 5. Start, wait for the caches, read.
 factory.start()?;

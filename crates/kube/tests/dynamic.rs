@@ -1,6 +1,7 @@
 //! Informers of `DynamicObject`s through the kube factory, against the simulator's custom
 //! resources: list and watch, the namespace index, cluster scope, and sharing per resource.
 
+use informer::HandlerOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,6 +156,7 @@ async fn dynamic_informers_list_watch_index_and_share_per_resource() {
                     assert_eq!(k, key(o));
                     deletes.lock().push(Seen::Delete(key(o)));
                 }),
+            HandlerOptions::new(),
         )
         .unwrap();
 

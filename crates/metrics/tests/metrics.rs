@@ -69,11 +69,12 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
             ResourceEventHandlerFuncs::new().with_add(|_, s: &Arc<String>, _| {
                 assert_ne!(s.as_str(), "cherry", "a handler bug");
             }),
+            HandlerOptions::new(),
         )
         .expect("registered");
     let held = Arc::new(AtomicBool::new(true));
     let slow = informer
-        .add_event_handler_with(
+        .add_event_handler(
             ResourceEventHandlerFuncs::new().with_add({
                 let held = Arc::clone(&held);
                 move |_, _, _| {

@@ -85,6 +85,7 @@
 //! # }
 //! ```
 
+use informer::HandlerOptions;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -245,7 +246,7 @@ impl Watched {
         informer: &Arc<SharedIndexInformer<C>>,
         handler: impl ResourceEventHandler<C> + 'static,
     ) -> Result<Self, InformerError> {
-        let registration = informer.add_event_handler(handler)?;
+        let registration = informer.add_event_handler(handler, HandlerOptions::new())?;
         let (informer, handle) = (Arc::clone(informer), registration.clone());
         Ok(Self {
             registration,
