@@ -35,7 +35,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use informer::ResourceEventHandlerFuncs;
+//! use informer::{HandlerOptions, ResourceEventHandlerFuncs};
 //! use informer_factory::{ListerWatcherSource, Selection, SharedInformerFactory};
 //! use informer_store::Everything;
 //! use informer_reflector::{FakeListerWatcher, ListPage};

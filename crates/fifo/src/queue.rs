@@ -30,8 +30,9 @@ where
     Arc::new(f)
 }
 
-/// Told when a queue may have a change ready: after every write that queued something (`add`,
-/// `update`, `delete`, `replace`, `resync`, the tombstone of a refused object) and after
+/// Told when a queue may have a change ready or has become synced: after every write that
+/// queued something (`add`, `update`, `delete`, `resync`, the tombstone of a refused object),
+/// after every `replace` (an empty one queues nothing but makes the queue synced) and after
 /// [`close`](Queue::close). It is called on the writer's thread, without the queue's lock held,
 /// and may be called spuriously (nothing ready, or already popped).
 ///
@@ -73,8 +74,9 @@ pub struct QueueClosed;
 /// queue or a plain store alike. A write is quick and never waits on the consumer: key
 /// functions and transforms run before the queue's lock is taken, and the lock is never held
 /// while `process` runs. Writes after [`close`](Self::close) are accepted (as in client-go):
-/// they are queued and a draining `pop` delivers them. After a write that queued something, the
-/// [`ReadyHook`] is told.
+/// they are queued and a draining `pop` delivers them. After a write that queued something, and
+/// after a `replace` (even an empty one, which makes the queue synced), the [`ReadyHook`] is
+/// told: a consumer that pops on a pool learns of the sync there.
 ///
 /// **Refused objects.** A key function or transform that fails or panics refuses that one
 /// object, which is reported to the queue's [`RefusalHandler`] and never stalls the queue:

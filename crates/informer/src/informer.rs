@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{
-    DeltaFifo, DeltaFifoOptions, Deltas, InOrderFifo, InOrderFifoOptions, Queue, QueueClosed,
-    ReadyHook, RefusalHandler, TransformFunc,
+    DeltaFifo, DeltaFifoOptions, Deltas, InOrderFifo, InOrderFifoOptions, Queue, RefusalHandler,
+    TransformFunc,
 };
 use informer_reflector::{BoxListerWatcher, ListerWatcher, Reflector, WatchErrorHandler};
 use informer_store::{
-    Identity, Index, Indexer, Indexers, KeyFunc, Lister, ReflectorStore, SharedIdentity, Store,
-    catch_panic, identity_key_func,
+    Identity, Index, Indexer, Indexers, KeyFunc, Lister, SharedIdentity, Store, catch_panic,
+    identity_key_func,
 };
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -465,132 +465,6 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
             self.synced = true;
             self.upstream.notify();
         }
-    }
-}
-
-/// The informer's queue, as the reflector writes to it: wakes the waits for sync when a write
-/// makes the queue synced (an empty first list, or a write before any list), which no pop
-/// would report.
-struct Signalling<K> {
-    queue: Arc<dyn Queue<K>>,
-    /// Weak: the upstream reads the queue (through the informer's queue slot), so a strong
-    /// handle here would keep both, and the pool the queue's ready hook names, alive for ever.
-    upstream: std::sync::Weak<Upstream>,
-    /// The queue has been seen synced and the waits woken: writes need not look any more.
-    announced: AtomicBool,
-}
-
-impl<K> Signalling<K> {
-    fn signal(&self) {
-        if !self.announced.load(Ordering::Relaxed)
-            && self.queue.has_synced()
-            && !self.announced.swap(true, Ordering::AcqRel)
-            && let Some(upstream) = self.upstream.upgrade()
-        {
-            upstream.notify();
-        }
-    }
-}
-
-impl<K: Send + Sync + 'static> ReflectorStore<K> for Signalling<K> {
-    type Error = informer_fifo::Error;
-
-    fn add(&self, obj: Arc<K>) -> Result<(), Self::Error> {
-        let result = self.queue.add(obj);
-        self.signal();
-        result
-    }
-
-    fn update(&self, obj: Arc<K>) -> Result<(), Self::Error> {
-        let result = self.queue.update(obj);
-        self.signal();
-        result
-    }
-
-    fn delete(&self, obj: Arc<K>) -> Result<(), Self::Error> {
-        let result = self.queue.delete(obj);
-        self.signal();
-        result
-    }
-
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<(), Self::Error> {
-        let result = self.queue.replace(list, resource_version);
-        self.signal();
-        result
-    }
-
-    fn replace_part(
-        &self,
-        part: Vec<Arc<K>>,
-        parts: &mut informer_store::ReplaceParts<K>,
-    ) -> Result<(), Self::Error> {
-        let result = self.queue.replace_part(part, parts);
-        self.signal();
-        result
-    }
-
-    fn replace_parts_done(
-        &self,
-        parts: informer_store::ReplaceParts<K>,
-        resource_version: String,
-    ) -> Result<(), Self::Error> {
-        let result = self.queue.replace_parts_done(parts, resource_version);
-        self.signal();
-        result
-    }
-
-    fn resync(&self) -> Result<(), Self::Error> {
-        self.queue.resync()
-    }
-
-    fn bookmark(&self, resource_version: &str) -> Result<(), Self::Error> {
-        self.queue.bookmark(resource_version)
-    }
-}
-
-impl<K: Send + Sync + 'static> Queue<K> for Signalling<K> {
-    fn pop(&self, process: &mut dyn FnMut(Deltas<K>, bool)) -> Result<(), QueueClosed> {
-        self.queue.pop(process)
-    }
-
-    fn pop_batch(
-        &self,
-        max: usize,
-        process: &mut dyn FnMut(Deltas<K>, bool),
-    ) -> Result<usize, QueueClosed> {
-        self.queue.pop_batch(max, process)
-    }
-
-    fn try_pop_batch(
-        &self,
-        max: usize,
-        process: &mut dyn FnMut(Deltas<K>, bool),
-    ) -> Result<usize, QueueClosed> {
-        self.queue.try_pop_batch(max, process)
-    }
-
-    fn set_ready_hook(&self, hook: ReadyHook) {
-        self.queue.set_ready_hook(hook);
-    }
-
-    fn has_synced(&self) -> bool {
-        self.queue.has_synced()
-    }
-
-    fn close(&self) {
-        self.queue.close();
-    }
-
-    fn is_closed(&self) -> bool {
-        self.queue.is_closed()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn counts(&self) -> informer_fifo::QueueCounts {
-        self.queue.counts()
     }
 }
 
@@ -1085,11 +959,6 @@ where
                     make(Arc::clone(&self.key_func), known, transform, on_refused)
                 }
             };
-            let queue: Arc<dyn Queue<K>> = Arc::new(Signalling {
-                queue,
-                upstream: Arc::downgrade(&self.upstream),
-                announced: AtomicBool::new(false),
-            });
             (
                 lister_watcher,
                 queue,

@@ -181,7 +181,9 @@ pub trait ProcessDeltas<K>: Send + 'static {
     /// lock released (see [`Queue::pop`]): the reflector goes on writing meanwhile.
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool);
 
-    /// Called after each batch of up to [`POP_BATCH`] pops: where buffered work is flushed.
+    /// Called after each round of up to [`POP_BATCH`] pops, even one that popped nothing (the
+    /// queue's ready hook woke the loop for a write that queued nothing, such as an empty
+    /// list that made the queue synced): where buffered work is flushed and a sync noticed.
     /// The default does nothing.
     fn end_batch(&mut self) {}
 }
@@ -360,9 +362,9 @@ where
                     process.process(deltas, initial);
                 }
             });
-            if matches!(popped, Ok(n) if n > 0) {
-                process.end_batch();
-            }
+            // After every round, even one that popped nothing: a write that made the queue
+            // synced without queueing anything (an empty first list) is seen there.
+            process.end_batch();
             popped
         }));
         match popped {

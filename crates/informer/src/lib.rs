@@ -30,7 +30,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use informer::{ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use informer::{HandlerOptions, ResourceEventHandlerFuncs, SharedIndexInformer};
 //! use informer_reflector::{FakeListerWatcher, ListPage};
 //! use informer_store::{index_func, indexers, key_func, FnIdentity, IndexValues};
 //! use tokio_util::sync::CancellationToken;

@@ -1087,8 +1087,8 @@ fn try_pop_batch_never_waits_for_a_change<Q: Queue<TestObject> + 'static>(
     assert_eq!(seen, ["ns/a: Added@1", "ns/b: Added@2", "ns/c: Added@3"]);
 }
 
-/// The hook is told after every write that queues something and after close, without the
-/// queue's lock held (it reads the queue here: under the lock that would deadlock); a new hook
+/// The hook is told after every write that queues something, after an empty list (it makes the
+/// queue synced) and after close, without the queue's lock held (it reads the queue here: under the lock that would deadlock); a new hook
 /// replaces the old one.
 fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
     make: &impl Fn(QueueParts) -> Q,
@@ -1136,6 +1136,22 @@ fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
     told(
         "a refused update's tombstone",
         Box::new(|q| assert!(q.update(obj("ns", "a", 99)).is_err())),
+    );
+    // A consumer learns of a sync through the hook too: an empty first list queues nothing
+    // but makes a fresh queue synced.
+    let fresh = shared_queue(make, parts());
+    let heard = Arc::new(AtomicUsize::new(0));
+    fresh.set_ready_hook({
+        let heard = Arc::clone(&heard);
+        Arc::new(move || {
+            heard.fetch_add(1, Ordering::SeqCst);
+        })
+    });
+    fresh.replace(Vec::new(), "1".into()).unwrap();
+    assert!(fresh.has_synced());
+    assert!(
+        heard.load(Ordering::SeqCst) > 0,
+        "the ready hook is told after an empty list that made the queue synced"
     );
 
     let replaced = Arc::new(AtomicBool::new(false));
