@@ -10,8 +10,8 @@ use informer_reflector::{BoxListerWatcher, ListerWatcher, WatchErrorHandler};
 use informer_store::{Identity, Indexer, SharedIdentity, ThreadSafeStore, identity_key_func};
 
 use crate::informer::{InformerReflector, QueueKind, ReflectorConfig, SharedIndexInformer};
+use crate::options::PanicPolicy;
 use crate::pool::DeliveryPool;
-use crate::processor::PanicPolicy;
 
 /// How to build a [`SharedIndexInformer`]: its source and the [`Identity`] of its objects, then
 /// any of its settings, each with a default; [`build`](Self::build) freezes them. Nothing about

@@ -65,13 +65,20 @@
 //! # }
 //! ```
 
+mod apply;
+mod buffer;
 mod builder;
 mod handler;
+mod health;
 mod informer;
 mod informer_loop;
 mod lag;
+mod listener;
+mod options;
 mod pool;
 mod processor;
+mod registration;
+mod run;
 mod subscription;
 
 /// The attribute an [`AsyncResourceEventHandler`] implementation takes (re-exported from
@@ -84,14 +91,16 @@ pub use crate::handler::{
     AsyncResourceEventHandler, Event, FilteringResourceEventHandler, ResourceEventHandler,
     ResourceEventHandlerExt, ResourceEventHandlerFuncs,
 };
+pub use crate::health::{Health, HealthOptions, InformerStats, Problem, RefusalReason};
 pub use crate::informer::{
-    Health, HealthOptions, InformerError, InformerReflector, InformerStats, MINIMUM_RESYNC_PERIOD,
-    Problem, QueueFactory, QueueKind, ReflectorConfig, RefusalReason, SharedIndexInformer,
+    InformerError, InformerReflector, MINIMUM_RESYNC_PERIOD, QueueFactory, QueueKind,
+    ReflectorConfig, SharedIndexInformer,
 };
 pub use crate::informer_loop::{InformerLoop, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::lag::{LAG_BUCKETS, LagHistogram};
+pub use crate::options::{DEFAULT_BUFFER, HandlerOptions, PanicPolicy};
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
-pub use crate::processor::{DEFAULT_BUFFER, HandlerOptions, HandlerRegistration, PanicPolicy};
+pub use crate::registration::HandlerRegistration;
 pub use crate::subscription::Subscription;
 
 #[cfg(test)]

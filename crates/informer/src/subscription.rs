@@ -12,7 +12,9 @@ use futures::{FutureExt, Stream};
 use informer_store::panic_message;
 
 use crate::handler::{AsyncResourceEventHandler, Event};
-use crate::processor::{Cursor, HandlerRegistration, PanicPolicy, after_panic};
+use crate::listener::Cursor;
+use crate::options::{PanicPolicy, after_panic};
+use crate::registration::HandlerRegistration;
 
 /// A stream of an informer's changes, from
 /// [`subscribe`](crate::SharedIndexInformer::subscribe).

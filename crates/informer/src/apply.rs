@@ -1,0 +1,132 @@
+//! What the informer loop does with each popped change: apply it to the cache, then hand it to
+//! the processor as a notification (a resync, same resource version, only to the consumers due
+//! one).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use informer_fifo::Deltas;
+use informer_store::{Identity, Indexer, SharedIdentity, catch_panic};
+use parking_lot::Mutex;
+
+use crate::buffer::Notification;
+use crate::health::{Counters, RefusalReason};
+use crate::informer_loop::{ProcessDeltas, Sink, apply_deltas};
+use crate::processor::Processor;
+use crate::registration::Upstream;
+
+/// Turns the informer loop's changes into notifications for the processor.
+pub(crate) struct Distributor<K> {
+    pub(crate) processor: Arc<Processor<K>>,
+    pub(crate) identity: SharedIdentity<K>,
+    pub(crate) name: Arc<str>,
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl<K: 'static> Distributor<K> {
+    /// Whether an update is a resync: the same resource version on both sides. A panicking
+    /// resource-version function is caught and counted, and the update is taken as a real one.
+    fn is_sync(&self, old: &K, new: &K) -> bool {
+        let same = catch_panic(|| {
+            match (
+                self.identity.resource_version(old),
+                self.identity.resource_version(new),
+            ) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+        });
+        same.unwrap_or_else(|panicked| {
+            self.counters.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(informer = %self.name, %panicked, "the resource-version function panicked; taking the change as an update");
+            false
+        })
+    }
+}
+
+impl<K: Send + Sync + 'static> Sink<K> for Distributor<K> {
+    fn added(&self, key: &Arc<str>, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.processor.distribute(
+            Notification::add(Arc::clone(key), Arc::clone(obj), is_in_initial_list),
+            false,
+        );
+    }
+
+    fn updated(&self, key: &Arc<str>, old: &Arc<K>, new: &Arc<K>) {
+        // Same version on both sides: a resync, or a relist of an unchanged object.
+        let is_sync = self.is_sync(old, new);
+        self.processor.distribute(
+            Notification::update(Arc::clone(key), Arc::clone(old), Arc::clone(new)),
+            is_sync,
+        );
+    }
+
+    fn deleted(&self, key: &Arc<str>, obj: &Arc<K>, final_state_unknown: bool, prior: &Arc<K>) {
+        self.processor.distribute(
+            Notification::delete(
+                Arc::clone(key),
+                Arc::clone(obj),
+                final_state_unknown,
+                Arc::clone(prior),
+            ),
+            false,
+        );
+    }
+}
+
+/// The informer's pop loop: applies each change to the cache, queues its notifications, and
+/// hands them to the handlers at the end of each batch.
+pub(crate) struct ApplyDeltas<K> {
+    pub(crate) distributor: Distributor<K>,
+    pub(crate) indexer: Arc<dyn Indexer<K>>,
+    pub(crate) block_deltas: Arc<Mutex<()>>,
+    pub(crate) upstream: Arc<Upstream>,
+    /// Found synced at the end of a batch: the wait for it has been woken.
+    pub(crate) synced: bool,
+}
+
+impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
+    fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool) {
+        let _block = self.block_deltas.lock();
+        let counters = &self.distributor.counters;
+        counters.processing.store(true, Ordering::Relaxed);
+        let (key, deltas) = deltas.into_parts();
+        let mut refused = Vec::new();
+        // User code on this path (index functions, the resource-version function) is caught
+        // where it runs; this catches whatever else panics (a custom store), so the pop loop
+        // never dies and the cache never silently freezes.
+        let outcome = catch_panic(|| {
+            apply_deltas(
+                &self.distributor,
+                &*self.indexer,
+                key.as_deref(),
+                deltas,
+                is_in_initial_list,
+                &mut refused,
+            );
+        });
+        counters.processed.fetch_add(1, Ordering::Relaxed);
+        counters.processing.store(false, Ordering::Relaxed);
+        let name = &self.distributor.name;
+        for error in &refused {
+            counters.refuse(RefusalReason::of_cache(error));
+            if error.is_panic() {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::warn!(informer = %name, key = key.as_deref().or(error.key()), %error, "the cache refused a change; its stale version was withdrawn");
+        }
+        if let Err(panicked) = outcome {
+            counters.refuse(RefusalReason::Panic);
+            counters.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(informer = %name, key = key.as_deref(), %panicked, "applying a change panicked; it was dropped");
+        }
+    }
+
+    fn end_batch(&mut self) {
+        self.distributor.processor.flush();
+        if !self.synced && self.upstream.has_synced() {
+            self.synced = true;
+            self.upstream.notify();
+        }
+    }
+}

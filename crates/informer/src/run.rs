@@ -1,0 +1,207 @@
+//! Running an informer: its queue and reflector built from the frozen configuration, the loop
+//! run until stopped, and the stop of every consumer however the run ends.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use informer_fifo::{
+    DeltaFifo, DeltaFifoOptions, InOrderFifo, InOrderFifoOptions, Queue, RefusalHandler,
+};
+use informer_reflector::Reflector;
+use informer_store::Identity;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::{ApplyDeltas, Distributor};
+use crate::health::RefusalReason;
+use crate::informer::{InformerError, QueueKind, SharedIndexInformer};
+use crate::informer_loop::InformerLoop;
+use crate::registration::ListenerState;
+
+/// Marks the informer stopped and stops its handlers when a run ends, however it ends: a run
+/// future dropped mid-way (a `select!`, a timeout, an aborted task, a runtime shut down) leaves
+/// no thread blocked and no wait hanging. The consumers are not waited for then: each ends
+/// after the notification it is handling.
+struct StopInformer<'a, K: Send + Sync + 'static> {
+    informer: &'a SharedIndexInformer<K>,
+}
+
+/// An informer dropped (never run, or run and ended) stops its consumers: a registration's
+/// `wait_for_sync` then returns `false` and its `stopped` returns, instead of waiting for a
+/// run that can no longer come.
+impl<K> Drop for SharedIndexInformer<K> {
+    fn drop(&mut self) {
+        self.upstream.mark_stopped();
+        drop(self.processor.stop());
+    }
+}
+
+impl<K: Send + Sync + 'static> Drop for StopInformer<'_, K> {
+    fn drop(&mut self) {
+        drop(self.informer.stop_handlers());
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: Send + Sync + 'static,
+{
+    /// Runs the informer until `stop` is cancelled, then shuts everything down promptly: the
+    /// watch ends, the queue is closed and what is still queued is dropped (stopping takes no
+    /// longer with a long queue), every consumer — removed ones included — stops: a handler after
+    /// the notification it is handling, an async handler's task at its next await, a
+    /// subscription at once (what is still buffered is dropped, as in client-go). This returns
+    /// once the pop job and every handler have ended. A second call returns at once.
+    ///
+    /// Dropping this future instead (a `select!`, a timeout, an aborted task, a runtime shut
+    /// down) cleans up the same way without waiting: the queue is closed, the consumers are
+    /// stopped, the informer is marked stopped and every wait for it returns.
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
+        let (lister_watcher, queue, reflector_config, check, error_handler, lists, transformed) = {
+            let mut settings = self.settings.lock();
+            if self.started.swap(true, Ordering::AcqRel) {
+                tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
+                return Ok(());
+            }
+            let Some(lister_watcher) = settings.lister_watcher.take() else {
+                return Ok(());
+            };
+            let known = Arc::clone(&self.indexer);
+            let transform = settings.transform.clone();
+            let transformed = transform.is_some();
+            let on_refused = self.refusal_handler();
+            let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
+                QueueKind::DeltaFifo => {
+                    let mut options = DeltaFifoOptions::default()
+                        .known_objects(known)
+                        .emit_delta_type_replaced(true)
+                        .on_refused(on_refused);
+                    if let Some(t) = transform {
+                        options = options.transform(t);
+                    }
+                    Arc::new(DeltaFifo::with_options(Arc::clone(&self.key_func), options))
+                }
+                QueueKind::InOrder => {
+                    let mut options = InOrderFifoOptions::default()
+                        .known_objects(known)
+                        .on_refused(on_refused);
+                    if let Some(t) = transform {
+                        options = options.transform(t);
+                    }
+                    Arc::new(InOrderFifo::with_options(
+                        Arc::clone(&self.key_func),
+                        options,
+                    ))
+                }
+                QueueKind::Custom(make) => {
+                    make(Arc::clone(&self.key_func), known, transform, on_refused)
+                }
+            };
+            (
+                lister_watcher,
+                queue,
+                settings.reflector_config.take(),
+                settings.resync_check_period,
+                settings.watch_error_handler.clone(),
+                (settings.streaming_list, settings.relist_by_page),
+                transformed,
+            )
+        };
+        // From here on, however the run ends, the informer ends stopped.
+        let _stop = StopInformer { informer: self };
+        *self.queue.lock() = Some(Arc::clone(&queue));
+
+        let processor = Arc::clone(&self.processor);
+        let mut reflector = Reflector::new(lister_watcher, Arc::clone(&queue))
+            .with_name(self.name.to_string())
+            .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()));
+        if !check.is_zero() {
+            reflector = reflector.with_resync_period(check);
+        }
+        if let Some(handler) = error_handler {
+            reflector = reflector.with_watch_error_handler(move |e| handler(e));
+        }
+        let (streaming, by_page) = lists;
+        if streaming {
+            reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
+        }
+        reflector = reflector.with_relist_by_page(by_page);
+        if !transformed {
+            reflector = reflector.with_list_interner(self.list_interner());
+        }
+        if let Some(config) = reflector_config {
+            reflector = config(reflector);
+        }
+        let pop_loop = InformerLoop::new(Arc::clone(&queue), reflector)
+            .with_pool(Arc::clone(self.processor.pool()));
+        let reflector = Arc::clone(pop_loop.reflector());
+        *self.reflector.lock() = Some(reflector);
+        *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
+
+        let distributor = Distributor {
+            processor: Arc::clone(&self.processor),
+            identity: Arc::clone(&self.identity),
+            name: Arc::clone(&self.name),
+            counters: Arc::clone(&self.counters),
+        };
+        let apply = ApplyDeltas {
+            distributor,
+            indexer: Arc::clone(&self.indexer),
+            block_deltas: Arc::clone(&self.block_deltas),
+            upstream: Arc::clone(&self.upstream),
+            synced: false,
+        };
+        // Every log line of the run (the reflector's included) carries the informer's name.
+        let span = tracing::info_span!("informer", name = %self.name);
+        tracing::Instrument::instrument(pop_loop.run(stop, apply), span).await;
+
+        let consumers = self.stop_handlers();
+        self.upstream
+            .wait(|| consumers.iter().all(|c| c.is_stopped()), || false)
+            .await;
+        Ok(())
+    }
+
+    /// Marks the informer stopped and stops every consumer; returns their states, to wait for.
+    /// Under the settings lock, so no consumer can be added in between and never be stopped.
+    fn stop_handlers(&self) -> Vec<Arc<ListenerState>> {
+        let _settings = self.settings.lock();
+        self.upstream.mark_stopped();
+        self.processor.stop()
+    }
+
+    /// The reflector's list interner: a listed object whose key and resourceVersion are those of
+    /// the object cached is replaced by the cached one (the same version of the same object), so
+    /// a relist does not hold two copies of what did not change. Not used with a transform: the
+    /// cached object is the transformed one, and the queue would transform it again.
+    fn list_interner(&self) -> informer_reflector::ListInterner<K> {
+        let (key_func, indexer) = (Arc::clone(&self.key_func), Arc::clone(&self.indexer));
+        let identity = Arc::clone(&self.identity);
+        Arc::new(move |listed: Arc<K>| {
+            // User functions: a panic here keeps the listed object (the queue then refuses it
+            // and counts the panic, as it would without the interner).
+            let same = informer_store::catch_panic(|| {
+                let key = key_func(&listed).ok()?;
+                let cached = indexer.get_by_key(&key)?;
+                let v = identity.resource_version(&cached)?;
+                (Some(v) == identity.resource_version(&listed)).then_some(cached)
+            });
+            match same {
+                Ok(Some(cached)) => cached,
+                _ => listed,
+            }
+        })
+    }
+
+    /// Counts and logs, with the informer's name and the key, every object the queue refuses.
+    fn refusal_handler(&self) -> RefusalHandler {
+        let counters = Arc::clone(&self.counters);
+        let name = Arc::clone(&self.name);
+        Arc::new(move |error: &informer_fifo::Error| {
+            counters.refuse(RefusalReason::of_queue(error));
+            if error.is_panic() {
+                counters.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::warn!(informer = %name, key = error.key(), %error, "the queue refused an object");
+        })
+    }
+}
