@@ -169,6 +169,31 @@ pub(crate) enum Taken<K> {
 }
 
 impl<K> Buffer<K> {
+    /// A buffer of `capacity` holding `initial` as initial adds. The snapshot is the cache's
+    /// current state, not old versions: it is not held against the bound, which later
+    /// notifications are.
+    pub(crate) fn with_snapshot(capacity: usize, initial: Vec<(Arc<str>, Arc<K>)>) -> Self {
+        let mut buffer = Self::new(capacity);
+        if initial.is_empty() {
+            return buffer;
+        }
+        let snapshot: Batch<K> = initial
+            .into_iter()
+            .map(|(key, obj)| Notification::add(key, obj, true))
+            .collect();
+        let len = snapshot.len();
+        buffer.segments.push_back(Segment {
+            batch: snapshot,
+            next: 0,
+            end: len,
+            since: std::time::Instant::now(),
+            exempt: true,
+        });
+        buffer.queued = len;
+        buffer.exempt = len;
+        buffer
+    }
+
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             capacity,

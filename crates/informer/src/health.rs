@@ -291,7 +291,12 @@ where
                     stalled_for,
                 });
             }
-            let down = self.reflector.lock().as_ref().map(|r| r.watch_down_since());
+            let down = self
+                .state
+                .lock()
+                .life
+                .reflector()
+                .map(|r| r.watch_down_since());
             if let Some(since) = down.flatten() {
                 let down_for = now.saturating_duration_since(since);
                 if down_for >= options.watch_down_after {

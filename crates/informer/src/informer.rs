@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use informer_fifo::{Queue, RefusalHandler, TransformFunc};
@@ -83,16 +82,48 @@ pub enum InformerError {
     ForeignRegistration,
 }
 
-pub(crate) struct Settings<K> {
-    pub(crate) lister_watcher: Option<BoxListerWatcher<K>>,
-    default_resync: Duration,
-    pub(crate) resync_check_period: Duration,
+/// An informer's configuration, frozen when it was built (see [`InformerBuilder`]).
+pub(crate) struct Config<K> {
+    /// Every handler's default resync period.
+    pub(crate) default_resync: Duration,
     pub(crate) transform: Option<TransformFunc<K>>,
     pub(crate) watch_error_handler: Option<WatchErrorHandler>,
     pub(crate) queue_kind: QueueKind<K>,
-    pub(crate) reflector_config: Option<ReflectorConfig<K>>,
     pub(crate) streaming_list: bool,
     pub(crate) relist_by_page: bool,
+}
+
+/// Where an informer is in its life, and the resync check period, which a handler added before
+/// it runs may lower.
+pub(crate) struct State<K> {
+    pub(crate) life: Life<K>,
+    pub(crate) resync_check_period: Duration,
+}
+
+/// An informer's life: it runs once.
+pub(crate) enum Life<K> {
+    /// Built and never run: what its run takes.
+    Idle {
+        lister_watcher: BoxListerWatcher<K>,
+        reflector_config: Option<ReflectorConfig<K>>,
+    },
+    /// Running: its reflector, once built (its last synced version, its watch state).
+    Running(Option<Arc<InformerReflector<K>>>),
+    /// Its run has ended: the reflector it ran, if it got that far.
+    Stopped(Option<Arc<InformerReflector<K>>>),
+}
+
+impl<K> Life<K> {
+    pub(crate) fn has_started(&self) -> bool {
+        !matches!(self, Life::Idle { .. })
+    }
+
+    pub(crate) fn reflector(&self) -> Option<&Arc<InformerReflector<K>>> {
+        match self {
+            Life::Idle { .. } => None,
+            Life::Running(reflector) | Life::Stopped(reflector) => reflector.as_ref(),
+        }
+    }
 }
 
 /// One resource's cache, kept current by a reflector through a queue, and shared by any number
@@ -115,7 +146,10 @@ pub struct SharedIndexInformer<K> {
     pub(crate) key_func: KeyFunc<K>,
     pub(crate) indexer: Arc<dyn Indexer<K>>,
     pub(crate) processor: Arc<Processor<K>>,
-    pub(crate) settings: Mutex<Settings<K>>,
+    pub(crate) config: Config<K>,
+    /// Its life, under the lock every registration takes, so that none is added between a
+    /// stop and the stop of every consumer.
+    pub(crate) state: Mutex<State<K>>,
     /// Held while deltas are applied and distributed, and while a late handler takes its
     /// snapshot: nothing is missed or repeated between the two.
     pub(crate) block_deltas: Arc<Mutex<()>>,
@@ -124,9 +158,6 @@ pub struct SharedIndexInformer<K> {
     /// Synced and stopped, and the signal every wait is woken by.
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) counters: Arc<Counters>,
-    /// The reflector, once running (its last synced version, its watch state).
-    pub(crate) reflector: Mutex<Option<Arc<InformerReflector<K>>>>,
-    pub(crate) started: AtomicBool,
 }
 
 impl<K> fmt::Debug for SharedIndexInformer<K> {
@@ -135,7 +166,10 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
             .field("name", &self.name)
             .field("cached", &self.indexer.len())
             .field("processor", &self.processor)
-            .field("started", &self.started.load(Ordering::Relaxed))
+            .field(
+                "started",
+                &self.state.try_lock().map(|s| s.life.has_started()),
+            )
             .field("stopped", &self.upstream.is_stopped())
             .finish_non_exhaustive()
     }
@@ -181,23 +215,25 @@ where
                 Arc::clone(&upstream),
                 b.pool,
             )),
-            settings: Mutex::new(Settings {
-                lister_watcher: Some(b.lister_watcher),
+            config: Config {
                 default_resync: b.resync,
-                resync_check_period: b.resync,
                 transform: b.transform,
                 watch_error_handler: b.watch_error_handler,
                 queue_kind: b.queue,
-                reflector_config: b.reflector_config,
                 streaming_list: b.streaming_list,
                 relist_by_page: b.relist_by_page,
+            },
+            state: Mutex::new(State {
+                life: Life::Idle {
+                    lister_watcher: b.lister_watcher,
+                    reflector_config: b.reflector_config,
+                },
+                resync_check_period: b.resync,
             }),
             block_deltas: Arc::new(Mutex::new(())),
             queue,
             upstream,
             counters: Arc::new(Counters::default()),
-            reflector: Mutex::new(None),
-            started: AtomicBool::new(false),
         }
     }
 
@@ -290,13 +326,14 @@ where
         consumer: Consumer<K>,
         options: HandlerOptions,
     ) -> Result<(HandlerRegistration, Cursor<K>), InformerError> {
-        let mut settings = self.settings.lock();
+        let mut state = self.state.lock();
         if self.upstream.is_stopped() {
             return Err(InformerError::Stopped);
         }
+        let started = state.life.has_started();
         let mut period = options
             .requested_resync()
-            .unwrap_or(settings.default_resync);
+            .unwrap_or(self.config.default_resync);
         if !period.is_zero() {
             if period < MINIMUM_RESYNC_PERIOD {
                 tracing::warn!(
@@ -305,25 +342,25 @@ where
                 );
                 period = MINIMUM_RESYNC_PERIOD;
             }
-            if period < settings.resync_check_period {
-                if self.started.load(Ordering::Acquire) {
+            if period < state.resync_check_period {
+                if started {
                     tracing::warn!(
                         ?period,
-                        check = ?settings.resync_check_period,
+                        check = ?state.resync_check_period,
                         "informer already started: resync period raised to its check period"
                     );
-                    period = settings.resync_check_period;
+                    period = state.resync_check_period;
                 } else {
-                    settings.resync_check_period = period;
+                    state.resync_check_period = period;
                     self.processor.set_check_period(period);
                 }
             }
         }
-        let check = settings.resync_check_period;
+        let check = state.resync_check_period;
         // Hold the processing lock while the snapshot is queued, so no change slips between.
         // The pop loop waits for it, but no queue write does: the reflector reads on.
         let _block = self.block_deltas.lock();
-        let snapshot = if self.started.load(Ordering::Acquire) {
+        let snapshot = if started {
             self.indexer
                 .list_keys()
                 .into_iter()
@@ -385,9 +422,10 @@ where
 
     /// The resource version the reflector last synced to; `""` before the informer runs.
     pub fn last_sync_resource_version(&self) -> String {
-        self.reflector
+        self.state
             .lock()
-            .as_ref()
+            .life
+            .reflector()
             .map_or_else(String::new, |r| r.last_sync_resource_version())
     }
 
@@ -427,7 +465,7 @@ where
 
     /// Whether [`run`](Self::run) has been called.
     pub fn has_started(&self) -> bool {
-        self.started.load(Ordering::Acquire)
+        self.state.lock().life.has_started()
     }
 
     /// Whether the informer has stopped (it never restarts).
@@ -483,7 +521,7 @@ mod tests {
             HandlerOptions::new().resync_period(secs(4)),
         )
         .unwrap();
-        assert_eq!(i.settings.lock().resync_check_period, secs(4));
+        assert_eq!(i.state.lock().resync_check_period, secs(4));
         assert_eq!(
             i.processor.resync_periods(),
             [secs(10), secs(30), Duration::ZERO, secs(4)]
@@ -495,20 +533,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(i.processor.resync_periods()[4], MINIMUM_RESYNC_PERIOD);
-        assert_eq!(i.settings.lock().resync_check_period, MINIMUM_RESYNC_PERIOD);
+        assert_eq!(i.state.lock().resync_check_period, MINIMUM_RESYNC_PERIOD);
     }
 
     #[test]
     fn after_start_a_smaller_period_is_raised_to_the_check_period() {
         let i = informer(secs(10));
-        i.started.store(true, Ordering::Release);
+        i.state.lock().life = Life::Running(None);
         i.add_event_handler(
             ResourceEventHandlerFuncs::new(),
             HandlerOptions::new().resync_period(secs(3)),
         )
         .unwrap();
         assert_eq!(i.processor.resync_periods(), [secs(10)]);
-        assert_eq!(i.settings.lock().resync_check_period, secs(10));
+        assert_eq!(i.state.lock().resync_check_period, secs(10));
     }
 
     /// As in client-go: with no default resync the check period is zero, which nothing lowers,
@@ -522,7 +560,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(i.processor.resync_periods(), [Duration::ZERO]);
-        assert_eq!(i.settings.lock().resync_check_period, Duration::ZERO);
+        assert_eq!(i.state.lock().resync_check_period, Duration::ZERO);
     }
 
     /// `Display` carries the cause (the project's rule for every error type).

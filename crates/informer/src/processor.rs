@@ -12,7 +12,7 @@ use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::buffer::{Batch, Buffer, Notification, Segment};
+use crate::buffer::{Batch, Buffer, Notification};
 use crate::handler::ResourceEventHandler;
 use crate::listener::{Cursor, HandlerJob, Listener, Wake};
 use crate::options::{HandlerOptions, PanicPolicy};
@@ -188,29 +188,10 @@ impl<K: Send + Sync + 'static> Processor<K> {
             name: options.name.clone(),
             ..ListenerState::default()
         });
-        let mut buffer = Buffer::new(options.buffer);
-        if !initial.is_empty() {
-            state
-                .pending_initial
-                .store(initial.len(), Ordering::Release);
-            let snapshot: Batch<K> = initial
-                .into_iter()
-                .map(|(key, obj)| Notification::add(key, obj, true))
-                .collect();
-            // The snapshot is the cache's current state, not old versions: it is not held
-            // against the bound, which later notifications are.
-            let len = snapshot.len();
-            buffer.segments.push_back(Segment {
-                batch: snapshot,
-                next: 0,
-                end: len,
-                since: std::time::Instant::now(),
-                exempt: true,
-            });
-            buffer.queued = len;
-            buffer.exempt = len;
-            state.buffered.store(len, Ordering::Release);
-        }
+        let initial_len = initial.len();
+        let buffer = Buffer::with_snapshot(options.buffer, initial);
+        state.pending_initial.store(initial_len, Ordering::Release);
+        state.buffered.store(initial_len, Ordering::Release);
         let wake = match consumer {
             Consumer::Handler(_) => Wake::Job {
                 pool: Arc::clone(self.pool()),
@@ -231,21 +212,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         let id = inner.next_id;
         inner.next_id += 1;
         let job = match consumer {
-            Consumer::Handler(handler) => {
-                let job: Arc<dyn Job> = Arc::new(HandlerJob {
-                    id,
-                    slot: Slot::new(),
-                    listener: Arc::clone(&listener),
-                    handler,
-                    policy: self.policy,
-                    informer: Arc::clone(informer),
-                    _alive: self.pool().track(),
-                });
-                if let Wake::Job { job: weak, .. } = &listener.wake {
-                    let _ = weak.set(Arc::downgrade(&job));
-                }
-                Some(job)
-            }
+            Consumer::Handler(handler) => Some(self.handler_job(id, &listener, handler, informer)),
             Consumer::Async => None,
         };
         let resync_period = determine_resync_period(requested_resync, check_period);
@@ -274,6 +241,29 @@ impl<K: Send + Sync + 'static> Processor<K> {
             lag: listener,
         };
         (registration, cursor)
+    }
+
+    /// A synchronous handler's job on the pool, which its listener wakes.
+    fn handler_job(
+        &self,
+        id: u64,
+        listener: &Arc<Listener<K>>,
+        handler: Box<dyn ResourceEventHandler<K>>,
+        informer: &Arc<str>,
+    ) -> Arc<dyn Job> {
+        let job: Arc<dyn Job> = Arc::new(HandlerJob {
+            id,
+            slot: Slot::new(),
+            listener: Arc::clone(listener),
+            handler,
+            policy: self.policy,
+            informer: Arc::clone(informer),
+            _alive: self.pool().track(),
+        });
+        if let Wake::Job { job: weak, .. } = &listener.wake {
+            let _ = weak.set(Arc::downgrade(&job));
+        }
+        job
     }
 
     /// The registrations of the consumers registered now.

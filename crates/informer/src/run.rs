@@ -7,13 +7,15 @@ use std::sync::atomic::Ordering;
 use informer_fifo::{
     DeltaFifo, DeltaFifoOptions, InOrderFifo, InOrderFifoOptions, Queue, RefusalHandler,
 };
-use informer_reflector::Reflector;
+use informer_reflector::{BoxListerWatcher, Reflector};
 use informer_store::Identity;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{ApplyDeltas, Distributor};
 use crate::health::RefusalReason;
-use crate::informer::{InformerError, QueueKind, SharedIndexInformer};
+use crate::informer::{
+    InformerError, InformerReflector, Life, QueueKind, ReflectorConfig, SharedIndexInformer,
+};
 use crate::informer_loop::InformerLoop;
 use crate::registration::ListenerState;
 
@@ -56,103 +58,24 @@ where
     /// down) cleans up the same way without waiting: the queue is closed, the consumers are
     /// stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
-        let (lister_watcher, queue, reflector_config, check, error_handler, lists, transformed) = {
-            let mut settings = self.settings.lock();
-            if self.started.swap(true, Ordering::AcqRel) {
-                tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
-                return Ok(());
-            }
-            let Some(lister_watcher) = settings.lister_watcher.take() else {
-                return Ok(());
-            };
-            let known = Arc::clone(&self.indexer);
-            let transform = settings.transform.clone();
-            let transformed = transform.is_some();
-            let on_refused = self.refusal_handler();
-            let queue: Arc<dyn Queue<K>> = match &settings.queue_kind {
-                QueueKind::DeltaFifo => {
-                    let mut options = DeltaFifoOptions::default()
-                        .known_objects(known)
-                        .emit_delta_type_replaced(true)
-                        .on_refused(on_refused);
-                    if let Some(t) = transform {
-                        options = options.transform(t);
-                    }
-                    Arc::new(DeltaFifo::with_options(Arc::clone(&self.key_func), options))
-                }
-                QueueKind::InOrder => {
-                    let mut options = InOrderFifoOptions::default()
-                        .known_objects(known)
-                        .on_refused(on_refused);
-                    if let Some(t) = transform {
-                        options = options.transform(t);
-                    }
-                    Arc::new(InOrderFifo::with_options(
-                        Arc::clone(&self.key_func),
-                        options,
-                    ))
-                }
-                QueueKind::Custom(make) => {
-                    make(Arc::clone(&self.key_func), known, transform, on_refused)
-                }
-            };
-            (
-                lister_watcher,
-                queue,
-                settings.reflector_config.take(),
-                settings.resync_check_period,
-                settings.watch_error_handler.clone(),
-                (settings.streaming_list, settings.relist_by_page),
-                transformed,
-            )
+        let Some((lister_watcher, reflector_config, check)) = self.start() else {
+            return Ok(());
         };
         // From here on, however the run ends, the informer ends stopped.
         let _stop = StopInformer { informer: self };
+        let queue = self.queue();
         *self.queue.lock() = Some(Arc::clone(&queue));
-
-        let processor = Arc::clone(&self.processor);
-        let mut reflector = Reflector::new(lister_watcher, Arc::clone(&queue))
-            .with_name(self.name.to_string())
-            .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()));
-        if !check.is_zero() {
-            reflector = reflector.with_resync_period(check);
-        }
-        if let Some(handler) = error_handler {
-            reflector = reflector.with_watch_error_handler(move |e| handler(e));
-        }
-        let (streaming, by_page) = lists;
-        if streaming {
-            reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
-        }
-        reflector = reflector.with_relist_by_page(by_page);
-        if !transformed {
-            reflector = reflector.with_list_interner(self.list_interner());
-        }
-        if let Some(config) = reflector_config {
-            reflector = config(reflector);
-        }
+        let reflector = self.reflector(lister_watcher, &queue, check, reflector_config);
         let pop_loop = InformerLoop::new(Arc::clone(&queue), reflector)
             .with_pool(Arc::clone(self.processor.pool()));
-        let reflector = Arc::clone(pop_loop.reflector());
-        *self.reflector.lock() = Some(reflector);
+        if let Life::Running(slot) = &mut self.state.lock().life {
+            *slot = Some(Arc::clone(pop_loop.reflector()));
+        }
         *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
 
-        let distributor = Distributor {
-            processor: Arc::clone(&self.processor),
-            identity: Arc::clone(&self.identity),
-            name: Arc::clone(&self.name),
-            counters: Arc::clone(&self.counters),
-        };
-        let apply = ApplyDeltas {
-            distributor,
-            indexer: Arc::clone(&self.indexer),
-            block_deltas: Arc::clone(&self.block_deltas),
-            upstream: Arc::clone(&self.upstream),
-            synced: false,
-        };
         // Every log line of the run (the reflector's included) carries the informer's name.
         let span = tracing::info_span!("informer", name = %self.name);
-        tracing::Instrument::instrument(pop_loop.run(stop, apply), span).await;
+        tracing::Instrument::instrument(pop_loop.run(stop, self.apply_deltas()), span).await;
 
         let consumers = self.stop_handlers();
         self.upstream
@@ -161,10 +84,119 @@ where
         Ok(())
     }
 
+    /// Moves an idle informer to running and returns what its run takes (its lister-watcher,
+    /// its reflector adjustments, the resync check period); `None`, with a warning, if it has
+    /// run already.
+    #[allow(clippy::type_complexity)]
+    fn start(
+        &self,
+    ) -> Option<(
+        BoxListerWatcher<K>,
+        Option<ReflectorConfig<K>>,
+        std::time::Duration,
+    )> {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut state.life, Life::Running(None)) {
+            Life::Idle {
+                lister_watcher,
+                reflector_config,
+            } => Some((lister_watcher, reflector_config, state.resync_check_period)),
+            other => {
+                state.life = other;
+                tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");
+                None
+            }
+        }
+    }
+
+    /// The queue of the configured kind, over the cache, with the transform and the refusal
+    /// handler.
+    fn queue(&self) -> Arc<dyn Queue<K>> {
+        let known = Arc::clone(&self.indexer);
+        let transform = self.config.transform.clone();
+        let on_refused = self.refusal_handler();
+        let key = Arc::clone(&self.key_func);
+        match &self.config.queue_kind {
+            QueueKind::DeltaFifo => {
+                let mut options = DeltaFifoOptions::default()
+                    .known_objects(known)
+                    .emit_delta_type_replaced(true)
+                    .on_refused(on_refused);
+                if let Some(t) = transform {
+                    options = options.transform(t);
+                }
+                Arc::new(DeltaFifo::with_options(key, options))
+            }
+            QueueKind::InOrder => {
+                let mut options = InOrderFifoOptions::default()
+                    .known_objects(known)
+                    .on_refused(on_refused);
+                if let Some(t) = transform {
+                    options = options.transform(t);
+                }
+                Arc::new(InOrderFifo::with_options(key, options))
+            }
+            QueueKind::Custom(make) => make(key, known, transform, on_refused),
+        }
+    }
+
+    /// The reflector over `lister_watcher` into `queue`, configured as the informer is: its
+    /// resync timer, error handler, streaming list, relist by page, list interner, and the
+    /// user's adjustments last.
+    fn reflector(
+        &self,
+        lister_watcher: BoxListerWatcher<K>,
+        queue: &Arc<dyn Queue<K>>,
+        check: std::time::Duration,
+        adjust: Option<ReflectorConfig<K>>,
+    ) -> InformerReflector<K> {
+        let processor = Arc::clone(&self.processor);
+        let config = &self.config;
+        let mut reflector = Reflector::new(lister_watcher, Arc::clone(queue))
+            .with_name(self.name.to_string())
+            .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()))
+            .with_relist_by_page(config.relist_by_page);
+        if !check.is_zero() {
+            reflector = reflector.with_resync_period(check);
+        }
+        if let Some(handler) = config.watch_error_handler.clone() {
+            reflector = reflector.with_watch_error_handler(move |e| handler(e));
+        }
+        if config.streaming_list {
+            reflector = reflector.with_streaming_list(Arc::clone(&self.key_func));
+        }
+        if config.transform.is_none() {
+            reflector = reflector.with_list_interner(self.list_interner());
+        }
+        match adjust {
+            Some(adjust) => adjust(reflector),
+            None => reflector,
+        }
+    }
+
+    /// What the pop loop does with each change: apply it to the cache, then notify.
+    fn apply_deltas(&self) -> ApplyDeltas<K> {
+        ApplyDeltas {
+            distributor: Distributor {
+                processor: Arc::clone(&self.processor),
+                identity: Arc::clone(&self.identity),
+                name: Arc::clone(&self.name),
+                counters: Arc::clone(&self.counters),
+            },
+            indexer: Arc::clone(&self.indexer),
+            block_deltas: Arc::clone(&self.block_deltas),
+            upstream: Arc::clone(&self.upstream),
+            synced: false,
+        }
+    }
+
     /// Marks the informer stopped and stops every consumer; returns their states, to wait for.
-    /// Under the settings lock, so no consumer can be added in between and never be stopped.
+    /// Under the state lock, so no consumer can be added in between and never be stopped.
     fn stop_handlers(&self) -> Vec<Arc<ListenerState>> {
-        let _settings = self.settings.lock();
+        let mut state = self.state.lock();
+        if let Life::Running(reflector) = &mut state.life {
+            state.life = Life::Stopped(reflector.take());
+        }
         self.upstream.mark_stopped();
         self.processor.stop()
     }
