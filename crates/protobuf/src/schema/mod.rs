@@ -145,14 +145,21 @@ pub(crate) fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message
 }
 
 impl Message {
-    /// The field of `number`; `hint` is where to look first (the field after the last one read:
-    /// encoders write fields in ascending order).
+    /// The field of `number`; looked for at index `number - 1`, then at `hint` (the field after
+    /// the last one read: encoders write fields in ascending order).
     #[inline(always)]
     pub(crate) fn field(&self, number: u32, hint: &mut usize) -> Option<&'static Field>
     where
         Self: 'static,
     {
         let fields = self.fields;
+        // Most messages number their fields 1, 2, 3, … (all but a few of the table's fields
+        // are at index `number - 1`).
+        let dense = (number as usize).wrapping_sub(1);
+        if let Some(f) = fields.get(dense).filter(|f| f.number == number) {
+            *hint = dense + 1;
+            return Some(f);
+        }
         if let Some(f) = fields.get(*hint).filter(|f| f.number == number) {
             *hint += 1;
             return Some(f);
