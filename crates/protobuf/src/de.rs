@@ -33,6 +33,7 @@ thread_local! {
 struct Nested;
 
 impl Nested {
+    #[inline(always)]
     fn enter() -> Result<Self, Error> {
         DEPTH.with(|depth| {
             if depth.get() >= MAX_DEPTH {
@@ -47,6 +48,7 @@ impl Nested {
 }
 
 impl Drop for Nested {
+    #[inline(always)]
     fn drop(&mut self) {
         DEPTH.with(|depth| depth.set(depth.get() - 1));
     }
@@ -64,11 +66,13 @@ pub(crate) struct MessageDe<'de> {
 impl<'de> Deserializer<'de> for MessageDe<'de> {
     type Error = Error;
 
+    #[inline(always)]
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         let _nested = Nested::enter()?;
         visitor.visit_map(Fields::new(self))
     }
 
+    #[inline(always)]
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_some(self)
     }
@@ -111,6 +115,7 @@ struct Fields<'de> {
 }
 
 impl<'de> Fields<'de> {
+    #[inline(always)]
     fn new(de: MessageDe<'de>) -> Self {
         let mut levels = SmallVec::new();
         levels.push(Level {
@@ -291,6 +296,7 @@ fn element<'de>(
     })
 }
 
+#[inline(always)]
 pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|_| Error::Invalid("a string that is not UTF-8".into()))
 }
@@ -455,6 +461,7 @@ pub(crate) enum ValueDe<'de> {
 impl<'de> Deserializer<'de> for ValueDe<'de> {
     type Error = Error;
 
+    #[inline(always)]
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
             ValueDe::Str(s) => visitor.visit_borrowed_str(s),
@@ -510,6 +517,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
+    #[inline(always)]
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self {
             ValueDe::Null => visitor.visit_none(),
@@ -523,6 +531,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
+    #[inline(always)]
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -531,6 +540,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         visitor.visit_newtype_struct(self)
     }
 
+    #[inline(always)]
     fn deserialize_enum<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -546,6 +556,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
         }
     }
 
+    #[inline(always)]
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         visitor.visit_unit()
     }
@@ -640,13 +651,10 @@ struct Entries<'de> {
     pending: Option<ValueDe<'de>>,
 }
 
-impl<'de> MapAccess<'de> for Entries<'de> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, Error> {
+impl<'de> Entries<'de> {
+    /// The next entry's key and value; `None` at the end.
+    #[inline(always)]
+    fn entry(&mut self) -> Result<Option<(&'de str, ValueDe<'de>)>, Error> {
         if self.reader.is_empty() {
             return Ok(None);
         }
@@ -668,6 +676,20 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             // A zero value is left out of its entry.
             None => element(self.message, self.field, self.value, zero(self.value))?,
         };
+        Ok(Some((key, value)))
+    }
+}
+
+impl<'de> MapAccess<'de> for Entries<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((key, value)) = self.entry()? else {
+            return Ok(None);
+        };
         self.pending = Some(value);
         seed.deserialize(BorrowedStrDeserializer::new(key))
             .map(Some)
@@ -675,6 +697,19 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         seed.deserialize(take_pending(&mut self.pending)?)
+    }
+
+    /// Both at once, the value never stored (the maps of `std` read their entries so).
+    fn next_entry_seed<K: DeserializeSeed<'de>, V: DeserializeSeed<'de>>(
+        &mut self,
+        kseed: K,
+        vseed: V,
+    ) -> Result<Option<(K::Value, V::Value)>, Error> {
+        let Some((key, value)) = self.entry()? else {
+            return Ok(None);
+        };
+        let key = kseed.deserialize(BorrowedStrDeserializer::new(key))?;
+        Ok(Some((key, vseed.deserialize(value)?)))
     }
 }
 
