@@ -74,6 +74,19 @@ struct Key {
     related: Option<Vec<Option<String>>>,
 }
 
+impl Key {
+    /// The series `spec` about `regarding` counts in.
+    fn new(spec: &EventSpec, regarding: &ObjectReference) -> Self {
+        Self {
+            type_: spec.type_,
+            action: spec.action.clone(),
+            reason: spec.reason.clone(),
+            regarding: reference_key(regarding),
+            related: spec.related.as_ref().map(reference_key),
+        }
+    }
+}
+
 /// Every field of a reference, as a key.
 fn reference_key(r: &ObjectReference) -> Vec<Option<String>> {
     vec![
@@ -94,6 +107,14 @@ struct Series {
     name: String,
     count: i32,
     seen: Instant,
+}
+
+/// A repeat of a followed series: its Event and its count now.
+#[derive(Debug)]
+struct Repeat {
+    namespace: String,
+    name: String,
+    count: i32,
 }
 
 /// Publishes Kubernetes Events (`events.k8s.io/v1`) about objects, client-go's way: the first
@@ -172,38 +193,11 @@ impl Recorder {
         spec: &EventSpec,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let key = Key {
-            type_: spec.type_,
-            action: spec.action.clone(),
-            reason: spec.reason.clone(),
-            regarding: reference_key(regarding),
-            related: spec.related.as_ref().map(reference_key),
-        };
+        let key = Key::new(spec, regarding);
         let now = SystemTime::now();
-        let repeat = {
-            let mut series = self.lock();
-            let window = self.window;
-            series.retain(|_, s| s.seen.elapsed() < window);
-            match series.get_mut(&key) {
-                Some(s) => {
-                    s.count += 1;
-                    s.seen = Instant::now();
-                    Some((s.namespace.clone(), s.name.clone(), s.count))
-                }
-                None => None,
-            }
-        };
-        if let Some((namespace, name, count)) = repeat {
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-            let patch = json!({"series": EventSeries {
-                count,
-                last_observed_time: micro_time(now),
-            }});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => return Ok(()),
+        if let Some(repeat) = self.repeat(&key) {
+            match self.count_in_series(&repeat, now).await {
+                Ok(()) => return Ok(()),
                 // The Event is gone (expired, deleted): start the series again.
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     self.lock().remove(&key);
@@ -211,23 +205,60 @@ impl Recorder {
                 Err(e) => return Err(e),
             }
         }
-        let namespace = regarding
-            .namespace
-            .clone()
-            .filter(|ns| !ns.is_empty())
-            .unwrap_or_else(|| "default".to_owned());
-        let nanos = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let name = format!(
-            "{}.{nanos:x}",
-            regarding.name.as_deref().unwrap_or("unnamed")
-        );
-        let event = Event {
+        let (namespace, name) = event_place(regarding, now);
+        let event = self.event(spec, regarding, &namespace, &name, now);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        api.create(&PostParams::default(), &event).await?;
+        self.follow(key, namespace, name);
+        Ok(())
+    }
+
+    /// Counts one more occurrence in `key`'s series, if it is followed (series past the window
+    /// are forgotten first): the series' Event and its new count.
+    fn repeat(&self, key: &Key) -> Option<Repeat> {
+        let mut series = self.lock();
+        let window = self.window;
+        series.retain(|_, s| s.seen.elapsed() < window);
+        match series.get_mut(key) {
+            Some(s) => {
+                s.count += 1;
+                s.seen = Instant::now();
+                Some(Repeat {
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    count: s.count,
+                })
+            }
+            None => None,
+        }
+    }
+
+    /// Writes a repeat into its Event's `series` (a merge patch).
+    async fn count_in_series(&self, repeat: &Repeat, now: SystemTime) -> Result<(), kube::Error> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &repeat.namespace);
+        let patch = json!({"series": EventSeries {
+            count: repeat.count,
+            last_observed_time: micro_time(now),
+        }});
+        api.patch(&repeat.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+    }
+
+    /// The Event of a first occurrence of `spec` about `regarding`, named `name` in
+    /// `namespace`.
+    fn event(
+        &self,
+        spec: &EventSpec,
+        regarding: &ObjectReference,
+        namespace: &str,
+        name: &str,
+        now: SystemTime,
+    ) -> Event {
+        Event {
             metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
                 ..ObjectMeta::default()
             },
             action: Some(spec.action.clone()),
@@ -240,9 +271,12 @@ impl Recorder {
             reporting_controller: Some(self.reporter.controller.clone()),
             reporting_instance: self.reporter.instance.clone(),
             ..Event::default()
-        };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        api.create(&PostParams::default(), &event).await?;
+        }
+    }
+
+    /// Follows the series `key` begins with the Event `name` in `namespace`; at the bound, in
+    /// place of the series seen least recently.
+    fn follow(&self, key: Key, namespace: String, name: String) {
         let mut series = self.lock();
         if series.len() >= self.max_series
             && let Some(oldest) = series
@@ -261,7 +295,6 @@ impl Recorder {
                 seen: Instant::now(),
             },
         );
-        Ok(())
     }
 
     /// The series (a panic while they were held leaves them consistent: each change is one
@@ -274,6 +307,25 @@ impl Recorder {
     pub fn series(&self) -> usize {
         self.lock().len()
     }
+}
+
+/// Where the Event of a first occurrence about `regarding` at `now` is written: the object's
+/// namespace (`default` for a cluster-scoped object) and `<object name>.<hex time>`.
+fn event_place(regarding: &ObjectReference, now: SystemTime) -> (String, String) {
+    let namespace = regarding
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_owned());
+    let nanos = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let name = format!(
+        "{}.{nanos:x}",
+        regarding.name.as_deref().unwrap_or("unnamed")
+    );
+    (namespace, name)
 }
 
 fn micro_time(t: SystemTime) -> MicroTime {

@@ -1,0 +1,183 @@
+//! Configuring a [`Controller`]: what it watches, which updates it queues, how many reconciles
+//! it runs at once, how it stops, and whether it stands in an election.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use informer::SharedIndexInformer;
+use informer_leaderelection::LeaderElector;
+use informer_workqueue::WorkQueue;
+use parking_lot::{Mutex, RwLock};
+
+use super::Controller;
+use crate::deleted::Deleted;
+use crate::handlers::{MainHandler, Related, Watched};
+use crate::{Expectations, ReconcileObserver};
+
+impl<K: Send + Sync + 'static> Controller<K> {
+    /// A controller reconciling `main`'s objects, with client-go's default rate limiter, one
+    /// reconcile at a time, and 30 s for reconciles to finish on shutdown.
+    pub fn new(main: Arc<SharedIndexInformer<K>>) -> Self {
+        Self::with_queue(main, WorkQueue::builder().name("controller").build())
+    }
+
+    /// A controller over a queue of your own (another rate limiter, metrics).
+    pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
+        let deleted = Arc::new(Mutex::new(Deleted::new()));
+        let reconciling = Arc::new(AtomicBool::new(true));
+        let expectations = Arc::new(Mutex::new(Vec::new()));
+        let predicate = Arc::new(RwLock::new(None));
+        let registration = Watched::register(
+            &main,
+            MainHandler {
+                queue: queue.clone(),
+                predicate: Arc::clone(&predicate),
+                deleted: Arc::clone(&deleted),
+                reconciling: Arc::clone(&reconciling),
+                expectations: Arc::clone(&expectations),
+            },
+        );
+        Self {
+            main,
+            queue,
+            deleted,
+            reconciling,
+            expectations,
+            predicate,
+            watched: vec![registration],
+            concurrency: 1,
+            shutdown_timeout: Duration::from_secs(30),
+            elector: None,
+            observer: None,
+        }
+    }
+
+    /// Queues an update of a main object only when `predicate(old, new)` holds (kube-runtime's
+    /// predicates, controller-runtime's `UpdateFunc` predicates): skips the updates that need
+    /// no reconcile, a status written by the controller itself, say. Adds and deletions are
+    /// always queued, as are the changes of related informers; a resync is an update of an
+    /// object to itself, and goes through the predicate too. informer-kube has the usual ones
+    /// (`generation_changed`, `labels_changed`, ...). A later call replaces the predicate.
+    pub fn predicate(self, predicate: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
+        *self.predicate.write() = Some(Arc::new(predicate));
+        self
+    }
+
+    /// Tells `observer` of every reconcile (result, next step, duration).
+    pub fn observer(mut self, observer: Arc<dyn ReconcileObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Reconciles only while `elector` leads (see the crate docs): the controller runs the
+    /// election once its caches have synced, starts reconciling when a term begins (with
+    /// every cached object queued, since another leader may have left work), stops
+    /// reconciling the instant the term ends — reconciles under way are cancelled at their
+    /// next await — and keeps its caches warm meanwhile, so a new term needs no relist. While
+    /// not leading it queues nothing (the keys queued when a term ended stay queued) and keeps
+    /// the last known states of only the latest deletions, which the next term reconciles
+    /// (see [`standby_deletions`](Self::standby_deletions)). On stop, reconciles finish first,
+    /// then the lease is released.
+    pub fn leader_election(mut self, elector: LeaderElector) -> Self {
+        self.elector = Some(elector);
+        self.reconciling.store(false, Ordering::Release);
+        self
+    }
+
+    /// With [`leader_election`](Self::leader_election): while not leading, the controller
+    /// queues nothing (a term queues every cached object when it begins) and remembers the
+    /// last known states of at most `limit` deletions, the latest, to reconcile them when a
+    /// term begins — a deletion the previous leader left unreconciled, say. Older ones are
+    /// forgotten, counted in the log line of the next term's start. Default
+    /// [`STANDBY_DELETIONS`](crate::STANDBY_DELETIONS); 0 remembers none.
+    pub fn standby_deletions(self, limit: usize) -> Self {
+        self.deleted.lock().limit = limit;
+        self
+    }
+
+    /// Up to `n` reconciles at once (at least 1), never two of one key.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// How long reconciles under way may take to finish once stopped, before they are
+    /// cancelled.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The work queue (to add keys by hand, or read its length).
+    pub fn queue(&self) -> &WorkQueue<Arc<str>> {
+        &self.queue
+    }
+
+    /// Reconciles the keys `map` returns for every change of `informer`'s objects (the new
+    /// version of an update; a deletion's last known state).
+    pub fn watches<C, F>(self, informer: Arc<SharedIndexInformer<C>>, map: F) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.related(informer, map, false, None)
+    }
+
+    /// Reconciles the owners `owners` returns for every change of a child in `informer`:
+    /// both the old and the new owners of an update, and the owners of a deleted child's last
+    /// known state (so a child deleted during a relist still wakes its owner). `owners`
+    /// typically reads an index: the child's owner references' UIDs, looked up in an index of
+    /// the main informer by UID.
+    pub fn owns<C, F>(self, informer: Arc<SharedIndexInformer<C>>, owners: F) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.related(informer, owners, true, None)
+    }
+
+    /// As [`owns`](Self::owns), and counts what the owners' reconciles await in
+    /// `expectations` (see [`Expectations`]): before an owner is woken, a child added lowers
+    /// its awaited creations, a child deleted its awaited deletions (by the child's key, for
+    /// [`Expectations::expect_deletions_of`]). A reconcile checks
+    /// [`Expectations::satisfied`] first and waits for the next change while it is not. When
+    /// an object of the main informer is deleted, its record is dropped
+    /// ([`Expectations::forget`]) by the handler and again once the deletion's reconcile
+    /// succeeds, so records do not outlive their owners.
+    pub fn owns_expecting<C, F>(
+        self,
+        informer: Arc<SharedIndexInformer<C>>,
+        owners: F,
+        expectations: &Expectations,
+    ) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.expectations.lock().push(expectations.clone());
+        self.related(informer, owners, true, Some(expectations.clone()))
+    }
+
+    fn related<C, F>(
+        mut self,
+        informer: Arc<SharedIndexInformer<C>>,
+        map: F,
+        both_sides: bool,
+        expectations: Option<Expectations>,
+    ) -> Self
+    where
+        C: Send + Sync + 'static,
+        F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
+    {
+        let handler = Related::new(
+            map,
+            both_sides,
+            expectations,
+            self.queue.clone(),
+            Arc::clone(&self.reconciling),
+        );
+        self.watched.push(Watched::register(&informer, handler));
+        self
+    }
+}

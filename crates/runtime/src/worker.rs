@@ -1,0 +1,185 @@
+//! The workers of a controller: they take keys off the queue, reconcile each with the state the
+//! cache has of its object, and queue it again as the reconcile (or its error policy) says.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use informer_workqueue::WorkQueue;
+use parking_lot::Mutex;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::action::Next;
+use crate::deleted::Deleted;
+use crate::{Action, Expectations, ReconcileObserver, ReconcileOutcome, Request, Target};
+
+/// Marks a key done when its reconcile ends, finished or cancelled.
+struct Processing<'a> {
+    queue: &'a WorkQueue<Arc<str>>,
+    key: Arc<str>,
+}
+
+impl Drop for Processing<'_> {
+    fn drop(&mut self) {
+        self.queue.done(&self.key);
+    }
+}
+
+/// What every worker of a controller shares: the cache, the queue, `reconcile` and its error
+/// policy.
+pub(crate) struct Worker<K, Ctx, R, P> {
+    pub(crate) lister: informer_store::Lister<K>,
+    pub(crate) queue: WorkQueue<Arc<str>>,
+    pub(crate) deleted: Arc<Mutex<Deleted<K>>>,
+    pub(crate) expectations: Arc<Mutex<Vec<Expectations>>>,
+    pub(crate) reconcile: R,
+    pub(crate) error_policy: P,
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) observer: Option<Arc<dyn ReconcileObserver>>,
+}
+
+impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
+where
+    K: Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    E: Send + 'static,
+    R: Fn(Request<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    P: Fn(&Request<K>, &E, &Arc<Ctx>) -> Action + Send + Sync + 'static,
+{
+    /// Runs `concurrency` workers until `stop` (returns `true`: graceful, within
+    /// `shutdown_timeout`, the queue shut down) or `until` (returns `false`: a term ended,
+    /// reconciles under way are cancelled at once and the queue stays up for the next term).
+    pub(crate) async fn reconcile_until(
+        self: &Arc<Self>,
+        concurrency: usize,
+        shutdown_timeout: Duration,
+        until: CancellationToken,
+        stop: &CancellationToken,
+    ) -> bool {
+        let mut workers = JoinSet::new();
+        for _ in 0..concurrency {
+            let (worker, until, stop) = (Arc::clone(self), until.clone(), stop.clone());
+            workers.spawn(async move { worker.work(&until, &stop).await });
+        }
+        tokio::select! {
+            // A stop is graceful, even when it also ends the term (without an election the two
+            // are one token): look at it first.
+            biased;
+            () = stop.cancelled() => {}
+            () = until.cancelled() => {
+                // Not leading any more: nothing of this term goes on.
+                workers.shutdown().await;
+                return false;
+            }
+        }
+        // No new reconcile: the workers see the stop after their current one.
+        self.queue.shut_down();
+        let finished = tokio::time::timeout(shutdown_timeout, async {
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                cancelled = workers.len(),
+                "reconciles still running after the shutdown timeout are cancelled"
+            );
+            workers.shutdown().await;
+        }
+        true
+    }
+
+    /// Reconciles keys until `until` or `stop` is cancelled (the reconcile under way, if any,
+    /// finishes unless the task is aborted).
+    async fn work(&self, until: &CancellationToken, stop: &CancellationToken) {
+        loop {
+            let key = tokio::select! {
+                key = self.queue.get() => key,
+                () = until.cancelled() => return,
+                () = stop.cancelled() => return,
+            };
+            let Some(key) = key else { return };
+            let processing = Processing {
+                queue: &self.queue,
+                key,
+            };
+            if until.is_cancelled() || stop.is_cancelled() {
+                return;
+            }
+            self.reconcile_one(&processing.key).await;
+        }
+    }
+
+    /// Reconciles `key` with its object's state now, and queues it again as the outcome says.
+    async fn reconcile_one(&self, key: &Arc<str>) {
+        let request = Request {
+            key: Arc::clone(key),
+            target: self.target(key),
+        };
+        let deleted = matches!(request.target, Target::Deleted { .. });
+        let begun = Instant::now();
+        let outcome = (self.reconcile)(request.clone(), Arc::clone(&self.ctx)).await;
+        let duration = begun.elapsed();
+        let succeeded = outcome.is_ok();
+        let action = match outcome {
+            Ok(action) => {
+                self.deletion_reconciled(&request);
+                action
+            }
+            Err(error) => (self.error_policy)(&request, &error, &self.ctx),
+        };
+        if let Some(observer) = &self.observer {
+            observer.reconciled(ReconcileOutcome {
+                succeeded,
+                deleted,
+                action,
+                duration,
+            });
+        }
+        self.schedule(key, succeeded, action);
+    }
+
+    /// Level-triggered: the object as the cache has it now, or the last known state of a
+    /// deleted one.
+    fn target(&self, key: &str) -> Target<K> {
+        match self.lister.get(key) {
+            Some(obj) => Target::Live(obj),
+            None => Target::Deleted {
+                last_known: self.deleted.lock().get(key),
+            },
+        }
+    }
+
+    /// A reconcile of `request` succeeded: if it was a deletion's, the last known state it was
+    /// given and the deleted object's expectations are done with.
+    fn deletion_reconciled(&self, request: &Request<K>) {
+        let Target::Deleted { last_known } = &request.target else {
+            return;
+        };
+        if let Some(then) = last_known {
+            // Only that state: a later deletion of the key (recreated and deleted again
+            // meanwhile) keeps its own for the next reconcile.
+            self.deleted.lock().reconciled(&request.key, then);
+        }
+        // The deleted object's record, also dropped by the handler, may have been set again by
+        // a reconcile of the live object still running then (one key is reconciled at a time:
+        // none can be now).
+        for e in self.expectations.lock().iter() {
+            e.forget(&request.key);
+        }
+    }
+
+    /// Queues `key` again as `action` says.
+    fn schedule(&self, key: &Arc<str>, succeeded: bool, action: Action) {
+        // A success clears the key's backoff, as does an error its policy lets go.
+        if succeeded || action.next == Next::AwaitChange {
+            self.queue.forget(key);
+        }
+        match action.next {
+            Next::AwaitChange => {}
+            Next::RequeueAfter(delay) => self.queue.add_after(Arc::clone(key), delay),
+            Next::Backoff => self.queue.add_rate_limited(Arc::clone(key)),
+        }
+    }
+}
