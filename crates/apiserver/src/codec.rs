@@ -1,11 +1,13 @@
 //! Content negotiation: the request body's media type and the response encoding (JSON, or the
-//! Kubernetes protobuf encoding of the built-in types with the `protobuf` feature).
+//! Kubernetes protobuf encoding of the built-in types with the `protobuf` feature), and the
+//! responses every handler builds (JSON documents, `Status` errors, injected failures).
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use crate::faults::Failure;
 use crate::resource::ResourceInfo;
 use crate::status::StatusError;
 
@@ -79,6 +81,15 @@ pub(crate) fn negotiate(accept: &str, protobuf: bool) -> Result<Output, StatusEr
     }
 }
 
+/// A JSON request body as a value; 400 when it is not JSON.
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value, StatusError> {
+    serde_json::from_slice(body).map_err(|e| {
+        StatusError::bad_request(format!(
+            "the object provided is unrecognized: couldn't get version/kind; json parse error: {e}"
+        ))
+    })
+}
+
 /// The JSON object of a create or update body: JSON, or the protobuf envelope for a built-in
 /// type (415 for a custom resource, which kube-apiserver reads as JSON or YAML only).
 pub(crate) fn read_body(
@@ -87,7 +98,7 @@ pub(crate) fn read_body(
     body: &[u8],
 ) -> Result<Value, StatusError> {
     if !media.eq_ignore_ascii_case(PROTOBUF) {
-        return crate::server::parse_body(body);
+        return parse_body(body);
     }
     if !serves(info) {
         return Err(StatusError::unsupported_media_type(&[
@@ -109,6 +120,64 @@ pub(crate) fn read_body(
     }
     #[cfg(not(feature = "protobuf"))]
     unreachable!("serves() is false without the protobuf feature")
+}
+
+/// A response with a JSON body.
+pub(crate) fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A response with a JSON value as its body.
+fn value_response(code: StatusCode, value: &Value) -> Response {
+    json_response(code, value.to_string())
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = value_response(code, &self.to_json());
+        if let Some(seconds) = self.retry_after_seconds() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// The response of an injected [`Failure`].
+pub(crate) fn failure_response(failure: Failure) -> Response {
+    match failure {
+        Failure::Status(status) => status.into_response(),
+        Failure::PlainText {
+            code,
+            body,
+            retry_after,
+            close,
+        } => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() =
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            if let Some(seconds) = retry_after {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            if close {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }
 }
 
 #[cfg(feature = "protobuf")]
@@ -137,7 +206,7 @@ pub(crate) fn body_response(
         return protobuf_response(code, bytes);
     }
     let _ = output;
-    crate::server::json_response(code, json)
+    json_response(code, json)
 }
 
 /// An error as a `Status`, in the negotiated encoding.

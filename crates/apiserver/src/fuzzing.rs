@@ -40,8 +40,9 @@ use crate::list::{decode_continue, encode_continue};
 use crate::objects::Target;
 use crate::query::ListOptions;
 use crate::resource::ResourceInfo;
+use crate::router::router;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::{Shared, router};
+use crate::state::Shared;
 
 /// Runs the check the first byte picks on the rest (see the module docs).
 ///

@@ -10,8 +10,9 @@ use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use bytes::Bytes;
 
+use crate::codec::failure_response;
 use crate::faults::Isolation;
-use crate::server::{Shared, failure_response};
+use crate::state::Shared;
 
 /// The client a request is from, as kube-apiserver's bearer-token authenticator reads it: the
 /// token of `Authorization: Bearer <token>` (the scheme in any case, surrounding spaces
@@ -69,16 +70,6 @@ fn dropped_connection() -> Response {
 }
 
 impl Shared {
-    /// The isolation of `client`, if it is isolated.
-    pub(crate) fn isolation_of(&self, client: &str) -> Option<Isolation> {
-        self.faults.lock().isolated.get(client).cloned()
-    }
-
-    /// Wakes everything waiting on an isolation: held requests and watches of isolated clients.
-    pub(crate) fn isolation_changed(&self) {
-        self.isolation.send_modify(|generation| *generation += 1);
-    }
-
     /// The gate a request of `client` passes before it is served: `None` to serve it, or the
     /// answer of an isolated client. A hung client's request waits here until the client is
     /// healed (then it is served) or isolated to fail (then it fails); a shutdown or a restart

@@ -90,20 +90,67 @@
 //!
 //! [`ApiServer::kubeconfig_with_token`] gives the same identity as a kubeconfig.
 
+// The modules in layers, each importing only modules of the layers below it:
+//
+// 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
+// 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
+//    served by its verb);
+// 3. the operations on the shared state: `objects` (writes), `list`, `watch`, `isolation`
+//    (the gate of an isolated client);
+// 4. the shared state: `state`;
+// 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
+//    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
+//    `defaults`), `discovery`, `storage`, `status`, `faults` (the fault descriptions and the
+//    injected state), `config`, `resource`, `kubeconfig`.
+
+// Handles.
+mod fault_control;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+mod server;
+
+// HTTP.
+mod handlers;
+mod router;
+
+// Operations on the shared state.
+mod isolation;
+mod list;
+mod objects;
+mod watch;
+
+// The shared state.
+mod state;
+
+// Protocol pieces, storage and configuration.
 mod codec;
 mod config;
 mod defaults;
 mod discovery;
+mod duration;
 mod faults;
-#[cfg(feature = "fuzzing")]
-pub mod fuzzing;
-mod isolation;
 mod kubeconfig;
-mod list;
-mod objects;
 mod patch;
 #[cfg(feature = "protobuf")]
 mod protobuf;
+mod query;
+mod resource;
+mod selector;
+mod status;
+mod storage;
+mod strategy;
+
+pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
+pub use fault_control::Faults;
+pub use faults::{Failure, Isolation, RemainingItemCount, SlowStream, Verb};
+pub use resource::{ResourceInfo, Scope};
+pub use selector::{FieldSelector, LabelSelector};
+pub use server::{ApiServer, Error};
+pub use state::RecordedRequest;
+pub use status::{FieldError, FieldErrorKind, StatusError};
+
+/// The annotation on the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch::INITIAL_EVENTS_END;
 
 /// The simulator's protobuf encoding of an object (`application/vnd.kubernetes.protobuf`: the
 /// `k8s\0` envelope around the message), given its JSON form with `apiVersion` and `kind`;
@@ -121,21 +168,3 @@ pub fn encode_protobuf(object: &serde_json::Value) -> Option<Vec<u8>> {
 pub fn protobuf_watch_frame(event_type: &str, object: &serde_json::Value) -> Option<Vec<u8>> {
     protobuf::watch_frame(event_type, object)
 }
-mod query;
-mod resource;
-mod selector;
-mod server;
-mod status;
-mod storage;
-mod strategy;
-mod watch;
-
-pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
-pub use faults::{Failure, Faults, Isolation, RemainingItemCount, SlowStream, Verb};
-pub use resource::{ResourceInfo, Scope};
-pub use selector::{FieldSelector, LabelSelector};
-pub use server::{ApiServer, Error, RecordedRequest};
-pub use status::{FieldError, FieldErrorKind, StatusError};
-
-/// The annotation on the bookmark that ends a streaming list's initial events.
-pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch::INITIAL_EVENTS_END;

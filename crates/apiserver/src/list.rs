@@ -11,10 +11,9 @@ use serde_json::Value;
 use crate::faults::RemainingItemCount;
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::status::StatusError;
 use crate::storage::StoredObject;
-use tokio::time::Instant;
 
 /// The continue token, in kube-apiserver's own format (so real tokens decode in tests).
 #[derive(Serialize, Deserialize)]
@@ -66,64 +65,6 @@ pub(crate) fn decode_continue(token: &str) -> Result<(i64, String), StatusError>
 }
 
 impl Shared {
-    /// The watch cache's revision: the head, less the injected lag, and without the changes
-    /// the cache has not received yet (see `Faults::set_cache_delay`); never below the floor.
-    pub(crate) fn cache_revision(&self, storage: &crate::storage::Storage) -> u64 {
-        let lag = self.faults.lock().cache_lag;
-        let cache = *self.cache_delay.borrow();
-        let mut revision = storage.head.saturating_sub(lag);
-        if !cache.delay.is_zero() {
-            revision = revision.min(storage.delivered_revision(Instant::now(), &cache));
-        }
-        revision.max(storage.floor)
-    }
-
-    /// Waits until the watch cache holds `rv`, up to the configured wait; then 504 TooLarge.
-    pub(crate) async fn wait_for_revision(&self, rv: u64) -> Result<(), StatusError> {
-        let deadline = Instant::now() + self.config.too_large_wait;
-        let reached = tokio::time::timeout_at(deadline, self.cache_reaches(rv)).await;
-        match reached {
-            Ok(()) => Ok(()),
-            Err(_) => {
-                let codec = self.config.codec();
-                let cached = self.cache_revision(&self.storage.read());
-                Err(StatusError::too_large_resource_version(
-                    &codec.encode(rv),
-                    &codec.encode(cached),
-                ))
-            }
-        }
-    }
-
-    /// Returns once the watch cache holds `rv`: the head, less the lag, has reached it, and
-    /// the change at or below it has been received.
-    async fn cache_reaches(&self, rv: u64) {
-        let lag = self.faults.lock().cache_lag;
-        let mut head = self.head.subscribe();
-        let mut delays = self.cache_delay.subscribe();
-        if head
-            .wait_for(|h| h.saturating_sub(lag) >= rv)
-            .await
-            .is_err()
-        {
-            // The server is gone; the caller's timeout ends the wait.
-            std::future::pending::<()>().await;
-        }
-        loop {
-            let cache = *delays.borrow_and_update();
-            let due = self.storage.read().delivered_at(rv, &cache);
-            match due {
-                Some(due) if due > Instant::now() => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(due) => {}
-                        _ = delays.changed() => {}
-                    }
-                }
-                _ => return,
-            }
-        }
-    }
-
     pub(crate) async fn list(
         &self,
         r: usize,

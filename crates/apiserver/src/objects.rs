@@ -7,7 +7,7 @@ use rand::Rng;
 use serde_json::{Map, Value};
 
 use crate::patch::Patch;
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::status::{FieldError, StatusError};
 use crate::storage::{ChangeType, StoredObject};
 use crate::strategy;

@@ -417,7 +417,7 @@ fn fill_special(message: &mut DynamicMessage, kind: &str, value: &Value) {
         "Duration" => {
             if let Some(d) = value
                 .as_str()
-                .and_then(|s| crate::server::parse_go_duration(s).ok())
+                .and_then(|s| crate::duration::parse_go_duration(s).ok())
             {
                 let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
                 message.set_field_by_name("duration", Pb::I64(nanos));

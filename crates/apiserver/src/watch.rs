@@ -22,7 +22,7 @@ use crate::config::{BookmarkShape, ExpiredWatch, SlowWatcher};
 use crate::faults::{Control, Isolation};
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::status::StatusError;
 use crate::storage::{CacheDelay, Change, ChangeType, StoredObject, write_typed};
 

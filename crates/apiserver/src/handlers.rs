@@ -1,0 +1,285 @@
+//! Serving a resource request once it is routed: each verb against the shared state (objects,
+//! lists, watches), and the answers kube-apiserver's handlers give.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::codec::{self, json_response, parse_body};
+use crate::faults::Verb;
+use crate::objects::{DeleteOptions, Deleted, Target};
+use crate::patch::Patch;
+use crate::query::ListOptions;
+use crate::resource::ResourceInfo;
+use crate::state::Shared;
+use crate::status::StatusError;
+use crate::storage::StoredObject;
+
+/// A resource request, once the path is understood.
+pub(crate) struct ResourceRoute {
+    pub(crate) resource: usize,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    /// Whether the path was a `/watch/` one (the deprecated watch paths).
+    pub(crate) watch_path: bool,
+}
+
+/// A resource request, read and routed, ready to be served.
+pub(crate) struct ResourceRequest<'a> {
+    pub(crate) route: ResourceRoute,
+    pub(crate) verb: Verb,
+    pub(crate) opts: ListOptions,
+    pub(crate) query: &'a str,
+    pub(crate) content_type: &'a str,
+    pub(crate) body: Bytes,
+    /// Who sent it (see [`crate::isolation::client_of`]).
+    pub(crate) client: Option<String>,
+    /// The negotiated response encoding.
+    pub(crate) output: codec::Output,
+}
+
+/// Serves a routed resource request by its verb; an error is the `Status` to answer with.
+pub(crate) async fn serve(
+    shared: &Arc<Shared>,
+    request: ResourceRequest<'_>,
+) -> Result<Response, StatusError> {
+    let ResourceRequest {
+        route,
+        verb,
+        mut opts,
+        query,
+        content_type,
+        body,
+        client,
+        output,
+    } = request;
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let read_body = |body: &[u8]| -> Result<Value, StatusError> {
+        let info = shared.storage.read().resource(route.resource).info.clone();
+        let mut value = codec::read_body(&info, media, body)?;
+        crate::strategy::prepare_secret(&info, &mut value)?;
+        Ok(value)
+    };
+    let target = Target {
+        resource: route.resource,
+        namespace: route.namespace.as_deref(),
+    };
+    let name = route.name.as_deref().unwrap_or_default();
+    let object = |stored: &StoredObject, code: StatusCode| -> Response {
+        let storage = shared.storage.read();
+        let mut out = Vec::with_capacity(stored.body.len() + 64);
+        storage
+            .resource(route.resource)
+            .write_typed(&mut out, stored);
+        codec::body_response(code, out, output)
+    };
+    match verb {
+        Verb::List => {
+            opts.validate()?;
+            let body = shared
+                .list(route.resource, route.namespace.as_deref(), &opts)
+                .await?;
+            Ok(codec::body_response(StatusCode::OK, body, output))
+        }
+        Verb::Watch => {
+            if let Some(name) = route.name.as_deref() {
+                // A named watch is a watch of the collection restricted to that name.
+                let selector = format!("metadata.name={name}");
+                match FieldName::of(&opts.field_selector) {
+                    Some(other) if other != name => {
+                        return Err(StatusError::bad_request(format!(
+                            "fieldSelector metadata.name={other} conflicts with the name in the path ({name})"
+                        )));
+                    }
+                    _ => {}
+                }
+                opts.field_selector = if opts.field_selector.is_empty() {
+                    selector
+                } else {
+                    format!("{},{selector}", opts.field_selector)
+                };
+            }
+            opts.validate()?;
+            let response =
+                shared.watch(route.resource, route.namespace.as_deref(), &opts, client)?;
+            Ok(codec::watch_response(response, output))
+        }
+        Verb::Get => Ok(object(&*shared.get(target, name)?, StatusCode::OK)),
+        Verb::Create => {
+            if route.namespace.is_none()
+                && shared
+                    .storage
+                    .read()
+                    .resource(route.resource)
+                    .info
+                    .namespaced
+            {
+                return Err(StatusError::unknown_path());
+            }
+            let stored = shared.create(target, read_body(&body)?)?;
+            Ok(object(&stored, StatusCode::CREATED))
+        }
+        Verb::Update => {
+            let replaced = shared.update(target, name, read_body(&body)?)?;
+            let code = if replaced.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(object(&replaced.object, code))
+        }
+        Verb::Patch => {
+            let info = shared.storage.read().resource(route.resource).info.clone();
+            let patch = Patch::decode(&info, media, &body)?;
+            let stored = shared.patch(target, name, &patch)?;
+            Ok(object(&stored, StatusCode::OK))
+        }
+        Verb::Delete if route.name.is_none() => {
+            opts.validate()?;
+            let options = delete_options(query, &body)?;
+            delete_collection(
+                shared,
+                route.resource,
+                route.namespace.as_deref(),
+                &opts,
+                &options,
+            )
+            .await
+        }
+        Verb::Delete => {
+            let options = delete_options(query, &body)?;
+            match shared.delete(target, name, &options)? {
+                // Still stored (graceful deletion, finalizers): the marked object.
+                Deleted::Terminating(stored) => Ok(object(&stored, StatusCode::OK)),
+                Deleted::Removed(stored) => {
+                    let storage = shared.storage.read();
+                    let info = &storage.resource(route.resource).info;
+                    if returns_deleted_object(info) {
+                        drop(storage);
+                        Ok(object(&stored, StatusCode::OK))
+                    } else {
+                        Ok(codec::body_response(
+                            StatusCode::OK,
+                            delete_success(info, &stored).to_string().into_bytes(),
+                            output,
+                        ))
+                    }
+                }
+            }
+        }
+        Verb::Any => Err(StatusError::unknown_path()),
+    }
+}
+
+/// The `DeleteOptions` of a request: the body (JSON, may be empty) and the
+/// `gracePeriodSeconds` query parameter (which wins, as the handler decodes the query last).
+fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError> {
+    let options: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let text = |pointer: &str| {
+        options
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let mut grace_period_seconds = options.get("gracePeriodSeconds").and_then(Value::as_i64);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k == "gracePeriodSeconds" {
+            grace_period_seconds = Some(v.trim().parse::<i64>().map_err(|_| {
+                StatusError::bad_request(format!(
+                    "invalid value {v:?} for query parameter gracePeriodSeconds: strconv.ParseInt: parsing {v:?}: invalid syntax"
+                ))
+            })?);
+        }
+    }
+    Ok(DeleteOptions {
+        resource_version: text("/preconditions/resourceVersion"),
+        uid: text("/preconditions/uid"),
+        grace_period_seconds,
+        immediate: false,
+    })
+}
+
+/// `DELETE` on a collection (`Store.DeleteCollection`): lists what the selectors (and
+/// `limit`) select, deletes each (with the request's `DeleteOptions`: pods gracefully,
+/// finalizers respected; one already gone is skipped), and answers with that list.
+async fn delete_collection(
+    shared: &Arc<Shared>,
+    resource: usize,
+    namespace: Option<&str>,
+    opts: &ListOptions,
+    options: &DeleteOptions,
+) -> Result<Response, StatusError> {
+    let listed = shared.list(resource, namespace, opts).await?;
+    let list: Value =
+        serde_json::from_slice(&listed).map_err(|e| StatusError::internal(&e.to_string()))?;
+    for item in list["items"].as_array().into_iter().flatten() {
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let ns = item.pointer("/metadata/namespace").and_then(Value::as_str);
+        let target = Target {
+            resource,
+            namespace: ns.or(namespace),
+        };
+        match shared.delete(target, name, options) {
+            Ok(_) => {}
+            Err(e) if e.code() == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json_response(StatusCode::OK, listed))
+}
+
+/// Registries with `ReturnDeletedObject: true` answer a delete with the object; the others
+/// with a `Status`.
+fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    match info.group.as_str() {
+        "" => matches!(info.plural.as_str(), "pods" | "serviceaccounts"),
+        "storage.k8s.io" => info.plural == "storageclasses",
+        _ => false,
+    }
+}
+
+/// `Store.finalizeDelete`'s answer: `status: Success`, no `code`, and `details.kind` set to
+/// the resource (not the kind).
+fn delete_success(info: &ResourceInfo, stored: &StoredObject) -> Value {
+    let mut details = serde_json::Map::new();
+    if let Some(name) = stored.value.pointer("/metadata/name") {
+        details.insert("name".into(), name.clone());
+    }
+    if !info.group.is_empty() {
+        details.insert("group".into(), Value::String(info.group.clone()));
+    }
+    details.insert("kind".into(), Value::String(info.plural.clone()));
+    if let Some(uid) = stored.value.pointer("/metadata/uid") {
+        details.insert("uid".into(), uid.clone());
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+/// The `metadata.name` a field selector pins, if any.
+struct FieldName;
+
+impl FieldName {
+    fn of(selector: &str) -> Option<&str> {
+        selector.split(',').find_map(|term| {
+            let term = term.trim();
+            term.strip_prefix("metadata.name==")
+                .or_else(|| term.strip_prefix("metadata.name="))
+        })
+    }
+}
