@@ -67,8 +67,11 @@ mod backoff;
 mod error;
 mod fake;
 mod lister_watcher;
+mod listing;
 mod observer;
+mod reaction;
 mod reflector;
+mod watching;
 
 pub use crate::backoff::BackoffConfig;
 pub use crate::error::{

@@ -1,25 +1,21 @@
 //! The [`Reflector`]: list, then watch, forever, keeping a store equal to the server's state.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
+use informer_store::{KeyFunc, ReflectorStore};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::{Backoff, BackoffConfig};
+use crate::backoff::BackoffConfig;
 use crate::error::{Error, ErrorKind};
-use crate::lister_watcher::{
-    ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
-    WatchStream,
-};
-use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
+use crate::lister_watcher::ListerWatcher;
+use crate::observer::{ListReason, ReflectorObserver};
+use crate::reaction::RunState;
 
 /// The page size of a paginated list when none is configured (client-go's pager default).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -43,10 +39,10 @@ pub const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 pub const WATCH_DOWN_WARNING: Duration = Duration::from_secs(60);
 
 /// A watch that ends sooner than this with no event is an error.
-const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+pub(crate) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The internal-error retry window is restarted when the last error is older than this.
-const INTERNAL_ERROR_RESET: Duration = Duration::from_secs(60);
+pub(crate) const INTERNAL_ERROR_RESET: Duration = Duration::from_secs(60);
 
 /// Decides, each time the resync timer fires, whether to resync now.
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -125,10 +121,10 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 /// # }
 /// ```
 pub struct Reflector<K, L, S> {
-    lister_watcher: L,
-    store: S,
-    name: String,
-    config: Config<K>,
+    pub(crate) lister_watcher: L,
+    pub(crate) store: S,
+    pub(crate) name: String,
+    pub(crate) config: Config<K>,
     last_sync_resource_version: RwLock<String>,
     running: AtomicBool,
     streaming_fallbacks: AtomicU64,
@@ -146,52 +142,26 @@ impl Drop for Running<'_> {
     }
 }
 
-struct Config<K> {
-    resync_period: Option<Duration>,
-    should_resync: Option<ShouldResync>,
-    min_watch_timeout: Duration,
-    backoff: BackoffConfig,
-    page_size: Option<u32>,
+pub(crate) struct Config<K> {
+    pub(crate) resync_period: Option<Duration>,
+    pub(crate) should_resync: Option<ShouldResync>,
+    pub(crate) min_watch_timeout: Duration,
+    pub(crate) backoff: BackoffConfig,
+    pub(crate) page_size: Option<u32>,
     label_selector: Option<String>,
     field_selector: Option<String>,
-    max_internal_error_retry: Duration,
+    pub(crate) max_internal_error_retry: Duration,
     streaming_list_key: Option<KeyFunc<K>>,
     watch_error_handler: WatchErrorHandler,
-    seed: Option<u64>,
-    observer: Option<Arc<dyn ReflectorObserver>>,
-    list_interner: Option<ListInterner<K>>,
-    relist_by_page: bool,
+    pub(crate) seed: Option<u64>,
+    pub(crate) observer: Option<Arc<dyn ReflectorObserver>>,
+    pub(crate) list_interner: Option<ListInterner<K>>,
+    pub(crate) relist_by_page: bool,
 }
 
 /// Called on every listed object as its page arrives; returns the object to keep (see
 /// [`Reflector::with_list_interner`]).
 pub type ListInterner<K> = Arc<dyn Fn(Arc<K>) -> Arc<K> + Send + Sync>;
-
-/// What a list has collected so far.
-struct Listed<K> {
-    items: Collected<K>,
-    /// Objects listed (over every page).
-    count: usize,
-    /// The last page's resource version.
-    resource_version: String,
-}
-
-/// A list's pages: concatenated, or handed to the store page by page.
-enum Collected<K> {
-    Whole(Vec<Arc<K>>),
-    Parts(ReplaceParts<K>),
-}
-
-impl<K> Listed<K> {
-    /// Forgets the pages so far (a list that starts again).
-    fn restart(&mut self) {
-        self.count = 0;
-        match &mut self.items {
-            Collected::Whole(all) => all.clear(),
-            Collected::Parts(parts) => parts.restart(),
-        }
-    }
-}
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -368,56 +338,9 @@ where
         self
     }
 
-    /// Lists one page into `listed`, its objects through the interner if there is one: kept
-    /// with the pages before, or, listing by page, handed to the store in batches of a page size
-    /// as they are decoded (a server that answers with one response of everything still has it
-    /// applied a page at a time), then what is left of the page. Returns the page, its objects
-    /// taken out.
-    async fn list_page(
-        &self,
-        params: &ListParams,
-        listed: &mut Listed<K>,
-    ) -> Result<ListPage<K>, Error> {
-        let intern = self.config.list_interner.as_ref();
-        let parts = match &mut listed.items {
-            Collected::Whole(all) => {
-                let mut sink = ListSink::new().interning(intern);
-                let mut page = self.lister_watcher.list_into(params, &mut sink).await?;
-                self.observe_response();
-                listed.count += page.items.len();
-                let items = std::mem::take(&mut page.items);
-                if all.is_empty() {
-                    *all = items;
-                } else {
-                    all.extend(items);
-                }
-                return Ok(page);
-            }
-            Collected::Parts(parts) => parts,
-        };
-        let store = &self.store;
-        let to_store = |e| Error::Store(Box::new(e));
-        let mut hand_over = |batch: Vec<Arc<K>>| store.replace_part(batch, parts).map_err(to_store);
-        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
-        let mut sink = ListSink::new()
-            .interning(intern)
-            .handing_over(every, &mut hand_over);
-        let page = self.lister_watcher.list_into(params, &mut sink).await;
-        listed.count += sink.handed_over();
-        drop(sink);
-        let mut page = page?;
-        self.observe_response();
-        let rest = std::mem::take(&mut page.items);
-        listed.count += rest.len();
-        if !rest.is_empty() {
-            store.replace_part(rest, parts).map_err(to_store)?;
-        }
-        Ok(page)
-    }
-
     /// Tells the observer the encoding of the response just read (a list page, a watch
     /// opened), if the lister-watcher tells it.
-    fn observe_response(&self) {
+    pub(crate) fn observe_response(&self) {
         if let Some(observer) = &self.config.observer
             && let Some(encoding) = self.lister_watcher.last_encoding()
         {
@@ -451,7 +374,7 @@ where
         *self.watch_down_since.lock()
     }
 
-    fn set_watching(&self, watching: bool) {
+    pub(crate) fn set_watching(&self, watching: bool) {
         let mut since = self.watch_down_since.lock();
         match (watching, *since) {
             (true, _) => *since = None,
@@ -554,7 +477,7 @@ where
         }
     }
 
-    fn set_last_sync_resource_version(&self, rv: &str) {
+    pub(crate) fn set_last_sync_resource_version(&self, rv: &str) {
         let mut last = self.last_sync_resource_version.write();
         if *last != rv {
             rv.clone_into(&mut last);
@@ -565,679 +488,11 @@ where
         }
     }
 
-    fn selectors(&self) -> (Option<String>, Option<String>) {
+    pub(crate) fn selectors(&self) -> (Option<String>, Option<String>) {
         (
             self.config.label_selector.clone(),
             self.config.field_selector.clone(),
         )
-    }
-
-    /// The list: at `"0"` the first time, at the last synced version after that, at `""` once
-    /// that version is known to be unavailable.
-    async fn list(&self, state: &mut RunState) -> Result<(), Error> {
-        let rv = state.relist_resource_version(&self.last_sync_resource_version());
-        let begun = Instant::now();
-        let listed = match self.paginated_list(rv).await {
-            Ok(listed) => listed,
-            Err(err @ Error::Store(_)) => return Err(err),
-            Err(err) => {
-                state.observe_list(false, begun, Err(err.kind()));
-                match state.react(&err, Step::List) {
-                    Reaction::ReadLatest => {
-                        tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
-                        state.rv_unavailable = true;
-                        state.list_reason = ListReason::after(err.kind());
-                        let rv = state.relist_resource_version(&self.last_sync_resource_version());
-                        let begun = Instant::now();
-                        // A failure of this second list ends the cycle, whatever it is.
-                        match self.paginated_list(rv).await {
-                            Ok(listed) => listed,
-                            Err(err @ Error::Store(_)) => return Err(err),
-                            Err(e) => {
-                                state.observe_list(false, begun, Err(e.kind()));
-                                return Err(Error::List(Box::new(e)));
-                            }
-                        }
-                    }
-                    reaction => return Err(state.fail(reaction, Error::List(Box::new(err)))),
-                }
-            }
-        };
-        state.observe_list(false, begun, Ok(listed.count));
-        state.rv_unavailable = false;
-        if listed.resource_version.is_empty() {
-            return Err(Error::List(Box::new(Error::decode(
-                "list response without a resourceVersion",
-            ))));
-        }
-        tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "listed");
-        let result = match listed.items {
-            Collected::Whole(items) => self.store.replace(items, listed.resource_version.clone()),
-            Collected::Parts(parts) => self
-                .store
-                .replace_parts_done(parts, listed.resource_version.clone()),
-        };
-        result.map_err(|e| Error::Store(Box::new(e)))?;
-        self.set_last_sync_resource_version(&listed.resource_version);
-        Ok(())
-    }
-
-    /// All pages of one list (client-go's pager): concatenated, or handed to the store page by
-    /// page with [`with_relist_by_page`](Self::with_relist_by_page). A store's failure on a
-    /// page is returned as [`Error::Store`].
-    async fn paginated_list(&self, rv: String) -> Result<Listed<K>, Error> {
-        // Every list asks for pages: a server with its watch cache on ignores the limit for lists
-        // at "0" or at a version, but one without it (or any server that pages) would otherwise
-        // read the whole collection into one response.
-        let limit = Some(self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE));
-        // With a limit, a list at a version and no match would be read at exactly that version
-        // (and fail with 410 once it is compacted): ask for "not older than" explicitly, which is
-        // what a list at a version means to the reflector.
-        let resource_version_match =
-            (!rv.is_empty() && rv != "0").then_some(ResourceVersionMatch::NotOlderThan);
-        let (label_selector, field_selector) = self.selectors();
-        let first = ListParams {
-            label_selector,
-            field_selector,
-            limit,
-            continue_token: None,
-            resource_version: rv,
-            resource_version_match,
-        };
-        let mut listed = Listed {
-            items: if self.config.relist_by_page {
-                Collected::Parts(ReplaceParts::new())
-            } else {
-                Collected::Whole(Vec::new())
-            },
-            count: 0,
-            resource_version: String::new(),
-        };
-        let mut page = self.list_page(&first, &mut listed).await?;
-        loop {
-            listed.resource_version = page.resource_version;
-            let Some(token) = page.continue_token else {
-                return Ok(listed);
-            };
-            let next = ListParams {
-                continue_token: Some(token),
-                resource_version: String::new(),
-                resource_version_match: None,
-                ..first.clone()
-            };
-            match self.list_page(&next, &mut listed).await {
-                Ok(more) => page = more,
-                Err(err) => match react(err.kind(), Step::ListPage, || false) {
-                    Reaction::ListWhole => {
-                        tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
-                        let full = ListParams {
-                            limit: None,
-                            continue_token: None,
-                            ..first.clone()
-                        };
-                        // The pages so far were of another snapshot: only this list counts.
-                        listed.restart();
-                        let whole = self.list_page(&full, &mut listed).await?;
-                        listed.resource_version = whole.resource_version;
-                        return Ok(listed);
-                    }
-                    // The list's own failure: its caller reacts to it as a list error.
-                    _ => return Err(err),
-                },
-            }
-        }
-    }
-
-    /// The initial state as a streaming list. On success returns the open stream, positioned
-    /// just after the initial-events-end bookmark.
-    async fn streaming_list(
-        &self,
-        state: &mut RunState,
-        key: &KeyFunc<K>,
-    ) -> Result<WatchStream<K>, Error> {
-        loop {
-            let rv = if state.rv_unavailable {
-                String::new()
-            } else {
-                self.last_sync_resource_version()
-            };
-            let (label_selector, field_selector) = self.selectors();
-            let params = WatchParams {
-                label_selector,
-                field_selector,
-                resource_version: rv,
-                resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
-                timeout: Some(state.watch_timeout()),
-                allow_bookmarks: true,
-                send_initial_events: true,
-            };
-            let begun = Instant::now();
-            let opened = self.lister_watcher.watch(&params).await;
-            if opened.is_ok() {
-                self.observe_response();
-            }
-            let failure = match opened {
-                Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
-                    Ok(Some((items, rv))) => {
-                        state.observe_list(true, begun, Ok(items.len()));
-                        state.rv_unavailable = false;
-                        tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
-                        self.store
-                            .replace(items, rv.clone())
-                            .map_err(|e| Error::Store(Box::new(e)))?;
-                        self.set_last_sync_resource_version(&rv);
-                        return Ok(stream);
-                    }
-                    Ok(None) => {
-                        // The stream ended before the end bookmark: start again, after a delay so
-                        // that a server which closes at once cannot make us spin.
-                        tracing::debug!(reflector = %self.name, "streaming list ended before its end bookmark, retrying");
-                        let delay = state.backoff_delay();
-                        tokio::time::sleep(delay).await;
-                        continue;
-                    }
-                    Err(err) => err,
-                },
-                Err(err) => err,
-            };
-            state.observe_list(true, begun, Err(failure.kind()));
-            match state.react(&failure, Step::StreamingList) {
-                Reaction::Retry { after } => {
-                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list failed, retrying");
-                    state.wait(after).await;
-                }
-                Reaction::ReadLatest => {
-                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list from a version the server no longer has, streaming the latest state");
-                    state.rv_unavailable = true;
-                    state.list_reason = ListReason::after(failure.kind());
-                }
-                // The caller falls back to a list, in the same cycle.
-                reaction => {
-                    return Err(state.fail(reaction, Error::StreamingList(Box::new(failure))));
-                }
-            }
-        }
-    }
-
-    /// Reads the initial events of a streaming list into a temporary set; `None` if the stream
-    /// ended before the end bookmark.
-    async fn collect_initial_events(
-        &self,
-        stream: &mut WatchStream<K>,
-        key: &KeyFunc<K>,
-    ) -> Result<Option<(Vec<Arc<K>>, String)>, Error> {
-        let mut initial: HashMap<String, Arc<K>> = HashMap::new();
-        while let Some(event) = stream.next().await {
-            match event? {
-                WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
-                    match key(&object) {
-                        Ok(k) => {
-                            let object = match &self.config.list_interner {
-                                Some(intern) => intern(object),
-                                None => object,
-                            };
-                            initial.insert(k, object);
-                        }
-                        Err(err) => {
-                            tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
-                        }
-                    }
-                }
-                WatchEvent::Deleted { object, .. } => {
-                    if let Ok(k) = key(&object) {
-                        initial.remove(&k);
-                    }
-                }
-                WatchEvent::Bookmark {
-                    resource_version,
-                    initial_events_end: true,
-                } => {
-                    return Ok(Some((initial.into_values().collect(), resource_version)));
-                }
-                WatchEvent::Bookmark { .. } => {}
-                WatchEvent::Error(status) => return Err(Error::Api(status)),
-            }
-        }
-        Ok(None)
-    }
-
-    /// Watches until a watch ends in a way that needs a relist (`Ok`) or fails (`Err`).
-    ///
-    /// `stream` is an already-open stream (from a streaming list) and whether its events'
-    /// versions may be used from the start.
-    async fn watch(
-        &self,
-        state: &mut RunState,
-        mut stream: Option<(WatchStream<K>, bool)>,
-    ) -> Result<(), Error> {
-        loop {
-            let (stream, propagate_from_start) = match stream.take() {
-                Some(open) => open,
-                None => {
-                    let rv = self.last_sync_resource_version();
-                    let propagate = !(rv.is_empty() || rv == "0");
-                    let (label_selector, field_selector) = self.selectors();
-                    let params = WatchParams {
-                        label_selector,
-                        field_selector,
-                        resource_version: rv,
-                        resource_version_match: None,
-                        timeout: Some(state.watch_timeout()),
-                        allow_bookmarks: true,
-                        send_initial_events: false,
-                    };
-                    match self.lister_watcher.watch(&params).await {
-                        Ok(s) => {
-                            self.observe_response();
-                            if let Some(observer) = &self.config.observer {
-                                observer.watch_started();
-                            }
-                            (s, propagate)
-                        }
-                        Err(err) => match state.react(&err, Step::WatchStart) {
-                            Reaction::Retry { after } => {
-                                tracing::debug!(reflector = %self.name, error = %err, "watch refused, retrying");
-                                state.wait(after).await;
-                                continue;
-                            }
-                            reaction => return Err(state.fail(reaction, err)),
-                        },
-                    }
-                }
-            };
-
-            let started = Instant::now();
-            let mut events = 0_u64;
-            self.set_watching(true);
-            let end = self
-                .handle_watch(stream, propagate_from_start, &mut events)
-                .await;
-            self.set_watching(false);
-            if started.elapsed() >= HEALTHY_WATCH {
-                // The server was back and serving: the next failure is a new outage.
-                state.backoff.reset();
-            }
-            if let Some(observer) = &self.config.observer {
-                observer.watch_ended(match &end {
-                    Ok(()) if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
-                        WatchEnd::VeryShort
-                    }
-                    Ok(()) => WatchEnd::Closed,
-                    Err(Error::Transport(_)) => WatchEnd::Broken,
-                    Err(err) => WatchEnd::Error(err.kind()),
-                });
-            }
-            let end = match end {
-                // A transport failure mid-stream loses nothing that was applied: resume like a
-                // clean close.
-                Err(Error::Transport(err)) => {
-                    tracing::debug!(reflector = %self.name, error = %err, "watch stream broke, resuming");
-                    Ok(())
-                }
-                other => other,
-            };
-            match end {
-                Ok(()) if events == 0 && started.elapsed() < VERY_SHORT_WATCH => {
-                    return Err(Error::VeryShortWatch);
-                }
-                Ok(()) => {
-                    tracing::trace!(reflector = %self.name, events, "watch closed, resuming");
-                }
-                Err(err) => match state.react(&err, Step::WatchEnd) {
-                    Reaction::Retry { after } => {
-                        tracing::debug!(reflector = %self.name, error = %err, "watch ended with an error, re-watching");
-                        state.wait(after).await;
-                    }
-                    reaction => return Err(state.fail(reaction, err)),
-                },
-            }
-        }
-    }
-
-    /// Applies the events of one watch stream until it ends, resyncing on the timer meanwhile.
-    async fn handle_watch(
-        &self,
-        mut stream: WatchStream<K>,
-        propagate_from_start: bool,
-        events: &mut u64,
-    ) -> Result<(), Error> {
-        let mut past_initial = false;
-        let mut resync = self
-            .config
-            .resync_period
-            .map(|period| Box::pin(tokio::time::sleep(period)));
-        loop {
-            let event = match &mut resync {
-                Some(timer) => tokio::select! {
-                    event = stream.next() => event,
-                    () = timer.as_mut() => {
-                        if self.config.should_resync.as_ref().is_none_or(|f| f()) {
-                            tracing::trace!(reflector = %self.name, "resync");
-                            self.store.resync().map_err(|e| Error::Store(Box::new(e)))?;
-                        }
-                        if let Some(period) = self.config.resync_period {
-                            timer.as_mut().reset(Instant::now() + period);
-                        }
-                        continue;
-                    }
-                },
-                None => stream.next().await,
-            };
-            let Some(event) = event else {
-                return Ok(());
-            };
-            let event = event?;
-            if let Some(observer) = &self.config.observer {
-                observer.event(match &event {
-                    WatchEvent::Added { .. } => EventType::Added,
-                    WatchEvent::Modified { .. } => EventType::Modified,
-                    WatchEvent::Deleted { .. } => EventType::Deleted,
-                    WatchEvent::Bookmark { .. } => EventType::Bookmark,
-                    WatchEvent::Error(_) => EventType::Error,
-                });
-            }
-            let written = match &event {
-                WatchEvent::Added { object, .. } => self.store.add(object.clone()),
-                WatchEvent::Modified { object, .. } => {
-                    past_initial = true;
-                    self.store.update(object.clone())
-                }
-                WatchEvent::Deleted { object, .. } => {
-                    past_initial = true;
-                    self.store.delete(object.clone())
-                }
-                WatchEvent::Bookmark {
-                    resource_version, ..
-                } => {
-                    past_initial = true;
-                    self.store.bookmark(resource_version)
-                }
-                WatchEvent::Error(status) => return Err(Error::Api(status.clone())),
-            };
-            if let Err(err) = written {
-                // Not a reason to relist; the store reports (and counts) what it refuses.
-                tracing::debug!(reflector = %self.name, event = event.type_name(), error = %err, "store refused a watch event");
-            }
-            if (propagate_from_start || past_initial)
-                && let Some(rv) = event.resource_version().filter(|rv| !rv.is_empty())
-            {
-                self.set_last_sync_resource_version(rv);
-            }
-            *events += 1;
-        }
-    }
-}
-
-/// Where an error reached the reflector: each step has its own column in [`react`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    /// A list: its first page, at the version [`RunState::relist_resource_version`] picks.
-    List,
-    /// A continue page of a paginated list.
-    ListPage,
-    /// The request of a streaming list, or its stream before the initial-events-end bookmark.
-    StreamingList,
-    /// The request that opens a watch.
-    WatchStart,
-    /// An open watch stream that ended with an error (an `ERROR` event, an undecodable line, a
-    /// failed resync). A clean close, a transport failure mid-stream and a very short watch are
-    /// not errors of the stream: [`Reflector::watch`] handles them before asking.
-    WatchEnd,
-}
-
-/// What the reflector does about an error, as [`react`] decides it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reaction {
-    /// Send the same request again after the delay: a watch re-watches from the last version
-    /// (no relist), a streaming list streams again.
-    Retry {
-        /// How long to wait first.
-        after: Delay,
-    },
-    /// The version asked for is gone: mark it unavailable and read again at once, in the same
-    /// cycle, from `""` (a consistent read) — a list once more, or a streaming list.
-    ReadLatest,
-    /// A continue token expired: one full list at the original version, without a limit.
-    ListWhole,
-    /// Give up on the step with the error. A list or a watch ends the cycle (the watch error
-    /// handler, a backoff delay, a relist); a streaming list falls back to a list in the same
-    /// cycle.
-    Fail {
-        /// The version the next list asks for.
-        relist_at: RelistAt,
-    },
-}
-
-/// How long a [`Reaction::Retry`] waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Delay {
-    /// Not at all.
-    None,
-    /// A backoff delay.
-    Backoff,
-    /// The server's Retry-After, or a backoff delay without one.
-    RetryAfter(Option<Duration>),
-}
-
-/// The version the list after a [`Reaction::Fail`] asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RelistAt {
-    /// Whatever [`RunState::relist_resource_version`] picks: the last synced version (`"0"`
-    /// before the first sync), or `""` if it was already marked unavailable.
-    LastSynced,
-    /// `""`: the version is marked unavailable now.
-    Latest,
-}
-
-/// The reflector's reaction to an error of kind `kind` at `step`: the one table of client-go's
-/// rules (`list()`, `watch()`, `watchList()`, `isWatchErrorRetriable`, `retryWithDeadline`), with
-/// this crate's differences (docs/semantics.md, RL-5, RL-6, RL-9, RL-11, RL-12, RL-15).
-///
-/// `within_internal_error_window` is asked (and advances the window, RL-12) only for an internal
-/// error at the end of a watch.
-fn react(
-    kind: ErrorKind,
-    step: Step,
-    within_internal_error_window: impl FnOnce() -> bool,
-) -> Reaction {
-    use ErrorKind as K;
-    use Step as S;
-    let relist = Reaction::Fail {
-        relist_at: RelistAt::LastSynced,
-    };
-    match (step, kind) {
-        // A list at a version the server no longer has (or not yet): read the latest state now.
-        (S::List, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
-        (S::List, _) => relist,
-
-        // An expired continue token: the whole list at once; anything else fails the list.
-        (S::ListPage, K::Expired) => Reaction::ListWhole,
-        (S::ListPage, _) => relist,
-
-        // A streaming list retries what a watch would retry, and restarts from "" when its
-        // version is gone; anything else falls back to a list.
-        (S::StreamingList, K::TooManyRequests { retry_after }) => Reaction::Retry {
-            after: Delay::RetryAfter(retry_after),
-        },
-        (S::StreamingList, K::ConnectionRefused) => Reaction::Retry {
-            after: Delay::Backoff,
-        },
-        (S::StreamingList, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
-        (S::StreamingList, _) => relist,
-
-        // Watch start: 429 and connection refused re-watch after a wait; a too-large version
-        // relists at ""; anything else (410 included) relists at the last version.
-        (S::WatchStart, K::TooManyRequests { retry_after }) => Reaction::Retry {
-            after: Delay::RetryAfter(retry_after),
-        },
-        (S::WatchStart, K::ConnectionRefused) => Reaction::Retry {
-            after: Delay::Backoff,
-        },
-        (S::WatchStart | S::WatchEnd, K::TooLargeResourceVersion) => Reaction::Fail {
-            relist_at: RelistAt::Latest,
-        },
-        (S::WatchStart, _) => relist,
-
-        // Watch end: 429 re-watches after a wait, an internal error at once while inside the
-        // retry window; anything else (410 included) relists at the last version.
-        (S::WatchEnd, K::TooManyRequests { retry_after }) => Reaction::Retry {
-            after: Delay::RetryAfter(retry_after),
-        },
-        (S::WatchEnd, K::InternalError) if within_internal_error_window() => {
-            Reaction::Retry { after: Delay::None }
-        }
-        (S::WatchEnd, _) => relist,
-    }
-}
-
-/// The mutable state of one [`Reflector::run`].
-struct RunState {
-    rv_unavailable: bool,
-    /// Why the next list runs.
-    list_reason: ListReason,
-    observer: Option<Arc<dyn ReflectorObserver>>,
-    backoff: Backoff,
-    rng: fastrand::Rng,
-    min_watch_timeout: Duration,
-    internal_errors: InternalErrorWindow,
-}
-
-impl RunState {
-    fn new<K>(config: &Config<K>) -> Self {
-        Self {
-            rv_unavailable: false,
-            list_reason: ListReason::Initial,
-            observer: config.observer.clone(),
-            backoff: Backoff::new(config.backoff),
-            rng: config
-                .seed
-                .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
-            min_watch_timeout: config.min_watch_timeout,
-            internal_errors: InternalErrorWindow {
-                max: config.max_internal_error_retry,
-                first: None,
-                last: None,
-            },
-        }
-    }
-
-    fn relist_resource_version(&self, last: &str) -> String {
-        if self.rv_unavailable {
-            String::new()
-        } else if last.is_empty() {
-            "0".to_owned()
-        } else {
-            last.to_owned()
-        }
-    }
-
-    fn backoff_delay(&mut self) -> Duration {
-        let random = self.rng.f64();
-        let delay = self.backoff.step(Instant::now(), random);
-        if let Some(observer) = &self.observer {
-            observer.backoff(delay);
-        }
-        delay
-    }
-
-    /// Tells the observer of a list that ended; the next one, if any, is for the same reason
-    /// unless something else ends the cycle.
-    fn observe_list(&self, streaming: bool, begun: Instant, result: Result<usize, ErrorKind>) {
-        if let Some(observer) = &self.observer {
-            observer.list(ListOutcome {
-                reason: self.list_reason,
-                streaming,
-                duration: begun.elapsed(),
-                result,
-            });
-        }
-    }
-
-    /// A random timeout in `[min, 2·min)`, in whole seconds, at least one.
-    fn watch_timeout(&mut self) -> Duration {
-        let min = self.min_watch_timeout.as_secs_f64();
-        let secs = min + self.rng.f64() * min;
-        Duration::from_secs((secs as u64).max(1))
-    }
-
-    fn internal_error_should_retry(&mut self) -> bool {
-        self.internal_errors.should_retry(Instant::now())
-    }
-
-    /// [`react`] to `err` at `step`, with this run's internal-error window.
-    fn react(&mut self, err: &Error, step: Step) -> Reaction {
-        let kind = err.kind();
-        if let (ErrorKind::TooManyRequests { .. }, Some(observer)) = (kind, &self.observer) {
-            observer.throttled();
-        }
-        react(kind, step, || self.internal_error_should_retry())
-    }
-
-    /// Waits out a [`Delay`] (no wait at all for [`Delay::None`]).
-    async fn wait(&mut self, after: Delay) {
-        let delay = match after {
-            Delay::None => return,
-            Delay::Backoff => self.backoff_delay(),
-            Delay::RetryAfter(Some(retry_after)) => {
-                if let Some(observer) = &self.observer {
-                    observer.backoff(retry_after);
-                }
-                retry_after
-            }
-            Delay::RetryAfter(None) => self.backoff_delay(),
-        };
-        tracing::trace!(?delay, "waiting before the retry");
-        tokio::time::sleep(delay).await;
-    }
-
-    /// Carries out a reaction that gives up on the step ([`Reaction::Fail`]) and returns the
-    /// error to end it with.
-    fn fail(&mut self, reaction: Reaction, err: Error) -> Error {
-        debug_assert!(
-            matches!(reaction, Reaction::Fail { .. }),
-            "{reaction:?} is not a failure"
-        );
-        if let Reaction::Fail {
-            relist_at: RelistAt::Latest,
-        } = reaction
-        {
-            self.rv_unavailable = true;
-        }
-        err
-    }
-}
-
-/// client-go's `retryWithDeadline` for internal errors: retry while the first error of the
-/// current series is no older than `max`; a series ends after a minute without errors.
-#[derive(Debug)]
-struct InternalErrorWindow {
-    max: Duration,
-    first: Option<Instant>,
-    last: Option<Instant>,
-}
-
-impl InternalErrorWindow {
-    fn should_retry(&mut self, now: Instant) -> bool {
-        if self.max.is_zero() {
-            return false;
-        }
-        let first = match (self.first, self.last) {
-            (Some(first), Some(last))
-                if now.saturating_duration_since(last) < INTERNAL_ERROR_RESET =>
-            {
-                first
-            }
-            _ => now,
-        };
-        self.first = Some(first);
-        self.last = Some(now);
-        if now.saturating_duration_since(first) <= self.max {
-            true
-        } else {
-            self.first = None;
-            self.last = None;
-            false
-        }
     }
 }
 
@@ -1264,97 +519,8 @@ pub fn default_watch_error_handler(err: &Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_reaction_table() {
-        use ErrorKind as K;
-        use Step as S;
-        let retry_after = K::TooManyRequests {
-            retry_after: Some(Duration::from_secs(3)),
-        };
-        let relist = Reaction::Fail {
-            relist_at: RelistAt::LastSynced,
-        };
-        let relist_latest = Reaction::Fail {
-            relist_at: RelistAt::Latest,
-        };
-        let wait = |after| Reaction::Retry { after };
-        let rows = [
-            (S::List, K::Expired, Reaction::ReadLatest),
-            (S::List, K::TooLargeResourceVersion, Reaction::ReadLatest),
-            (S::List, retry_after, relist),
-            (S::List, K::InternalError, relist),
-            (S::ListPage, K::Expired, Reaction::ListWhole),
-            (S::ListPage, K::TooLargeResourceVersion, relist),
-            (S::StreamingList, K::Expired, Reaction::ReadLatest),
-            (
-                S::StreamingList,
-                K::TooLargeResourceVersion,
-                Reaction::ReadLatest,
-            ),
-            (
-                S::StreamingList,
-                retry_after,
-                wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
-            ),
-            (S::StreamingList, K::ConnectionRefused, wait(Delay::Backoff)),
-            (S::StreamingList, K::InternalError, relist),
-            (S::WatchStart, K::Expired, relist),
-            (S::WatchStart, K::TooLargeResourceVersion, relist_latest),
-            (
-                S::WatchStart,
-                K::TooManyRequests { retry_after: None },
-                wait(Delay::RetryAfter(None)),
-            ),
-            (S::WatchStart, K::ConnectionRefused, wait(Delay::Backoff)),
-            (S::WatchStart, K::InternalError, relist),
-            (S::WatchStart, K::Other, relist),
-            (S::WatchEnd, K::Expired, relist),
-            (S::WatchEnd, K::TooLargeResourceVersion, relist_latest),
-            (
-                S::WatchEnd,
-                retry_after,
-                wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
-            ),
-            (S::WatchEnd, K::ConnectionRefused, relist),
-            (S::WatchEnd, K::Other, relist),
-        ];
-        for (step, kind, want) in rows {
-            let got = react(kind, step, || {
-                panic!("asked the window at {step:?} for {kind:?}")
-            });
-            assert_eq!(got, want, "{step:?}, {kind:?}");
-        }
-        assert_eq!(
-            react(K::InternalError, S::WatchEnd, || true),
-            wait(Delay::None)
-        );
-        assert_eq!(react(K::InternalError, S::WatchEnd, || false), relist);
-    }
-
-    #[test]
-    fn internal_error_window_retries_only_within_its_duration() {
-        let t0 = Instant::now();
-        let mut w = InternalErrorWindow {
-            max: Duration::from_secs(30),
-            first: None,
-            last: None,
-        };
-        assert!(w.should_retry(t0));
-        assert!(w.should_retry(t0 + Duration::from_secs(20)));
-        assert!(w.should_retry(t0 + Duration::from_secs(30)));
-        assert!(!w.should_retry(t0 + Duration::from_secs(31)));
-        // A new series starts after that.
-        assert!(w.should_retry(t0 + Duration::from_secs(32)));
-        // A quiet minute also starts a new series.
-        assert!(w.should_retry(t0 + Duration::from_secs(100)));
-        let mut off = InternalErrorWindow {
-            max: Duration::ZERO,
-            first: None,
-            last: None,
-        };
-        assert!(!off.should_retry(t0));
-    }
+    use crate::lister_watcher::{ListPage, ListParams, WatchEvent, WatchParams, WatchStream};
+    use crate::observer::ListOutcome;
 
     /// What an observer heard of responses, lists and watch starts, in order.
     #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,328 @@
+//! How a reflector gets a collection's state: a list (paginated, each page handed on or held
+//! whole), or a streaming list (a watch that sends the initial state first).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::lister_watcher::{
+    ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
+    WatchStream,
+};
+use crate::observer::ListReason;
+
+use crate::reaction::{Reaction, RunState, Step, react};
+use crate::reflector::{DEFAULT_PAGE_SIZE, Reflector};
+
+/// What a list has collected so far.
+struct Listed<K> {
+    items: Collected<K>,
+    /// Objects listed (over every page).
+    count: usize,
+    /// The last page's resource version.
+    resource_version: String,
+}
+
+/// A list's pages: concatenated, or handed to the store page by page.
+enum Collected<K> {
+    Whole(Vec<Arc<K>>),
+    Parts(ReplaceParts<K>),
+}
+
+impl<K> Listed<K> {
+    /// Forgets the pages so far (a list that starts again).
+    fn restart(&mut self) {
+        self.count = 0;
+        match &mut self.items {
+            Collected::Whole(all) => all.clear(),
+            Collected::Parts(parts) => parts.restart(),
+        }
+    }
+}
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: Send + Sync + 'static,
+    L: ListerWatcher<K>,
+    S: ReflectorStore<K>,
+{
+    /// Lists one page into `listed`, its objects through the interner if there is one: kept
+    /// with the pages before, or, listing by page, handed to the store in batches of a page size
+    /// as they are decoded (a server that answers with one response of everything still has it
+    /// applied a page at a time), then what is left of the page. Returns the page, its objects
+    /// taken out.
+    async fn list_page(
+        &self,
+        params: &ListParams,
+        listed: &mut Listed<K>,
+    ) -> Result<ListPage<K>, Error> {
+        let intern = self.config.list_interner.as_ref();
+        let parts = match &mut listed.items {
+            Collected::Whole(all) => {
+                let mut sink = ListSink::new().interning(intern);
+                let mut page = self.lister_watcher.list_into(params, &mut sink).await?;
+                self.observe_response();
+                listed.count += page.items.len();
+                let items = std::mem::take(&mut page.items);
+                if all.is_empty() {
+                    *all = items;
+                } else {
+                    all.extend(items);
+                }
+                return Ok(page);
+            }
+            Collected::Parts(parts) => parts,
+        };
+        let store = &self.store;
+        let to_store = |e| Error::Store(Box::new(e));
+        let mut hand_over = |batch: Vec<Arc<K>>| store.replace_part(batch, parts).map_err(to_store);
+        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let mut sink = ListSink::new()
+            .interning(intern)
+            .handing_over(every, &mut hand_over);
+        let page = self.lister_watcher.list_into(params, &mut sink).await;
+        listed.count += sink.handed_over();
+        drop(sink);
+        let mut page = page?;
+        self.observe_response();
+        let rest = std::mem::take(&mut page.items);
+        listed.count += rest.len();
+        if !rest.is_empty() {
+            store.replace_part(rest, parts).map_err(to_store)?;
+        }
+        Ok(page)
+    }
+
+    /// The list: at `"0"` the first time, at the last synced version after that, at `""` once
+    /// that version is known to be unavailable.
+    pub(crate) async fn list(&self, state: &mut RunState) -> Result<(), Error> {
+        let rv = state.relist_resource_version(&self.last_sync_resource_version());
+        let begun = Instant::now();
+        let listed = match self.paginated_list(rv).await {
+            Ok(listed) => listed,
+            Err(err @ Error::Store(_)) => return Err(err),
+            Err(err) => {
+                state.observe_list(false, begun, Err(err.kind()));
+                match state.react(&err, Step::List) {
+                    Reaction::ReadLatest => {
+                        tracing::debug!(reflector = %self.name, error = %err, "list at a version the server no longer has, listing the latest state");
+                        state.rv_unavailable = true;
+                        state.list_reason = ListReason::after(err.kind());
+                        let rv = state.relist_resource_version(&self.last_sync_resource_version());
+                        let begun = Instant::now();
+                        // A failure of this second list ends the cycle, whatever it is.
+                        match self.paginated_list(rv).await {
+                            Ok(listed) => listed,
+                            Err(err @ Error::Store(_)) => return Err(err),
+                            Err(e) => {
+                                state.observe_list(false, begun, Err(e.kind()));
+                                return Err(Error::List(Box::new(e)));
+                            }
+                        }
+                    }
+                    reaction => return Err(state.fail(reaction, Error::List(Box::new(err)))),
+                }
+            }
+        };
+        state.observe_list(false, begun, Ok(listed.count));
+        state.rv_unavailable = false;
+        if listed.resource_version.is_empty() {
+            return Err(Error::List(Box::new(Error::decode(
+                "list response without a resourceVersion",
+            ))));
+        }
+        tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "listed");
+        let result = match listed.items {
+            Collected::Whole(items) => self.store.replace(items, listed.resource_version.clone()),
+            Collected::Parts(parts) => self
+                .store
+                .replace_parts_done(parts, listed.resource_version.clone()),
+        };
+        result.map_err(|e| Error::Store(Box::new(e)))?;
+        self.set_last_sync_resource_version(&listed.resource_version);
+        Ok(())
+    }
+
+    /// All pages of one list (client-go's pager): concatenated, or handed to the store page by
+    /// page with [`with_relist_by_page`](Self::with_relist_by_page). A store's failure on a
+    /// page is returned as [`Error::Store`].
+    async fn paginated_list(&self, rv: String) -> Result<Listed<K>, Error> {
+        // Every list asks for pages: a server with its watch cache on ignores the limit for lists
+        // at "0" or at a version, but one without it (or any server that pages) would otherwise
+        // read the whole collection into one response.
+        let limit = Some(self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE));
+        // With a limit, a list at a version and no match would be read at exactly that version
+        // (and fail with 410 once it is compacted): ask for "not older than" explicitly, which is
+        // what a list at a version means to the reflector.
+        let resource_version_match =
+            (!rv.is_empty() && rv != "0").then_some(ResourceVersionMatch::NotOlderThan);
+        let (label_selector, field_selector) = self.selectors();
+        let first = ListParams {
+            label_selector,
+            field_selector,
+            limit,
+            continue_token: None,
+            resource_version: rv,
+            resource_version_match,
+        };
+        let mut listed = Listed {
+            items: if self.config.relist_by_page {
+                Collected::Parts(ReplaceParts::new())
+            } else {
+                Collected::Whole(Vec::new())
+            },
+            count: 0,
+            resource_version: String::new(),
+        };
+        let mut page = self.list_page(&first, &mut listed).await?;
+        loop {
+            listed.resource_version = page.resource_version;
+            let Some(token) = page.continue_token else {
+                return Ok(listed);
+            };
+            let next = ListParams {
+                continue_token: Some(token),
+                resource_version: String::new(),
+                resource_version_match: None,
+                ..first.clone()
+            };
+            match self.list_page(&next, &mut listed).await {
+                Ok(more) => page = more,
+                Err(err) => match react(err.kind(), Step::ListPage, || false) {
+                    Reaction::ListWhole => {
+                        tracing::debug!(reflector = %self.name, "continue token expired, listing everything at once");
+                        let full = ListParams {
+                            limit: None,
+                            continue_token: None,
+                            ..first.clone()
+                        };
+                        // The pages so far were of another snapshot: only this list counts.
+                        listed.restart();
+                        let whole = self.list_page(&full, &mut listed).await?;
+                        listed.resource_version = whole.resource_version;
+                        return Ok(listed);
+                    }
+                    // The list's own failure: its caller reacts to it as a list error.
+                    _ => return Err(err),
+                },
+            }
+        }
+    }
+
+    /// The initial state as a streaming list. On success returns the open stream, positioned
+    /// just after the initial-events-end bookmark.
+    pub(crate) async fn streaming_list(
+        &self,
+        state: &mut RunState,
+        key: &KeyFunc<K>,
+    ) -> Result<WatchStream<K>, Error> {
+        loop {
+            let rv = if state.rv_unavailable {
+                String::new()
+            } else {
+                self.last_sync_resource_version()
+            };
+            let (label_selector, field_selector) = self.selectors();
+            let params = WatchParams {
+                label_selector,
+                field_selector,
+                resource_version: rv,
+                resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
+                timeout: Some(state.watch_timeout()),
+                allow_bookmarks: true,
+                send_initial_events: true,
+            };
+            let begun = Instant::now();
+            let opened = self.lister_watcher.watch(&params).await;
+            if opened.is_ok() {
+                self.observe_response();
+            }
+            let failure = match opened {
+                Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
+                    Ok(Some((items, rv))) => {
+                        state.observe_list(true, begun, Ok(items.len()));
+                        state.rv_unavailable = false;
+                        tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
+                        self.store
+                            .replace(items, rv.clone())
+                            .map_err(|e| Error::Store(Box::new(e)))?;
+                        self.set_last_sync_resource_version(&rv);
+                        return Ok(stream);
+                    }
+                    Ok(None) => {
+                        // The stream ended before the end bookmark: start again, after a delay so
+                        // that a server which closes at once cannot make us spin.
+                        tracing::debug!(reflector = %self.name, "streaming list ended before its end bookmark, retrying");
+                        let delay = state.backoff_delay();
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    Err(err) => err,
+                },
+                Err(err) => err,
+            };
+            state.observe_list(true, begun, Err(failure.kind()));
+            match state.react(&failure, Step::StreamingList) {
+                Reaction::Retry { after } => {
+                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list failed, retrying");
+                    state.wait(after).await;
+                }
+                Reaction::ReadLatest => {
+                    tracing::debug!(reflector = %self.name, error = %failure, "streaming list from a version the server no longer has, streaming the latest state");
+                    state.rv_unavailable = true;
+                    state.list_reason = ListReason::after(failure.kind());
+                }
+                // The caller falls back to a list, in the same cycle.
+                reaction => {
+                    return Err(state.fail(reaction, Error::StreamingList(Box::new(failure))));
+                }
+            }
+        }
+    }
+
+    /// Reads the initial events of a streaming list into a temporary set; `None` if the stream
+    /// ended before the end bookmark.
+    async fn collect_initial_events(
+        &self,
+        stream: &mut WatchStream<K>,
+        key: &KeyFunc<K>,
+    ) -> Result<Option<(Vec<Arc<K>>, String)>, Error> {
+        let mut initial: HashMap<String, Arc<K>> = HashMap::new();
+        while let Some(event) = stream.next().await {
+            match event? {
+                WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
+                    match key(&object) {
+                        Ok(k) => {
+                            let object = match &self.config.list_interner {
+                                Some(intern) => intern(object),
+                                None => object,
+                            };
+                            initial.insert(k, object);
+                        }
+                        Err(err) => {
+                            tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
+                        }
+                    }
+                }
+                WatchEvent::Deleted { object, .. } => {
+                    if let Ok(k) = key(&object) {
+                        initial.remove(&k);
+                    }
+                }
+                WatchEvent::Bookmark {
+                    resource_version,
+                    initial_events_end: true,
+                } => {
+                    return Ok(Some((initial.into_values().collect(), resource_version)));
+                }
+                WatchEvent::Bookmark { .. } => {}
+                WatchEvent::Error(status) => return Err(Error::Api(status)),
+            }
+        }
+        Ok(None)
+    }
+}
