@@ -331,7 +331,7 @@ where
     /// object a version the server listed) with nothing deleted, until the next list succeeds.
     /// A page longer than the page size (a server that ignores the limit and answers with
     /// everything) is handed to the store a page size at a time as its objects are decoded
-    /// ([`ListSink`]). A streaming list ([`with_streaming_list`](Self::with_streaming_list))
+    /// ([`ListSink`](crate::ListSink)). A streaming list ([`with_streaming_list`](Self::with_streaming_list))
     /// still replaces at once, at its end bookmark.
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.config.relist_by_page = enabled;
