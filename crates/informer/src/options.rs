@@ -67,7 +67,7 @@ impl HandlerOptions {
         self
     }
 
-    /// A name for this consumer, for logs and metrics ([`HandlerRegistration::name`]); by
+    /// A name for this consumer, for logs and metrics ([`HandlerRegistration::name`](crate::HandlerRegistration::name)); by
     /// default it is known by its registration number.
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         self.name = Some(name.into());

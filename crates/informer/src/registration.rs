@@ -196,13 +196,13 @@ impl HandlerRegistration {
         self.id
     }
 
-    /// The name given with [`HandlerOptions::name`], if any.
+    /// The name given with [`HandlerOptions::name`](crate::HandlerOptions::name), if any.
     pub fn name(&self) -> Option<&str> {
         self.state.name.as_deref()
     }
 
     /// Whether this consumer has stopped: removed and drained, stopped after a panic under
-    /// [`PanicPolicy::StopHandler`], a subscription dropped, or the informer has stopped.
+    /// [`PanicPolicy::StopHandler`](crate::PanicPolicy::StopHandler), a subscription dropped, or the informer has stopped.
     pub fn is_stopped(&self) -> bool {
         self.state.stopped.load(Ordering::Acquire)
     }
