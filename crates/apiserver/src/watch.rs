@@ -24,7 +24,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::StatusError;
-use crate::storage::{CacheDelay, Change, ChangeType, StoredObject, write_typed};
+use crate::storage::{CacheDelay, Change, ChangeType, Storage, StoredObject, write_typed};
 
 /// Bytes gathered before a write is handed to the connection.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -162,72 +162,14 @@ impl Shared {
             LabelSelector::parse(&opts.label_selector).map_err(StatusError::bad_request)?;
         let fields =
             FieldSelector::parse(&opts.field_selector, &info).map_err(StatusError::bad_request)?;
-        // v1.34+ defaulting: a watch from "" or "0" without the streaming-list parameters is a
-        // streaming list.
-        let send_initial = match opts.send_initial_events {
-            Some(v) => v,
-            None => {
-                opts.resource_version_match.is_empty()
-                    && matches!(requested, RequestedRv::Unset | RequestedRv::Zero)
-            }
-        };
-        let cached = self.cache_revision(&storage);
-        let start = match (send_initial, requested) {
-            (true, RequestedRv::At(n)) if n > cached => Start::Initial { wait_for: Some(n) },
-            // A consistent streaming list is served from the cache once it has the head.
-            (true, RequestedRv::Unset)
-                if cached < storage.head && !self.cache_delay.borrow().delay.is_zero() =>
-            {
-                Start::Initial {
-                    wait_for: Some(storage.head),
-                }
-            }
-            (true, _) => Start::Initial { wait_for: None },
-            (false, RequestedRv::At(n)) => Start::After(n),
-            (false, _) => Start::Now,
-        };
-        let expired_mode = self
-            .faults
-            .lock()
-            .expired_watch
-            .unwrap_or(self.config.expired_watch);
+        let send_initial = sends_initial_events(opts, requested);
+        let start = self.watch_start(&storage, send_initial, requested);
         let (tx, rx) = mpsc::channel::<Chunk>(16);
-        let mut early_error: Option<StatusError> = None;
-        if let Start::After(n) = start
-            && n < storage.floor
-        {
-            let status = StatusError::watch_too_old(
-                &storage.codec.encode(n),
-                &storage.codec.encode(storage.floor),
-            );
-            match expired_mode {
-                ExpiredWatch::Http410 => return Err(status),
-                ExpiredWatch::ErrorEventGone => {
-                    early_error = Some(StatusError::gone(status.message().to_owned()));
-                }
-                ExpiredWatch::ErrorEvent => early_error = Some(status),
-            }
-        }
-
-        let timeout = match opts.timeout_seconds {
-            Some(s) if s > 0 => Duration::from_secs(s as u64),
-            _ => {
-                let min = self.config.min_request_timeout;
-                let factor: f64 = rand::rng().random_range(1.0..2.0);
-                min.mul_f64(factor)
-            }
-        };
+        let early_error = self.expired_start(&storage, &start)?;
+        let timeout = self.watch_timeout(opts);
         self.open_watches.fetch_add(1, Ordering::SeqCst);
         let guard = OpenWatch(self.clone());
-        let body = Body::from_stream(BodyStream {
-            rx,
-            aborting: false,
-        });
-        let response = Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(body)
-            .map_err(|e| StatusError::internal(&e.to_string()))?;
+        let response = stream_response(rx)?;
 
         if let Some(status) = early_error {
             drop(guard);
@@ -249,34 +191,8 @@ impl Shared {
             labels,
             fields,
         };
-        let mut initial: Vec<Arc<StoredObject>> = Vec::new();
-        let mut replay: Vec<Arc<Change>> = Vec::new();
-        let skip_through = match start {
-            Start::Initial { wait_for: None } => {
-                // RV "0" is served from the (possibly lagging) cache; anything else is a
-                // consistent read at the head.
-                let at = if requested == RequestedRv::Zero {
-                    self.cache_revision(&storage)
-                } else {
-                    storage.head
-                };
-                storage.visit_at(r, at, namespace, None, &mut |key, obj| {
-                    if filter.matches(key, obj) {
-                        initial.push(obj.clone());
-                    }
-                    true
-                });
-                // The cache then catches up: the changes after its snapshot follow.
-                replay = storage.changes_since(r, at);
-                at
-            }
-            Start::Initial { wait_for: Some(_) } => 0,
-            Start::After(n) => {
-                replay = storage.changes_since(r, n);
-                n
-            }
-            Start::Now => storage.head,
-        };
+        let (initial, replay, skip_through) =
+            self.starting_point(&storage, r, namespace, &start, requested, &filter);
         let task = WatchTask {
             shared: self.clone(),
             resource: r,
@@ -308,6 +224,132 @@ impl Shared {
         tokio::spawn(task.run(initial, replay));
         Ok(response)
     }
+
+    /// Where a watch starts, given whether it is a streaming list and the revision it asks
+    /// for.
+    fn watch_start(&self, storage: &Storage, send_initial: bool, requested: RequestedRv) -> Start {
+        let cached = self.cache_revision(storage);
+        match (send_initial, requested) {
+            (true, RequestedRv::At(n)) if n > cached => Start::Initial { wait_for: Some(n) },
+            // A consistent streaming list is served from the cache once it has the head.
+            (true, RequestedRv::Unset)
+                if cached < storage.head && !self.cache_delay.borrow().delay.is_zero() =>
+            {
+                Start::Initial {
+                    wait_for: Some(storage.head),
+                }
+            }
+            (true, _) => Start::Initial { wait_for: None },
+            (false, RequestedRv::At(n)) => Start::After(n),
+            (false, _) => Start::Now,
+        }
+    }
+
+    /// A start below the history floor, as the expired-watch mode answers it: a 410 before
+    /// the `200` (the `Err`), or the `ERROR` event the stream consists of (the `Some`).
+    fn expired_start(
+        &self,
+        storage: &Storage,
+        start: &Start,
+    ) -> Result<Option<StatusError>, StatusError> {
+        let expired_mode = self
+            .faults
+            .lock()
+            .expired_watch
+            .unwrap_or(self.config.expired_watch);
+        let &Start::After(n) = start else {
+            return Ok(None);
+        };
+        if n >= storage.floor {
+            return Ok(None);
+        }
+        let status = StatusError::watch_too_old(
+            &storage.codec.encode(n),
+            &storage.codec.encode(storage.floor),
+        );
+        match expired_mode {
+            ExpiredWatch::Http410 => Err(status),
+            ExpiredWatch::ErrorEventGone => {
+                Ok(Some(StatusError::gone(status.message().to_owned())))
+            }
+            ExpiredWatch::ErrorEvent => Ok(Some(status)),
+        }
+    }
+
+    /// How long the watch lasts: `timeoutSeconds`, else kube-apiserver's random
+    /// `[min-request-timeout, 2 × min-request-timeout)`.
+    fn watch_timeout(&self, opts: &ListOptions) -> Duration {
+        match opts.timeout_seconds {
+            Some(s) if s > 0 => Duration::from_secs(s as u64),
+            _ => {
+                let min = self.config.min_request_timeout;
+                let factor: f64 = rand::rng().random_range(1.0..2.0);
+                min.mul_f64(factor)
+            }
+        }
+    }
+
+    /// What the stream begins with: the objects of a streaming list's initial events, the
+    /// changes from the history to replay, and the revision through which live changes are
+    /// skipped (they are in the initial events or the replay).
+    fn starting_point(
+        &self,
+        storage: &Storage,
+        r: usize,
+        namespace: Option<&str>,
+        start: &Start,
+        requested: RequestedRv,
+        filter: &Filter,
+    ) -> (Vec<Arc<StoredObject>>, Vec<Arc<Change>>, u64) {
+        match *start {
+            Start::Initial { wait_for: None } => {
+                // RV "0" is served from the (possibly lagging) cache; anything else is a
+                // consistent read at the head.
+                let at = if requested == RequestedRv::Zero {
+                    self.cache_revision(storage)
+                } else {
+                    storage.head
+                };
+                let mut initial = Vec::new();
+                storage.visit_at(r, at, namespace, None, &mut |key, obj| {
+                    if filter.matches(key, obj) {
+                        initial.push(obj.clone());
+                    }
+                    true
+                });
+                // The cache then catches up: the changes after its snapshot follow.
+                (initial, storage.changes_since(r, at), at)
+            }
+            Start::Initial { wait_for: Some(_) } => (Vec::new(), Vec::new(), 0),
+            Start::After(n) => (Vec::new(), storage.changes_since(r, n), n),
+            Start::Now => (Vec::new(), Vec::new(), storage.head),
+        }
+    }
+}
+
+/// Whether a watch is a streaming list: `sendInitialEvents`, else (v1.34+ defaulting) a watch
+/// from `""` or `"0"` without `resourceVersionMatch`.
+fn sends_initial_events(opts: &ListOptions, requested: RequestedRv) -> bool {
+    match opts.send_initial_events {
+        Some(v) => v,
+        None => {
+            opts.resource_version_match.is_empty()
+                && matches!(requested, RequestedRv::Unset | RequestedRv::Zero)
+        }
+    }
+}
+
+/// The `200` whose chunked body the watch task feeds through `rx`.
+fn stream_response(rx: mpsc::Receiver<Chunk>) -> Result<Response, StatusError> {
+    let body = Body::from_stream(BodyStream {
+        rx,
+        aborting: false,
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(body)
+        .map_err(|e| StatusError::internal(&e.to_string()))
 }
 
 /// `{"type":<ty>,"object":<object>}\n`.
@@ -736,51 +778,10 @@ impl WatchTask {
                     let _ = self.flush().await;
                     Flow::Stop
                 }
-                change = self.changes.recv() => match change {
-                    Ok(change) => {
-                        self.accept(change);
-                        // Gather what else is queued into one write.
-                        let mut flow = Flow::Continue;
-                        while self.buffer.len() < FLUSH_BYTES {
-                            match self.changes.try_recv() {
-                                Ok(change) => self.accept(change),
-                                Err(broadcast::error::TryRecvError::Empty) => break,
-                                Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                                    flow = self.catch_up().await;
-                                    break;
-                                }
-                                Err(broadcast::error::TryRecvError::Closed) => {
-                                    flow = Flow::Stop;
-                                    break;
-                                }
-                            }
-                        }
-                        match (flow, self.flush().await) {
-                            (Flow::Continue, Ok(())) => Flow::Continue,
-                            _ => Flow::Stop,
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up().await,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        let _ = self.flush().await;
-                        Flow::Stop
-                    }
-                },
-                () = sleep_until_some(due) => {
-                    self.release();
-                    match self.flush().await {
-                        Ok(()) => Flow::Continue,
-                        Err(()) => Flow::Stop,
-                    }
-                }
+                change = self.changes.recv() => self.on_change(change).await,
+                () = sleep_until_some(due) => self.release_due().await,
                 changed = self.delays.changed() => match changed {
-                    Ok(()) => {
-                        self.release();
-                        match self.flush().await {
-                            Ok(()) => Flow::Continue,
-                            Err(()) => Flow::Stop,
-                        }
-                    }
+                    Ok(()) => self.release_due().await,
                     Err(_) => Flow::Stop,
                 },
                 () = tokio::time::sleep_until(bookmark_at) => {
@@ -799,6 +800,51 @@ impl WatchTask {
             if let Flow::Stop = flow {
                 return;
             }
+        }
+    }
+
+    /// A change from the live stream (or the end of it): it and whatever else is queued,
+    /// gathered into one write.
+    async fn on_change(
+        &mut self,
+        change: Result<Arc<Change>, broadcast::error::RecvError>,
+    ) -> Flow {
+        let change = match change {
+            Ok(change) => change,
+            Err(broadcast::error::RecvError::Lagged(_)) => return self.catch_up().await,
+            Err(broadcast::error::RecvError::Closed) => {
+                let _ = self.flush().await;
+                return Flow::Stop;
+            }
+        };
+        self.accept(change);
+        let mut flow = Flow::Continue;
+        while self.buffer.len() < FLUSH_BYTES {
+            match self.changes.try_recv() {
+                Ok(change) => self.accept(change),
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    flow = self.catch_up().await;
+                    break;
+                }
+                Err(broadcast::error::TryRecvError::Closed) => {
+                    flow = Flow::Stop;
+                    break;
+                }
+            }
+        }
+        match (flow, self.flush().await) {
+            (Flow::Continue, Ok(())) => Flow::Continue,
+            _ => Flow::Stop,
+        }
+    }
+
+    /// Sends the changes the watch cache has received by now (see `Faults::set_cache_delay`).
+    async fn release_due(&mut self) -> Flow {
+        self.release();
+        match self.flush().await {
+            Ok(()) => Flow::Continue,
+            Err(()) => Flow::Stop,
         }
     }
 }
