@@ -13,7 +13,7 @@ use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::StatusError;
-use crate::storage::StoredObject;
+use crate::storage::{ResourceState, Storage, StoredObject};
 
 /// The continue token, in kube-apiserver's own format (so real tokens decode in tests).
 #[derive(Serialize, Deserialize)]
@@ -64,81 +64,72 @@ pub(crate) fn decode_continue(token: &str) -> Result<(i64, String), StatusError>
     Ok((token.rv, token.start))
 }
 
+/// Which revision a list reads.
+enum Read {
+    /// Consistent: the head.
+    Current,
+    /// The state exactly at a revision.
+    Exact(u64),
+    /// From the cache, once it is at least this new.
+    NotOlderThan(u64),
+    /// From the cache, whatever its revision (`"0"`).
+    Cached(u64),
+}
+
+/// What a list reads: the revision, the page size (`None`: all, as a list at `"0"` ignores
+/// `limit`), and the key a continued list starts from.
+fn read_plan(
+    opts: &ListOptions,
+    requested: RequestedRv,
+    limit: Option<usize>,
+) -> Result<(Read, Option<usize>, Option<String>), StatusError> {
+    if !opts.continue_token.is_empty() {
+        if !matches!(requested, RequestedRv::Unset | RequestedRv::Zero) {
+            return Err(StatusError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (rv, start) = decode_continue(&opts.continue_token)?;
+        let read = if rv < 0 {
+            Read::Current
+        } else {
+            Read::Exact(rv as u64)
+        };
+        return Ok((read, limit, Some(start)));
+    }
+    Ok(match (opts.resource_version_match.as_str(), requested) {
+        (_, RequestedRv::Unset) => (Read::Current, limit, None),
+        (_, RequestedRv::Zero) => (Read::Cached(0), None, None),
+        ("Exact", RequestedRv::At(n)) => (Read::Exact(n), limit, None),
+        ("", RequestedRv::At(n)) if limit.is_some() => (Read::Exact(n), limit, None),
+        (_, RequestedRv::At(n)) => (Read::NotOlderThan(n), limit, None),
+    })
+}
+
+/// One page of a list: its objects, the key of the last, and whether more follow.
+struct Page<'s> {
+    items: Vec<&'s Arc<StoredObject>>,
+    last_key: &'s str,
+    more: bool,
+}
+
 impl Shared {
+    /// A list of resource `r` (in `namespace`, or all), as the JSON document to answer with:
+    /// the revision read, one page of the selected objects, and the continue token after it.
     pub(crate) async fn list(
         &self,
         r: usize,
         namespace: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Bytes, StatusError> {
-        let (labels, fields) = {
-            let storage = self.storage.read();
-            let info = &storage.resource(r).info;
-            let labels =
-                LabelSelector::parse(&opts.label_selector).map_err(StatusError::bad_request)?;
-            let fields = FieldSelector::parse(&opts.field_selector, info)
-                .map_err(StatusError::bad_request)?;
-            (labels, fields)
-        };
+        let (labels, fields) = self.selectors(r, opts)?;
         let requested = opts.requested_rv(self.config.codec())?;
         let limit = opts.limit.filter(|l| *l > 0).map(|l| l as usize);
-
-        // Which revision to read, and whether the limit applies.
-        enum Read {
-            /// Consistent: the head.
-            Current,
-            /// The state exactly at a revision.
-            Exact(u64),
-            /// From the cache, once it is at least this new.
-            NotOlderThan(u64),
-            /// From the cache, whatever its revision (`"0"`).
-            Cached(u64),
-        }
-        let (read, limit, start) = if !opts.continue_token.is_empty() {
-            if !matches!(requested, RequestedRv::Unset | RequestedRv::Zero) {
-                return Err(StatusError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-            let (rv, start) = decode_continue(&opts.continue_token)?;
-            let read = if rv < 0 {
-                Read::Current
-            } else {
-                Read::Exact(rv as u64)
-            };
-            (read, limit, Some(start))
-        } else {
-            match (opts.resource_version_match.as_str(), requested) {
-                (_, RequestedRv::Unset) => (Read::Current, limit, None),
-                (_, RequestedRv::Zero) => (Read::Cached(0), None, None),
-                ("Exact", RequestedRv::At(n)) => (Read::Exact(n), limit, None),
-                ("", RequestedRv::At(n)) if limit.is_some() => (Read::Exact(n), limit, None),
-                (_, RequestedRv::At(n)) => (Read::NotOlderThan(n), limit, None),
-            }
-        };
-        let continuing = start.is_some();
-        let cached = self.cache_revision(&self.storage.read());
-        match read {
-            Read::Exact(n) | Read::NotOlderThan(n) | Read::Cached(n) if n > cached => {
-                self.wait_for_revision(n).await?;
-            }
-            _ => {}
-        }
+        let (read, limit, start) = read_plan(opts, requested, limit)?;
+        self.wait_for_cache(&read).await?;
 
         let storage = self.storage.read();
-        let at = match read {
-            Read::Current => storage.head,
-            Read::NotOlderThan(_) | Read::Cached(_) => self.cache_revision(&storage),
-            Read::Exact(n) if n < storage.floor => {
-                return Err(if continuing {
-                    let start = start.as_deref().unwrap_or_default();
-                    StatusError::continue_expired(Some(encode_continue(-1, start)))
-                } else {
-                    StatusError::list_too_old()
-                });
-            }
-            Read::Exact(n) => n.min(storage.head),
-        };
+        let at = self.read_revision(&storage, &read, start.as_deref())?;
         let state = storage.resource(r);
         let info = &state.info;
         // Token keys are relative to the request's prefix: `name\0` inside a namespace.
@@ -151,29 +142,32 @@ impl Shared {
         let selective = !labels.is_empty() || !fields.is_empty();
 
         // The page's objects, found first and written once their size is known.
-        let mut page: Vec<&Arc<StoredObject>> = Vec::with_capacity(limit.unwrap_or(64).min(4096));
-        let mut last_key = "";
-        let mut more = false;
+        let mut page = Page {
+            items: Vec::with_capacity(limit.unwrap_or(64).min(4096)),
+            last_key: "",
+            more: false,
+        };
         storage.visit_at(r, at, namespace, full_start.as_deref(), &mut |key, obj| {
-            if limit.is_some_and(|l| page.len() >= l) {
-                more = true;
+            if limit.is_some_and(|l| page.items.len() >= l) {
+                page.more = true;
                 return false;
             }
             if !labels.matches(&obj.value) || !fields.matches(&obj.value) {
                 return true;
             }
-            page.push(obj);
-            last_key = key;
+            page.items.push(obj);
+            page.last_key = key;
             true
         });
-        let count = page.len();
+        let count = page.items.len();
 
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             "resourceVersion".into(),
             Value::String(self.config.codec().encode(at)),
         );
-        if more && count > 0 {
+        if page.more && count > 0 {
+            let last_key = page.last_key;
             let relative = last_key.strip_prefix(&ns_prefix).unwrap_or(last_key);
             let token_rv = i64::try_from(at).unwrap_or(i64::MAX);
             metadata.insert(
@@ -185,39 +179,104 @@ impl Shared {
                 let previous = full_start.as_deref().and_then(|s| s.strip_suffix('\0'));
                 let remaining =
                     storage.remaining_after(r, at, namespace, previous, count as u64, last_key);
-                match self.faults.lock().remaining_item_count {
-                    RemainingItemCount::Exact => {
-                        metadata.insert("remainingItemCount".into(), Value::from(remaining));
-                    }
-                    RemainingItemCount::Omitted => {}
-                    RemainingItemCount::Off(by) => {
-                        let wrong = i64::try_from(remaining)
-                            .unwrap_or(i64::MAX)
-                            .saturating_add(by);
-                        metadata.insert("remainingItemCount".into(), Value::from(wrong));
-                    }
+                if let Some(remaining) = self.remaining_item_count(remaining) {
+                    metadata.insert("remainingItemCount".into(), remaining);
                 }
             }
         }
-        let head = format!(
-            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-            Value::from(info.list_kind.as_str()),
-            Value::from(info.api_version()),
-            Value::Object(metadata),
-        );
-        let typed_extra = if typed { state.typed_prefix.len() } else { 0 };
-        let size = head.len()
-            + page
-                .iter()
-                .map(|obj| obj.body.len() + typed_extra + 1)
-                .sum::<usize>()
-            + 2;
-        let mut out = Vec::with_capacity(size);
-        out.extend_from_slice(head.as_bytes());
-        write_items(&mut out, &page, typed.then_some(&state.typed_prefix[..]));
-        out.extend_from_slice(b"]}");
-        Ok(Bytes::from(out))
+        Ok(write_list(state, metadata, &page.items, typed))
     }
+
+    /// The label and field selectors of a list of resource `r`; 400 when one does not parse.
+    fn selectors(
+        &self,
+        r: usize,
+        opts: &ListOptions,
+    ) -> Result<(LabelSelector, FieldSelector), StatusError> {
+        let storage = self.storage.read();
+        let info = &storage.resource(r).info;
+        let labels =
+            LabelSelector::parse(&opts.label_selector).map_err(StatusError::bad_request)?;
+        let fields =
+            FieldSelector::parse(&opts.field_selector, info).map_err(StatusError::bad_request)?;
+        Ok((labels, fields))
+    }
+
+    /// Waits until the watch cache has the revision a read from it (or an exact read) needs.
+    async fn wait_for_cache(&self, read: &Read) -> Result<(), StatusError> {
+        let cached = self.cache_revision(&self.storage.read());
+        match *read {
+            Read::Exact(n) | Read::NotOlderThan(n) | Read::Cached(n) if n > cached => {
+                self.wait_for_revision(n).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The revision a list reads at, once the cache has what it needs; an exact read below
+    /// the history floor is 410 (a continued list's error carries the token to restart with).
+    fn read_revision(
+        &self,
+        storage: &Storage,
+        read: &Read,
+        start: Option<&str>,
+    ) -> Result<u64, StatusError> {
+        Ok(match *read {
+            Read::Current => storage.head,
+            Read::NotOlderThan(_) | Read::Cached(_) => self.cache_revision(storage),
+            Read::Exact(n) if n < storage.floor => {
+                return Err(match start {
+                    Some(start) => StatusError::continue_expired(Some(encode_continue(-1, start))),
+                    None => StatusError::list_too_old(),
+                });
+            }
+            Read::Exact(n) => n.min(storage.head),
+        })
+    }
+
+    /// The `remainingItemCount` a page says for `remaining` items after it, as the injected
+    /// fault has it: the count, none, or a count off on purpose.
+    fn remaining_item_count(&self, remaining: u64) -> Option<Value> {
+        match self.faults.lock().remaining_item_count {
+            RemainingItemCount::Exact => Some(Value::from(remaining)),
+            RemainingItemCount::Omitted => None,
+            RemainingItemCount::Off(by) => {
+                let wrong = i64::try_from(remaining)
+                    .unwrap_or(i64::MAX)
+                    .saturating_add(by);
+                Some(Value::from(wrong))
+            }
+        }
+    }
+}
+
+/// The list document: `kind`, `apiVersion`, `metadata` and the page's `items`, written in one
+/// allocation of the right size.
+fn write_list(
+    state: &ResourceState,
+    metadata: serde_json::Map<String, Value>,
+    items: &[&Arc<StoredObject>],
+    typed: bool,
+) -> Bytes {
+    let info = &state.info;
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::from(info.list_kind.as_str()),
+        Value::from(info.api_version()),
+        Value::Object(metadata),
+    );
+    let typed_extra = if typed { state.typed_prefix.len() } else { 0 };
+    let size = head.len()
+        + items
+            .iter()
+            .map(|obj| obj.body.len() + typed_extra + 1)
+            .sum::<usize>()
+        + 2;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(head.as_bytes());
+    write_items(&mut out, items, typed.then_some(&state.typed_prefix[..]));
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
 }
 
 /// Appends the stored bodies of `items` to `out`, comma-separated; with `typed`
