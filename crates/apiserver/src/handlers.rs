@@ -9,8 +9,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::codec::{self, json_response, parse_body};
+use crate::deletion::{DeleteOptions, Deleted};
 use crate::faults::Verb;
-use crate::objects::{DeleteOptions, Deleted, Target};
+use crate::objects::Target;
 use crate::patch::Patch;
 use crate::query::ListOptions;
 use crate::resource::ResourceInfo;

@@ -95,8 +95,8 @@
 // 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
 // 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
 //    served by its verb);
-// 3. the operations on the shared state: `objects` (writes), `list`, `watch`, `isolation`
-//    (the gate of an isolated client);
+// 3. the operations on the shared state: `deletion` over `objects` (creates, replaces,
+//    patches, reads), `list`, `watch`, `isolation` (the gate of an isolated client);
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
 //    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
@@ -114,6 +114,7 @@ mod handlers;
 mod router;
 
 // Operations on the shared state.
+mod deletion;
 mod isolation;
 mod list;
 mod objects;

@@ -1,5 +1,6 @@
 //! Writes and reads of single objects, shared by the HTTP handlers and the Rust handle:
-//! create, replace (with resourceVersion preconditions), JSON merge patch, delete, get.
+//! create, replace (with resourceVersion preconditions), JSON merge patch, get; deletes are in
+//! `deletion`, over the commits and metadata helpers here.
 
 use std::sync::Arc;
 
@@ -7,9 +8,10 @@ use rand::Rng;
 use serde_json::{Map, Value};
 
 use crate::patch::Patch;
+use crate::resource::ResourceInfo;
 use crate::state::Shared;
 use crate::status::{FieldError, StatusError};
-use crate::storage::{ChangeType, StoredObject};
+use crate::storage::{ChangeType, Storage, StoredObject};
 use crate::strategy;
 
 /// Where an object lives: its resource and namespace.
@@ -68,18 +70,18 @@ fn is_dns1123_subdomain(name: &str) -> bool {
         })
 }
 
-fn meta(value: &Value) -> Option<&Map<String, Value>> {
+pub(crate) fn meta(value: &Value) -> Option<&Map<String, Value>> {
     value.get("metadata").and_then(Value::as_object)
 }
 
-fn meta_str<'v>(value: &'v Value, field: &str) -> Option<&'v str> {
+pub(crate) fn meta_str<'v>(value: &'v Value, field: &str) -> Option<&'v str> {
     meta(value)
         .and_then(|m| m.get(field))
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
 }
 
-fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
     let obj = value.as_object_mut().expect("checked to be an object");
     let meta = obj
         .entry("metadata")
@@ -239,9 +241,14 @@ impl Shared {
         } else {
             meta.remove("generation");
         }
-        let change = storage.commit(target.resource, key, ChangeType::Added, body, None);
-        self.head.send_replace(storage.head);
-        Ok(change.object.clone())
+        Ok(self.commit(
+            &mut storage,
+            target.resource,
+            key,
+            ChangeType::Added,
+            body,
+            None,
+        ))
     }
 
     pub(crate) fn get(
@@ -272,6 +279,7 @@ impl Shared {
         self.replace(target, name, body, Replace::Put)
     }
 
+    /// Replaces an object: the `PUT` of a client, or the write of a patch's result.
     fn replace(
         &self,
         target: Target<'_>,
@@ -300,78 +308,8 @@ impl Shared {
             }
             return Err(StatusError::not_found(&info, name));
         };
-        // A PUT's `metadata.uid` is a precondition (`defaultUpdatedObjectInfo.Preconditions`),
-        // checked by the storage before anything else: 409 when it names another object. A
-        // patch's, once applied, is a change of the immutable field: 422.
-        let stored_uid = meta_str(&old.value, "uid").unwrap_or("");
-        match meta_str(&body, "uid") {
-            Some(uid) if !uid.is_empty() && uid != stored_uid => {
-                return Err(match by {
-                    Replace::Put => {
-                        StatusError::uid_precondition_failed(&info, name, uid, stored_uid)
-                    }
-                    Replace::Patch => StatusError::invalid_object(
-                        &info,
-                        name,
-                        vec![FieldError::invalid(
-                            "metadata.uid",
-                            uid,
-                            "field is immutable",
-                        )],
-                    ),
-                });
-            }
-            _ => {}
-        }
-        // `"0"` parses to revision 0, which the store reads as no version at all.
-        match meta_str(&body, "resourceVersion").filter(|rv| !rv.is_empty() && *rv != "0") {
-            Some(rv) if Some(rv) != meta_str(&old.value, "resourceVersion") => {
-                return Err(StatusError::stale_update(&info, name));
-            }
-            None if by == Replace::Put && !policy.unconditional => {
-                return Err(StatusError::resource_version_required(&info, name));
-            }
-            _ => {}
-        }
-        let old_meta = meta(&old.value).cloned().unwrap_or_default();
-        let spec_changed = body.get("spec") != old.value.get("spec");
-        let with_spec = strategy::tracks_generation(&info, &body);
-        let meta = meta_mut(&mut body);
-        meta.insert("name".into(), Value::String(name.to_owned()));
-        // System fields an update cannot change; the deletion marks only a delete sets.
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-        ] {
-            match old_meta.get(field) {
-                Some(v) => meta.insert(field.into(), v.clone()),
-                None => meta.remove(field),
-            };
-        }
-        let old_generation = old_meta.get("generation").and_then(Value::as_i64);
-        match (with_spec, old_generation) {
-            (true, Some(g)) => {
-                meta.insert(
-                    "generation".into(),
-                    Value::from(if spec_changed { g + 1 } else { g }),
-                );
-            }
-            (true, None) => {
-                meta.insert("generation".into(), Value::from(1));
-            }
-            (false, _) => {
-                meta.remove("generation");
-            }
-        }
-        meta.insert(
-            "resourceVersion".into(),
-            old_meta
-                .get("resourceVersion")
-                .cloned()
-                .unwrap_or(Value::Null),
-        );
+        check_update_preconditions(&info, name, &body, &old.value, by, policy.unconditional)?;
+        keep_system_metadata(&info, name, &mut body, &old.value);
         let invalid = strategy::validate(&info, &body);
         if !invalid.is_empty() {
             return Err(StatusError::invalid_object(&info, name, invalid));
@@ -384,29 +322,60 @@ impl Shared {
             // A no-op update does not take a new revision, as in kube-apiserver.
             return Ok(updated(old));
         }
-        if old_meta.contains_key("deletionTimestamp")
-            && !has_finalizers(&body)
-            && old_meta
-                .get("deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(0)
-                == 0
-        {
+        if deletes_during_update(&old.value, &body) {
             // `ShouldDeleteDuringUpdate`: the last finalizer of an object marked for deletion
             // is gone, so the update deletes it (the DELETED event carries the stored state).
-            let change = storage.commit(
+            return Ok(updated(self.remove(
+                &mut storage,
                 target.resource,
                 key,
-                ChangeType::Deleted,
-                old.value.clone(),
-                Some(old),
-            );
-            self.head.send_replace(storage.head);
-            return Ok(updated(change.object.clone()));
+                old,
+            )));
         }
-        let change = storage.commit(target.resource, key, ChangeType::Modified, body, Some(old));
+        let object = self.commit(
+            &mut storage,
+            target.resource,
+            key,
+            ChangeType::Modified,
+            body,
+            Some(old),
+        );
+        Ok(updated(object))
+    }
+
+    /// Commits a change and wakes the waiters on the head revision: the object as stored.
+    pub(crate) fn commit(
+        &self,
+        storage: &mut Storage,
+        resource: usize,
+        key: String,
+        ty: ChangeType,
+        value: Value,
+        previous: Option<Arc<StoredObject>>,
+    ) -> Arc<StoredObject> {
+        let change = storage.commit(resource, key, ty, value, previous);
         self.head.send_replace(storage.head);
-        Ok(updated(change.object.clone()))
+        change.object.clone()
+    }
+
+    /// Removes the object `old` (the `DELETED` event carries its stored state): its last state,
+    /// stamped with the delete's revision.
+    pub(crate) fn remove(
+        &self,
+        storage: &mut Storage,
+        resource: usize,
+        key: String,
+        old: Arc<StoredObject>,
+    ) -> Arc<StoredObject> {
+        let value = old.value.clone();
+        self.commit(
+            storage,
+            resource,
+            key,
+            ChangeType::Deleted,
+            value,
+            Some(old),
+        )
     }
 
     /// The create branch of a `PUT` to a missing object (`Store.Update` with
@@ -474,303 +443,113 @@ impl Shared {
             Err(e) => Err(e),
         }
     }
+}
 
-    /// Deletes an object as kube-apiserver's generic store does (`rest.BeforeDelete`,
-    /// `Store.Delete`): pods are deleted gracefully, objects with finalizers are only marked.
-    pub(crate) fn delete(
-        self: &Arc<Self>,
-        target: Target<'_>,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<Deleted, StatusError> {
-        let mut storage = self.storage.write();
-        let info = storage.resource(target.resource).info.clone();
-        let key = info.key(target.namespace, name);
-        let Some(old) = storage.get(target.resource, &key).cloned() else {
-            return Err(StatusError::not_found(&info, name));
-        };
-        if let Some(uid) = options.uid.as_deref()
-            && Some(uid) != meta_str(&old.value, "uid")
-        {
-            return Err(StatusError::uid_precondition_failed(
-                &info,
-                name,
-                uid,
-                meta_str(&old.value, "uid").unwrap_or(""),
-            ));
-        }
-        if let Some(rv) = options.resource_version.as_deref()
-            && Some(rv) != meta_str(&old.value, "resourceVersion")
-        {
-            return Err(StatusError::conflict(
-                &info,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta_str(&old.value, "resourceVersion").unwrap_or("")
+/// The preconditions of a replace. A PUT's `metadata.uid` is a precondition
+/// (`defaultUpdatedObjectInfo.Preconditions`), checked by the storage before anything else: 409
+/// when it names another object. A patch's, once applied, is a change of the immutable field:
+/// 422. A `metadata.resourceVersion` other than the stored one is 409; none is 422 for a PUT to
+/// a type whose registry refuses unconditional updates.
+fn check_update_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    body: &Value,
+    old: &Value,
+    by: Replace,
+    unconditional: bool,
+) -> Result<(), StatusError> {
+    let stored_uid = meta_str(old, "uid").unwrap_or("");
+    match meta_str(body, "uid") {
+        Some(uid) if !uid.is_empty() && uid != stored_uid => {
+            return Err(match by {
+                Replace::Put => StatusError::uid_precondition_failed(info, name, uid, stored_uid),
+                Replace::Patch => StatusError::invalid_object(
+                    info,
+                    name,
+                    vec![FieldError::invalid(
+                        "metadata.uid",
+                        uid,
+                        "field is immutable",
+                    )],
                 ),
-            ));
+            });
         }
-        if options.immediate {
-            let change = storage.commit(
-                target.resource,
-                key,
-                ChangeType::Deleted,
-                old.value.clone(),
-                Some(old),
+        _ => {}
+    }
+    // `"0"` parses to revision 0, which the store reads as no version at all.
+    match meta_str(body, "resourceVersion").filter(|rv| !rv.is_empty() && *rv != "0") {
+        Some(rv) if Some(rv) != meta_str(old, "resourceVersion") => {
+            Err(StatusError::stale_update(info, name))
+        }
+        None if by == Replace::Put && !unconditional => {
+            Err(StatusError::resource_version_required(info, name))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The metadata an update cannot set, taken from the stored object `old`: the name of the
+/// URL, the system fields and the deletion marks (only a delete sets those), the generation
+/// (bumped when the spec changed, for types that track it) and the resourceVersion.
+fn keep_system_metadata(info: &ResourceInfo, name: &str, body: &mut Value, old: &Value) {
+    let old_meta = meta(old).cloned().unwrap_or_default();
+    let spec_changed = body.get("spec") != old.get("spec");
+    let with_spec = strategy::tracks_generation(info, body);
+    let meta = meta_mut(body);
+    meta.insert("name".into(), Value::String(name.to_owned()));
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => meta.insert(field.into(), v.clone()),
+            None => meta.remove(field),
+        };
+    }
+    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+    match (with_spec, old_generation) {
+        (true, Some(g)) => {
+            meta.insert(
+                "generation".into(),
+                Value::from(if spec_changed { g + 1 } else { g }),
             );
-            self.head.send_replace(storage.head);
-            return Ok(Deleted::Removed(change.object.clone()));
         }
-        let now = jiff::Timestamp::now();
-        let finalizers = has_finalizers(&old.value);
-        let mut value = old.value.clone();
-        // `Some(period)`: the deletion is graceful (`BeforeDelete` returned graceful), with
-        // this period; `None`: the type (or the object's state) does not delay the delete.
-        let mut graceful: Option<i64> = None;
-        if let Some(stamp) = deletion_timestamp(&old.value) {
-            let current = meta(&old.value)
-                .and_then(|m| m.get("deletionGracePeriodSeconds"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            if current > 0 {
-                match options.grace_period_seconds.map(normalize_grace) {
-                    // Only a shorter grace period may be given; the deadline moves with it.
-                    Some(period) if period < current => {
-                        let deadline = stamp - jiff::SignedDuration::from_secs(current)
-                            + jiff::SignedDuration::from_secs(period);
-                        let m = meta_mut(&mut value);
-                        m.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
-                        m.insert("deletionGracePeriodSeconds".into(), Value::from(period));
-                        graceful = Some(period);
-                    }
-                    // Graceful deletion already pending: nothing changes.
-                    _ => return Ok(Deleted::Terminating(old)),
-                }
-            }
-        } else if info.group.is_empty() && info.plural == "pods" {
-            graceful = Some(pod_grace_period(&old.value, options.grace_period_seconds));
-            let period = graceful.unwrap_or(0);
-            let deadline = now + jiff::SignedDuration::from_secs(period);
-            let m = meta_mut(&mut value);
-            m.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
-            m.insert("deletionGracePeriodSeconds".into(), Value::from(period));
-            bump_generation(m);
+        (true, None) => {
+            meta.insert("generation".into(), Value::from(1));
         }
-        match graceful {
-            Some(period) => {
-                let change = storage.commit(
-                    target.resource,
-                    key.clone(),
-                    ChangeType::Modified,
-                    value,
-                    Some(old),
-                );
-                let marked = change.object.clone();
-                if period > 0 || finalizers {
-                    self.head.send_replace(storage.head);
-                    drop(storage);
-                    if period > 0 {
-                        self.schedule_deletion(target.resource, key, &marked, period);
-                    }
-                    return Ok(Deleted::Terminating(marked));
-                }
-                let change = storage.commit(
-                    target.resource,
-                    key,
-                    ChangeType::Deleted,
-                    marked.value.clone(),
-                    Some(marked),
-                );
-                self.head.send_replace(storage.head);
-                Ok(Deleted::Removed(change.object.clone()))
-            }
-            None if finalizers => {
-                // `markAsDeleting`: the first delete sets the timestamp (now) and bumps the
-                // generation; a later one keeps the timestamp.
-                let m = meta_mut(&mut value);
-                if !m.contains_key("deletionTimestamp") {
-                    m.insert("deletionTimestamp".into(), Value::String(rfc3339(now)));
-                    bump_generation(m);
-                }
-                m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-                if value == old.value {
-                    return Ok(Deleted::Terminating(old));
-                }
-                let change =
-                    storage.commit(target.resource, key, ChangeType::Modified, value, Some(old));
-                self.head.send_replace(storage.head);
-                Ok(Deleted::Terminating(change.object.clone()))
-            }
-            None => {
-                let change = storage.commit(
-                    target.resource,
-                    key,
-                    ChangeType::Deleted,
-                    old.value.clone(),
-                    Some(old),
-                );
-                self.head.send_replace(storage.head);
-                Ok(Deleted::Removed(change.object.clone()))
-            }
+        (false, _) => {
+            meta.remove("generation");
         }
     }
-
-    /// Ends the grace period of a terminating object now, as the kubelet does once the pod's
-    /// containers have stopped: a delete with `gracePeriodSeconds=0`. With finalizers left, the
-    /// object stays until the last one is removed.
-    pub(crate) fn finish_deletion(
-        self: &Arc<Self>,
-        target: Target<'_>,
-        name: &str,
-    ) -> Result<Deleted, StatusError> {
-        let current = self.get(target, name)?;
-        if deletion_timestamp(&current.value).is_none() {
-            return Err(StatusError::bad_request(format!(
-                "{} \"{name}\" is not being deleted",
-                self.storage
-                    .read()
-                    .resource(target.resource)
-                    .info
-                    .group_resource()
-            )));
-        }
-        self.delete(
-            target,
-            name,
-            &DeleteOptions {
-                uid: meta_str(&current.value, "uid").map(str::to_owned),
-                grace_period_seconds: Some(0),
-                ..DeleteOptions::default()
-            },
-        )
-    }
-
-    /// Finishes the deletion of `marked` after `period` seconds of the server's clock, unless
-    /// the object is gone (or replaced) by then.
-    fn schedule_deletion(
-        self: &Arc<Self>,
-        resource: usize,
-        key: String,
-        marked: &StoredObject,
-        period: i64,
-    ) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let shared = Arc::downgrade(self);
-        let shutdown = self.shutdown.clone();
-        let uid = meta_str(&marked.value, "uid").unwrap_or("").to_owned();
-        let (namespace, name) = match key.split_once('/') {
-            Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
-            None => (None, key.clone()),
-        };
-        let wait = std::time::Duration::from_secs(period.unsigned_abs());
-        runtime.spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            let target = Target {
-                resource,
-                namespace: namespace.as_deref(),
-            };
-            let same = shared
-                .get(target, &name)
-                .is_ok_and(|o| meta_str(&o.value, "uid") == Some(uid.as_str()));
-            if same {
-                let _ = shared.finish_deletion(target, &name);
-            }
-        });
-    }
+    meta.insert(
+        "resourceVersion".into(),
+        old_meta
+            .get("resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
 }
 
-/// The `DeleteOptions` of a request: preconditions and the grace period.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct DeleteOptions {
-    pub(crate) resource_version: Option<String>,
-    pub(crate) uid: Option<String>,
-    pub(crate) grace_period_seconds: Option<i64>,
-    /// Removes the object at once, as a delete of its etcd key would: no graceful deletion,
-    /// finalizers ignored (the Rust handle's plain `delete`).
-    pub(crate) immediate: bool,
+/// `ShouldDeleteDuringUpdate`: whether an update to `body` of `old`, an object marked for
+/// deletion with no grace period left, removed its last finalizer.
+fn deletes_during_update(old: &Value, body: &Value) -> bool {
+    let old_meta = meta(old);
+    old_meta.is_some_and(|m| m.contains_key("deletionTimestamp"))
+        && !has_finalizers(body)
+        && old_meta
+            .and_then(|m| m.get("deletionGracePeriodSeconds"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
 }
 
-/// What a delete did.
-#[derive(Debug)]
-pub(crate) enum Deleted {
-    /// The object is gone; its last state, stamped with the delete's revision.
-    Removed(Arc<StoredObject>),
-    /// The object is still stored, marked with a `deletionTimestamp` (graceful deletion or
-    /// pending finalizers).
-    Terminating(Arc<StoredObject>),
-}
-
-impl Deleted {
-    pub(crate) fn object(&self) -> &Arc<StoredObject> {
-        match self {
-            Deleted::Removed(o) | Deleted::Terminating(o) => o,
-        }
-    }
-}
-
-/// `BeforeDelete`: a negative grace period is taken as 1 s.
-fn normalize_grace(period: i64) -> i64 {
-    if period < 0 { 1 } else { period }
-}
-
-fn rfc3339(t: jiff::Timestamp) -> String {
-    jiff::Timestamp::from_second(t.as_second())
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| t.to_string())
-}
-
-fn deletion_timestamp(value: &Value) -> Option<jiff::Timestamp> {
-    meta_str(value, "deletionTimestamp").and_then(|s| s.parse().ok())
-}
-
-fn has_finalizers(value: &Value) -> bool {
+pub(crate) fn has_finalizers(value: &Value) -> bool {
     meta(value)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty())
-}
-
-fn bump_generation(meta: &mut Map<String, Value>) {
-    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
-        && g > 0
-    {
-        meta.insert("generation".into(), Value::from(g + 1));
-    }
-}
-
-/// The pod strategy's `CheckGracefulDeletion`: the requested period (negative is 1 s), else
-/// the pod's `terminationGracePeriodSeconds`, else 0; 0 for a pod never scheduled to a node
-/// or already terminated.
-fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
-    let period = requested
-        .map(normalize_grace)
-        .or_else(|| {
-            pod.pointer("/spec/terminationGracePeriodSeconds")
-                .and_then(Value::as_i64)
-        })
-        .unwrap_or(0);
-    let scheduled = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    let terminated = matches!(
-        pod.pointer("/status/phase").and_then(Value::as_str),
-        Some("Failed" | "Succeeded")
-    );
-    if scheduled && !terminated {
-        period.max(0)
-    } else {
-        0
-    }
 }
 
 #[cfg(test)]

@@ -14,8 +14,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::deletion::DeleteOptions;
 use crate::fault_control::Faults;
-use crate::objects::{DeleteOptions, Target};
+use crate::objects::Target;
 use crate::patch::Patch;
 use crate::resource::{ResourceInfo, Scope};
 use crate::router::router;
