@@ -50,7 +50,7 @@ pub(crate) async fn serve(
     let ResourceRequest {
         route,
         verb,
-        mut opts,
+        opts,
         query,
         content_type,
         body,
@@ -58,25 +58,16 @@ pub(crate) async fn serve(
         output,
     } = request;
     let media = content_type.split(';').next().unwrap_or("").trim();
-    let read_body = |body: &[u8]| -> Result<Value, StatusError> {
-        let info = shared.storage.read().resource(route.resource).info.clone();
-        let mut value = codec::read_body(&info, media, body)?;
-        crate::strategy::prepare_secret(&info, &mut value)?;
-        Ok(value)
+    let reply = Reply {
+        shared,
+        resource: route.resource,
+        output,
     };
     let target = Target {
         resource: route.resource,
         namespace: route.namespace.as_deref(),
     };
     let name = route.name.as_deref().unwrap_or_default();
-    let object = |stored: &StoredObject, code: StatusCode| -> Response {
-        let storage = shared.storage.read();
-        let mut out = Vec::with_capacity(stored.body.len() + 64);
-        storage
-            .resource(route.resource)
-            .write_typed(&mut out, stored);
-        codec::body_response(code, out, output)
-    };
     match verb {
         Verb::List => {
             opts.validate()?;
@@ -85,58 +76,28 @@ pub(crate) async fn serve(
                 .await?;
             Ok(codec::body_response(StatusCode::OK, body, output))
         }
-        Verb::Watch => {
-            if let Some(name) = route.name.as_deref() {
-                // A named watch is a watch of the collection restricted to that name.
-                let selector = format!("metadata.name={name}");
-                match FieldName::of(&opts.field_selector) {
-                    Some(other) if other != name => {
-                        return Err(StatusError::bad_request(format!(
-                            "fieldSelector metadata.name={other} conflicts with the name in the path ({name})"
-                        )));
-                    }
-                    _ => {}
-                }
-                opts.field_selector = if opts.field_selector.is_empty() {
-                    selector
-                } else {
-                    format!("{},{selector}", opts.field_selector)
-                };
-            }
-            opts.validate()?;
-            let response =
-                shared.watch(route.resource, route.namespace.as_deref(), &opts, client)?;
-            Ok(codec::watch_response(response, output))
-        }
-        Verb::Get => Ok(object(&*shared.get(target, name)?, StatusCode::OK)),
+        Verb::Watch => watch(shared, &route, opts, client, output),
+        Verb::Get => Ok(reply.object(&*shared.get(target, name)?, StatusCode::OK)),
         Verb::Create => {
-            if route.namespace.is_none()
-                && shared
-                    .storage
-                    .read()
-                    .resource(route.resource)
-                    .info
-                    .namespaced
-            {
+            if route.namespace.is_none() && reply.info().namespaced {
                 return Err(StatusError::unknown_path());
             }
-            let stored = shared.create(target, read_body(&body)?)?;
-            Ok(object(&stored, StatusCode::CREATED))
+            let stored = shared.create(target, reply.read_object(media, &body)?)?;
+            Ok(reply.object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let replaced = shared.update(target, name, read_body(&body)?)?;
+            let replaced = shared.update(target, name, reply.read_object(media, &body)?)?;
             let code = if replaced.created {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
-            Ok(object(&replaced.object, code))
+            Ok(reply.object(&replaced.object, code))
         }
         Verb::Patch => {
-            let info = shared.storage.read().resource(route.resource).info.clone();
-            let patch = Patch::decode(&info, media, &body)?;
+            let patch = Patch::decode(&reply.info(), media, &body)?;
             let stored = shared.patch(target, name, &patch)?;
-            Ok(object(&stored, StatusCode::OK))
+            Ok(reply.object(&stored, StatusCode::OK))
         }
         Verb::Delete if route.name.is_none() => {
             opts.validate()?;
@@ -152,26 +113,106 @@ pub(crate) async fn serve(
         }
         Verb::Delete => {
             let options = delete_options(query, &body)?;
-            match shared.delete(target, name, &options)? {
-                // Still stored (graceful deletion, finalizers): the marked object.
-                Deleted::Terminating(stored) => Ok(object(&stored, StatusCode::OK)),
-                Deleted::Removed(stored) => {
-                    let storage = shared.storage.read();
-                    let info = &storage.resource(route.resource).info;
-                    if returns_deleted_object(info) {
-                        drop(storage);
-                        Ok(object(&stored, StatusCode::OK))
-                    } else {
-                        Ok(codec::body_response(
-                            StatusCode::OK,
-                            delete_success(info, &stored).to_string().into_bytes(),
-                            output,
-                        ))
-                    }
+            Ok(reply.deleted(shared.delete(target, name, &options)?))
+        }
+        Verb::Any => Err(StatusError::unknown_path()),
+    }
+}
+
+/// A watch: of the collection, or of one object by name.
+fn watch(
+    shared: &Arc<Shared>,
+    route: &ResourceRoute,
+    mut opts: ListOptions,
+    client: Option<String>,
+    output: codec::Output,
+) -> Result<Response, StatusError> {
+    if let Some(name) = route.name.as_deref() {
+        select_name(&mut opts, name)?;
+    }
+    opts.validate()?;
+    let response = shared.watch(route.resource, route.namespace.as_deref(), &opts, client)?;
+    Ok(codec::watch_response(response, output))
+}
+
+/// A named watch is a watch of the collection restricted to that name: `metadata.name=<name>`
+/// joins the field selector, which may pin no other name (400).
+fn select_name(opts: &mut ListOptions, name: &str) -> Result<(), StatusError> {
+    let selector = format!("metadata.name={name}");
+    match FieldName::of(&opts.field_selector) {
+        Some(other) if other != name => {
+            return Err(StatusError::bad_request(format!(
+                "fieldSelector metadata.name={other} conflicts with the name in the path ({name})"
+            )));
+        }
+        _ => {}
+    }
+    opts.field_selector = if opts.field_selector.is_empty() {
+        selector
+    } else {
+        format!("{},{selector}", opts.field_selector)
+    };
+    Ok(())
+}
+
+/// How a handler reads and answers objects of the request's resource.
+struct Reply<'a> {
+    shared: &'a Shared,
+    resource: usize,
+    /// The negotiated response encoding.
+    output: codec::Output,
+}
+
+impl Reply<'_> {
+    /// The resource, as registered.
+    fn info(&self) -> Arc<ResourceInfo> {
+        self.shared
+            .storage
+            .read()
+            .resource(self.resource)
+            .info
+            .clone()
+    }
+
+    /// The object of a create or update body, in its `media` type (secrets' `stringData`
+    /// folded into `data`).
+    fn read_object(&self, media: &str, body: &[u8]) -> Result<Value, StatusError> {
+        let info = self.info();
+        let mut value = codec::read_body(&info, media, body)?;
+        crate::strategy::prepare_secret(&info, &mut value)?;
+        Ok(value)
+    }
+
+    /// A stored object, with its `kind` and `apiVersion`, as the response.
+    fn object(&self, stored: &StoredObject, code: StatusCode) -> Response {
+        let storage = self.shared.storage.read();
+        let mut out = Vec::with_capacity(stored.body.len() + 64);
+        storage
+            .resource(self.resource)
+            .write_typed(&mut out, stored);
+        codec::body_response(code, out, self.output)
+    }
+
+    /// The answer to a delete: the object while it is still stored (graceful deletion,
+    /// finalizers); once removed, the object or a `Status`, as the registry answers.
+    fn deleted(&self, deleted: Deleted) -> Response {
+        match deleted {
+            Deleted::Terminating(stored) => self.object(&stored, StatusCode::OK),
+            Deleted::Removed(stored) => {
+                let storage = self.shared.storage.read();
+                let info = &storage.resource(self.resource).info;
+                if returns_deleted_object(info) {
+                    drop(storage);
+                    self.object(&stored, StatusCode::OK)
+                } else {
+                    codec::body_response(
+                        StatusCode::OK,
+                        delete_success(info, &stored).to_string().into_bytes(),
+                        self.output,
+                    )
                 }
             }
         }
-        Verb::Any => Err(StatusError::unknown_path()),
     }
 }
 
