@@ -80,71 +80,11 @@ impl ListOptions {
 
     /// `ValidateListOptions` / `validateWatchOptions` (422 `Invalid`).
     pub(crate) fn validate(&self) -> Result<(), StatusError> {
-        let mut errs = Vec::new();
-        let m = self.resource_version_match.as_str();
-        if self.watch {
-            if self.send_initial_events.is_some() && m != "NotOlderThan" {
-                errs.push(FieldError::forbidden(
-                    "resourceVersionMatch",
-                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
-            }
-            if !m.is_empty() {
-                if self.send_initial_events.is_none() {
-                    errs.push(FieldError::forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                    ));
-                }
-                if m != "NotOlderThan" {
-                    errs.push(FieldError::not_supported(
-                        "resourceVersionMatch",
-                        m,
-                        &["NotOlderThan"],
-                    ));
-                }
-                if !self.continue_token.is_empty() {
-                    errs.push(FieldError::forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden when continue is provided",
-                    ));
-                }
-            }
+        let mut errs = if self.watch {
+            self.watch_errors()
         } else {
-            if !m.is_empty() {
-                if self.resource_version.is_empty() {
-                    errs.push(FieldError::forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                    ));
-                }
-                if !self.continue_token.is_empty() {
-                    errs.push(FieldError::forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch is forbidden when continue is provided",
-                    ));
-                }
-                if m != "Exact" && m != "NotOlderThan" {
-                    errs.push(FieldError::not_supported(
-                        "resourceVersionMatch",
-                        m,
-                        &["Exact", "NotOlderThan", ""],
-                    ));
-                }
-                if m == "Exact" && self.resource_version == "0" {
-                    errs.push(FieldError::forbidden(
-                        "resourceVersionMatch",
-                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                    ));
-                }
-            }
-            if self.send_initial_events.is_some() {
-                errs.push(FieldError::forbidden(
-                    "sendInitialEvents",
-                    "sendInitialEvents is forbidden for list",
-                ));
-            }
-        }
+            self.list_errors()
+        };
         if let Some(limit) = self.limit
             && limit < 0
         {
@@ -159,6 +99,82 @@ impl ListOptions {
         } else {
             Err(StatusError::invalid_list_options(errs))
         }
+    }
+
+    /// `validateWatchOptions`: `resourceVersionMatch` only as `NotOlderThan`, with
+    /// `sendInitialEvents`, and without `continue`.
+    fn watch_errors(&self) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let m = self.resource_version_match.as_str();
+        if self.send_initial_events.is_some() && m != "NotOlderThan" {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !m.is_empty() {
+            if self.send_initial_events.is_none() {
+                errs.push(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if m != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    m,
+                    &["NotOlderThan"],
+                ));
+            }
+            if !self.continue_token.is_empty() {
+                errs.push(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+        errs
+    }
+
+    /// `ValidateListOptions`: `resourceVersionMatch` only with `resourceVersion`, without
+    /// `continue`, and not `Exact` at `"0"`; no `sendInitialEvents`.
+    fn list_errors(&self) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let m = self.resource_version_match.as_str();
+        if !m.is_empty() {
+            if self.resource_version.is_empty() {
+                errs.push(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !self.continue_token.is_empty() {
+                errs.push(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if m != "Exact" && m != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    m,
+                    &["Exact", "NotOlderThan", ""],
+                ));
+            }
+            if m == "Exact" && self.resource_version == "0" {
+                errs.push(FieldError::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if self.send_initial_events.is_some() {
+            errs.push(FieldError::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+        errs
     }
 }
 
