@@ -96,7 +96,8 @@
 // 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
 //    served by its verb);
 // 3. the operations on the shared state: `deletion` over `objects` (creates, replaces,
-//    patches, reads), `list`, `watch`, `isolation` (the gate of an isolated client);
+//    patches, reads), `list`, `watch` (opening one) over `watch_stream` (a running one,
+//    writing the lines of `watch_events`), `isolation` (the gate of an isolated client);
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
 //    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
@@ -119,6 +120,8 @@ mod isolation;
 mod list;
 mod objects;
 mod watch;
+mod watch_events;
+mod watch_stream;
 
 // The shared state.
 mod state;
@@ -151,7 +154,7 @@ pub use state::RecordedRequest;
 pub use status::{FieldError, FieldErrorKind, StatusError};
 
 /// The annotation on the bookmark that ends a streaming list's initial events.
-pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch::INITIAL_EVENTS_END;
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch_events::INITIAL_EVENTS_END;
 
 /// The simulator's protobuf encoding of an object (`application/vnd.kubernetes.protobuf`: the
 /// `k8s\0` envelope around the message), given its JSON form with `apiVersion` and `kind`;
