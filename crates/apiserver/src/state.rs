@@ -17,7 +17,8 @@ use crate::storage::{CacheDelay, Storage};
 
 /// The state of a running server, shared by its handles ([`ApiServer`](crate::ApiServer),
 /// [`Faults`](crate::Faults)), the router and every open watch. The operations on it live with
-/// what they serve: object writes in `objects`, lists in `list`, watches in `watch`.
+/// what they serve: object writes in `objects` and `deletion`, lists in `list`, watches in
+/// `watch` and `watch_stream`.
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) storage: RwLock<Storage>,
