@@ -1,18 +1,20 @@
-//! [`ThreadSafeStore`]: the in-memory cache with secondary indexes.
+//! [`ThreadSafeStore`]: the in-memory cache with secondary indexes. Its objects are kept in
+//! [`items`], its indexes with their functions in [`indexes`].
+
+mod indexes;
+mod items;
 
 use std::borrow::Cow;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use foldhash::fast::RandomState;
-use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-use crate::error::{BoxError, Error, Result};
+use self::indexes::{Index, IndexFuncs, call_index_func, funcs_of};
+use self::items::Items;
+use crate::error::{Error, Result};
 use crate::index::{IndexFunc, IndexValues, Indexers};
 use crate::key::{KeyFunc, call_key_func};
-use crate::panic::catch_panic;
 use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 use crate::sync::RwLock;
 use crate::value_index::{SlotId, ValueIndex};
@@ -66,19 +68,6 @@ pub struct ThreadSafeStore<K> {
     inner: RwLock<Inner<K>>,
 }
 
-struct Slot<K> {
-    key: Box<str>,
-    obj: Arc<K>,
-}
-
-/// The objects: a slot array plus a key → slot table.
-struct Items<K> {
-    slots: Vec<Option<Slot<K>>>,
-    free: Vec<SlotId>,
-    table: HashTable<SlotId>,
-    hasher: RandomState,
-}
-
 struct Inner<K> {
     items: Items<K>,
     indexes: Vec<Index<K>>,
@@ -87,15 +76,6 @@ struct Inner<K> {
     /// place, whenever an index is added; indexes are only ever appended.
     funcs: IndexFuncs<K>,
     resource_version: Option<String>,
-}
-
-/// See [`Inner::funcs`].
-type IndexFuncs<K> = Arc<[(String, IndexFunc<K>)]>;
-
-struct Index<K> {
-    name: String,
-    func: IndexFunc<K>,
-    values: ValueIndex,
 }
 
 impl<K> fmt::Debug for ThreadSafeStore<K> {
@@ -110,116 +90,6 @@ impl<K> fmt::Debug for ThreadSafeStore<K> {
             .field("resource_version", &inner.resource_version)
             .finish()
     }
-}
-
-impl<K> Items<K> {
-    fn with_capacity(capacity: usize) -> Self {
-        Self {
-            slots: Vec::with_capacity(capacity),
-            free: Vec::new(),
-            table: HashTable::with_capacity(capacity),
-            hasher: RandomState::default(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.table.len()
-    }
-
-    fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn find(&self, key: &str) -> Option<SlotId> {
-        self.find_hashed(self.hasher.hash_one(key), key)
-    }
-
-    fn find_hashed(&self, hash: u64, key: &str) -> Option<SlotId> {
-        let slots = &self.slots;
-        self.table
-            .find(hash, |&id| slot_key(slots, id) == key)
-            .copied()
-    }
-
-    fn slot(&self, id: SlotId) -> Option<&Slot<K>> {
-        self.slots.get(id as usize)?.as_ref()
-    }
-
-    fn get(&self, key: &str) -> Option<&Arc<K>> {
-        self.find(key).and_then(|id| self.slot(id)).map(|s| &s.obj)
-    }
-
-    /// The slot [`insert_new`](Self::insert_new) will use next.
-    fn next_id(&self) -> SlotId {
-        self.free
-            .last()
-            .copied()
-            .unwrap_or(self.slots.len() as SlotId)
-    }
-
-    /// Stores `obj` in a fresh slot under `key`, which must not be present.
-    /// `hash` is `key`'s hash (see [`Items::hash`]).
-    fn insert_new(&mut self, hash: u64, key: Box<str>, obj: Arc<K>) -> SlotId {
-        let slot = Some(Slot { key, obj });
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.slots[id as usize] = slot;
-                id
-            }
-            None => {
-                // More than u32::MAX objects in one cache is not a supported size.
-                let id = SlotId::try_from(self.slots.len()).expect("fewer than 2^32 objects");
-                self.slots.push(slot);
-                id
-            }
-        };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.table
-            .insert_unique(hash, id, |&id| hasher.hash_one(slot_key(slots, id)));
-        id
-    }
-
-    /// Removes `key`; returns its slot number and object.
-    fn remove(&mut self, key: &str) -> Option<(SlotId, Arc<K>)> {
-        let hash = self.hasher.hash_one(key);
-        let slots = &self.slots;
-        let (id, _) = self
-            .table
-            .find_entry(hash, |&id| slot_key(slots, id) == key)
-            .ok()?
-            .remove();
-        let slot = self.slots.get_mut(id as usize)?.take()?;
-        self.free.push(id);
-        Some((id, slot.obj))
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (SlotId, &Slot<K>)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(id, s)| Some((id as SlotId, s.as_ref()?)))
-    }
-
-    /// The objects in slots `ids`, shared.
-    ///
-    /// In two passes: first the object pointers are gathered (plain loads, which the CPU
-    /// overlaps), then the reference counts are incremented. Done in one pass, each atomic
-    /// increment waits for its own cache miss before the next load can start.
-    fn objects<'a>(&'a self, ids: impl IntoIterator<Item = &'a SlotId>) -> Vec<Arc<K>> {
-        let found: Vec<&Arc<K>> = ids
-            .into_iter()
-            .filter_map(|&id| self.slot(id))
-            .map(|s| &s.obj)
-            .collect();
-        found.into_iter().map(Arc::clone).collect()
-    }
-}
-
-fn slot_key<K>(slots: &[Option<Slot<K>>], id: SlotId) -> &str {
-    slots
-        .get(id as usize)
-        .and_then(Option::as_ref)
-        .map_or("", |s| &s.key)
 }
 
 impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
@@ -292,51 +162,6 @@ impl<K: Send + Sync + 'static> ThreadSafeStore<K> {
         }
         let (hash, existing) = inner.file(&key, values);
         Ok(inner.store(hash, existing, key, obj))
-    }
-}
-
-/// What `func` (the index `name`) yields for `obj`, filed under `key`; a failure or a panic is an
-/// [`Error::IndexFunc`].
-fn call_index_func<'a, K>(
-    name: &str,
-    func: &IndexFunc<K>,
-    key: &str,
-    obj: &'a K,
-) -> Result<IndexValues<'a>> {
-    let values =
-        catch_panic(|| func(obj)).unwrap_or_else(|panicked| Err(Box::new(panicked) as BoxError));
-    values.map_err(|source| Error::IndexFunc {
-        index: name.to_owned(),
-        key: key.to_owned(),
-        source,
-    })
-}
-
-fn index_values<'a, K>(index: &Index<K>, key: &str, obj: &'a K) -> Result<IndexValues<'a>> {
-    call_index_func(&index.name, &index.func, key, obj)
-}
-
-/// The names and functions of `indexes`, in order.
-fn funcs_of<K>(indexes: &[Index<K>]) -> IndexFuncs<K> {
-    indexes
-        .iter()
-        .map(|i| (i.name.clone(), Arc::clone(&i.func)))
-        .collect()
-}
-
-impl<K> Index<K> {
-    /// Builds this index's values for `items` from scratch.
-    fn build(name: &str, func: &IndexFunc<K>, items: &Items<K>) -> Result<Self> {
-        let mut index = Index {
-            name: name.to_owned(),
-            func: Arc::clone(func),
-            values: ValueIndex::default(),
-        };
-        for (id, slot) in items.iter() {
-            let values = index_values(&index, &slot.key, &*slot.obj)?;
-            index.values.set(id, values);
-        }
-        Ok(index)
     }
 }
 
