@@ -379,6 +379,28 @@ where
     }
 }
 
+/// `event` as a consumer that sees only objects for which `filter` holds receives it (the rules
+/// of [`FilteringResourceEventHandler`]); `None` if it sees nothing of it.
+pub(crate) fn filter_event<K>(event: Event<K>, filter: &dyn Fn(&K) -> bool) -> Option<Event<K>> {
+    match event {
+        Event::Add { ref obj, .. } | Event::Delete { ref obj, .. } => filter(obj).then_some(event),
+        Event::Update { key, old, new } => match (filter(&old), filter(&new)) {
+            (true, true) => Some(Event::Update { key, old, new }),
+            (false, true) => Some(Event::Add {
+                key,
+                obj: new,
+                initial: false,
+            }),
+            (true, false) => Some(Event::Delete {
+                key,
+                obj: old,
+                final_state_unknown: false,
+            }),
+            (false, false) => None,
+        },
+    }
+}
+
 /// Combinators on any [`ResourceEventHandler`].
 pub trait ResourceEventHandlerExt<K>: ResourceEventHandler<K> + Sized {
     /// This handler, seeing only objects for which `filter` holds (see

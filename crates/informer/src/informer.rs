@@ -12,7 +12,7 @@ use informer_store::{
 use parking_lot::Mutex;
 
 use crate::builder::InformerBuilder;
-use crate::handler::{AsyncResourceEventHandler, ResourceEventHandler};
+use crate::handler::{AsyncResourceEventHandler, ResourceEventHandler, ResourceEventHandlerExt};
 use crate::health::Counters;
 use crate::listener::Cursor;
 use crate::options::HandlerOptions;
@@ -256,9 +256,13 @@ where
     pub fn add_event_handler(
         &self,
         handler: impl ResourceEventHandler<K> + 'static,
-        options: HandlerOptions,
+        mut options: HandlerOptions<K>,
     ) -> Result<HandlerRegistration, InformerError> {
-        let (registration, _) = self.register(Consumer::Handler(Box::new(handler)), options)?;
+        let handler: Box<dyn ResourceEventHandler<K>> = match options.filter.take() {
+            Some(filter) => Box::new(handler.filtered(move |obj: &K| filter(obj))),
+            None => Box::new(handler),
+        };
+        let (registration, _) = self.register(Consumer::Handler(handler), options)?;
         Ok(registration)
     }
 
@@ -269,7 +273,7 @@ where
     pub fn add_async_event_handler(
         &self,
         handler: impl AsyncResourceEventHandler<K> + 'static,
-        options: HandlerOptions,
+        options: HandlerOptions<K>,
     ) -> Result<HandlerRegistration, InformerError> {
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| InformerError::NoRuntime)?;
@@ -314,7 +318,7 @@ where
     /// assert!(events.next().await.is_none(), "the stream ends when the informer stops");
     /// # }
     /// ```
-    pub fn subscribe(&self, options: HandlerOptions) -> Result<Subscription<K>, InformerError> {
+    pub fn subscribe(&self, options: HandlerOptions<K>) -> Result<Subscription<K>, InformerError> {
         let (registration, cursor) = self.register(Consumer::Async, options)?;
         Ok(Subscription::new(cursor, registration))
     }
@@ -324,7 +328,7 @@ where
     fn register(
         &self,
         consumer: Consumer<K>,
-        options: HandlerOptions,
+        options: HandlerOptions<K>,
     ) -> Result<(HandlerRegistration, Cursor<K>), InformerError> {
         let mut state = self.state.lock();
         if self.upstream.is_stopped() {

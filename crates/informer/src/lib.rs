@@ -98,7 +98,7 @@ pub use crate::informer::{
 };
 pub use crate::informer_loop::{InformerLoop, POP_BATCH, ProcessDeltas, process_deltas};
 pub use crate::lag::{LAG_BUCKETS, LagHistogram};
-pub use crate::options::{DEFAULT_BUFFER, HandlerOptions, PanicPolicy};
+pub use crate::options::{DEFAULT_BUFFER, EventFilter, HandlerOptions, PanicPolicy};
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::registration::HandlerRegistration;
 pub use crate::subscription::Subscription;

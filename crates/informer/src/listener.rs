@@ -13,8 +13,8 @@ use informer_store::panic_message;
 use parking_lot::Mutex;
 
 use crate::buffer::{Batch, Buffer, Taken};
-use crate::handler::{Event, ResourceEventHandler};
-use crate::options::{PanicPolicy, after_panic};
+use crate::handler::{Event, ResourceEventHandler, filter_event};
+use crate::options::{EventFilter, PanicPolicy, after_panic};
 use crate::pool::{DeliveryPool, Job, JobToken, Slot, Turn};
 use crate::registration::{Lag, ListenerState, Upstream};
 
@@ -247,11 +247,31 @@ impl<K: Send + Sync + 'static> Job for HandlerJob<K> {
 pub(crate) struct Cursor<K> {
     pub(crate) listener: Arc<Listener<K>>,
     pub(crate) run: Option<(Batch<K>, Range<usize>)>,
+    /// Only objects this filter passes reach the consumer.
+    pub(crate) filter: Option<EventFilter<K>>,
 }
 
 impl<K> Cursor<K> {
     /// The next event and the initial adds it stands for; `None` once the consumer has ended.
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Event<K>, usize)>> {
+        loop {
+            let (event, initials) = match self.poll_any(cx) {
+                Poll::Ready(Some(next)) => next,
+                other => return other,
+            };
+            let Some(filter) = &self.filter else {
+                return Poll::Ready(Some((event, initials)));
+            };
+            match filter_event(event, &**filter) {
+                Some(event) => return Poll::Ready(Some((event, initials))),
+                // Filtered out: handled as far as the consumer's sync is concerned.
+                None => self.listener.handled(initials),
+            }
+        }
+    }
+
+    /// The next event, filter aside.
+    fn poll_any(&mut self, cx: &mut Context<'_>) -> Poll<Option<(Event<K>, usize)>> {
         loop {
             if self.listener.is_discarded() {
                 self.run = None;

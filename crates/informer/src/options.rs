@@ -1,6 +1,7 @@
 //! How a consumer is registered ([`HandlerOptions`]) and what its handler's panic means
 //! ([`PanicPolicy`]).
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,25 +24,52 @@ pub enum PanicPolicy {
 /// to per-key coalescing (see [`HandlerOptions::buffer`]).
 pub const DEFAULT_BUFFER: usize = 1024;
 
-/// How a consumer is registered: its resync period and its buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HandlerOptions {
+/// Which objects a consumer sees (see [`HandlerOptions::filter`]).
+pub type EventFilter<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
+/// How a consumer is registered, whatever its kind (a handler, an async handler, a stream): its
+/// buffer, its resync period, its name, and a filter on the objects it sees.
+pub struct HandlerOptions<K> {
     resync: Option<Duration>,
     pub(crate) buffer: usize,
     pub(crate) name: Option<Arc<str>>,
+    pub(crate) filter: Option<EventFilter<K>>,
 }
 
-impl Default for HandlerOptions {
+impl<K> Default for HandlerOptions<K> {
     fn default() -> Self {
         Self {
             resync: None,
             buffer: DEFAULT_BUFFER,
             name: None,
+            filter: None,
         }
     }
 }
 
-impl HandlerOptions {
+impl<K> Clone for HandlerOptions<K> {
+    fn clone(&self) -> Self {
+        Self {
+            resync: self.resync,
+            buffer: self.buffer,
+            name: self.name.clone(),
+            filter: self.filter.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for HandlerOptions<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerOptions")
+            .field("resync", &self.resync)
+            .field("buffer", &self.buffer)
+            .field("name", &self.name)
+            .field("filter", &self.filter.is_some())
+            .finish()
+    }
+}
+
+impl<K> HandlerOptions<K> {
     /// The defaults: the informer's resync period, a buffer of [`DEFAULT_BUFFER`].
     pub fn new() -> Self {
         Self::default()
@@ -71,6 +99,17 @@ impl HandlerOptions {
     /// default it is known by its registration number.
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Only objects for which `filter` holds (client-go's `FilteringResourceEventHandler`, for
+    /// every kind of consumer): an add or a delete is delivered if its object (for a delete,
+    /// the last known state) passes; an update whose both sides pass is an update, one whose
+    /// new side only passes an add (the object entered the filtered set), one whose old side
+    /// only passes a delete (it left). What it filters out counts as handled at once, so it
+    /// never holds up the consumer's sync.
+    pub fn filter(mut self, filter: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
+        self.filter = Some(Arc::new(filter));
         self
     }
 

@@ -178,7 +178,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
     pub(crate) fn add_listener(
         &self,
         consumer: Consumer<K>,
-        options: HandlerOptions,
+        options: HandlerOptions<K>,
         requested_resync: Duration,
         check_period: Duration,
         initial: Vec<(Arc<str>, Arc<K>)>,
@@ -232,6 +232,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         let cursor = Cursor {
             listener: Arc::clone(&listener),
             run: None,
+            filter: options.filter,
         };
         let registration = HandlerRegistration {
             id,

@@ -14,6 +14,7 @@ on_each_setup!(
     a_panicking_handler_goes_on_with_the_next_notification,
     stop_handler_policy_stops_only_the_panicking_handler,
     filtered_handler_sees_objects_enter_and_leave_its_set,
+    the_filter_option_applies_to_handlers_and_streams_alike,
     transform_indexes_and_lister_see_the_transformed_objects,
     run_twice_is_a_no_op_and_stop_joins_everything,
     typed_index_handles_look_up_what_their_index_holds,
@@ -543,6 +544,73 @@ async fn filtered_handler_sees_objects_enter_and_leave_its_set(kind: Kind) {
         ]
     );
     assert_eq!(of("a/x"), [Seen::Delete("a/x".into(), false)]);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// `HandlerOptions::filter` gives a handler and a stream the same view as the filtering
+/// handler above; an initial add it filters out counts as handled, so both consumers sync.
+async fn the_filter_option_applies_to_handlers_and_streams_alike(kind: Kind) {
+    use futures::StreamExt;
+    let source = ChannelSource::new();
+    source.push_list(
+        vec![on_node("a", "x", 1, "n1"), on_node("a", "y", 2, "n2")],
+        2,
+    );
+    let watch = source.open_watch();
+    let informer = Arc::new(informer(&source, Duration::ZERO, kind));
+    let on_n1 = || HandlerOptions::new().filter(|o: &Obj| o.node == "n1");
+    let rec = Recorder::new();
+    let handler = informer.add_event_handler(rec.clone(), on_n1()).unwrap();
+    let mut stream = informer.subscribe(on_n1()).unwrap();
+    let (stop, task) = start(&informer);
+    let Some(informer::Event::Add { key, obj, initial }) = stream.next().await else {
+        panic!("the stream's first event is the initial add of a/x");
+    };
+    assert_eq!((&*key, obj.rv, initial), ("a/x", 1, true));
+    assert!(handler.wait_for_sync().await, "the handler syncs");
+    watch.modified(&on_node("a", "y", 3, "n1")); // enters
+    watch.modified(&on_node("a", "x", 4, "n2")); // leaves
+    watch.modified(&on_node("a", "x", 5, "n3")); // stays out
+    watch.modified(&on_node("a", "y", 6, "n1")); // stays in
+    let mut streamed = Vec::new();
+    while streamed.len() < 3 {
+        streamed.push(match stream.next().await.expect("the stream goes on") {
+            informer::Event::Add { key, obj, initial } => {
+                Seen::Add(key.to_string(), obj.rv, initial)
+            }
+            informer::Event::Update { key, old, new } => {
+                Seen::Update(key.to_string(), old.rv, new.rv)
+            }
+            informer::Event::Delete {
+                key,
+                final_state_unknown,
+                ..
+            } => Seen::Delete(key.to_string(), final_state_unknown),
+            other => panic!("an event of a kind not known here: {other:?}"),
+        });
+    }
+    eventually("the handler's four notifications", || rec.len() == 4).await;
+    // The stream counts an event handled when it is asked for the next one: it has synced.
+    assert!(stream.has_synced(), "the stream syncs");
+    // The queue batches changes per key, so only each key's own order is fixed.
+    let of = |seen: &[Seen], k: &str| -> Vec<Seen> {
+        seen.iter()
+            .filter(|s| format!("{s:?}").contains(k))
+            .cloned()
+            .collect()
+    };
+    let handled = rec.seen()[1..].to_vec();
+    for seen in [&handled, &streamed] {
+        assert_eq!(
+            of(seen, "a/y"),
+            [
+                Seen::Add("a/y".into(), 3, false),
+                Seen::Update("a/y".into(), 3, 6)
+            ]
+        );
+        assert_eq!(of(seen, "a/x"), [Seen::Delete("a/x".into(), false)]);
+    }
     stop.cancel();
     task.await.unwrap().unwrap();
 }
