@@ -204,6 +204,16 @@ fn header(buf: &[u8]) -> Result<Option<(u32, usize, usize)>, Error> {
     Ok(Some((number, n + m, len)))
 }
 
+/// What one step through a list body came to.
+enum Progress {
+    /// It moved on: step again.
+    Moved,
+    /// It needs more of the body.
+    NeedBytes,
+    /// An item: its bytes in the buffer, and its message type.
+    Item(std::ops::Range<usize>, MessageType),
+}
+
 impl ListDecoder {
     /// Takes the next chunk of the body.
     pub fn push(&mut self, chunk: &[u8]) {
@@ -217,91 +227,115 @@ impl ListDecoder {
     /// The next complete item and its message type; `None` until more bytes come.
     pub fn next_item(&mut self) -> Result<Option<(&[u8], MessageType)>, Error> {
         loop {
-            let buf = &self.buf[self.pos..];
-            match self.at {
-                At::Magic => {
-                    if buf.len() < MAGIC.len() {
-                        return Ok(None);
-                    }
-                    if &buf[..4] != MAGIC {
-                        return Err(Error::NotEnveloped);
-                    }
-                    self.pos += 4;
-                    self.at = At::Envelope;
-                }
-                At::Envelope => {
-                    let Some((number, head, len)) = header(buf)? else {
-                        return Ok(None);
-                    };
-                    if number == 2 {
-                        if self.list.is_none() {
-                            return Err(Error::Invalid(
-                                "a list's items before its typeMeta".into(),
-                            ));
-                        }
-                        self.pos += head;
-                        self.seen_raw = true;
-                        self.at = At::List { left: len };
-                        continue;
-                    }
-                    // `len` may be near `u64::MAX`: compared with what is left, never added.
-                    if buf.len() - head < len {
-                        return Ok(None);
-                    }
-                    let value = &buf[head..head + len];
-                    match number {
-                        1 => self.list = Some(list_shape(value)?),
-                        3 if !value.is_empty() => {
-                            return Err(Error::Invalid("a list with a content encoding".into()));
-                        }
-                        3 | 4 => {}
-                        number => {
-                            return Err(Error::UnknownField {
-                                message: "runtime.Unknown",
-                                number,
-                            });
-                        }
-                    }
-                    self.pos += head + len;
-                }
-                At::List { left: 0 } => self.at = At::Envelope,
-                At::List { left } => {
-                    let Some((number, head, len)) = header(&buf[..buf.len().min(left)])? else {
-                        if buf.len() >= left {
-                            return Err(Error::Truncated("a list's field header"));
-                        }
-                        return Ok(None);
-                    };
-                    // `head <= left`: the header was read within `left` bytes.
-                    if len > left - head {
-                        return Err(Error::LengthBeyondBuffer {
-                            len: len as u64,
-                            left: left - head,
-                        });
-                    }
-                    if buf.len() < head + len {
-                        return Ok(None);
-                    }
-                    let shape = self.list.ok_or(Error::Truncated("a list's typeMeta"))?;
-                    self.pos += head + len;
-                    self.at = At::List {
-                        left: left - head - len,
-                    };
-                    let start = self.pos - len;
-                    if number == shape.items.0 {
-                        return Ok(Some((&self.buf[start..self.pos], shape.items.1)));
-                    }
-                    if number == shape.metadata.0 {
-                        self.metadata = self.buf[start..self.pos].to_vec();
-                    } else {
-                        return Err(Error::UnknownField {
-                            message: shape.list.name(),
-                            number,
-                        });
-                    }
-                }
+            match self.step()? {
+                Progress::Moved => {}
+                Progress::NeedBytes => return Ok(None),
+                Progress::Item(range, kind) => return Ok(Some((&self.buf[range], kind))),
             }
         }
+    }
+
+    /// One step through the body, from where it is.
+    fn step(&mut self) -> Result<Progress, Error> {
+        match self.at {
+            At::Magic => self.magic(),
+            At::Envelope => self.envelope_field(),
+            At::List { left: 0 } => {
+                self.at = At::Envelope;
+                Ok(Progress::Moved)
+            }
+            At::List { left } => self.list_field(left),
+        }
+    }
+
+    /// The `k8s\0` magic that opens the body.
+    fn magic(&mut self) -> Result<Progress, Error> {
+        let buf = &self.buf[self.pos..];
+        if buf.len() < MAGIC.len() {
+            return Ok(Progress::NeedBytes);
+        }
+        if &buf[..4] != MAGIC {
+            return Err(Error::NotEnveloped);
+        }
+        self.pos += 4;
+        self.at = At::Envelope;
+        Ok(Progress::Moved)
+    }
+
+    /// A field of the `runtime.Unknown` envelope: its `typeMeta`, the list's bytes (read field
+    /// by field, without waiting for all of them), its encodings.
+    fn envelope_field(&mut self) -> Result<Progress, Error> {
+        let buf = &self.buf[self.pos..];
+        let Some((number, head, len)) = header(buf)? else {
+            return Ok(Progress::NeedBytes);
+        };
+        if number == 2 {
+            if self.list.is_none() {
+                return Err(Error::Invalid("a list's items before its typeMeta".into()));
+            }
+            self.pos += head;
+            self.seen_raw = true;
+            self.at = At::List { left: len };
+            return Ok(Progress::Moved);
+        }
+        // `len` may be near `u64::MAX`: compared with what is left, never added.
+        if buf.len() - head < len {
+            return Ok(Progress::NeedBytes);
+        }
+        let value = &buf[head..head + len];
+        match number {
+            1 => self.list = Some(list_shape(value)?),
+            3 if !value.is_empty() => {
+                return Err(Error::Invalid("a list with a content encoding".into()));
+            }
+            3 | 4 => {}
+            number => {
+                return Err(Error::UnknownField {
+                    message: "runtime.Unknown",
+                    number,
+                });
+            }
+        }
+        self.pos += head + len;
+        Ok(Progress::Moved)
+    }
+
+    /// A field of the list, `left` bytes of it to go: an item, or the list's metadata.
+    fn list_field(&mut self, left: usize) -> Result<Progress, Error> {
+        let buf = &self.buf[self.pos..];
+        let Some((number, head, len)) = header(&buf[..buf.len().min(left)])? else {
+            if buf.len() >= left {
+                return Err(Error::Truncated("a list's field header"));
+            }
+            return Ok(Progress::NeedBytes);
+        };
+        // `head <= left`: the header was read within `left` bytes.
+        if len > left - head {
+            return Err(Error::LengthBeyondBuffer {
+                len: len as u64,
+                left: left - head,
+            });
+        }
+        if buf.len() < head + len {
+            return Ok(Progress::NeedBytes);
+        }
+        let shape = self.list.ok_or(Error::Truncated("a list's typeMeta"))?;
+        self.pos += head + len;
+        self.at = At::List {
+            left: left - head - len,
+        };
+        let start = self.pos - len;
+        if number == shape.items.0 {
+            return Ok(Progress::Item(start..self.pos, shape.items.1));
+        }
+        if number != shape.metadata.0 {
+            return Err(Error::UnknownField {
+                message: shape.list.name(),
+                number,
+            });
+        }
+        self.metadata = self.buf[start..self.pos].to_vec();
+        Ok(Progress::Moved)
     }
 
     /// The list's metadata as an `M` (a `ListMeta`), once the body has ended. A body that
