@@ -65,17 +65,23 @@ where
         let _stop = StopInformer { informer: self };
         let queue = self.queue();
         *self.queue.lock() = Some(Arc::clone(&queue));
-        let reflector = self.reflector(lister_watcher, &queue, check, reflector_config);
+        let reflector = self.reflector(lister_watcher, &queue, reflector_config);
         let pop_loop = InformerLoop::new(Arc::clone(&queue), reflector)
             .with_pool(Arc::clone(self.processor.pool()));
+        let reflector = Arc::clone(pop_loop.reflector());
         if let Life::Running(slot) = &mut self.state.lock().life {
-            *slot = Some(Arc::clone(pop_loop.reflector()));
+            *slot = Some(Arc::clone(&reflector));
         }
         *self.counters.started_at.lock() = Some(tokio::time::Instant::now());
 
         // Every log line of the run (the reflector's included) carries the informer's name.
         let span = tracing::info_span!("informer", name = %self.name);
-        tracing::Instrument::instrument(pop_loop.run(stop, self.apply_deltas()), span).await;
+        let running = pop_loop.run(stop, self.apply_deltas());
+        tokio::select! {
+            biased;
+            () = tracing::Instrument::instrument(running, span) => {}
+            never = self.resync(check, &queue, &reflector) => match never {},
+        }
 
         let consumers = self.stop_handlers();
         self.upstream
@@ -140,25 +146,46 @@ where
         }
     }
 
+    /// Resyncs every `check` while a watch is open (as client-go's reflector does between a
+    /// list and the end of its watch), when a consumer's period is due: the processor decides
+    /// which, the queue re-delivers the cache to them. Never returns; with no check period it
+    /// just waits.
+    async fn resync(
+        &self,
+        check: std::time::Duration,
+        queue: &Arc<dyn Queue<K>>,
+        reflector: &InformerReflector<K>,
+    ) -> std::convert::Infallible {
+        if check.is_zero() {
+            return std::future::pending().await;
+        }
+        let start = tokio::time::Instant::now() + check;
+        let mut ticks = tokio::time::interval_at(start, check);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let now = ticks.tick().await;
+            if reflector.watch_down_since().is_none() && self.processor.should_resync(now) {
+                tracing::trace!(informer = %self.name, "resync");
+                if let Err(e) = queue.resync() {
+                    tracing::debug!(informer = %self.name, error = %e, "resync refused");
+                }
+            }
+        }
+    }
+
     /// The reflector over `lister_watcher` into `queue`, configured as the informer is: its
-    /// resync timer, error handler, streaming list, relist by page, list interner, and the
-    /// user's adjustments last.
+    /// error handler, streaming list, relist by page, list interner, and the user's adjustments
+    /// last. (The informer resyncs by itself: see [`resync`](Self::resync).)
     fn reflector(
         &self,
         lister_watcher: BoxListerWatcher<K>,
         queue: &Arc<dyn Queue<K>>,
-        check: std::time::Duration,
         adjust: Option<ReflectorConfig<K>>,
     ) -> InformerReflector<K> {
-        let processor = Arc::clone(&self.processor);
         let config = &self.config;
         let mut reflector = Reflector::new(lister_watcher, Arc::clone(queue))
             .with_name(self.name.to_string())
-            .with_should_resync(move || processor.should_resync(tokio::time::Instant::now()))
             .with_relist_by_page(config.relist_by_page);
-        if !check.is_zero() {
-            reflector = reflector.with_resync_period(check);
-        }
         if let Some(handler) = config.watch_error_handler.clone() {
             reflector = reflector.with_watch_error_handler(move |e| handler(e));
         }
