@@ -90,3 +90,62 @@ async fn resyncs_on_delta_fifo() {
 async fn resyncs_on_in_order_fifo() {
     resyncs_reach_only_handlers_whose_period_is_due(Kind::InOrder).await;
 }
+
+/// As client-go's reflector: no resync while no watch is open (a relist under way, or waiting
+/// for one), and resyncs again once a watch is back.
+async fn no_resync_while_the_watch_is_down(kind: Kind) {
+    let source = ChannelSource::new();
+    source.push_list(vec![obj("a", "x", 1)], 1);
+    let watch = source.open_watch();
+    let informer = std::sync::Arc::new(informer(&source, Duration::from_secs(10), kind));
+    let rec = Recorder::new();
+    informer
+        .add_event_handler(rec.clone(), HandlerOptions::new())
+        .unwrap();
+    let (stop, task) = start(&informer);
+    eventually_paused("the initial add", || rec.len() == 1).await;
+    // The watch expires and the relist waits for a list nobody has queued yet.
+    watch.expire();
+    for _ in 0..100 {
+        if source.lists_asked() == 2 {
+            break;
+        }
+        // Past the backoff before the relist.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(source.lists_asked(), 2, "the relist is asked");
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_secs(10)).await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        rec.len(),
+        1,
+        "no resync while the watch is down: {:?}",
+        rec.seen()
+    );
+    // The relist comes and a watch opens: resyncs resume.
+    source.push_list(vec![obj("a", "x", 1)], 1);
+    let _watch = source.open_watch();
+    eventually_paused("the watch open again", || source.watches_pending() == 0).await;
+    tokio::time::advance(Duration::from_secs(10)).await;
+    eventually_paused("a resync", || {
+        rec.seen()
+            .iter()
+            .any(|s| matches!(s, Seen::Update(_, old, new) if old == new))
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_resync_while_the_watch_is_down_on_delta_fifo() {
+    no_resync_while_the_watch_is_down(Kind::DeltaFifo).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_resync_while_the_watch_is_down_on_in_order_fifo() {
+    no_resync_while_the_watch_is_down(Kind::InOrder).await;
+}
