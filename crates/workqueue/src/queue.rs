@@ -16,6 +16,10 @@ use tokio::time::Instant;
 use crate::metrics::{MetricsProvider, Numbers, QueueHandle, QueueStats, Sampler, Source, Stamp};
 use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
 
+/// How far from the end of the clock's range a deadline must be: the timer rounds a
+/// deadline up (tokio: by up to a millisecond), which must not overflow the clock.
+const CLOCK_END_MARGIN: Duration = Duration::from_secs(1);
+
 /// A work queue of keys (client-go's rate-limiting `workqueue`), for any number of async
 /// workers.
 ///
@@ -25,7 +29,8 @@ use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
 /// * **Workers** loop on [`get`](Self::get) (`None` once the queue is shut down and empty),
 ///   process the item, and call [`done`](Self::done) with it.
 /// * **Delays**: [`add_after`](Self::add_after) adds an item once a delay has passed (a waiting
-///   item's earlier deadline wins); [`add_rate_limited`](Self::add_rate_limited) delays it by
+///   item's earlier deadline wins; a delay past the clock's range means never);
+///   [`add_rate_limited`](Self::add_rate_limited) delays it by
 ///   the [`RateLimiter`] (client-go's default: per-item exponential backoff from 5 ms up to
 ///   1,000 s, and an overall 10 per second with a burst of 100), and
 ///   [`forget`](Self::forget) clears its failures once it succeeds.
@@ -310,6 +315,12 @@ where
 
     /// Adds `item` once `delay` has passed (at once for a zero delay). An item already delayed
     /// keeps the earlier of its two deadlines. Ignored once shutting down.
+    ///
+    /// Any delay is valid. One that takes the deadline past the clock's range (less a second)
+    /// means **never**: this call does not add the item (an earlier deadline it has stands).
+    /// [`Duration::MAX`] is such a delay everywhere; on Linux the clock reaches about 292
+    /// billion years, elsewhere it may end sooner. A rate limiter's "never" is
+    /// `Duration::MAX` (see [`RateLimiter::when`]).
     pub fn add_after(&self, item: T, delay: Duration) {
         let mut state = self.inner.state.lock();
         if state.shutting_down {
@@ -323,7 +334,13 @@ where
             }
             return;
         }
-        let deadline = Instant::now() + delay;
+        let Some(deadline) = Instant::now()
+            .checked_add(delay)
+            .filter(|at| at.checked_add(CLOCK_END_MARGIN).is_some())
+        else {
+            // Past the clock's range: never.
+            return;
+        };
         if let Some(&(at, seq)) = state.delayed.get(&item) {
             if at <= deadline {
                 return;

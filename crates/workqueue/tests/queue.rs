@@ -86,6 +86,15 @@ impl Model {
     }
 }
 
+/// A runtime on tokio's paused clock, for a proptest case.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8),
@@ -115,12 +124,7 @@ proptest! {
     /// back after done, and nothing is handed out after a shutdown empties it.
     #[test]
     fn the_queue_follows_the_model(ops in prop::collection::vec(op(), 1..120)) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        paused_runtime().block_on(async {
             let queue = WorkQueue::<u8>::new();
             let mut model = Model::default();
             let mut in_progress: Vec<u8> = Vec::new();
@@ -282,6 +286,157 @@ async fn add_after_keeps_the_earlier_deadline() {
     assert_eq!(queue.get().await, Some("c"), "not behind the delayed one");
     assert_eq!(queue.get().await, Some("b"));
     assert_eq!(begun.elapsed(), ms(50));
+}
+
+/// The longest delay the clock can add to `now` (Linux's clock reaches about 292 billion
+/// years; other platforms' less).
+fn clock_range(now: tokio::time::Instant) -> Duration {
+    let (mut lo, mut hi) = (0u128, Duration::MAX.as_nanos());
+    let nanos = |n: u128| Duration::new((n / 1_000_000_000) as u64, (n % 1_000_000_000) as u32);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if now.checked_add(nanos(mid)).is_some() {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    nanos(lo)
+}
+
+/// Any delay is valid: one past the clock's range means never. The item is not added by
+/// that call, an earlier deadline of the same item stands, nothing panics (neither the add
+/// nor a worker's wait), and the queue goes on working.
+#[tokio::test(start_paused = true)]
+async fn a_delay_past_the_clock_is_never() {
+    let queue = WorkQueue::<&str>::new();
+    let begun = tokio::time::Instant::now();
+    let range = clock_range(begun);
+    assert!(range < Duration::MAX, "the clock ends before Duration::MAX");
+    queue.add_after("never", Duration::MAX);
+    queue.add_after("never", range + Duration::from_nanos(1));
+    queue.add_after("soon", ms(10));
+    queue.add_after("soon", Duration::MAX);
+    assert_eq!(queue.len(), 0);
+    assert_eq!(
+        queue.get().await,
+        Some("soon"),
+        "the earlier deadline stands"
+    );
+    assert_eq!(begun.elapsed(), ms(10));
+    queue.done(&"soon");
+    // A worker waits for the far deadlines without panicking; the paused clock jumps an hour.
+    let waited = tokio::time::timeout(Duration::from_secs(3600), queue.get()).await;
+    assert!(waited.is_err(), "nothing due: got {waited:?}");
+    queue.add("now");
+    assert_eq!(queue.get().await, Some("now"));
+    queue.done(&"now");
+    queue.add_rate_limited("retried");
+    queue.shut_down();
+    // At the clock's very end and just inside it, each alone in a queue a worker waits on
+    // (its sleep is for that deadline): far past anything a test can wait for.
+    let fars: [fn(Duration) -> Duration; 7] = [
+        |range| range,
+        |range| range - Duration::from_nanos(1),
+        |range| range - ms(1),
+        |range| range - Duration::from_secs(1),
+        |range| range - Duration::from_secs(2),
+        |range| range / 2,
+        |_| Duration::from_secs(100 * 365 * 86_400),
+    ];
+    for far in fars {
+        // The paused clock has moved on: the range is shorter now.
+        let delay = far(clock_range(tokio::time::Instant::now()));
+        let queue = WorkQueue::<&str>::new();
+        queue.add_after("far", delay);
+        let waited = tokio::time::timeout(Duration::from_secs(3600), queue.get()).await;
+        assert!(waited.is_err(), "{delay:?}: got {waited:?}");
+    }
+    // A far delay the clock can reach (three years: past the timer's range) comes, on time.
+    let queue = WorkQueue::<&str>::new();
+    let years = Duration::from_secs(3 * 365 * 86_400);
+    let begun = tokio::time::Instant::now();
+    queue.add_after("years", years);
+    let got = tokio::time::timeout(years * 2, queue.get()).await;
+    assert_eq!(got, Ok(Some("years")));
+    assert_eq!(begun.elapsed(), years);
+}
+
+/// A delay for [`add_after_takes_any_delay`].
+#[derive(Debug, Clone)]
+enum Delay {
+    Fixed(Duration),
+    /// This many nanoseconds before the end of the clock's range (negative: past it).
+    BeforeTheEnd(i64),
+}
+
+fn delay() -> impl Strategy<Value = Delay> {
+    prop_oneof![
+        3 => (0u64..5_000_000).prop_map(|us| Delay::Fixed(Duration::from_micros(us))),
+        2 => (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Delay::Fixed(Duration::new(s, n))),
+        1 => Just(Delay::Fixed(Duration::MAX)),
+        1 => Just(Delay::Fixed(Duration::ZERO)),
+        2 => any::<i64>().prop_map(Delay::BeforeTheEnd),
+        2 => (-5_000_000_000i64..5_000_000_000).prop_map(Delay::BeforeTheEnd),
+    ]
+}
+
+proptest! {
+    /// `add_after` with any delays, down to the nanosecond around the end of the clock's
+    /// range: no panic; the items delayed up to 5 s come when due, in order; the others
+    /// within the next ten seconds never.
+    #[test]
+    fn add_after_takes_any_delay(delays in prop::collection::vec(delay(), 1..8)) {
+        paused_runtime().block_on(async {
+            let queue = WorkQueue::<usize>::new();
+            let begun = tokio::time::Instant::now();
+            let range = clock_range(begun);
+            let mut due = Vec::new();
+            for (item, d) in delays.iter().enumerate() {
+                let d = match *d {
+                    Delay::Fixed(d) => d,
+                    Delay::BeforeTheEnd(n) if n >= 0 => range.saturating_sub(Duration::from_nanos(n.unsigned_abs())),
+                    Delay::BeforeTheEnd(n) => range.saturating_add(Duration::from_nanos(n.unsigned_abs())),
+                };
+                queue.add_after(item, d);
+                if d <= Duration::from_secs(5) {
+                    due.push((d, item));
+                }
+            }
+            due.sort();
+            let mut came = Vec::new();
+            while let Ok(item) = tokio::time::timeout(Duration::from_secs(10), queue.get()).await {
+                let item = item.expect("not shut down");
+                came.push((begun.elapsed(), item));
+                queue.done(&item);
+            }
+            prop_assert_eq!(came.len(), due.len(), "came {:?}, due {:?}", came, due);
+            for ((at, item), (d, want)) in came.iter().zip(&due) {
+                prop_assert_eq!(item, want);
+                // The timer rounds up to the millisecond.
+                prop_assert!(*d <= *at && *at <= *d + ms(1), "{} due at {:?} came at {:?}", item, d, at);
+            }
+            Ok(())
+        })?;
+    }
+}
+
+/// A rate limiter whose delay saturates at `Duration::MAX` (an exponential backoff with no
+/// real cap) after many failures: the retries are never added, and the queue neither panics
+/// nor stops working.
+#[tokio::test(start_paused = true)]
+async fn a_backoff_without_a_cap_never_panics_the_queue() {
+    let queue = WorkQueue::<&str>::builder()
+        .rate_limiter(ItemExponentialFailureRateLimiter::new(ms(5), Duration::MAX))
+        .build();
+    for _ in 0..200 {
+        queue.add_rate_limited("a");
+    }
+    assert_eq!(queue.num_requeues(&"a"), 200);
+    assert_eq!(queue.get().await, Some("a"), "the first retry, after 5 ms");
+    queue.done(&"a");
+    queue.add("b");
+    assert_eq!(queue.get().await, Some("b"));
 }
 
 /// A shut-down queue ignores adds and drops delayed items, hands out what was queued, then
