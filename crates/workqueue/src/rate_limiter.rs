@@ -36,6 +36,11 @@ impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<R> {
 
 /// Per-item exponential backoff: `base × 2^failures`, capped at `max` (client-go's
 /// `ItemExponentialFailureRateLimiter`).
+///
+/// Any durations and any number of failures are valid: the delay is exact until it passes
+/// `max`, then `max` for ever (a zero `base`: zero for ever), with no overflow. `max` may be
+/// [`Duration::MAX`], which the queue takes as "never" once the backoff reaches it. The count
+/// of an item's failures saturates at `u32::MAX`.
 pub struct ItemExponentialFailureRateLimiter<T> {
     base: Duration,
     max: Duration,
@@ -60,6 +65,28 @@ impl<T> ItemExponentialFailureRateLimiter<T> {
             failures: Mutex::new(HashMap::new()),
         }
     }
+
+    /// `base × 2^exp`, or `max` if that is longer: exact for every `exp`, without overflow.
+    fn backoff(&self, exp: u32) -> Duration {
+        const NANOS_PER_SEC: u128 = 1_000_000_000;
+        let base = self.base.as_nanos();
+        if base == 0 {
+            return Duration::ZERO;
+        }
+        // `base << exp` fits in a u128 while `exp` is at most its leading zeros.
+        if exp > base.leading_zeros() {
+            return self.max;
+        }
+        let nanos = base << exp;
+        if nanos >= self.max.as_nanos() {
+            return self.max;
+        }
+        // Below `max`, so its seconds fit in a u64.
+        Duration::new(
+            (nanos / NANOS_PER_SEC) as u64,
+            (nanos % NANOS_PER_SEC) as u32,
+        )
+    }
 }
 
 impl<T: Clone + Eq + Hash + Send + Sync> RateLimiter<T> for ItemExponentialFailureRateLimiter<T> {
@@ -68,9 +95,7 @@ impl<T: Clone + Eq + Hash + Send + Sync> RateLimiter<T> for ItemExponentialFailu
         let count = failures.entry(item.clone()).or_insert(0);
         let exp = *count;
         *count = count.saturating_add(1);
-        2u32.checked_pow(exp)
-            .and_then(|factor| self.base.checked_mul(factor))
-            .map_or(self.max, |d| d.min(self.max))
+        self.backoff(exp)
     }
 
     fn forget(&self, item: &T) {
@@ -277,6 +302,34 @@ mod tests {
             limiter.when(&"three");
         }
         assert_eq!(limiter.when(&"three"), Duration::from_secs(1));
+    }
+
+    /// Any number of failures: exactly `base × 2^n` until that passes `max`, then `max` for
+    /// ever; no early saturation (2^32 ns is 4.3 s, not `max`); a zero base stays zero.
+    #[test]
+    fn exponential_backoff_is_exact_then_saturates_at_any_count() {
+        let ns = Duration::from_nanos;
+        let limiter = ItemExponentialFailureRateLimiter::new(ns(1), Duration::MAX);
+        let waits: Vec<_> = (0..10_000).map(|_| limiter.when(&"a")).collect();
+        assert_eq!(waits[31], ns(1 << 31));
+        assert_eq!(waits[32], ns(1 << 32));
+        assert_eq!(waits[63], ns(1 << 63));
+        // 2^64 ns, past u64 nanoseconds.
+        assert_eq!(waits[64], Duration::new(18_446_744_073, 709_551_616));
+        // Duration::MAX is about 2^93.9 ns.
+        assert_eq!(waits[93].as_nanos(), 1 << 93);
+        assert_eq!(waits[94], Duration::MAX, "2^94 ns is past Duration::MAX");
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]), "monotone");
+        assert!(waits[94..].iter().all(|w| *w == Duration::MAX));
+        assert_eq!(limiter.num_requeues(&"a"), 10_000);
+
+        let zero = ItemExponentialFailureRateLimiter::new(Duration::ZERO, Duration::from_secs(1));
+        for n in 0..10_000 {
+            assert_eq!(zero.when(&"a"), Duration::ZERO, "failure {n}");
+        }
+        // A base above the cap: the cap from the first failure.
+        let above = ItemExponentialFailureRateLimiter::new(ms(10), ms(3));
+        assert_eq!(above.when(&"a"), ms(3));
     }
 
     /// client-go's `TestItemFastSlowRateLimiter`.
