@@ -50,13 +50,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::journal::WriteLog;
 use crate::record::{CallLog, Recording, check_relists};
-use crate::runner::{
-    Failure, SETTLE_BOUND, Suite, jobs_left_on_the_pool, on_a_runtime_of_its_own, on_threads,
-    pool_threads_settled, start_server, write_encodings, write_settings,
-};
-use crate::scenario::{
-    NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step, encodings_tally, server_settings_tally,
-};
+use crate::runner::{Failure, SETTLE_BOUND, Suite, on_a_runtime_of_its_own, start_server};
+use crate::scenario::{NAMES_PER_NAMESPACE, NAMESPACES, Scenario, Step};
+use crate::seeds::{SeedSuite, Summary, run_suite};
 use crate::stack::{apply, calm, check_encoding, client, inject, sum_counts};
 
 /// Reconciles the controller runs at once.
@@ -1007,6 +1003,29 @@ pub struct ControllerOutcome {
     pub wall: Duration,
 }
 
+impl fmt::Display for ControllerOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} passed: {} pod writes, {} faults and disturbances, {} reconciles, {} errors \
+             retried, {} writes, {} relists, {} protobuf and {} JSON responses, {} pods, settled \
+             in {:.2?}, {:.2?} in all",
+            self.seed,
+            self.pod_writes,
+            self.faults.values().sum::<u64>(),
+            self.reconciles,
+            self.errors_retried,
+            self.writes,
+            self.relists,
+            self.responses.protobuf,
+            self.responses.json,
+            self.pods,
+            self.settled_in,
+            self.wall
+        )
+    }
+}
+
 /// Waits up to `bound` for the world on the server to converge, with both caches equal to the
 /// server and the controller's queue idle (nothing queued or in flight); returns how long it
 /// took, or what still differs.
@@ -1227,15 +1246,9 @@ pub fn run_controller_seed(scenario: &Scenario) -> Result<ControllerOutcome, Fai
     on_a_runtime_of_its_own(scenario, Suite::Controller, run_controller(scenario))
 }
 
-/// The results of many controller seeds.
+/// The controller's figures over many seeds (see [`Summary`]).
 #[derive(Debug, Default)]
-pub struct ControllerSummary {
-    /// Seeds run.
-    pub seeds: usize,
-    /// Seeds that passed.
-    pub passed: usize,
-    /// The failures, by seed.
-    pub failures: Vec<Failure>,
+pub struct ControllerTally {
     /// Reconciles, over all passing seeds.
     pub reconciles: u64,
     /// Reconciles that failed and were retried.
@@ -1252,79 +1265,41 @@ pub struct ControllerSummary {
     pub replaces: u64,
     /// Deletes.
     pub deletes: u64,
-    /// Faults and disturbances fired, by kind.
-    pub faults: BTreeMap<&'static str, u64>,
     /// Relists, both informers together.
     pub relists: u64,
     /// The slowest convergence after the churn stopped.
     pub slowest_settle: Duration,
     /// The seed of the slowest convergence.
     pub slowest_seed: u64,
-    /// Jobs left on the delivery pool once every seed had finished: must be 0.
-    pub jobs_left: usize,
-    /// `informer-` threads once every seed had finished (`None`: not measurable here).
-    pub threads_left: Option<usize>,
-    /// Seeds per optional server setting (see `ServerSettings::names`).
-    pub settings: BTreeMap<&'static str, usize>,
-    /// Seeds per encoding the informers read (`json`, `protobuf`; see
-    /// `ServerSettings::json_only`).
-    pub encodings: BTreeMap<&'static str, usize>,
-    /// Responses read by encoding, over all passing seeds.
-    pub responses: EncodingCounts,
-    /// The whole batch.
-    pub wall: Duration,
 }
 
-impl ControllerSummary {
-    /// Whether every seed passed and nothing of any informer was left running.
-    pub fn ok(&self) -> bool {
-        self.failures.is_empty() && self.jobs_left == 0
+impl SeedSuite for ControllerTally {
+    type Outcome = ControllerOutcome;
+
+    const SUITE: Suite = Suite::Controller;
+
+    const RUN_SEED: fn(&Scenario) -> Result<ControllerOutcome, Failure> = run_controller_seed;
+
+    fn add(&mut self, outcome: ControllerOutcome) -> (BTreeMap<&'static str, u64>, EncodingCounts) {
+        self.reconciles += outcome.reconciles;
+        self.errors_retried += outcome.errors_retried;
+        for (kind, n) in outcome.errors {
+            *self.errors.entry(kind).or_default() += n;
+        }
+        self.longest_streak = self.longest_streak.max(outcome.longest_streak);
+        self.writes += outcome.writes;
+        self.creates += outcome.creates;
+        self.replaces += outcome.replaces;
+        self.deletes += outcome.deletes;
+        self.relists += outcome.relists;
+        if outcome.settled_in >= self.slowest_settle {
+            self.slowest_settle = outcome.settled_in;
+            self.slowest_seed = outcome.seed;
+        }
+        (outcome.faults, outcome.responses)
     }
 
-    fn add(&mut self, result: Result<ControllerOutcome, Failure>) {
-        self.seeds += 1;
-        match result {
-            Ok(outcome) => {
-                self.passed += 1;
-                self.reconciles += outcome.reconciles;
-                self.errors_retried += outcome.errors_retried;
-                for (kind, n) in outcome.errors {
-                    *self.errors.entry(kind).or_default() += n;
-                }
-                self.longest_streak = self.longest_streak.max(outcome.longest_streak);
-                self.writes += outcome.writes;
-                self.creates += outcome.creates;
-                self.replaces += outcome.replaces;
-                self.deletes += outcome.deletes;
-                for (kind, n) in outcome.faults {
-                    *self.faults.entry(kind).or_default() += n;
-                }
-                self.relists += outcome.relists;
-                self.responses = sum_counts([self.responses, outcome.responses]);
-                if outcome.settled_in >= self.slowest_settle {
-                    self.slowest_settle = outcome.settled_in;
-                    self.slowest_seed = outcome.seed;
-                }
-            }
-            Err(failure) => self.failures.push(failure),
-        }
-    }
-}
-
-impl fmt::Display for ControllerSummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "controller seeds run: {}, passed: {}, failed: {}",
-            self.seeds,
-            self.passed,
-            self.failures.len()
-        )?;
-        if !self.failures.is_empty() {
-            let mut seeds: Vec<u64> = self.failures.iter().map(|f| f.seed).collect();
-            seeds.sort_unstable();
-            writeln!(f, "failed seeds: {seeds:?}")?;
-        }
+    fn write_lines(&self, _passed: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "reconciles: {}, errors retried: {}, writes: {} ({} creates, {} replaces, {} deletes), relists: {}",
@@ -1345,22 +1320,7 @@ impl fmt::Display for ControllerSummary {
         for (kind, n) in &self.errors {
             writeln!(f, "  {kind:<28} {n}")?;
         }
-        writeln!(
-            f,
-            "faults and disturbances fired ({} in all):",
-            self.faults.values().sum::<u64>()
-        )?;
-        for (kind, n) in &self.faults {
-            writeln!(f, "  {kind:<28} {n}")?;
-        }
-        write_settings(f, &self.settings, self.seeds)?;
-        write_encodings(f, &self.encodings, self.responses, self.seeds)?;
-        writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
-        match self.threads_left {
-            Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
-            None => writeln!(f, "delivery pool threads: not measurable (no /proc)")?,
-        }
-        write!(f, "wall time: {:.2?}", self.wall)
+        Ok(())
     }
 }
 
@@ -1371,23 +1331,8 @@ pub fn run_controller_seeds(
     scenarios: Vec<Scenario>,
     jobs: usize,
     progress: impl Fn(&Result<ControllerOutcome, Failure>) + Sync,
-) -> ControllerSummary {
-    let begun = Instant::now();
-    let summary = Mutex::new(ControllerSummary {
-        settings: server_settings_tally(&scenarios),
-        encodings: encodings_tally(&scenarios),
-        ..ControllerSummary::default()
-    });
-    on_threads(scenarios, jobs, run_controller_seed, |result| {
-        progress(&result);
-        summary.lock().add(result);
-    });
-    let mut summary = summary.into_inner();
-    summary.failures.sort_by_key(|f| f.seed);
-    summary.jobs_left = jobs_left_on_the_pool();
-    summary.threads_left = pool_threads_settled();
-    summary.wall = begun.elapsed();
-    summary
+) -> Summary<ControllerTally> {
+    run_suite(scenarios, jobs, progress)
 }
 
 #[cfg(test)]

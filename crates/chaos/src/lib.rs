@@ -38,6 +38,9 @@
 //! pod exactly its child, no ConfigMap of a pod UID that is gone), and the controller and the
 //! informers must stop cleanly.
 //!
+//! Both suites run many seeds alike ([`seeds`]: [`run_suite`] over a [`SeedSuite`], into a
+//! [`Summary`] of the suite's own tally).
+//!
 //! The `informer-chaos` binary runs thousands of seeds (`--controller` for the controller
 //! scenario) and has a soak mode ([`soak()`]), which can run the simulator in a process of its
 //! own ([`server_process`]): see `docs/reliability.md`.
@@ -67,20 +70,22 @@ pub mod journal;
 pub mod record;
 pub mod runner;
 pub mod scenario;
+pub mod seeds;
 pub mod server_process;
 pub mod soak;
 pub mod stack;
 
 pub use crate::controller::{
-    ControllerOutcome, ControllerPlan, ControllerSummary, Disturbance, run_controller,
+    ControllerOutcome, ControllerPlan, ControllerTally, Disturbance, run_controller,
     run_controller_seed, run_controller_seeds,
 };
 pub use crate::journal::{Journal, JournalOptions, Note, WriteLog};
 pub use crate::record::{Call, CallLog, End, Recording, check_relists, justifies_relist};
 pub use crate::runner::{
-    Failure, Outcome, SETTLE_BOUND, Suite, Summary, controller_replay_command, informer_threads,
+    Failure, InformersTally, Outcome, SETTLE_BOUND, Suite, controller_replay_command,
     replay_command, run, run_seed, run_seeds,
 };
 pub use crate::scenario::{DEFAULT_STEPS, Fault, Generator, Op, SELECTOR, Scenario, Step};
+pub use crate::seeds::{SeedSuite, Summary, informer_threads, run_suite};
 pub use crate::server_process::serve as serve_soak;
 pub use crate::soak::{SoakOptions, SoakReport, soak};

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use informer_chaos::{
-    DEFAULT_STEPS, Scenario, SoakOptions, run_controller_seeds, run_seeds, serve_soak, soak,
+    ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions, run_suite,
+    serve_soak, soak,
 };
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
@@ -124,62 +125,31 @@ fn main() -> ExitCode {
         .iter()
         .map(|&seed| Scenario::with_steps(seed, args.steps))
         .collect();
-    println!(
-        "running {} {}seeds ({} steps each) on {jobs} threads",
-        scenarios.len(),
-        if args.controller { "controller " } else { "" },
-        args.steps
-    );
+    let replaying = args.seed.is_some();
     if args.controller {
-        let summary = run_controller_seeds(scenarios, jobs, |result| match result {
-            Ok(outcome) => {
-                if args.seed.is_some() {
-                    println!(
-                        "seed {} passed: {} pod writes, {} faults and disturbances, {} \
-                         reconciles, {} errors retried, {} writes, {} relists, {} protobuf and \
-                         {} JSON responses, {} pods, settled in {:.2?}, {:.2?} in all",
-                        outcome.seed,
-                        outcome.pod_writes,
-                        outcome.faults.values().sum::<u64>(),
-                        outcome.reconciles,
-                        outcome.errors_retried,
-                        outcome.writes,
-                        outcome.relists,
-                        outcome.responses.protobuf,
-                        outcome.responses.json,
-                        outcome.pods,
-                        outcome.settled_in,
-                        outcome.wall
-                    );
-                }
-            }
-            Err(failure) => eprintln!("{failure}"),
-        });
-        println!("\n{summary}");
-        return if summary.ok() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        };
+        run_batch::<ControllerTally>(scenarios, jobs, args.steps, replaying)
+    } else {
+        run_batch::<InformersTally>(scenarios, jobs, args.steps, replaying)
     }
-    let summary = run_seeds(scenarios, jobs, |result| match result {
+}
+
+/// Runs `scenarios` in the suite `T` on `jobs` threads and prints the summary, each failure as
+/// it comes, and each seed that passed when `replaying` one.
+fn run_batch<T: SeedSuite>(
+    scenarios: Vec<Scenario>,
+    jobs: usize,
+    steps: usize,
+    replaying: bool,
+) -> ExitCode {
+    println!(
+        "running {} {} ({steps} steps each) on {jobs} threads",
+        scenarios.len(),
+        T::SUITE.seeds()
+    );
+    let summary = run_suite::<T>(scenarios, jobs, |result| match result {
         Ok(outcome) => {
-            if args.seed.is_some() {
-                println!(
-                    "seed {} passed: {} writes, {} faults, {} notifications, {} relists, {} \
-                     tombstones, {} protobuf and {} JSON responses, settled in {:.2?}, {:.2?} in \
-                     all",
-                    outcome.seed,
-                    outcome.writes,
-                    outcome.faults.values().sum::<u64>(),
-                    outcome.notifications,
-                    outcome.relists,
-                    outcome.tombstones,
-                    outcome.responses.protobuf,
-                    outcome.responses.json,
-                    outcome.settled_in,
-                    outcome.wall
-                );
+            if replaying {
+                println!("{outcome}");
             }
         }
         Err(failure) => eprintln!("{failure}"),

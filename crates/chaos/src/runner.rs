@@ -3,17 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use informer_apiserver::{ApiServer, Config};
 use informer_kube::EncodingCounts;
-use parking_lot::Mutex;
 
 use crate::journal::WriteLog;
-use crate::scenario::{Scenario, Step, encodings_tally, server_settings_tally};
-use crate::stack::{Stack, StackOptions, apply, calm, client, inject, sum_counts};
+use crate::scenario::{Scenario, Step};
+use crate::seeds::{SeedSuite, Summary, run_suite};
+use crate::stack::{Stack, StackOptions, apply, calm, client, inject};
 
 /// How long the caches and handlers get to converge once faults and churn stop.
 pub const SETTLE_BOUND: Duration = Duration::from_secs(30);
@@ -46,7 +44,28 @@ pub struct Outcome {
     pub wall: Duration,
 }
 
-/// Which suite a seed ran in: it decides the command that replays it.
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} passed: {} writes, {} faults, {} notifications, {} relists, {} tombstones, \
+             {} protobuf and {} JSON responses, settled in {:.2?}, {:.2?} in all",
+            self.seed,
+            self.writes,
+            self.faults.values().sum::<u64>(),
+            self.notifications,
+            self.relists,
+            self.tombstones,
+            self.responses.protobuf,
+            self.responses.json,
+            self.settled_in,
+            self.wall
+        )
+    }
+}
+
+/// Which suite a seed ran in: it decides the command that replays it, and the words of its
+/// summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Suite {
     /// The informers' convergence runs ([`run_seed`]).
@@ -55,6 +74,32 @@ pub enum Suite {
     /// The controller's convergence runs
     /// ([`run_controller_seed`](crate::controller::run_controller_seed)).
     Controller,
+}
+
+impl Suite {
+    /// What its seeds are called: `seeds`, `controller seeds`.
+    pub fn seeds(self) -> &'static str {
+        match self {
+            Suite::Informers => "seeds",
+            Suite::Controller => "controller seeds",
+        }
+    }
+
+    /// What its summary calls the faults it fired, and the width of their kinds' column.
+    pub fn faults(self) -> (&'static str, usize) {
+        match self {
+            Suite::Informers => ("faults", 22),
+            Suite::Controller => ("faults and disturbances", 28),
+        }
+    }
+
+    /// The flag of the `informer-chaos` binary that runs it.
+    fn flag(self) -> &'static str {
+        match self {
+            Suite::Informers => "",
+            Suite::Controller => " --controller",
+        }
+    }
 }
 
 /// A failing run: the seed and what went wrong.
@@ -83,10 +128,7 @@ impl Failure {
 
     /// The command that replays this seed.
     pub fn replay(&self) -> String {
-        match self.suite {
-            Suite::Informers => replay_command(self.seed, self.steps),
-            Suite::Controller => controller_replay_command(self.seed, self.steps),
-        }
+        replay_with(self.suite.flag(), self.seed, self.steps)
     }
 }
 
@@ -104,12 +146,12 @@ impl std::error::Error for Failure {}
 
 /// The command that replays one seed.
 pub fn replay_command(seed: u64, steps: usize) -> String {
-    replay_with("", seed, steps)
+    replay_with(Suite::Informers.flag(), seed, steps)
 }
 
 /// The command that replays one seed of the controller scenario.
 pub fn controller_replay_command(seed: u64, steps: usize) -> String {
-    replay_with(" --controller", seed, steps)
+    replay_with(Suite::Controller.flag(), seed, steps)
 }
 
 fn replay_with(flag: &str, seed: u64, steps: usize) -> String {
@@ -118,43 +160,6 @@ fn replay_with(flag: &str, seed: u64, steps: usize) -> String {
         command.push_str(&format!(" --steps {steps}"));
     }
     command
-}
-
-/// Threads of this process named `informer-`: the delivery pool's (its threads, its monitor,
-/// and any spare). `None` where `/proc` is not available.
-pub fn informer_threads() -> Option<usize> {
-    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    Some(
-        tasks
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .filter(|name| name.starts_with("informer-"))
-            .count(),
-    )
-}
-
-/// The delivery pool's threads once any spare has left (spares leave after
-/// [`SPARE_IDLE`](informer::SPARE_IDLE) idle; waits up to ten seconds for that).
-pub(crate) fn pool_threads_settled() -> Option<usize> {
-    let resting = informer::DeliveryPool::global().size() + 1;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let threads = informer_threads()?;
-        if threads <= resting || Instant::now() >= deadline {
-            return Some(threads);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits (up to ten seconds) until no job is left on the delivery pool: every informer's pop
-/// loop and every handler has ended. Returns what is left.
-pub(crate) fn jobs_left_on_the_pool() -> usize {
-    let pool = informer::DeliveryPool::global();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pool.jobs() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    pool.jobs()
 }
 
 /// Runs `scenario` on the current runtime: starts the simulator and the informers, applies
@@ -310,17 +315,9 @@ pub(crate) fn on_a_runtime_of_its_own<T>(
     Ok(outcome)
 }
 
-/// The results of many seeds.
+/// The informers' figures over many seeds (see [`Summary`]).
 #[derive(Debug, Default)]
-pub struct Summary {
-    /// Seeds run.
-    pub seeds: usize,
-    /// Seeds that passed.
-    pub passed: usize,
-    /// The failures, by seed.
-    pub failures: Vec<Failure>,
-    /// Faults fired, by kind, over all passing seeds.
-    pub faults: BTreeMap<&'static str, u64>,
+pub struct InformersTally {
     /// Writes made.
     pub writes: u64,
     /// Notifications handled.
@@ -335,97 +332,27 @@ pub struct Summary {
     pub seeds_coalescing: usize,
     /// The slowest convergence after churn stopped.
     pub slowest_settle: Duration,
-    /// Jobs left on the delivery pool once every seed had finished (pop loops or handlers
-    /// still running): must be 0.
-    pub jobs_left: usize,
-    /// `informer-` threads (the delivery pool's) once every seed had finished (`None`: not
-    /// measurable here): the pool's fixed size, not one per informer or handler.
-    pub threads_left: Option<usize>,
-    /// Seeds per optional server setting (see
-    /// [`ServerSettings::names`](crate::scenario::ServerSettings::names)).
-    pub settings: BTreeMap<&'static str, usize>,
-    /// Seeds per encoding the informers read (`json`, `protobuf`; see
-    /// [`ServerSettings::json_only`](crate::scenario::ServerSettings::json_only)).
-    pub encodings: BTreeMap<&'static str, usize>,
-    /// Responses read by encoding, over all passing seeds.
-    pub responses: EncodingCounts,
-    /// The whole batch.
-    pub wall: Duration,
 }
 
-/// Writes how many of `seeds` ran with each optional server setting.
-pub(crate) fn write_settings(
-    f: &mut fmt::Formatter<'_>,
-    settings: &BTreeMap<&'static str, usize>,
-    seeds: usize,
-) -> fmt::Result {
-    writeln!(f, "server settings, seeds of {seeds}:")?;
-    for (name, n) in settings {
-        writeln!(f, "  {name:<28} {n}")?;
-    }
-    Ok(())
-}
+impl SeedSuite for InformersTally {
+    type Outcome = Outcome;
 
-/// Writes how many of `seeds` read each encoding, and the responses read in each.
-pub(crate) fn write_encodings(
-    f: &mut fmt::Formatter<'_>,
-    encodings: &BTreeMap<&'static str, usize>,
-    responses: EncodingCounts,
-    seeds: usize,
-) -> fmt::Result {
-    writeln!(f, "encodings, seeds of {seeds}:")?;
-    for (name, n) in encodings {
-        let read = match *name {
-            "json" => responses.json,
-            _ => responses.protobuf,
-        };
-        writeln!(f, "  {name:<28} {n} ({read} responses read)")?;
-    }
-    Ok(())
-}
+    const SUITE: Suite = Suite::Informers;
 
-impl Summary {
-    /// Whether every seed passed and nothing of any informer was left running.
-    pub fn ok(&self) -> bool {
-        self.failures.is_empty() && self.jobs_left == 0
+    const RUN_SEED: fn(&Scenario) -> Result<Outcome, Failure> = run_seed;
+
+    fn add(&mut self, outcome: Outcome) -> (BTreeMap<&'static str, u64>, EncodingCounts) {
+        self.writes += outcome.writes as u64;
+        self.notifications += outcome.notifications;
+        self.relists += outcome.relists;
+        self.tombstones += outcome.tombstones;
+        self.coalesced += outcome.coalesced;
+        self.seeds_coalescing += usize::from(outcome.coalesced > 0);
+        self.slowest_settle = self.slowest_settle.max(outcome.settled_in);
+        (outcome.faults, outcome.responses)
     }
 
-    fn add(&mut self, result: Result<Outcome, Failure>) {
-        self.seeds += 1;
-        match result {
-            Ok(outcome) => {
-                self.passed += 1;
-                for (kind, n) in outcome.faults {
-                    *self.faults.entry(kind).or_default() += n;
-                }
-                self.writes += outcome.writes as u64;
-                self.notifications += outcome.notifications;
-                self.relists += outcome.relists;
-                self.tombstones += outcome.tombstones;
-                self.coalesced += outcome.coalesced;
-                self.seeds_coalescing += usize::from(outcome.coalesced > 0);
-                self.responses = sum_counts([self.responses, outcome.responses]);
-                self.slowest_settle = self.slowest_settle.max(outcome.settled_in);
-            }
-            Err(failure) => self.failures.push(failure),
-        }
-    }
-}
-
-impl fmt::Display for Summary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "seeds run: {}, passed: {}, failed: {}",
-            self.seeds,
-            self.passed,
-            self.failures.len()
-        )?;
-        if !self.failures.is_empty() {
-            let mut seeds: Vec<u64> = self.failures.iter().map(|f| f.seed).collect();
-            seeds.sort_unstable();
-            writeln!(f, "failed seeds: {seeds:?}")?;
-        }
+    fn write_lines(&self, passed: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "writes: {}, notifications: {}, relists: {}, tombstones: {}, slowest settle: {:.2?}",
@@ -434,24 +361,8 @@ impl fmt::Display for Summary {
         writeln!(
             f,
             "slow consumers coalesced {} notifications, in {} of {} seeds",
-            self.coalesced, self.seeds_coalescing, self.passed
-        )?;
-        writeln!(
-            f,
-            "faults fired ({} in all):",
-            self.faults.values().sum::<u64>()
-        )?;
-        for (kind, n) in &self.faults {
-            writeln!(f, "  {kind:<22} {n}")?;
-        }
-        write_settings(f, &self.settings, self.seeds)?;
-        write_encodings(f, &self.encodings, self.responses, self.seeds)?;
-        writeln!(f, "jobs left on the delivery pool: {}", self.jobs_left)?;
-        match self.threads_left {
-            Some(n) => writeln!(f, "delivery pool threads after the last seed: {n}")?,
-            None => writeln!(f, "delivery pool threads: not measurable (no /proc)")?,
-        }
-        write!(f, "wall time: {:.2?}", self.wall)
+            self.coalesced, self.seeds_coalescing, passed
+        )
     }
 }
 
@@ -461,45 +372,6 @@ pub fn run_seeds(
     scenarios: Vec<Scenario>,
     jobs: usize,
     progress: impl Fn(&Result<Outcome, Failure>) + Sync,
-) -> Summary {
-    let begun = Instant::now();
-    let summary = Mutex::new(Summary {
-        settings: server_settings_tally(&scenarios),
-        encodings: encodings_tally(&scenarios),
-        ..Summary::default()
-    });
-    on_threads(scenarios, jobs, run_seed, |result| {
-        progress(&result);
-        summary.lock().add(result);
-    });
-    let mut summary = summary.into_inner();
-    summary.failures.sort_by_key(|f| f.seed);
-    summary.jobs_left = jobs_left_on_the_pool();
-    summary.threads_left = pool_threads_settled();
-    summary.wall = begun.elapsed();
-    summary
-}
-
-/// Runs `run` over `scenarios` on `jobs` threads, handing each result to `each` as it comes.
-pub(crate) fn on_threads<T>(
-    scenarios: Vec<Scenario>,
-    jobs: usize,
-    run: impl Fn(&Scenario) -> T + Sync,
-    each: impl Fn(T) + Sync,
-) {
-    let next = AtomicUsize::new(0);
-    let scenarios = Arc::new(scenarios);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(scenario) = scenarios.get(i) else {
-                        return;
-                    };
-                    each(run(scenario));
-                }
-            });
-        }
-    });
+) -> Summary<InformersTally> {
+    run_suite(scenarios, jobs, progress)
 }
