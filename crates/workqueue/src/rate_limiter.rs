@@ -15,6 +15,8 @@ use tokio::time::Instant;
 /// failures are cleared); `num_requeues` is how many retries are counted for it.
 pub trait RateLimiter<T>: Send + Sync {
     /// How long `item` waits now; counts one more retry where the limiter counts them.
+    /// [`Duration::MAX`] means never: [`WorkQueue::add_after`](crate::WorkQueue::add_after)
+    /// does not add an item with a delay past the clock's range.
     fn when(&self, item: &T) -> Duration;
     /// Forgets `item`'s retries (it succeeded, or is given up on).
     fn forget(&self, item: &T);
@@ -110,8 +112,20 @@ impl<T: Clone + Eq + Hash + Send + Sync> RateLimiter<T> for ItemExponentialFailu
 /// An overall token bucket: `qps` tokens a second, at most `burst` saved up; each retry takes
 /// one and waits until it is there (client-go's `BucketRateLimiter` over `x/time/rate`). It
 /// counts no retries per item.
+///
+/// Any rate is valid, as `x/time/rate` reads it:
+///
+/// * **Zero** (also a negative rate, and NaN): the `burst` goes through, then every retry
+///   waits for ever ([`Duration::MAX`]: the queue never adds it); no token ever comes back.
+///   `x/time/rate`'s `Limit(0)` does the same (its "never" is `InfDuration`). NaN is taken as
+///   zero rather than refused so that [`new`](Self::new) stays infallible, and zero is the
+///   cautious reading of a rate that is not a number.
+/// * **Infinite**: no retry ever waits, whatever the burst (`rate.Inf`).
+/// * **Finite and positive**, however large or small (subnormal ones too): the wait is exact
+///   up to float rounding; one past [`Duration::MAX`] is `Duration::MAX`, that is never.
 #[derive(Debug)]
 pub struct BucketRateLimiter {
+    /// Tokens a second: positive (infinite included), or 0.
     qps: f64,
     burst: f64,
     state: Mutex<Bucket>,
@@ -119,17 +133,19 @@ pub struct BucketRateLimiter {
 
 #[derive(Debug)]
 struct Bucket {
+    /// Negative: owed by the retries waiting for their token.
     tokens: f64,
     last: Option<Instant>,
 }
 
 impl BucketRateLimiter {
     /// A bucket refilling at `qps` a second, holding at most `burst` (at least 1) tokens; it
-    /// starts full.
+    /// starts full. Any `qps` is valid: see the [type's docs](Self) for 0, NaN and infinity.
     pub fn new(qps: f64, burst: usize) -> Self {
         let burst = burst.max(1) as f64;
         Self {
-            qps: qps.max(f64::MIN_POSITIVE),
+            // NaN and negative rates: 0.
+            qps: if qps > 0.0 { qps } else { 0.0 },
             burst,
             state: Mutex::new(Bucket {
                 tokens: burst,
@@ -141,9 +157,13 @@ impl BucketRateLimiter {
 
 impl<T> RateLimiter<T> for BucketRateLimiter {
     fn when(&self, _item: &T) -> Duration {
+        if self.qps == f64::INFINITY {
+            return Duration::ZERO;
+        }
         let now = Instant::now();
         let mut bucket = self.state.lock();
         if let Some(last) = bucket.last {
+            // Finite times a finite rate: no NaN (an overflow to infinity fills the bucket).
             let elapsed = now.saturating_duration_since(last).as_secs_f64();
             bucket.tokens = (bucket.tokens + elapsed * self.qps).min(self.burst);
         }
@@ -151,8 +171,11 @@ impl<T> RateLimiter<T> for BucketRateLimiter {
         bucket.tokens -= 1.0;
         if bucket.tokens >= 0.0 {
             Duration::ZERO
+        } else if self.qps == 0.0 {
+            Duration::MAX
         } else {
-            Duration::from_secs_f64(-bucket.tokens / self.qps)
+            // Past `Duration::MAX` (infinite for a subnormal rate): never.
+            Duration::try_from_secs_f64(-bucket.tokens / self.qps).unwrap_or(Duration::MAX)
         }
     }
 
@@ -394,6 +417,46 @@ mod tests {
         assert_eq!(&waits[..8], &[Duration::ZERO; 8]);
         assert_eq!(waits[8], ms(100));
         assert_eq!(RateLimiter::<u32>::num_requeues(&limiter, &1), 0);
+    }
+
+    /// A zero rate (or NaN, or a negative one) lets the burst through, then never again
+    /// (`Duration::MAX`), however long one waits: `x/time/rate`'s `Limit(0)`. An infinite rate
+    /// never waits (`rate.Inf`); a rate so low that the wait is past `Duration::MAX` is never;
+    /// a huge finite one waits (almost) nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_bucket_takes_any_rate() {
+        for qps in [0.0, -0.0, -1.0, f64::NEG_INFINITY, f64::NAN] {
+            let limiter = BucketRateLimiter::new(qps, 3);
+            let when = || RateLimiter::<u8>::when(&limiter, &0);
+            assert_eq!([when(), when(), when()], [Duration::ZERO; 3], "{qps}");
+            assert_eq!(when(), Duration::MAX, "{qps}");
+            tokio::time::advance(Duration::from_secs(1_000_000)).await;
+            assert_eq!(when(), Duration::MAX, "{qps}: no token comes back");
+        }
+        let unlimited = BucketRateLimiter::new(f64::INFINITY, 1);
+        for _ in 0..1_000 {
+            assert_eq!(RateLimiter::<u8>::when(&unlimited, &0), Duration::ZERO);
+        }
+        tokio::time::advance(ms(1)).await;
+        assert_eq!(RateLimiter::<u8>::when(&unlimited, &0), Duration::ZERO);
+        for (qps, second) in [
+            // 1 / f64::MAX seconds: below a nanosecond.
+            (f64::MAX, Duration::ZERO),
+            (1e9, Duration::from_nanos(1)),
+            (1.0 / 1_048_576.0, Duration::from_secs(1_048_576)),
+            // 1e300 s, 1 / subnormal: past Duration::MAX, never.
+            (1e-300, Duration::MAX),
+            (f64::MIN_POSITIVE, Duration::MAX),
+            (f64::from_bits(1), Duration::MAX),
+        ] {
+            let limiter = BucketRateLimiter::new(qps, 1);
+            assert_eq!(
+                RateLimiter::<u8>::when(&limiter, &0),
+                Duration::ZERO,
+                "{qps}"
+            );
+            assert_eq!(RateLimiter::<u8>::when(&limiter, &0), second, "{qps}");
+        }
     }
 
     /// The default: the per-item backoff first, then the bucket once 100 retries are spent.

@@ -9,6 +9,9 @@ use std::time::Duration;
 use informer_workqueue::{ItemExponentialFailureRateLimiter, QueueList, WorkQueue};
 use proptest::prelude::*;
 
+mod common;
+use common::paused_runtime;
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -84,15 +87,6 @@ impl Model {
         self.timeline.clear();
         self.delayed.clear();
     }
-}
-
-/// A runtime on tokio's paused clock, for a proptest case.
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }
 
 #[derive(Debug, Clone)]
