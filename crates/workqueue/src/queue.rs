@@ -37,7 +37,7 @@ const CLOCK_END_MARGIN: Duration = Duration::from_secs(1);
 /// * **Shutdown**: [`shut_down`](Self::shut_down) stops taking items (adds are ignored, delayed
 ///   items are dropped); workers get what is still queued, then `None`.
 ///   [`shut_down_with_drain`](Self::shut_down_with_drain) also waits until every queued and
-///   in-flight item is done.
+///   in-flight item is done, unless a `shut_down` meanwhile releases it.
 ///
 /// Cheap to clone: clones share the queue.
 ///
@@ -120,6 +120,9 @@ struct State<T> {
     shutting_down: bool,
     /// A drain has completed: nothing more is handed out.
     drained: bool,
+    /// How many times `shut_down` was called: a drain that began before the last call
+    /// returns without waiting any longer.
+    shut_downs: u64,
     sampler: Sampler,
     numbers: Numbers,
 }
@@ -178,6 +181,7 @@ where
                 next_seq: 0,
                 shutting_down: false,
                 drained: false,
+                shut_downs: 0,
                 sampler: Sampler::new(self.metrics.is_some()),
                 numbers: Numbers::default(),
             }),
@@ -489,24 +493,41 @@ where
     }
 
     /// Stops taking items: later adds are ignored and delayed items dropped; workers get what
-    /// is queued, then `None`.
+    /// is queued, then `None`. Releases a [`shut_down_with_drain`](Self::shut_down_with_drain)
+    /// that is waiting (client-go's `ShutDown`): it returns without waiting for the rest.
     pub fn shut_down(&self) {
         {
             let mut state = self.inner.state.lock();
-            state.shutting_down = true;
-            state.timeline.clear();
-            state.delayed.clear();
+            Self::stop_locked(&mut state);
+            state.shut_downs = state.shut_downs.wrapping_add(1);
         }
         self.inner.ready.notify_waiters();
         self.inner.drained.notify_waiters();
     }
 
+    /// Stops taking items and drops the delayed ones.
+    fn stop_locked(state: &mut State<T>) {
+        state.shutting_down = true;
+        state.timeline.clear();
+        state.delayed.clear();
+    }
+
     /// [`shut_down`](Self::shut_down), then waits until every queued and in-flight item is
-    /// done (the workers go on taking what is queued meanwhile). Once it returns, `get`
+    /// done (the workers go on taking what is queued meanwhile). Once it returns so, `get`
     /// returns `None` and nothing more is processed. With no worker running it waits for
     /// ever: bound it with `tokio::time::timeout`. Cancel-safe.
+    ///
+    /// A [`shut_down`](Self::shut_down) called while it waits releases it (client-go's
+    /// `ShutDown` does): it returns at once, without the items being done, and the queue is
+    /// as after `shut_down` alone (workers still get what is queued, then `None`). A
+    /// `shut_down` called before it began does not: it waits as usual.
     pub async fn shut_down_with_drain(&self) {
-        self.shut_down();
+        let begun = {
+            let mut state = self.inner.state.lock();
+            Self::stop_locked(&mut state);
+            state.shut_downs
+        };
+        self.inner.ready.notify_waiters();
         loop {
             let drained = self.inner.drained.notified();
             tokio::pin!(drained);
@@ -515,6 +536,10 @@ where
                 let mut state = self.inner.state.lock();
                 if state.processing.is_empty() && state.queue.is_empty() {
                     state.drained = true;
+                    return;
+                }
+                if state.shut_downs != begun {
+                    // Released by a `shut_down`.
                     return;
                 }
             }

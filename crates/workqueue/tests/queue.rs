@@ -451,6 +451,111 @@ async fn shutdown_ignores_adds_and_hands_out_the_rest() {
     assert_eq!(queue.get().await, None);
 }
 
+/// A `shut_down` while `shut_down_with_drain` waits for an item in flight releases the drain
+/// (client-go's `ShutDown`): it returns at once, the item still in flight; the queue then
+/// behaves as after `shut_down` (what is queued is still handed out). The paused clock jumps
+/// the hour bound at once if the drain does not return.
+#[tokio::test(start_paused = true)]
+async fn shut_down_releases_a_drain() {
+    let queue = WorkQueue::<u32>::new();
+    queue.add(1);
+    let one = queue.get().await.unwrap();
+    queue.add(2);
+    let drain = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.shut_down_with_drain().await }
+    });
+    // The drain has begun: it waits for 1 (in flight) and 2 (queued).
+    while !queue.is_shutting_down() {
+        tokio::task::yield_now().await;
+    }
+    let waited = tokio::time::timeout(ms(10), queue.clone().shut_down_with_drain()).await;
+    assert!(waited.is_err(), "the drain waits while 1 is in flight");
+    queue.shut_down();
+    tokio::time::timeout(Duration::from_secs(3600), drain)
+        .await
+        .expect("shut_down released the drain")
+        .unwrap();
+    assert_eq!(queue.in_flight(), 1, "1 is still in flight");
+    assert_eq!(
+        queue.get().await,
+        Some(2),
+        "not drained: the queued item is handed out"
+    );
+    queue.done(&one);
+    queue.done(&2);
+    assert_eq!(queue.get().await, None);
+}
+
+/// The same across threads: a worker holds an item until told; a drain waits for it on
+/// another thread; a `shut_down` from a third releases the drain while the item is still
+/// held. Waits on conditions only (the bounds are generous, for a loaded machine).
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn shut_down_releases_a_drain_across_threads() {
+    let queue = WorkQueue::<u32>::new();
+    let (got, mut got_rx) = tokio::sync::mpsc::channel(1);
+    let (finish, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn({
+        let queue = queue.clone();
+        async move {
+            let k = queue.get().await.unwrap();
+            got.send(k).await.unwrap();
+            finish_rx.await.unwrap();
+            queue.done(&k);
+        }
+    });
+    queue.add(1);
+    assert_eq!(got_rx.recv().await, Some(1), "the worker holds 1");
+    let drain = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.shut_down_with_drain().await }
+    });
+    while !queue.is_shutting_down() {
+        tokio::task::yield_now().await;
+    }
+    tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.shut_down() }
+    })
+    .await
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), drain)
+        .await
+        .expect("shut_down released the drain")
+        .unwrap();
+    assert_eq!(queue.in_flight(), 1, "released while 1 is still held");
+    finish.send(()).unwrap();
+    worker.await.unwrap();
+    assert_eq!(queue.in_flight(), 0);
+}
+
+/// `shut_down` before `shut_down_with_drain` does not stop the drain from waiting (as in
+/// client-go, the drain starts afterwards); it returns once the items are done.
+#[tokio::test(start_paused = true)]
+async fn a_drain_after_shut_down_still_waits() {
+    let queue = WorkQueue::<u32>::new();
+    queue.add(1);
+    let one = queue.get().await.unwrap();
+    queue.shut_down();
+    let drain = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.shut_down_with_drain().await }
+    });
+    let waited = tokio::time::timeout(
+        Duration::from_secs(3600),
+        queue.clone().shut_down_with_drain(),
+    )
+    .await;
+    assert!(waited.is_err(), "the drain waits while 1 is in flight");
+    assert!(!drain.is_finished());
+    queue.done(&one);
+    tokio::time::timeout(Duration::from_secs(3600), drain)
+        .await
+        .expect("the drain returns once 1 is done")
+        .unwrap();
+    assert_eq!(queue.get().await, None);
+}
+
 /// A worker blocked in `get` wakes for an item delayed after it started waiting.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_worker_wakes_for_a_new_delay() {
