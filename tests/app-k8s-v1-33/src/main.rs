@@ -36,15 +36,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A handler tells when web-2 has arrived: it hears of a change after the cache has it.
     let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
     let arrived_tx = std::sync::Mutex::new(Some(arrived_tx));
-    pods.add_event_handler(ResourceEventHandlerFuncs::new().with_add(
-        move |_key, p: &std::sync::Arc<Pod>, _| {
+    let handler =
+        ResourceEventHandlerFuncs::new().with_add(move |_key, p: &std::sync::Arc<Pod>, _| {
             if p.metadata.name.as_deref() == Some("web-2")
                 && let Some(tx) = arrived_tx.lock().ok().and_then(|mut tx| tx.take())
             {
                 let _ = tx.send(());
             }
-        },
-    ))?;
+        });
+    pods.add_event_handler(handler, HandlerOptions::new())?;
     factory.start()?;
     let report = factory
         .wait_for_cache_sync(Some(Duration::from_secs(30)))
