@@ -251,6 +251,10 @@ where
                             .replace(items, rv.clone())
                             .map_err(|e| Error::Store(Box::new(e)))?;
                         self.set_last_sync_resource_version(&rv);
+                        // The stream goes on as the watch: told as one, as its end will be.
+                        if let Some(observer) = &self.config.observer {
+                            observer.watch_started();
+                        }
                         return Ok(stream);
                     }
                     Ok(None) => {

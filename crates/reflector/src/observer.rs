@@ -128,7 +128,8 @@ pub trait ReflectorObserver: Send + Sync + 'static {
     fn response(&self, encoding: &'static str) {
         let _ = encoding;
     }
-    /// A watch request was answered with a stream.
+    /// A watch request was answered with a stream; a streaming list's stream is told once its
+    /// initial state is in and it goes on as the watch (its end is told as any watch's).
     fn watch_started(&self) {}
     /// A watch stream ended.
     fn watch_ended(&self, end: WatchEnd) {

@@ -657,8 +657,8 @@ mod tests {
         };
         use Heard::*;
         assert_eq!(
-            heard(telling, true, 2).await,
-            [Response("protobuf"), List(true, Ok(1))]
+            heard(telling, true, 3).await,
+            [Response("protobuf"), List(true, Ok(1)), WatchStarted]
         );
     }
 
