@@ -33,6 +33,7 @@ pub struct Controller<K> {
     watched: Vec<Result<Watched, InformerError>>,
     concurrency: usize,
     shutdown_timeout: Duration,
+    reconcile_timeout: Option<Duration>,
     elector: Option<LeaderElector>,
     observer: Option<Arc<dyn ReconcileObserver>>,
 }

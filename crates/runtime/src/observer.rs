@@ -16,6 +16,9 @@ pub struct ReconcileOutcome {
     pub action: Action,
     /// How long `reconcile` took.
     pub duration: Duration,
+    /// Whether it was cancelled at the controller's
+    /// [`reconcile_timeout`](crate::Controller::reconcile_timeout) (then `succeeded` is false).
+    pub timed_out: bool,
 }
 
 /// Told of every reconcile as it ends (the hook of a metrics layer); runs on the worker, so

@@ -37,6 +37,8 @@ pub(crate) struct Worker<K, Ctx, R, P> {
     pub(crate) error_policy: P,
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) observer: Option<Arc<dyn ReconcileObserver>>,
+    /// How long one reconcile may take.
+    pub(crate) reconcile_timeout: Option<Duration>,
 }
 
 impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
@@ -119,15 +121,25 @@ where
         };
         let deleted = matches!(request.target, Target::Deleted { .. });
         let begun = Instant::now();
-        let outcome = (self.reconcile)(request.clone(), Arc::clone(&self.ctx)).await;
+        let running = (self.reconcile)(request.clone(), Arc::clone(&self.ctx));
+        let outcome = match self.reconcile_timeout {
+            // tokio takes a deadline past its clock's range as never.
+            Some(limit) => tokio::time::timeout(limit, running).await.ok(),
+            None => Some(running.await),
+        };
         let duration = begun.elapsed();
-        let succeeded = outcome.is_ok();
+        let succeeded = matches!(outcome, Some(Ok(_)));
+        let timed_out = outcome.is_none();
         let action = match outcome {
-            Ok(action) => {
+            Some(Ok(action)) => {
                 self.deletion_reconciled(&request);
                 action
             }
-            Err(error) => (self.error_policy)(&request, &error, &self.ctx),
+            Some(Err(error)) => (self.error_policy)(&request, &error, &self.ctx),
+            None => {
+                tracing::warn!(key = %key, ?duration, "reconcile timed out; cancelled, retrying with backoff");
+                Action::backoff()
+            }
         };
         if let Some(observer) = &self.observer {
             observer.reconciled(ReconcileOutcome {
@@ -135,6 +147,7 @@ where
                 deleted,
                 action,
                 duration,
+                timed_out,
             });
         }
         self.schedule(key, succeeded, action);

@@ -726,3 +726,64 @@ async fn a_predicate_keeps_the_updates_it_refuses_out_of_the_queue() {
     done.await.unwrap().unwrap();
     running.await.unwrap();
 }
+
+/// A reconcile that outlives the controller's `reconcile_timeout` is cancelled (its future
+/// dropped), counted as a timed-out error, and retried with backoff; the retry that finishes in
+/// time succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
+    struct Outcomes(Mutex<Vec<informer_runtime::ReconcileOutcome>>);
+    impl informer_runtime::ReconcileObserver for Outcomes {
+        fn reconciled(&self, outcome: informer_runtime::ReconcileOutcome) {
+            self.0.lock().push(outcome);
+        }
+    }
+    /// Set when the hung reconcile's future is dropped.
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let (source, _tx) = Source::new(vec![obj("a", 1)], true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let outcomes = Arc::new(Outcomes(Mutex::new(Vec::new())));
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let controller = Controller::new(Arc::clone(&informer))
+        .reconcile_timeout(Duration::from_millis(50))
+        .observer(Arc::clone(&outcomes) as Arc<dyn informer_runtime::ReconcileObserver>);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::new((Arc::clone(&cancelled), Arc::clone(&calls))),
+        |_request, ctx: Arc<(Arc<AtomicBool>, Arc<AtomicUsize>)>| async move {
+            let (cancelled, calls) = &*ctx;
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                // The first attempt hangs on a call that never answers.
+                let _dropped = Dropped(Arc::clone(cancelled));
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| panic!("the error policy is not called on a timeout"),
+    ));
+    eventually("the retry succeeded", || {
+        outcomes.0.lock().iter().any(|o| o.succeeded)
+    })
+    .await;
+    assert!(
+        cancelled.load(Ordering::SeqCst),
+        "the hung reconcile was dropped"
+    );
+    let seen = outcomes.0.lock().clone();
+    assert!(seen[0].timed_out && !seen[0].succeeded, "{seen:?}");
+    assert_eq!(seen[0].action, Action::backoff(), "{seen:?}");
+    assert!(seen[1].succeeded && !seen[1].timed_out, "{seen:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    stop.cancel();
+    done.await.unwrap().unwrap();
+    running.await.unwrap();
+}

@@ -48,6 +48,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             watched: vec![registration],
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
+            reconcile_timeout: None,
             elector: None,
             observer: None,
         }
@@ -106,6 +107,17 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// cancelled.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long one reconcile may take (controller-runtime's `ReconciliationTimeout`): at the
+    /// deadline its future is dropped, which cancels it at its current await, and the key is
+    /// retried through the rate limiter ([`Action::backoff`](crate::Action::backoff)), counted as an error
+    /// ([`ReconcileOutcome::timed_out`](crate::ReconcileOutcome::timed_out)) and logged. The
+    /// error policy is not called: there is no error to give it. `Duration::ZERO` (the
+    /// default) is no limit; any other duration is one, however long.
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
 

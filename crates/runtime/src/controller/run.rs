@@ -51,6 +51,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 error_policy,
                 ctx,
                 observer: this.observer.clone(),
+                reconcile_timeout: this.reconcile_timeout,
             });
             let (concurrency, timeout) = (this.concurrency, this.shutdown_timeout);
             let reconcile_until = |until: CancellationToken| {
