@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 /// The state of the object a reconcile is for.
 #[derive(Debug)]
 pub enum Target<K> {
@@ -14,13 +16,18 @@ pub enum Target<K> {
     },
 }
 
-/// One reconcile's input: the key and its object's state.
+/// One reconcile's input: the key, its object's state, and when to give up.
 #[derive(Debug)]
 pub struct Request<K> {
     /// The object's cache key (`namespace/name` for a namespaced Kubernetes object).
     pub key: Arc<str>,
     /// Its state.
     pub target: Target<K>,
+    /// Cancelled when this reconcile should give up: the controller is stopping, or, behind a
+    /// leader election, its term has ended (another replica may be leading already). Tie long
+    /// work to it (`tokio::select!` on `cancel.cancelled()`), so that it stops with the term
+    /// rather than when its future is dropped.
+    pub cancel: CancellationToken,
 }
 
 impl<K> Clone for Target<K> {
@@ -39,6 +46,7 @@ impl<K> Clone for Request<K> {
         Self {
             key: Arc::clone(&self.key),
             target: self.target.clone(),
+            cancel: self.cancel.clone(),
         }
     }
 }

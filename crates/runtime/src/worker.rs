@@ -60,10 +60,23 @@ where
         until: CancellationToken,
         stop: &CancellationToken,
     ) -> bool {
+        // What each reconcile is told to give up with: the term's end, or the stop.
+        let cancel = until.child_token();
+        let _linked = cancel.clone().drop_guard();
+        tokio::spawn({
+            let (cancel, stop) = (cancel.clone(), stop.clone());
+            async move {
+                tokio::select! {
+                    () = stop.cancelled() => cancel.cancel(),
+                    () = cancel.cancelled() => {}
+                }
+            }
+        });
         let mut workers = JoinSet::new();
         for _ in 0..concurrency {
             let (worker, until, stop) = (Arc::clone(self), until.clone(), stop.clone());
-            workers.spawn(async move { worker.work(&until, &stop).await });
+            let cancel = cancel.clone();
+            workers.spawn(async move { worker.work(&until, &stop, &cancel).await });
         }
         tokio::select! {
             // A stop is graceful, even when it also ends the term (without an election the two
@@ -94,7 +107,12 @@ where
 
     /// Reconciles keys until `until` or `stop` is cancelled (the reconcile under way, if any,
     /// finishes unless the task is aborted).
-    async fn work(&self, until: &CancellationToken, stop: &CancellationToken) {
+    async fn work(
+        &self,
+        until: &CancellationToken,
+        stop: &CancellationToken,
+        cancel: &CancellationToken,
+    ) {
         loop {
             let key = tokio::select! {
                 key = self.queue.get() => key,
@@ -109,15 +127,16 @@ where
             if until.is_cancelled() || stop.is_cancelled() {
                 return;
             }
-            self.reconcile_one(&processing.key).await;
+            self.reconcile_one(&processing.key, cancel).await;
         }
     }
 
     /// Reconciles `key` with its object's state now, and queues it again as the outcome says.
-    async fn reconcile_one(&self, key: &Arc<str>) {
+    async fn reconcile_one(&self, key: &Arc<str>, cancel: &CancellationToken) {
         let request = Request {
             key: Arc::clone(key),
             target: self.target(key),
+            cancel: cancel.clone(),
         };
         let deleted = matches!(request.target, Target::Deleted { .. });
         let begun = Instant::now();

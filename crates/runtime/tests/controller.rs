@@ -787,3 +787,38 @@ async fn a_reconcile_past_its_timeout_is_cancelled_and_retried() {
     done.await.unwrap().unwrap();
     running.await.unwrap();
 }
+
+/// A reconcile reaches the controller's stop through its request: one waiting on
+/// `request.cancel` gives up when the controller stops, well before the shutdown timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_hears_the_stop_through_its_request() {
+    let (source, _tx) = Source::new(vec![obj("a", 1)], true);
+    let informer = informer(source);
+    let stop = CancellationToken::new();
+    let running = run_informer(&informer, &stop);
+    let started = Arc::new(AtomicBool::new(false));
+    let gave_up = Arc::new(AtomicBool::new(false));
+    let controller = Controller::new(Arc::clone(&informer)).shutdown_timeout(Duration::MAX);
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::new((Arc::clone(&started), Arc::clone(&gave_up))),
+        |request, ctx: Arc<(Arc<AtomicBool>, Arc<AtomicBool>)>| async move {
+            ctx.0.store(true, Ordering::SeqCst);
+            // Long work, tied to the request's cancellation.
+            request.cancel.cancelled().await;
+            ctx.1.store(true, Ordering::SeqCst);
+            Ok::<_, ()>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the reconcile started", || started.load(Ordering::SeqCst)).await;
+    stop.cancel();
+    // With no limit on the shutdown, the run ends only if the reconcile gave up by itself.
+    tokio::time::timeout(LONG, done)
+        .await
+        .expect("the controller stops")
+        .unwrap()
+        .unwrap();
+    assert!(gave_up.load(Ordering::SeqCst));
+    running.await.unwrap();
+}
