@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::callbacks::LeaderCallbacks;
 use crate::lock::{LeaderRecord, LeaseLock, LockError, Observed};
 
 /// The timings and identity of one candidate.
@@ -127,24 +128,6 @@ pub struct Status {
     pub leader: Option<String>,
 }
 
-/// Told of an election's transitions, synchronously, at the instant the elector decides them:
-/// keep it short and do not block (hand work to a task).
-pub trait LeaderCallbacks: Send + Sync + 'static {
-    /// This candidate started leading term `term`.
-    fn started_leading(&self, term: u64) {
-        let _ = term;
-    }
-    /// This candidate stopped leading term `term`: it lost the lease (renew deadline passed)
-    /// or was stopped. Called before a release is written.
-    fn stopped_leading(&self, term: u64) {
-        let _ = term;
-    }
-    /// A holder other than the one observed before (`None`: the lease is free).
-    fn new_leader(&self, identity: Option<&str>) {
-        let _ = identity;
-    }
-}
-
 /// One term of leadership: valid until [`lost`](Self::lost) completes.
 #[derive(Debug, Clone)]
 pub struct Term {
@@ -255,7 +238,8 @@ impl LeaderElector {
         })
     }
 
-    /// Adds callbacks told of every transition.
+    /// Adds callbacks told of every transition: any [`LeaderCallbacks`], or closures through
+    /// [`LeaderCallbackFuncs`](crate::LeaderCallbackFuncs).
     pub fn with_callbacks(self, callbacks: impl LeaderCallbacks) -> Self {
         self.inner.callbacks.lock().push(Arc::new(callbacks));
         self

@@ -56,14 +56,14 @@
 //! # }
 //! ```
 
+mod callbacks;
 mod elector;
 #[cfg(feature = "kube")]
 mod kube;
 mod lock;
 
-pub use crate::elector::{
-    ConfigError, ElectionConfig, LeaderCallbacks, LeaderElector, Status, Term,
-};
+pub use crate::callbacks::{LeaderCallbackFuncs, LeaderCallbacks};
+pub use crate::elector::{ConfigError, ElectionConfig, LeaderElector, Status, Term};
 #[cfg(feature = "kube")]
 pub use crate::kube::KubeLease;
 pub use crate::lock::{LeaderRecord, LeaseLock, LockError, MemoryLease, Observed};
