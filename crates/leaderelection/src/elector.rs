@@ -342,14 +342,16 @@ impl LeaderElector {
         }
     }
 
-    /// Renews every retry period until a renewal fails for the whole renew deadline (returns
-    /// `false`) or `stop` is cancelled (returns `true`).
+    /// Renews every retry period, counted from the start of each attempt (a slow lease store
+    /// does not stretch the cadence: an attempt that took longer than the period is followed at
+    /// once), until a renewal fails for the whole renew deadline (returns `false`) or `stop` is
+    /// cancelled (returns `true`).
     async fn lead(&self, seen: &mut Seen, acquired_at: Instant, stop: &CancellationToken) -> bool {
         let config = &self.inner.config;
         let mut renewed_at = acquired_at;
         loop {
             tokio::select! {
-                () = tokio::time::sleep(config.retry_period) => {}
+                () = tokio::time::sleep_until(renewed_at + config.retry_period) => {}
                 () = stop.cancelled() => return true,
             }
             // Leading ends at the deadline, whatever a request in flight would answer.
@@ -370,7 +372,7 @@ impl LeaderElector {
                     () = stop.cancelled() => return true,
                 }
                 tokio::select! {
-                    () = tokio::time::sleep_until(deadline.min(Instant::now() + config.retry_period)) => {}
+                    () = tokio::time::sleep_until(deadline.min(start + config.retry_period)) => {}
                     () = stop.cancelled() => return true,
                 }
             };

@@ -25,6 +25,8 @@ enum Link {
     Up,
     Failing,
     Hanging,
+    /// Every call answers, after this long.
+    Slow(Duration),
 }
 
 /// How far a candidate's wall clock is off: the times it writes into the record are shifted.
@@ -93,6 +95,10 @@ impl Linked {
                     return Err(LockError::Storage("link down".into()));
                 }
                 Link::Hanging => {}
+                Link::Slow(delay) => {
+                    tokio::time::sleep(delay).await;
+                    return Ok(());
+                }
             }
             // Hanging: no answer until the link changes (polled; the clock is paused).
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -317,6 +323,24 @@ async fn a_lone_candidate_acquires_at_once_and_renews_every_retry_period() {
         None,
         "released on stop"
     );
+}
+
+/// A slow lease store (each call 4.5 s, the retry period 2 s, the renew deadline 10 s): the
+/// leader renews on a cadence counted from the start of each attempt, so every renewal
+/// completes before its deadline and the term is kept. (Sleeping a full retry period after
+/// each call, the next renewal completed 11 s after the last one began: the term was lost.)
+#[tokio::test(start_paused = true)]
+async fn a_slow_lease_store_does_not_cost_the_term() {
+    let (lease, history) = (MemoryLease::new(), History::default());
+    let mut a = Candidate::new("a", &lease, &history);
+    a.elector.leading().await;
+    a.link.set(Link::Slow(Duration::from_millis(4_500)));
+    let writes = lease.writes();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(a.leads(), "still leading: {:?}", history.lock());
+    assert_eq!(a.elector.status().term, 1, "one term, renewed");
+    assert!(lease.writes() >= writes + 10, "renewed all along");
+    a.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
