@@ -770,9 +770,12 @@ async fn an_informer_dropped_before_it_ran_releases_its_consumers() {
             .unwrap();
         assert!(!synced, "{kind:?}: never synced");
         assert!(!second.wait_for_sync().await, "{kind:?}");
-        tokio::time::timeout(Duration::from_secs(10), second.stopped())
-            .await
-            .expect("stopped returns once the informer is gone");
+        // Each consumer's end is marked by its own job on the pool: wait for both.
+        for registration in [&first, &second] {
+            tokio::time::timeout(Duration::from_secs(10), registration.stopped())
+                .await
+                .expect("stopped returns once the informer is gone");
+        }
         assert!(first.is_stopped() && second.is_stopped(), "{kind:?}");
     }
 }
