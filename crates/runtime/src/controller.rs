@@ -19,6 +19,9 @@ mod builder;
 mod election;
 mod run;
 
+/// The keys one relation maps its informer's cached objects to.
+type RelatedKeys = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// A reconciler over a main informer and related ones (see the crate docs).
 pub struct Controller<K> {
     main: Arc<SharedIndexInformer<K>>,
@@ -31,6 +34,9 @@ pub struct Controller<K> {
     /// Which updates of the main informer's objects are queued.
     predicate: Arc<RwLock<Option<UpdatePredicate<K>>>>,
     watched: Vec<Result<Watched, InformerError>>,
+    /// For each `owns`/`watches` relation, the keys its mapper gives for every object its
+    /// informer caches now: what a new term queues besides the main informer's keys.
+    related_keys: Vec<RelatedKeys>,
     concurrency: usize,
     shutdown_timeout: Duration,
     reconcile_timeout: Option<Duration>,

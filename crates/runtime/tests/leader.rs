@@ -408,3 +408,61 @@ async fn a_standby_queues_nothing_and_remembers_only_its_latest_deletions() {
     stop.cancel();
     join_stopped(reconciling, informer).await;
 }
+
+/// A new term sees the whole world: a child whose owner is gone, cached before the term (its
+/// initial add came while the replica stood by, and was dropped), wakes its owner when the term
+/// begins, as it does without an election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_term_queues_the_owners_of_the_children_cached() {
+    let owners = Arc::new(FakeListerWatcher::<String>::new());
+    owners.push_list(ListPage::new(Vec::new(), "1"));
+    owners.push_watch(vec![WatchStep::Hang]);
+    let children = Arc::new(FakeListerWatcher::<String>::new());
+    // "gone/child": a child of owner "gone", which no longer exists.
+    children.push_list(ListPage::new(vec![Arc::new("gone/child".to_string())], "1"));
+    children.push_watch(vec![WatchStep::Hang]);
+    let identity = || FnIdentity::new(key_func(|s: &String| Ok(s.clone())));
+    let main = Arc::new(SharedIndexInformer::new(Arc::clone(&owners), identity()));
+    let child = Arc::new(SharedIndexInformer::new(Arc::clone(&children), identity()));
+    let lease = MemoryLease::new();
+    let stop = CancellationToken::new();
+    let running: Vec<_> = [Arc::clone(&main), Arc::clone(&child)]
+        .into_iter()
+        .map(|i| {
+            let stop = stop.clone();
+            tokio::spawn(async move { i.run(stop).await.expect("informer runs") })
+        })
+        .collect();
+    let reconciled = Arc::new(Mutex::new(Vec::<(String, bool)>::new()));
+    let controller = Controller::new(Arc::clone(&main))
+        .owns(Arc::clone(&child), |c: &String| {
+            c.split_once('/')
+                .map(|(owner, _)| owner.to_string())
+                .into_iter()
+                .collect()
+        })
+        .leader_election(elector(&lease, "a"));
+    let done = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&reconciled),
+        |request, seen| async move {
+            let live = matches!(request.target, Target::Live(_));
+            seen.lock().push((request.key.to_string(), live));
+            Ok::<_, std::convert::Infallible>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    eventually("the gone owner reconciled", || {
+        reconciled.lock().contains(&("gone".to_string(), false))
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(LONG, done)
+        .await
+        .expect("stops in time")
+        .unwrap()
+        .unwrap();
+    for task in running {
+        task.await.unwrap();
+    }
+}

@@ -46,6 +46,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             expectations,
             predicate,
             watched: vec![registration],
+            related_keys: Vec::new(),
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
             reconcile_timeout: None,
@@ -182,14 +183,24 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
+        let map = Arc::new(map);
         let handler = Related::new(
-            map,
+            {
+                let map = Arc::clone(&map);
+                move |c: &C| map(c)
+            },
             both_sides,
             expectations,
             self.queue.clone(),
             Arc::clone(&self.reconciling),
         );
         self.watched.push(Watched::register(&informer, handler));
+        // A new term maps every cached object as its initial add would have been.
+        let lister = informer.lister();
+        self.related_keys.push(Box::new(move || {
+            let objects = lister.list(&informer_store::Everything);
+            objects.iter().flat_map(|o| map(o)).collect()
+        }));
         self
     }
 }

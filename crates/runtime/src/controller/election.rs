@@ -47,12 +47,19 @@ impl<K: Send + Sync + 'static> Controller<K> {
     }
 
     /// A new term: everything may need work (another leader may have left some). Changes are
-    /// queued from now on; whatever came before is in the cache, or among the deletions
-    /// remembered.
+    /// queued from now on; whatever came before is in the caches, or among the deletions
+    /// remembered: the main informer's keys, and the keys every `owns`/`watches` relation
+    /// maps its cached objects to (an orphaned child wakes its gone owner, as its initial add
+    /// does without an election).
     fn begin_term(&self, term: &Term) {
         self.reconciling.store(true, Ordering::Release);
         for key in self.main.lister().keys() {
             self.queue.add(Arc::from(key));
+        }
+        for keys in &self.related_keys {
+            for key in keys() {
+                self.queue.add(Arc::from(key));
+            }
         }
         let (gone, forgotten) = self.deleted.lock().term_begins();
         let remembered = gone.len();
