@@ -43,6 +43,14 @@ impl<K: Send + Sync + 'static> Drop for StopInformer<'_, K> {
     }
 }
 
+/// What a run takes from an idle informer.
+struct Start<K> {
+    lister_watcher: BoxListerWatcher<K>,
+    reflector_config: Option<ReflectorConfig<K>>,
+    /// The resync check period, as the handlers added before the run left it.
+    check: std::time::Duration,
+}
+
 impl<K> SharedIndexInformer<K>
 where
     K: Send + Sync + 'static,
@@ -58,7 +66,12 @@ where
     /// down) cleans up the same way without waiting: the queue is closed, the consumers are
     /// stopped, the informer is marked stopped and every wait for it returns.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), InformerError> {
-        let Some((lister_watcher, reflector_config, check)) = self.start() else {
+        let Some(Start {
+            lister_watcher,
+            reflector_config,
+            check,
+        }) = self.start()
+        else {
             return Ok(());
         };
         // From here on, however the run ends, the informer ends stopped.
@@ -93,20 +106,17 @@ where
     /// Moves an idle informer to running and returns what its run takes (its lister-watcher,
     /// its reflector adjustments, the resync check period); `None`, with a warning, if it has
     /// run already.
-    #[allow(clippy::type_complexity)]
-    fn start(
-        &self,
-    ) -> Option<(
-        BoxListerWatcher<K>,
-        Option<ReflectorConfig<K>>,
-        std::time::Duration,
-    )> {
+    fn start(&self) -> Option<Start<K>> {
         let mut state = self.state.lock();
         match std::mem::replace(&mut state.life, Life::Running(None)) {
             Life::Idle {
                 lister_watcher,
                 reflector_config,
-            } => Some((lister_watcher, reflector_config, state.resync_check_period)),
+            } => Some(Start {
+                lister_watcher,
+                reflector_config,
+                check: state.resync_check_period,
+            }),
             other => {
                 state.life = other;
                 tracing::warn!(informer = %self.name, "the informer has already been started; it runs only once");

@@ -156,7 +156,10 @@ where
             }
             Some(Err(error)) => (self.error_policy)(&request, &error, &self.ctx),
             None => {
-                tracing::warn!(key = %key, ?duration, "reconcile timed out; cancelled, retrying with backoff");
+                tracing::warn!(
+                    "reconcile of {key} timed out after {:.1} s; cancelled, retrying with backoff",
+                    duration.as_secs_f64()
+                );
                 Action::backoff()
             }
         };
