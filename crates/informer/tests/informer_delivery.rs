@@ -246,6 +246,12 @@ async fn an_async_handler_sees_every_change_in_order(kind: Kind) {
         handler.view.lock().unwrap().objects == cache(&informer)
     })
     .await;
+    // A notification counts as delivered once its handler has returned, just after the
+    // handler's last write to the view.
+    eventually("all 21 notifications were handled", || {
+        registration.delivered() >= 21
+    })
+    .await;
     assert_eq!(registration.delivered(), 21);
     stop.cancel();
     task.await.unwrap().unwrap();
@@ -382,6 +388,13 @@ async fn a_slow_consumer_coalesces_within_its_bound_and_delays_nobody(kind: Kind
     })
     .await;
     eventually("nothing left for the slow handler", || slow.buffered() == 0).await;
+    // The wait is recorded when a notification is taken, the delivery once its handler has
+    // returned: wait for the last handler to return.
+    eventually(
+        "the slow handler returned from its last notification",
+        || slow.delivered() as u64 >= slow.lag_histogram().count,
+    )
+    .await;
     assert_eq!(slow.lag(), Duration::ZERO);
     let waits = slow.lag_histogram();
     assert_eq!(

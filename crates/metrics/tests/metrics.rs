@@ -216,6 +216,12 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
 
     held.store(false, Ordering::Release);
     eventually("the slow consumer catches up", || slow.buffered() == 0).await;
+    // A wait is recorded when a notification is taken, a delivery once its handler returns.
+    eventually(
+        "the slow consumer returned from its last notification",
+        || slow.delivered() as u64 >= slow.lag_histogram().count,
+    )
+    .await;
     let text = metrics.encode();
     assert_openmetrics(&text);
     // Every notification it took is in its wait histogram; those it took after the hold had
