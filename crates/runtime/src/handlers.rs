@@ -18,7 +18,9 @@ type Keys = Arc<dyn Fn(&str) + Send + Sync>;
 /// Decides whether an update of a main object (old, new) is worth a reconcile.
 pub(crate) type UpdatePredicate<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
 
-/// A related informer's registration, for the sync wait and the shutdown.
+/// A controller's registration on one of its informers, for the sync wait; dropping it
+/// removes the handler from the informer (on stop, on a failed start, or with a controller
+/// that never ran).
 pub(crate) struct Watched {
     pub(crate) registration: HandlerRegistration,
     pub(crate) remove: Box<dyn Fn() + Send + Sync>,
@@ -38,6 +40,12 @@ impl Watched {
                 let _ = informer.remove_event_handler(&handle);
             }),
         })
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        (self.remove)();
     }
 }
 

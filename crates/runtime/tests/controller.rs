@@ -822,3 +822,47 @@ async fn a_reconcile_hears_the_stop_through_its_request() {
     assert!(gave_up.load(Ordering::SeqCst));
     running.await.unwrap();
 }
+
+/// A controller that cannot start (one of its informers stopped before it registered) and a
+/// controller that is dropped unrun leave no handler behind on the informers they did register
+/// with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_fails_to_start_leaves_no_handler_behind() {
+    let (source, _tx) = Source::new(vec![obj("a", 1)], true);
+    let main = informer(source);
+    let (child_source, _child_tx) = Source::new(vec![], true);
+    let children = informer(child_source);
+    let stop_children = CancellationToken::new();
+    stop_children.cancel();
+    Arc::clone(&children).run(stop_children).await.unwrap();
+    assert!(children.is_stopped());
+
+    let controller = Controller::new(Arc::clone(&main))
+        .owns(Arc::clone(&children), |c: &Obj| vec![c.owner.clone()]);
+    assert_eq!(
+        main.stats().handlers.len(),
+        1,
+        "the main handler registered"
+    );
+    let result = controller
+        .run(
+            CancellationToken::new(),
+            Arc::new(()),
+            |_, _| async { Ok::<_, ()>(Action::await_change()) },
+            |_, _, _| Action::backoff(),
+        )
+        .await;
+    assert!(result.is_err(), "the stopped informer refused its handler");
+    assert!(
+        main.stats().handlers.is_empty(),
+        "the main informer's handler was removed"
+    );
+
+    let unrun = Controller::new(Arc::clone(&main));
+    assert_eq!(main.stats().handlers.len(), 1);
+    drop(unrun);
+    assert!(
+        main.stats().handlers.is_empty(),
+        "dropped with its controller"
+    );
+}

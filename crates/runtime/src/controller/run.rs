@@ -66,13 +66,12 @@ impl<K: Send + Sync + 'static> Controller<K> {
             Ok(())
         }
         .await;
-        for w in &watched {
-            (w.remove)();
-        }
+        drop(watched); // the handlers leave the informers
         result
     }
 
-    /// The registrations of the controller's handlers, or the first error of one.
+    /// The registrations of the controller's handlers, or the first error of one (the others
+    /// are dropped, which removes them from their informers).
     fn registrations(&mut self) -> Result<Vec<Watched>, InformerError> {
         std::mem::take(&mut self.watched).into_iter().collect()
     }
