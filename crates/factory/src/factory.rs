@@ -331,7 +331,6 @@ pub struct SharedInformerFactory<S> {
     default_resync: Duration,
     streaming_list: bool,
     relist_by_page: bool,
-    resync_for: HashMap<TypeId, Duration>,
     configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     runtime: Option<Handle>,
     reflector_observers: Option<ReflectorObservers>,
@@ -375,7 +374,6 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             default_resync: Duration::ZERO,
             streaming_list: false,
             relist_by_page: false,
-            resync_for: HashMap::new(),
             configure: HashMap::new(),
             runtime: None,
             reflector_observers: None,
@@ -403,7 +401,9 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self
     }
 
-    /// The resync period of every informer without a per-type one (zero, the default: none).
+    /// The resync period of every informer (zero, the default: none); a type's own is set
+    /// with [`configure`](Self::configure) (client-go's `WithCustomResyncConfig`), a
+    /// consumer's own when it registers (`HandlerOptions::resync`).
     #[must_use]
     pub fn with_default_resync(mut self, period: Duration) -> Self {
         self.default_resync = period;
@@ -412,28 +412,21 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
 
     /// Every informer gets its initial state as a streaming list (a watch with
     /// `sendInitialEvents=true`), falling back to list and watch where the server refuses,
-    /// unless its options say otherwise. Off by default.
+    /// unless its type is [configured](Self::configure) otherwise. Off by default.
     #[must_use]
     pub fn with_streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = enabled;
         self
     }
 
-    /// Every informer applies each page of a relist as it arrives, unless its options say
-    /// otherwise: a relist's peak memory is then the cache and a few pages, not two copies of
+    /// Every informer applies each page of a relist as it arrives, unless its type is
+    /// [configured](Self::configure) otherwise: a relist's peak memory is then the cache and a few pages, not two copies of
     /// the collection (see
     /// [`InformerBuilder::relist_by_page`](informer::InformerBuilder::relist_by_page)
     /// for what else changes). Off by default.
     #[must_use]
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.relist_by_page = enabled;
-        self
-    }
-
-    /// The resync period of resource `R`'s informers (client-go's `WithCustomResyncConfig`).
-    #[must_use]
-    pub fn with_resync_for<R: ?Sized + 'static>(mut self, period: Duration) -> Self {
-        self.resync_for.insert(TypeId::of::<R>(), period);
         self
     }
 
@@ -477,9 +470,11 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self
     }
 
-    /// Adjusts each new informer of resource `R` before it is built: its queue, reflector
-    /// settings (backoff, page size), panic policy, on its [`InformerBuilder`] (after the
-    /// factory's and the request's settings, so it has the last word).
+    /// Adjusts each new informer of resource `R` before it is built, on its
+    /// [`InformerBuilder`]: its resync period, streaming list, queue, reflector settings
+    /// (backoff, page size), panic policy. It runs after the factory's defaults, so it has the
+    /// last word; the informers of a resource named at run time are configured with
+    /// [`configure_for`](Self::configure_for).
     ///
     /// ```
     /// # use informer_factory::{ListerWatcherSource, SharedInformerFactory};
@@ -500,6 +495,36 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         let f: Configure<S::Object> = Arc::new(f);
         self.configure.insert(TypeId::of::<R>(), Arc::new(f));
         self
+    }
+
+    /// As [`configure`](Self::configure), for every informer of a resource named at run time
+    /// by a value of type `P` (see [`informer_for`](Self::informer_for)).
+    #[must_use]
+    pub fn configure_for<P>(
+        mut self,
+        f: impl Fn(
+            InformerBuilder<<S as DynamicListerWatcherSource<P>>::Object>,
+        ) -> InformerBuilder<<S as DynamicListerWatcherSource<P>>::Object>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self
+    where
+        P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
+        S: DynamicListerWatcherSource<P>,
+    {
+        let f: Configure<<S as DynamicListerWatcherSource<P>>::Object> = Arc::new(f);
+        self.configure.insert(TypeId::of::<P>(), Arc::new(f));
+        self
+    }
+
+    /// The configuration [`configure`](Self::configure) or
+    /// [`configure_for`](Self::configure_for) gave the resource type `resource`, if any.
+    fn configuration<O: 'static>(&self, resource: TypeId) -> Option<Configure<O>> {
+        self.configure
+            .get(&resource)
+            .and_then(|c| c.downcast_ref::<Configure<O>>())
+            .cloned()
     }
 
     /// The source the factory gets its lister-watchers from.
@@ -542,11 +567,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             transform: options.transform.as_ref().map(|(name, _)| name.clone()),
             cache: options.cache.as_ref().map(|(name, _)| name.clone()),
         };
-        let configure = self
-            .configure
-            .get(&key.resource)
-            .and_then(|c| c.downcast_ref::<Configure<S::Object>>())
-            .cloned();
+        let configure = self.configuration(key.resource);
         self.get_or_create(
             key,
             type_name::<R>(),
@@ -580,8 +601,8 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     /// over the factory's defaults.
     ///
     /// Shared as [`informer_with`](Self::informer_with) shares, per resource value,
-    /// selection and transform name. [`with_resync_for::<P>`](Self::with_resync_for) sets the
-    /// resync period of every resource of type `P`.
+    /// selection and transform name. [`configure_for::<P>`](Self::configure_for) adjusts the
+    /// informers of every resource of type `P`.
     pub fn informer_for_with<P>(
         &self,
         resource: &P,
@@ -598,12 +619,13 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             transform: options.transform.as_ref().map(|(name, _)| name.clone()),
             cache: options.cache.as_ref().map(|(name, _)| name.clone()),
         };
+        let configure = self.configuration(key.resource);
         self.get_or_create(
             key,
             type_name::<P>(),
             Some(resource.to_string()),
             options,
-            None,
+            configure,
             |selection| Parts {
                 lister_watcher: self.source.lister_watcher(resource, selection),
                 identity: self.source.identity(resource),
@@ -653,10 +675,6 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             (None, Some(c)) => Some(format!("none, cache={c}")),
             (Some(t), Some(c)) => Some(format!("{t}, cache={c}")),
         };
-        let resync = options
-            .resync
-            .or_else(|| self.resync_for.get(&key.resource).copied())
-            .unwrap_or(self.default_resync);
         let parts = parts(&selection);
         let name = describe(
             dynamic.as_deref().unwrap_or(resource),
@@ -673,9 +691,9 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
                 SharedIndexInformer::builder(parts.lister_watcher, parts.identity).cache(cache)
             }
         }
-        .resync(resync)
-        .streaming_list(options.streaming_list.unwrap_or(self.streaming_list))
-        .relist_by_page(options.relist_by_page.unwrap_or(self.relist_by_page));
+        .resync(self.default_resync)
+        .streaming_list(self.streaming_list)
+        .relist_by_page(self.relist_by_page);
         if let Some(observers) = &self.reflector_observers {
             let observer = observers(&name);
             builder = builder.reflector_config(move |r| r.with_observer(observer));

@@ -8,13 +8,15 @@
 //!
 //! A program usually needs several informers, and several parts of it want the same one: the
 //! factory makes sure each resource is listed and watched once. It depends on no API client:
-//! it asks a [`ListerWatcherSource`] for a lister-watcher, key function, resource-version
-//! function and default indexes per resource. `informer-kube` provides the source and a
+//! it asks a [`ListerWatcherSource`] for a lister-watcher and an identity (key, resource
+//! version, default indexes) per resource. `informer-kube` provides the source and a
 //! `KubeInformerFactory` for a `kube::Client`.
 //!
 //! * [`SharedInformerFactory::informer`] / [`informer_with`](SharedInformerFactory::informer_with)
-//!   hand back the shared informer for a resource (with [`InformerOptions`]: namespace,
-//!   selectors, a named transform, a resync period);
+//!   hand back the shared informer for a resource (with [`InformerOptions`], which informer:
+//!   namespace, selectors, a named transform, a named cache);
+//! * how informers run is set once: for all with the factory's `with_*` defaults, per type
+//!   with [`configure`](SharedInformerFactory::configure) on the informer's builder;
 //! * [`informer_for(&resource)`](SharedInformerFactory::informer_for) does the same for a
 //!   resource named at run time by a value (a custom resource found by discovery), over a
 //!   [`DynamicListerWatcherSource`]: one informer per resource value and selection;

@@ -1,8 +1,7 @@
-//! [`InformerOptions`]: how one informer differs from the factory's defaults.
+//! [`InformerOptions`]: which informer a request asks for, where it differs from the factory's
+//! defaults.
 
 use std::fmt;
-use std::time::Duration;
-
 use std::sync::Arc;
 
 use informer_fifo::TransformFunc;
@@ -10,21 +9,22 @@ use informer_store::{Indexer, Indexers, KeyFunc};
 
 use crate::source::Selection;
 
-/// Per-informer options for
-/// [`informer_with`](crate::SharedInformerFactory::informer_with): each one left unset falls
-/// back to the factory's default.
+/// Which informer a request to
+/// [`informer_with`](crate::SharedInformerFactory::informer_with) asks for: what it caches
+/// (namespace, selectors, transform, cache kind), each left unset falling back to the
+/// factory's default.
 ///
-/// The namespace, the selectors and the transform's *name* are part of the key the informer is
-/// shared under; the transform function itself cannot be compared, so two requests naming the
-/// same transform get the informer built with the first one's function.
+/// Every option is part of the key the informer is shared under (the transform and the cache
+/// by their *names*: functions cannot be compared, so two requests naming the same transform
+/// get the informer built with the first one's function). How an informer runs (resync,
+/// streaming list, queue, reflector settings) is set for the whole factory or per type with
+/// [`configure`](crate::SharedInformerFactory::configure), never per request; a consumer that
+/// wants its own resync period asks for it when it registers (`HandlerOptions::resync`).
 pub struct InformerOptions<O> {
     pub(crate) namespace: Option<String>,
     pub(crate) label_selector: Option<String>,
     pub(crate) field_selector: Option<String>,
     pub(crate) transform: Option<(String, TransformFunc<O>)>,
-    pub(crate) resync: Option<Duration>,
-    pub(crate) streaming_list: Option<bool>,
-    pub(crate) relist_by_page: Option<bool>,
     pub(crate) cache: Option<(String, CacheBuilder<O>)>,
 }
 
@@ -40,9 +40,6 @@ impl<O> Default for InformerOptions<O> {
             label_selector: None,
             field_selector: None,
             transform: None,
-            resync: None,
-            streaming_list: None,
-            relist_by_page: None,
             cache: None,
         }
     }
@@ -55,9 +52,6 @@ impl<O> Clone for InformerOptions<O> {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             transform: self.transform.clone(),
-            resync: self.resync,
-            streaming_list: self.streaming_list,
-            relist_by_page: self.relist_by_page,
             cache: self.cache.clone(),
         }
     }
@@ -70,9 +64,6 @@ impl<O> fmt::Debug for InformerOptions<O> {
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
             .field("transform", &self.transform.as_ref().map(|(name, _)| name))
-            .field("resync", &self.resync)
-            .field("streaming_list", &self.streaming_list)
-            .field("relist_by_page", &self.relist_by_page)
             .field("cache", &self.cache.as_ref().map(|(name, _)| name))
             .finish()
     }
@@ -113,34 +104,6 @@ impl<O> InformerOptions<O> {
         self
     }
 
-    /// This resync period for a new informer, instead of the factory's for the type. Not part
-    /// of the sharing key: an informer that exists already keeps its own.
-    #[must_use]
-    pub fn resync(mut self, period: Duration) -> Self {
-        self.resync = Some(period);
-        self
-    }
-
-    /// Get a new informer's initial state as a streaming list (`sendInitialEvents`), falling
-    /// back to list and watch where the server refuses, instead of the factory's default. Not
-    /// part of the sharing key: an informer that exists already keeps its own.
-    #[must_use]
-    pub fn streaming_list(mut self, enabled: bool) -> Self {
-        self.streaming_list = Some(enabled);
-        self
-    }
-
-    /// Apply each page of a new informer's relists as it arrives (see
-    /// [`InformerBuilder::relist_by_page`](informer::InformerBuilder::relist_by_page)),
-    /// instead of the factory's default. Not part of the sharing key: an informer that exists
-    /// already keeps its own.
-    #[must_use]
-    pub fn relist_by_page(mut self, enabled: bool) -> Self {
-        self.relist_by_page = Some(enabled);
-        self
-    }
-
-    /// The selection these options give over the factory's `defaults`.
     /// Gives the informer a cache of its own kind, built by `build` (e.g. a compact cache that
     /// holds its objects encoded: `informer_kube::compact_cache`). Requests for the same
     /// resource and selection with the same cache name (and transform) share one informer.
@@ -150,6 +113,7 @@ impl<O> InformerOptions<O> {
         self
     }
 
+    /// The selection these options give over the factory's `defaults`.
     pub(crate) fn selection(&self, defaults: &Selection) -> Selection {
         let mut selection = defaults.clone();
         if let Some(ns) = &self.namespace {

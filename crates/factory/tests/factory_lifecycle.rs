@@ -274,24 +274,26 @@ async fn a_transform_applies_to_its_informer_only() {
     factory.shutdown().await.unwrap();
 }
 
-/// The per-type resync period beats the default; an informer's own option beats both.
+/// The per-type resync period (configured) beats the factory's default; a consumer's own
+/// period beats both.
 #[tokio::test(start_paused = true)]
-async fn resync_periods_come_from_options_then_type_then_default() {
+async fn resync_periods_come_from_the_consumer_then_type_then_default() {
     let factory = SharedInformerFactory::new(Source::with(objects()))
         .with_default_resync(Duration::from_secs(100))
-        .with_resync_for::<Secrets>(Duration::from_secs(10));
+        .configure::<Secrets>(|informer| informer.resync(Duration::from_secs(10)));
     let counters: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
     let informers = [
         factory.informer::<Pods>(),
         factory.informer::<Secrets>(),
-        factory.informer_with::<Pods>(
-            InformerOptions::new()
-                .namespace("a")
-                .resync(Duration::from_secs(4)),
-        ),
+        factory.informer_with::<Pods>(InformerOptions::new().namespace("a")),
     ];
-    for (informer, count) in informers.iter().zip(&counters) {
+    let consumer_resync = [None, None, Some(Duration::from_secs(4))];
+    for ((informer, count), resync) in informers.iter().zip(&counters).zip(consumer_resync) {
         let count = Arc::clone(count);
+        let options = match resync {
+            Some(period) => HandlerOptions::new().resync_period(period),
+            None => HandlerOptions::new(),
+        };
         informer
             .add_event_handler(
                 ResourceEventHandlerFuncs::new().with_update(
@@ -299,7 +301,7 @@ async fn resync_periods_come_from_options_then_type_then_default() {
                         count.fetch_add(1, Ordering::SeqCst);
                     },
                 ),
-                HandlerOptions::new(),
+                options,
             )
             .unwrap();
     }
@@ -350,13 +352,15 @@ async fn resync_periods_come_from_options_then_type_then_default() {
     factory.shutdown().await.unwrap();
 }
 
-/// Streaming lists are one option, on the factory or per informer: the informer files the
+/// Streaming lists are one option, on the factory or per type: the informer files the
 /// streamed objects with its own key function (the user used to have to pass it again).
 #[tokio::test(start_paused = true)]
-async fn streaming_lists_are_one_option_on_the_factory_or_an_informer() {
-    let factory = SharedInformerFactory::new(Source::with(objects())).with_streaming_list(true);
+async fn streaming_lists_are_one_option_on_the_factory_or_a_type() {
+    let factory = SharedInformerFactory::new(Source::with(objects()))
+        .with_streaming_list(true)
+        .configure::<Secrets>(|informer| informer.streaming_list(false));
     factory.informer::<Pods>();
-    factory.informer_with::<Secrets>(InformerOptions::new().streaming_list(false));
+    factory.informer::<Secrets>();
     factory.start().unwrap();
     let made = factory.source().made();
     assert_eq!(made.len(), 2);
@@ -373,21 +377,23 @@ async fn streaming_lists_are_one_option_on_the_factory_or_an_informer() {
     );
     assert!(
         first("Secrets").is_list(),
-        "the informer's own option: list and watch"
+        "the type's own option: list and watch"
     );
     factory.shutdown().await.unwrap();
 }
 
-/// Relists applied page by page are one option, on the factory or per informer: an informer
+/// Relists applied page by page are one option, on the factory or per type: an informer
 /// with it has the first page of its relist in its cache while the next page is still to come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relists_by_page_are_one_option_on_the_factory_or_an_informer() {
+async fn relists_by_page_are_one_option_on_the_factory_or_a_type() {
     let mut changed = (*common::obj("a", "web-0", "web")).clone();
     changed.rv = "2".into();
     let source = Source::relisting(objects(), vec![Arc::new(changed)]);
-    let factory = SharedInformerFactory::new(source).with_relist_by_page(true);
+    let factory = SharedInformerFactory::new(source)
+        .with_relist_by_page(true)
+        .configure::<Secrets>(|informer| informer.relist_by_page(false));
     let pods = factory.informer::<Pods>();
-    let secrets = factory.informer_with::<Secrets>(InformerOptions::new().relist_by_page(false));
+    let secrets = factory.informer::<Secrets>();
     factory.start().unwrap();
     let made = factory.source().made();
     let deadline = std::time::Instant::now() + LONG;

@@ -3,6 +3,7 @@
 
 use informer::HandlerOptions;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use informer::ResourceEventHandlerFuncs;
@@ -272,7 +273,16 @@ async fn dynamic_informers_take_the_factory_defaults_and_selectors() {
             json!({"metadata": {"name": "w5", "namespace": "a", "labels": {"app": "web"}}}),
         )
         .unwrap();
-    let factory = KubeInformerFactory::new(KubeSource::new(client(&server))).with_namespace("a");
+    let configured = Arc::new(AtomicUsize::new(0));
+    let factory = KubeInformerFactory::new(KubeSource::new(client(&server)))
+        .with_namespace("a")
+        .configure_for::<DynamicResource>({
+            let configured = Arc::clone(&configured);
+            move |informer| {
+                configured.fetch_add(1, Ordering::SeqCst);
+                informer
+            }
+        });
     let in_a = factory.informer_for(&widgets());
     let web = factory.informer_for_with(&widgets(), InformerOptions::new().labels("app=web"));
     let everywhere = factory.informer_for_with(&widgets(), InformerOptions::new().namespace(""));
@@ -281,6 +291,15 @@ async fn dynamic_informers_take_the_factory_defaults_and_selectors() {
         InformerOptions::new()
             .fields("metadata.name=w3")
             .namespace(""),
+    );
+    assert!(
+        Arc::ptr_eq(&factory.informer_for(&widgets()), &in_a),
+        "shared"
+    );
+    assert_eq!(
+        configured.load(Ordering::SeqCst),
+        4,
+        "the type's configuration ran once for each new informer"
     );
     factory.start().unwrap();
     let report = factory.wait_for_cache_sync(Some(LONG)).await;
