@@ -54,7 +54,7 @@ impl<K: Resource + 'static> Identity<K> for KubeIdentity {
 
 /// client-go's `MetaNamespaceKeyFunc` for any [`Resource`]: `namespace/name`, or `name` for a
 /// cluster-scoped object. An object without a name is refused with
-/// [`KeyError::MissingName`](informer_store::KeyError::MissingName).
+/// [`informer_store::KeyError::MissingName`].
 ///
 /// ```
 /// use informer_kube::key_func;
@@ -79,7 +79,7 @@ pub fn key_func<K: Resource + 'static>() -> KeyFunc<K> {
 
 /// client-go's `MetaNamespaceIndexFunc` for any [`Resource`]: the object's namespace (`""` for a
 /// cluster-scoped object), to register under
-/// [`NAMESPACE_INDEX`](informer_store::NAMESPACE_INDEX).
+/// [`informer_store::NAMESPACE_INDEX`].
 ///
 /// ```
 /// use informer_kube::namespace_index_func;

@@ -120,7 +120,7 @@ impl Selectors {
     }
 
     /// Whether kube-client would drop the resource version of this list: `"0"` with a limit
-    /// (see [`list_at_zero`]).
+    /// (see [`list`], which appends it back).
     fn drops_zero(params: &ListParams) -> bool {
         params.resource_version == "0" && params.continue_token.is_none() && params.limit.is_some()
     }

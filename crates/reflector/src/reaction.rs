@@ -27,7 +27,7 @@ pub(crate) enum Step {
     WatchStart,
     /// An open watch stream that ended with an error (an `ERROR` event, an undecodable line, a
     /// failed resync). A clean close, a transport failure mid-stream and a very short watch are
-    /// not errors of the stream: [`Reflector::watch`] handles them before asking.
+    /// not errors of the stream: [`Reflector::watch`](crate::Reflector::watch) handles them before asking.
     WatchEnd,
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn react(
     }
 }
 
-/// The mutable state of one [`Reflector::run`].
+/// The mutable state of one [`Reflector::run`](crate::Reflector::run).
 pub(crate) struct RunState {
     pub(crate) rv_unavailable: bool,
     /// Why the next list runs.
