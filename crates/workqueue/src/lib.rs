@@ -5,7 +5,11 @@
 //!   an item added while it is processed is processed again after [`done`](WorkQueue::done);
 //!   delayed adds ([`add_after`](WorkQueue::add_after)); rate-limited retries
 //!   ([`add_rate_limited`](WorkQueue::add_rate_limited), [`forget`](WorkQueue::forget),
-//!   [`num_requeues`](WorkQueue::num_requeues)); shutdown, with or without draining.
+//!   [`num_requeues`](WorkQueue::num_requeues)); shutdown, with or without draining. First
+//!   in, first out by default; or, built with
+//!   [`priority`](WorkQueueBuilder::priority), a **priority queue** (controller-runtime's),
+//!   fair across namespaces: the highest priority first, and within a priority the namespaces
+//!   take turns, so one namespace with 10,000 items cannot starve another.
 //! * [`RateLimiter`]s that compose: [`ItemExponentialFailureRateLimiter`],
 //!   [`BucketRateLimiter`], [`ItemFastSlowRateLimiter`], [`MaxOfRateLimiter`], and client-go's
 //!   default, [`default_controller_rate_limiter`].
@@ -45,16 +49,53 @@
 //! assert_eq!(queue.num_requeues(&"default/web".to_string()), 0);
 //! # }
 //! ```
+//!
+//! # Example: changes before the initial list, namespaces in turn
+//!
+//! A controller's queue fills with every key of the initial list at once. In a priority
+//! queue those go in at [`LOW_PRIORITY`] and real changes at the default, 0: a change made
+//! while a backlog of 100,000 keys drains is the next key handed out, not the 100,001st. Within
+//! a priority the namespaces take turns.
+//!
+//! ```
+//! use informer_workqueue::{LOW_PRIORITY, WorkQueue};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let queue = WorkQueue::<String>::builder().name("pods").priority().build();
+//! // The initial list: 1,000 pods in "batch", then 2 in "web".
+//! for i in 0..1000 {
+//!     queue.add_with_priority(format!("batch/job-{i}"), LOW_PRIORITY);
+//! }
+//! queue.add_with_priority("web/a".to_string(), LOW_PRIORITY);
+//! queue.add_with_priority("web/b".to_string(), LOW_PRIORITY);
+//! // A change to a pod whose key is waiting: raised to priority 0.
+//! queue.add("batch/job-999".to_string());
+//!
+//! let mut next = Vec::new();
+//! for _ in 0..5 {
+//!     let key = queue.get().await.unwrap();
+//!     queue.done(&key);
+//!     next.push(key);
+//! }
+//! // The change first; then "batch" and "web" in turn, not 998 "batch" keys before "web".
+//! assert_eq!(next, ["batch/job-999", "batch/job-0", "web/a", "batch/job-1", "web/b"]);
+//! # }
+//! ```
 
+mod builder;
 pub mod metrics;
+mod order;
 mod queue;
 mod rate_limiter;
+mod state;
 
+pub use crate::builder::WorkQueueBuilder;
 pub use crate::metrics::{
     DURATION_BUCKETS, DurationHistogram, MAX_STRIDE, MetricsProvider, QueueHandle, QueueList,
     QueueStats, SAMPLE_INTERVAL,
 };
-pub use crate::queue::{WorkQueue, WorkQueueBuilder};
+pub use crate::order::{LOW_PRIORITY, namespace_of};
+pub use crate::queue::WorkQueue;
 pub use crate::rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,

@@ -1,9 +1,7 @@
 //! [`WorkQueue`]: client-go's `util/workqueue` queue, delaying queue and rate-limiting queue in
-//! one async type.
+//! one async type, handing items out first in, first out, or by priority and fair across
+//! tenants.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-
-use foldhash::fast::RandomState;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -13,8 +11,10 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::metrics::{MetricsProvider, Numbers, QueueHandle, QueueStats, Sampler, Source, Stamp};
-use crate::rate_limiter::{RateLimiter, default_controller_rate_limiter};
+use crate::builder::WorkQueueBuilder;
+use crate::metrics::{QueueStats, Source};
+use crate::rate_limiter::RateLimiter;
+use crate::state::{DEFAULT_PRIORITY, Started, State};
 
 /// How far from the end of the clock's range a deadline must be: the timer rounds a
 /// deadline up (tokio: by up to a millisecond), which must not overflow the clock.
@@ -38,6 +38,11 @@ const CLOCK_END_MARGIN: Duration = Duration::from_secs(1);
 ///   items are dropped); workers get what is still queued, then `None`.
 ///   [`shut_down_with_drain`](Self::shut_down_with_drain) also waits until every queued and
 ///   in-flight item is done, unless a `shut_down` meanwhile releases it.
+/// * **Order**: first in, first out; or, built with
+///   [`priority`](WorkQueueBuilder::priority) (or [`priority_by`](WorkQueueBuilder::priority_by)),
+///   by priority, fair across tenants: the highest priority first
+///   ([`add_with_priority`](Self::add_with_priority); an item is raised, never lowered, and a
+///   requeue keeps its priority), and within a priority the tenants (namespaces) in turn.
 ///
 /// Cheap to clone: clones share the queue.
 ///
@@ -59,7 +64,7 @@ const CLOCK_END_MARGIN: Duration = Duration::from_secs(1);
 /// # }
 /// ```
 pub struct WorkQueue<T> {
-    inner: Arc<Inner<T>>,
+    pub(crate) inner: Arc<Inner<T>>,
 }
 
 impl<T> Clone for WorkQueue<T> {
@@ -75,7 +80,7 @@ impl<T> fmt::Debug for WorkQueue<T> {
         let state = self.inner.state.lock();
         f.debug_struct("WorkQueue")
             .field("name", &self.inner.name)
-            .field("queued", &state.queue.len())
+            .field("queued", &state.order.len())
             .field("processing", &state.processing.len())
             .field("delayed", &state.delayed.len())
             .field("shutting_down", &state.shutting_down)
@@ -83,157 +88,14 @@ impl<T> fmt::Debug for WorkQueue<T> {
     }
 }
 
-struct Inner<T> {
-    name: String,
-    state: Mutex<State<T>>,
+pub(crate) struct Inner<T> {
+    pub(crate) name: String,
+    pub(crate) state: Mutex<State<T>>,
     /// Wakes a worker waiting in `get`.
-    ready: Notify,
+    pub(crate) ready: Notify,
     /// Wakes `shut_down_with_drain` when the last item is done.
-    drained: Notify,
-    limiter: Box<dyn RateLimiter<T>>,
-}
-
-/// Whether, and since when, an item is being processed.
-#[derive(Debug, Clone, Copy)]
-enum Started {
-    /// Not timed (no provider, or not in the sample).
-    Untimed,
-    /// Timed from its get.
-    Timed(Stamp),
-    /// Not timed, but seen in progress by a read of the stats at this instant.
-    Seen(Instant),
-}
-
-struct State<T> {
-    /// Items to hand out, in order.
-    queue: VecDeque<T>,
-    /// Items waiting (queued, or to be queued again when their processing is done), with when
-    /// each was added if it is timed.
-    dirty: HashMap<T, Option<Stamp>, RandomState>,
-    /// Items being processed.
-    processing: HashMap<T, Started, RandomState>,
-    /// Delayed items by deadline (the sequence number breaks ties).
-    timeline: BTreeMap<(Instant, u64), T>,
-    /// Each delayed item's place in the timeline.
-    delayed: HashMap<T, (Instant, u64), RandomState>,
-    next_seq: u64,
-    shutting_down: bool,
-    /// A drain has completed: nothing more is handed out.
-    drained: bool,
-    /// How many times `shut_down` was called: a drain that began before the last call
-    /// returns without waiting any longer.
-    shut_downs: u64,
-    sampler: Sampler,
-    numbers: Numbers,
-}
-
-/// Builds a [`WorkQueue`] with a name, a rate limiter and metrics.
-pub struct WorkQueueBuilder<T> {
-    name: String,
-    limiter: Option<Box<dyn RateLimiter<T>>>,
-    metrics: Option<Arc<dyn MetricsProvider>>,
-}
-
-impl<T> fmt::Debug for WorkQueueBuilder<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WorkQueueBuilder")
-            .field("name", &self.name)
-            .field("limiter", &self.limiter.is_some())
-            .field("metrics", &self.metrics.is_some())
-            .finish()
-    }
-}
-
-impl<T> WorkQueueBuilder<T>
-where
-    T: Clone + Eq + Hash + Send + Sync + 'static,
-{
-    /// The queue's name, given to the metrics provider.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// The rate limiter of [`add_rate_limited`](WorkQueue::add_rate_limited) (default:
-    /// [`default_controller_rate_limiter`]).
-    pub fn rate_limiter(mut self, limiter: impl RateLimiter<T> + 'static) -> Self {
-        self.limiter = Some(Box::new(limiter));
-        self
-    }
-
-    /// Who reads the queue's metrics (default: no one). With a provider the queue times its
-    /// items (a sample of them at high rates: see the [`metrics`](crate::metrics) module).
-    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
-        self.metrics = Some(provider);
-        self
-    }
-
-    /// The queue.
-    pub fn build(self) -> WorkQueue<T> {
-        let inner = Arc::new(Inner {
-            name: self.name,
-            state: Mutex::new(State {
-                queue: VecDeque::new(),
-                dirty: HashMap::default(),
-                processing: HashMap::default(),
-                timeline: BTreeMap::new(),
-                delayed: HashMap::default(),
-                next_seq: 0,
-                shutting_down: false,
-                drained: false,
-                shut_downs: 0,
-                sampler: Sampler::new(self.metrics.is_some()),
-                numbers: Numbers::default(),
-            }),
-            ready: Notify::new(),
-            drained: Notify::new(),
-            limiter: self
-                .limiter
-                .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
-        });
-        if let Some(provider) = self.metrics {
-            let weak = Arc::downgrade(&inner);
-            let source: std::sync::Weak<dyn Source> = weak;
-            provider.register(QueueHandle::new(inner.name.clone(), source));
-        }
-        WorkQueue { inner }
-    }
-}
-
-impl<T> Source for Inner<T>
-where
-    T: Clone + Eq + Hash + Send + Sync + 'static,
-{
-    fn stats(&self) -> QueueStats {
-        let mut state = self.state.lock();
-        let now = Instant::now();
-        let (mut unfinished, mut longest) = (0.0, 0.0f64);
-        for started in state.processing.values_mut() {
-            let since = match *started {
-                Started::Timed(stamp) => stamp.at,
-                Started::Seen(at) => at,
-                Started::Untimed => {
-                    *started = Started::Seen(now);
-                    now
-                }
-            };
-            let age = now.saturating_duration_since(since).as_secs_f64();
-            unfinished += age;
-            longest = longest.max(age);
-        }
-        QueueStats {
-            name: self.name.clone(),
-            depth: state.dirty.len(),
-            in_flight: state.processing.len(),
-            adds: state.numbers.adds,
-            retries: state.numbers.retries,
-            queue_duration: state.numbers.queue_duration.clone(),
-            work_duration: state.numbers.work_duration.clone(),
-            timed: state.numbers.timed,
-            unfinished_work_seconds: unfinished,
-            longest_running_processor_seconds: longest,
-        }
-    }
+    pub(crate) drained: Notify,
+    pub(crate) limiter: Box<dyn RateLimiter<T>>,
 }
 
 impl<T> Default for WorkQueue<T>
@@ -249,18 +111,15 @@ impl<T> WorkQueue<T>
 where
     T: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    /// A queue with client-go's default controller rate limiter and no metrics.
+    /// A first-in-first-out queue with client-go's default controller rate limiter and no
+    /// metrics.
     pub fn new() -> Self {
         Self::builder().build()
     }
 
-    /// A builder: name, rate limiter, metrics.
+    /// A builder: name, rate limiter, metrics, priority.
     pub fn builder() -> WorkQueueBuilder<T> {
-        WorkQueueBuilder {
-            name: String::new(),
-            limiter: None,
-            metrics: None,
-        }
+        WorkQueueBuilder::new()
     }
 
     /// The queue's name.
@@ -268,11 +127,30 @@ where
         &self.inner.name
     }
 
+    /// Whether the queue hands items out by priority, fair across tenants (built with
+    /// [`priority`](WorkQueueBuilder::priority) or
+    /// [`priority_by`](WorkQueueBuilder::priority_by)), rather than first in, first out.
+    pub fn is_priority(&self) -> bool {
+        self.inner.state.lock().order.is_fair()
+    }
+
     /// Adds `item` unless it is waiting already. If a worker is processing it, it is queued
-    /// again when that worker calls [`done`](Self::done). Ignored once shutting down.
+    /// again when that worker calls [`done`](Self::done). Ignored once shutting down. In a
+    /// priority queue: at the default priority, 0 (see
+    /// [`add_with_priority`](Self::add_with_priority)).
     pub fn add(&self, item: T) {
+        self.add_with_priority(item, DEFAULT_PRIORITY);
+    }
+
+    /// [`add`](Self::add) at `priority`, in a priority queue (a first-in-first-out queue
+    /// ignores the priority): higher priorities are handed out first (real changes at the
+    /// default, 0; the initial list and resyncs at [`LOW_PRIORITY`](crate::LOW_PRIORITY)). An
+    /// item waiting already is raised to `priority` if that is higher than its own, never
+    /// lowered; an item being processed is queued again at its done with the highest priority
+    /// it was added with meanwhile.
+    pub fn add_with_priority(&self, item: T, priority: i32) {
         let mut state = self.inner.state.lock();
-        if Self::add_locked(&mut state, item) {
+        if state.add(item, priority) {
             drop(state);
             self.inner.ready.notify_one();
         }
@@ -286,39 +164,37 @@ where
         T: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.add_probed(probe, DEFAULT_PRIORITY, make);
+    }
+
+    /// [`add_with`](Self::add_with) at `priority` (see
+    /// [`add_with_priority`](Self::add_with_priority)).
+    pub fn add_probed<Q>(&self, probe: &Q, priority: i32, make: impl FnOnce() -> T)
+    where
+        T: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let mut state = self.inner.state.lock();
-        if state.shutting_down || state.dirty.contains_key(probe) {
+        if state.shutting_down {
             return;
         }
-        if Self::add_new_locked(&mut state, make()) {
+        if let Some((item, waiting)) = state.dirty.get_key_value(probe) {
+            if state.order.is_fair() && priority > waiting.priority {
+                let item = item.clone();
+                state.raise(&item, priority);
+            }
+            return;
+        }
+        if state.add_new(make(), priority) {
             drop(state);
             self.inner.ready.notify_one();
         }
     }
 
-    /// Whether the add queued an item for a worker now.
-    fn add_locked(state: &mut State<T>, item: T) -> bool {
-        if state.shutting_down || state.dirty.contains_key(&item) {
-            return false;
-        }
-        Self::add_new_locked(state, item)
-    }
-
-    /// [`add_locked`](Self::add_locked) for an item known not to be waiting, the queue not
-    /// shutting down.
-    fn add_new_locked(state: &mut State<T>, item: T) -> bool {
-        state.numbers.adds += 1;
-        let stamp = state.sampler.sample();
-        state.dirty.insert(item.clone(), stamp);
-        if state.processing.contains_key(&item) {
-            return false;
-        }
-        state.queue.push_back(item);
-        true
-    }
-
     /// Adds `item` once `delay` has passed (at once for a zero delay). An item already delayed
-    /// keeps the earlier of its two deadlines. Ignored once shutting down.
+    /// keeps the earlier of its two deadlines. Ignored once shutting down. In a priority
+    /// queue the item keeps its priority: the highest it has in the queue (being processed,
+    /// waiting or delayed), or the default for an item the queue does not hold.
     ///
     /// Any delay is valid. One that takes the deadline past the clock's range (less a second)
     /// means **never**: this call does not add the item (an earlier deadline it has stands).
@@ -326,13 +202,26 @@ where
     /// billion years, elsewhere it may end sooner. A rate limiter's "never" is
     /// `Duration::MAX` (see [`RateLimiter::when`]).
     pub fn add_after(&self, item: T, delay: Duration) {
+        self.delay(item, delay, None);
+    }
+
+    /// [`add_after`](Self::add_after) at `priority` (see
+    /// [`add_with_priority`](Self::add_with_priority)): an item already delayed keeps the
+    /// earlier deadline and the higher priority.
+    pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
+        self.delay(item, delay, Some(priority));
+    }
+
+    /// Adds `item` after `delay`, at `priority` or, without one, at the item's own.
+    fn delay(&self, item: T, delay: Duration, priority: Option<i32>) {
         let mut state = self.inner.state.lock();
         if state.shutting_down {
             return;
         }
         state.numbers.retries += 1;
+        let priority = priority.unwrap_or_else(|| state.priority_of(&item));
         if delay.is_zero() {
-            if Self::add_locked(&mut state, item) {
+            if state.add(item, priority) {
                 drop(state);
                 self.inner.ready.notify_one();
             }
@@ -345,22 +234,15 @@ where
             // Past the clock's range: never.
             return;
         };
-        if let Some(&(at, seq)) = state.delayed.get(&item) {
-            if at <= deadline {
-                return;
-            }
-            state.timeline.remove(&(at, seq));
+        if state.delay(item, deadline, priority) {
+            drop(state);
+            // A worker waiting may have to wake sooner now.
+            self.inner.ready.notify_waiters();
         }
-        let seq = state.next_seq;
-        state.next_seq += 1;
-        state.timeline.insert((deadline, seq), item.clone());
-        state.delayed.insert(item, (deadline, seq));
-        drop(state);
-        // A worker waiting may have to wake sooner now.
-        self.inner.ready.notify_waiters();
     }
 
-    /// Adds `item` after the rate limiter's delay for it (client-go's `AddRateLimited`).
+    /// Adds `item` after the rate limiter's delay for it (client-go's `AddRateLimited`),
+    /// keeping its priority as [`add_after`](Self::add_after) does.
     pub fn add_rate_limited(&self, item: T) {
         let delay = self.inner.limiter.when(&item);
         self.add_after(item, delay);
@@ -376,22 +258,6 @@ where
         self.inner.limiter.num_requeues(item)
     }
 
-    /// Moves the delayed items whose deadline has passed into the queue; the next deadline.
-    fn promote(state: &mut State<T>, now: Instant) -> Option<Instant> {
-        while let Some((&(at, seq), _)) = state.timeline.first_key_value() {
-            if at > now {
-                return Some(at);
-            }
-            let item = state
-                .timeline
-                .remove(&(at, seq))
-                .expect("the first entry is there");
-            state.delayed.remove(&item);
-            Self::add_locked(state, item);
-        }
-        None
-    }
-
     /// The next item to process, waiting for one; `None` once the queue is shut down and
     /// nothing is queued. Call [`done`](Self::done) with it when processed. Cancel-safe.
     pub async fn get(&self) -> Option<T> {
@@ -405,29 +271,13 @@ where
                     (None, None)
                 } else {
                     let now = Instant::now();
-                    (Some(now), Self::promote(&mut state, now))
+                    (Some(now), state.promote(now))
                 };
                 if !state.drained
-                    && let Some(item) = state.queue.pop_front()
+                    && let Some(item) = state.take(now)
                 {
-                    let started = match state.dirty.remove(&item).flatten() {
-                        Some(added) => {
-                            let now = now.unwrap_or_else(Instant::now);
-                            state.numbers.timed += 1;
-                            state.numbers.queue_duration.observe(
-                                now.saturating_duration_since(added.at),
-                                added.weight.into(),
-                            );
-                            Started::Timed(Stamp {
-                                at: now,
-                                weight: added.weight,
-                            })
-                        }
-                        None => Started::Untimed,
-                    };
-                    state.processing.insert(item.clone(), started);
                     // Another worker may be waiting for the rest.
-                    if !state.queue.is_empty() {
+                    if state.order.len() > 0 {
                         self.inner.ready.notify_one();
                     }
                     return Some(item);
@@ -453,21 +303,8 @@ where
     /// Marks `item` processed. If it was added again meanwhile, it is queued now.
     pub fn done(&self, item: &T) {
         let mut state = self.inner.state.lock();
-        let Some(started) = state.processing.remove(item) else {
-            return;
-        };
-        if let Started::Timed(stamp) = started {
-            let took = Instant::now().saturating_duration_since(stamp.at);
-            state
-                .numbers
-                .work_duration
-                .observe(took, stamp.weight.into());
-        }
-        let requeued = state.dirty.contains_key(item);
-        if requeued {
-            state.queue.push_back(item.clone());
-        }
-        let idle = state.shutting_down && state.processing.is_empty() && state.queue.is_empty();
+        let requeued = state.done(item);
+        let idle = state.shutting_down && state.processing.is_empty() && state.order.len() == 0;
         drop(state);
         if requeued {
             self.inner.ready.notify_one();
@@ -479,7 +316,7 @@ where
 
     /// Items queued for a worker (client-go's `Len`; delayed items not included).
     pub fn len(&self) -> usize {
-        self.inner.state.lock().queue.len()
+        self.inner.state.lock().order.len()
     }
 
     /// Whether no item is queued for a worker.
@@ -498,18 +335,11 @@ where
     pub fn shut_down(&self) {
         {
             let mut state = self.inner.state.lock();
-            Self::stop_locked(&mut state);
+            state.stop();
             state.shut_downs = state.shut_downs.wrapping_add(1);
         }
         self.inner.ready.notify_waiters();
         self.inner.drained.notify_waiters();
-    }
-
-    /// Stops taking items and drops the delayed ones.
-    fn stop_locked(state: &mut State<T>) {
-        state.shutting_down = true;
-        state.timeline.clear();
-        state.delayed.clear();
     }
 
     /// [`shut_down`](Self::shut_down), then waits until every queued and in-flight item is
@@ -524,7 +354,7 @@ where
     pub async fn shut_down_with_drain(&self) {
         let begun = {
             let mut state = self.inner.state.lock();
-            Self::stop_locked(&mut state);
+            state.stop();
             state.shut_downs
         };
         self.inner.ready.notify_waiters();
@@ -534,7 +364,7 @@ where
             drained.as_mut().enable();
             {
                 let mut state = self.inner.state.lock();
-                if state.processing.is_empty() && state.queue.is_empty() {
+                if state.processing.is_empty() && state.order.len() == 0 {
                     state.drained = true;
                     return;
                 }
@@ -553,8 +383,45 @@ where
     }
 
     /// The queue's numbers now (client-go's workqueue metric set). The durations are empty
-    /// unless the queue was built with a [`MetricsProvider`].
+    /// unless the queue was built with a [`MetricsProvider`](crate::MetricsProvider).
     pub fn stats(&self) -> QueueStats {
         self.inner.stats()
+    }
+}
+
+impl<T> Source for Inner<T>
+where
+    T: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    fn stats(&self) -> QueueStats {
+        let mut state = self.state.lock();
+        let now = Instant::now();
+        let (mut unfinished, mut longest) = (0.0, 0.0f64);
+        for processing in state.processing.values_mut() {
+            let started = &mut processing.started;
+            let since = match *started {
+                Started::Timed(stamp) => stamp.at,
+                Started::Seen(at) => at,
+                Started::Untimed => {
+                    *started = Started::Seen(now);
+                    now
+                }
+            };
+            let age = now.saturating_duration_since(since).as_secs_f64();
+            unfinished += age;
+            longest = longest.max(age);
+        }
+        QueueStats {
+            name: self.name.clone(),
+            depth: state.dirty.len(),
+            in_flight: state.processing.len(),
+            adds: state.numbers.adds,
+            retries: state.numbers.retries,
+            queue_duration: state.numbers.queue_duration.clone(),
+            work_duration: state.numbers.work_duration.clone(),
+            timed: state.numbers.timed,
+            unfinished_work_seconds: unfinished,
+            longest_running_processor_seconds: longest,
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The work queue against a model, under concurrent workers, with delays on tokio's paused
 //! clock, and its metrics.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use informer_workqueue::{ItemExponentialFailureRateLimiter, QueueList, WorkQueue};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 mod common;
 use common::paused_runtime;
@@ -111,6 +113,60 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Runs `ops` on `queue` and the model side by side: the queue hands out exactly what the
+/// model does, in the same order, and its length agrees.
+fn follows_the_model(queue: &WorkQueue<u8>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    paused_runtime().block_on(async {
+        let mut model = Model::default();
+        let mut in_progress: Vec<u8> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Add(k) => {
+                    queue.add(k);
+                    model.add(k);
+                }
+                Op::AddAfter(k, d) => {
+                    queue.add_after(k, ms(d));
+                    model.add_after(k, d);
+                }
+                Op::Get => {
+                    let got = tokio::time::timeout(Duration::ZERO, queue.get()).await;
+                    let want = model.get();
+                    match (got, want) {
+                        (Ok(Some(k)), Some(w)) => {
+                            prop_assert_eq!(k, w);
+                            prop_assert!(!in_progress.contains(&k), "{} handed out twice", k);
+                            in_progress.push(k);
+                        }
+                        // Nothing ready: pending while open, `None` once shut and empty.
+                        (Err(_), None) => prop_assert!(!model.shut),
+                        (Ok(None), None) => prop_assert!(model.shut),
+                        (got, want) => prop_assert!(false, "got {:?}, the model {:?}", got, want),
+                    }
+                }
+                Op::Done(i) => {
+                    if !in_progress.is_empty() {
+                        let k = in_progress.remove(i % in_progress.len());
+                        queue.done(&k);
+                        model.done(k);
+                    }
+                }
+                Op::Advance(d) => {
+                    tokio::time::advance(ms(d)).await;
+                    model.now += d;
+                }
+                Op::ShutDown => {
+                    queue.shut_down();
+                    model.shut_down();
+                }
+            }
+            prop_assert_eq!(queue.len(), model.queue.len());
+            prop_assert_eq!(queue.in_flight(), model.processing.len());
+        }
+        Ok(())
+    })
+}
+
 proptest! {
     /// Every sequence of adds, delayed adds, gets, dones, clock steps and a shutdown: the
     /// queue hands out exactly what the model does, in the same order, and its length agrees
@@ -118,47 +174,15 @@ proptest! {
     /// back after done, and nothing is handed out after a shutdown empties it.
     #[test]
     fn the_queue_follows_the_model(ops in prop::collection::vec(op(), 1..120)) {
-        paused_runtime().block_on(async {
-            let queue = WorkQueue::<u8>::new();
-            let mut model = Model::default();
-            let mut in_progress: Vec<u8> = Vec::new();
-            for op in ops {
-                match op {
-                    Op::Add(k) => { queue.add(k); model.add(k); }
-                    Op::AddAfter(k, d) => { queue.add_after(k, ms(d)); model.add_after(k, d); }
-                    Op::Get => {
-                        let got = tokio::time::timeout(Duration::ZERO, queue.get()).await;
-                        let want = model.get();
-                        match (got, want) {
-                            (Ok(Some(k)), Some(w)) => {
-                                prop_assert_eq!(k, w);
-                                prop_assert!(!in_progress.contains(&k), "{} handed out twice", k);
-                                in_progress.push(k);
-                            }
-                            // Nothing ready: pending while open, `None` once shut and empty.
-                            (Err(_), None) => prop_assert!(!model.shut),
-                            (Ok(None), None) => prop_assert!(model.shut),
-                            (got, want) => prop_assert!(false, "got {:?}, the model {:?}", got, want),
-                        }
-                    }
-                    Op::Done(i) => {
-                        if !in_progress.is_empty() {
-                            let k = in_progress.remove(i % in_progress.len());
-                            queue.done(&k);
-                            model.done(k);
-                        }
-                    }
-                    Op::Advance(d) => {
-                        tokio::time::advance(ms(d)).await;
-                        model.now += d;
-                    }
-                    Op::ShutDown => { queue.shut_down(); model.shut_down(); }
-                }
-                prop_assert_eq!(queue.len(), model.queue.len());
-                prop_assert_eq!(queue.in_flight(), model.processing.len());
-            }
-            Ok(())
-        })?;
+        follows_the_model(&WorkQueue::new(), ops)?;
+    }
+
+    /// The same for a priority queue whose items are all of one tenant and one priority:
+    /// first in, first out, with every guarantee of the plain queue.
+    #[test]
+    fn a_priority_queue_of_one_tenant_follows_the_model(ops in prop::collection::vec(op(), 1..120)) {
+        let queue = WorkQueue::builder().priority_by(|_: &u8| Cow::Borrowed("")).build();
+        follows_the_model(&queue, ops)?;
     }
 }
 
@@ -166,8 +190,25 @@ proptest! {
 /// processed after its last add; nothing is processed once `shut_down_with_drain` returned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_workers_never_share_a_key_and_miss_no_add() {
+    workers_never_share_a_key_and_miss_no_add(WorkQueue::new(), |_| 0).await;
+}
+
+/// The same in a priority queue, the keys in three tenants at three priorities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_workers_of_a_priority_queue_never_share_a_key_and_miss_no_add() {
+    const TENANTS: [&str; 3] = ["a", "b", "c"];
+    let queue = WorkQueue::builder()
+        .priority_by(|k: &usize| Cow::Borrowed(TENANTS[k % 3]))
+        .build();
+    workers_never_share_a_key_and_miss_no_add(queue, |k| (k % 5) as i32 - 2).await;
+}
+
+/// Four workers on `queue`, two adders adding each key `k` at `priority(k)`.
+async fn workers_never_share_a_key_and_miss_no_add(
+    queue: WorkQueue<usize>,
+    priority: fn(usize) -> i32,
+) {
     const KEYS: usize = 50;
-    let queue = WorkQueue::<usize>::new();
     let clock = Arc::new(AtomicU64::new(1));
     let busy: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
     let last_add: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
@@ -203,7 +244,7 @@ async fn concurrent_workers_never_share_a_key_and_miss_no_add() {
                     // The add's time is taken before the add: a processing that starts after
                     // the add has a later time.
                     last_add[k].fetch_max(clock.fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
-                    queue.add(k);
+                    queue.add_with_priority(k, priority(k));
                     if i % 64 == 0 {
                         tokio::task::yield_now().await;
                     }

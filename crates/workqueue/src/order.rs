@@ -1,0 +1,236 @@
+//! The order in which a [`WorkQueue`](crate::WorkQueue) hands out its queued items: first in,
+//! first out, or by priority and fair across tenants.
+//!
+//! # The fair order
+//!
+//! Items are queued in *levels*, one per priority; the highest level that has items is served
+//! first. Within a level each tenant has a *lane* (first in, first out), and the lanes take
+//! turns: the tenants that have items form a rotation, in the order they came to have some;
+//! each turn hands out the front item of the first tenant's lane and sends that tenant to the
+//! back of the rotation, or out of it once its lane is empty. A tenant with 10,000 items and one
+//! with a single item, at the same priority, each get every other turn.
+//!
+//! Raising a queued item's priority moves it: its entry in the old lane is left behind as a
+//! stale one (recognised by its sequence number, which the queue's record of the item no
+//! longer holds) and skipped when it comes up, so a raise costs no search. Each lane counts its
+//! live entries: a lane whose last live entry leaves is dropped at once, stale entries and all,
+//! so a tenant's place in the rotation is exactly as if the entry had been removed.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use foldhash::fast::RandomState;
+
+/// The priority of the items of an initial list and of resyncs (controller-runtime's
+/// `LowPriority`): below the default, 0, the priority of real changes. Higher runs first.
+pub const LOW_PRIORITY: i32 = -100;
+
+/// The tenant of a `namespace/name` key: the namespace, the text before the first `/` (empty
+/// for a cluster-scoped key, which has none). The default tenant function of
+/// [`WorkQueueBuilder::priority`](crate::WorkQueueBuilder::priority).
+///
+/// ```
+/// use informer_workqueue::namespace_of;
+///
+/// assert_eq!(namespace_of("default/web-0"), "default");
+/// assert_eq!(namespace_of("node-1"), "");
+/// ```
+pub fn namespace_of(key: &str) -> &str {
+    key.split_once('/').map_or("", |(namespace, _)| namespace)
+}
+
+/// Which tenant an item belongs to.
+pub(crate) type TenantFn<T> = Arc<dyn for<'a> Fn(&'a T) -> Cow<'a, str> + Send + Sync>;
+
+/// The sequence number of no entry: what the record of an item that is not queued holds.
+pub(crate) const NOT_QUEUED: u64 = 0;
+
+/// The queued items, in the order they are handed out.
+pub(crate) enum Order<T> {
+    /// First in, first out (client-go's queue).
+    Fifo(VecDeque<T>),
+    /// By priority, then in turns across tenants.
+    Fair(Fair<T>),
+}
+
+impl<T> Order<T> {
+    /// How many items are queued.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Fifo(queue) => queue.len(),
+            Self::Fair(fair) => fair.len,
+        }
+    }
+
+    /// Whether the order takes priorities into account.
+    pub(crate) fn is_fair(&self) -> bool {
+        matches!(self, Self::Fair(_))
+    }
+
+    /// Queues `item` (not queued yet) at `priority`; the sequence number of its entry
+    /// ([`NOT_QUEUED`] in the first-in-first-out order, which has none). Leaves the order
+    /// unchanged if the tenant function panics.
+    pub(crate) fn push(&mut self, item: T, priority: i32) -> u64 {
+        match self {
+            Self::Fifo(queue) => {
+                queue.push_back(item);
+                NOT_QUEUED
+            }
+            Self::Fair(fair) => fair.push(item, priority),
+        }
+    }
+
+    /// The next item, if any. `is_live(item, seq)` tells whether an entry of the fair order is
+    /// the item's live one.
+    pub(crate) fn pop(&mut self, is_live: impl Fn(&T, u64) -> bool) -> Option<T> {
+        match self {
+            Self::Fifo(queue) => queue.pop_front(),
+            Self::Fair(fair) => fair.pop(is_live),
+        }
+    }
+}
+
+/// The fair order (see the module's docs).
+pub(crate) struct Fair<T> {
+    tenant: TenantFn<T>,
+    /// The levels that have items, by priority.
+    levels: BTreeMap<i32, Level<T>>,
+    /// The last sequence number given to an entry.
+    seq: u64,
+    /// Live entries, all levels together.
+    len: usize,
+}
+
+/// The items of one priority.
+struct Level<T> {
+    /// Every tenant's lane, with items or not (dropped with the level).
+    lanes: HashMap<Arc<str>, Lane<T>, RandomState>,
+    /// The tenants whose lanes have live entries, in the order of their turns.
+    rotation: VecDeque<Arc<str>>,
+}
+
+/// One tenant's items within a level, first in, first out.
+struct Lane<T> {
+    /// The tenant.
+    name: Arc<str>,
+    entries: VecDeque<(u64, T)>,
+    /// Entries that are their item's live one.
+    live: usize,
+}
+
+impl<T> Fair<T> {
+    /// An empty fair order whose tenants `tenant` tells.
+    pub(crate) fn new(tenant: TenantFn<T>) -> Self {
+        Self {
+            tenant,
+            levels: BTreeMap::new(),
+            seq: NOT_QUEUED,
+            len: 0,
+        }
+    }
+
+    /// Queues `item` at `priority` behind its tenant's other items; its entry's sequence
+    /// number.
+    fn push(&mut self, item: T, priority: i32) -> u64 {
+        let tenant = (self.tenant)(&item);
+        let lane = lane(&mut self.levels, priority, &tenant);
+        enter(lane, &mut self.seq, &mut self.len, item)
+    }
+
+    /// Moves queued `item` from `from` to the higher priority `to`: its entry at `from` goes
+    /// stale. The new entry's sequence number. Leaves the order unchanged if the tenant
+    /// function panics.
+    pub(crate) fn raise(&mut self, item: T, from: i32, to: i32) -> u64 {
+        let tenant = (self.tenant)(&item);
+        if let Some(level) = self.levels.get_mut(&from)
+            && let Some(lane) = level.lanes.get_mut(&*tenant)
+        {
+            lane.live -= 1;
+            self.len -= 1;
+            if lane.live == 0 {
+                lane.entries.clear();
+                level.rotation.retain(|t| **t != *tenant);
+                if level.rotation.is_empty() {
+                    self.levels.remove(&from);
+                }
+            }
+        }
+        let lane = lane(&mut self.levels, to, &tenant);
+        enter(lane, &mut self.seq, &mut self.len, item)
+    }
+
+    /// Hands out the front live item of the first tenant's lane at the highest level, and
+    /// gives the next tenant its turn.
+    fn pop(&mut self, is_live: impl Fn(&T, u64) -> bool) -> Option<T> {
+        let mut highest = self.levels.last_entry()?;
+        let level = highest.get_mut();
+        let tenant = level.rotation.pop_front().expect("a level has a tenant");
+        let lane = level.lanes.get_mut(&tenant).expect("a tenant has a lane");
+        let item = loop {
+            let (seq, item) = lane.entries.pop_front().expect("a lane has a live entry");
+            if is_live(&item, seq) {
+                break item;
+            }
+        };
+        lane.live -= 1;
+        self.len -= 1;
+        if lane.live > 0 {
+            level.rotation.push_back(tenant);
+        } else {
+            lane.entries.clear();
+            if level.rotation.is_empty() {
+                highest.remove();
+            }
+        }
+        Some(item)
+    }
+}
+
+/// `tenant`'s lane at `priority`, made (with its level) if need be; a tenant whose lane has no
+/// live entry joins the back of the rotation.
+fn lane<'l, T>(
+    levels: &'l mut BTreeMap<i32, Level<T>>,
+    priority: i32,
+    tenant: &str,
+) -> &'l mut Lane<T> {
+    let level = levels.entry(priority).or_insert_with(|| Level {
+        lanes: HashMap::default(),
+        rotation: VecDeque::new(),
+    });
+    if !level.lanes.contains_key(tenant) {
+        let name: Arc<str> = Arc::from(tenant);
+        let lane = Lane {
+            name: Arc::clone(&name),
+            entries: VecDeque::new(),
+            live: 0,
+        };
+        level.lanes.insert(name, lane);
+    }
+    let lane = level.lanes.get_mut(tenant).expect("the lane is there");
+    if lane.live == 0 {
+        // What is left in it is stale: it starts over, and takes its turn.
+        lane.entries.clear();
+        level.rotation.push_back(Arc::clone(&lane.name));
+    }
+    lane
+}
+
+/// Puts `item` at the back of `lane` with the next sequence number, which it returns.
+fn enter<T>(lane: &mut Lane<T>, seq: &mut u64, len: &mut usize, item: T) -> u64 {
+    *seq += 1;
+    lane.entries.push_back((*seq, item));
+    lane.live += 1;
+    *len += 1;
+    *seq
+}
+
+impl<T> fmt::Debug for Fair<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fair")
+            .field("queued", &self.len)
+            .field("priorities", &self.levels.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
