@@ -16,9 +16,22 @@
 //! then cuts the leader off from the server and crashes its successor, and checks that the
 //! world still converges each time.
 //!
+//! With `--cluster`, the same controller (and its replicas) runs against the cluster of the
+//! current kubeconfig (or the in-cluster service account) instead, until Ctrl-C or
+//! `--seconds N`: it installs the `App` CustomResourceDefinition if the cluster does not serve
+//! `apps.example.informers.dev` yet, and reconciles the Apps you create, printing what it does.
+//! It needs rights to Apps, ConfigMaps, Events and Leases (and to CRDs, to install one).
+//!
 //! ```sh
 //! cargo run --example controller
 //! cargo run --example controller -- --replicas 3
+//! cargo run --example controller -- --cluster --replicas 2
+//! kubectl apply -f - <<EOF
+//! apiVersion: example.informers.dev/v1
+//! kind: App
+//! metadata: {name: web, namespace: default}
+//! spec: {replicas: 3}
+//! EOF
 //! ```
 
 use std::borrow::Cow;
@@ -29,6 +42,7 @@ use std::time::Duration;
 use informers::apiserver::{ApiServer, Config, Failure, Isolation, ResourceInfo, Verb};
 use informers::k8s_openapi::api::core::v1::ConfigMap;
 use informers::k8s_openapi::api::events::v1::Event;
+use informers::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use informers::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use informers::kube::{
     OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
@@ -84,6 +98,8 @@ struct Ctx {
     client: kube_client::Client,
     config_maps: Lister<ConfigMap>,
     recorder: Recorder,
+    /// Print each action (on a cluster, where nothing else says what happened).
+    verbose: bool,
 }
 
 /// The finalizer that holds a deleted `App` until its children are gone.
@@ -219,6 +235,11 @@ async fn clean_up(app: &App, ctx: &Ctx) -> Result<Action, kube_client::Error> {
 /// Publishes a `Normal` Event about `app`. Events are best effort: a failure is reported, not
 /// retried, and does not fail the reconcile.
 async fn record(ctx: &Ctx, app: &App, reason: &str, note: String) {
+    if ctx.verbose {
+        let ns = app.metadata.namespace.as_deref().unwrap_or_default();
+        let name = app.metadata.name.as_deref().unwrap_or_default();
+        println!("App {ns}/{name}: {note}");
+    }
     let spec = EventSpec {
         type_: EventType::Normal,
         reason: reason.into(),
@@ -305,10 +326,20 @@ struct Replica {
 }
 
 impl Replica {
-    fn start(server: &ApiServer, name: &str, ha: bool) -> Result<Self, BoxError> {
+    /// A replica on the simulator: its client sends its name as its token, the identity the
+    /// simulator's faults address.
+    fn on_simulator(server: &ApiServer, name: &str, ha: bool) -> Result<Self, BoxError> {
         let mut config = kube_client::Config::new(server.url().parse()?);
         config.auth_info.token = Some(name.to_owned().into()); // who the server takes us for
-        let client = kube_client::Client::try_from(config)?;
+        Self::start(kube_client::Client::try_from(config)?, name, ha, false)
+    }
+
+    fn start(
+        client: kube_client::Client,
+        name: &str,
+        ha: bool,
+        verbose: bool,
+    ) -> Result<Self, BoxError> {
         let factory = KubeInformerFactory::new(KubeSource::new(client.clone()));
         let app_informer = factory.informer::<App>();
         let config_map_informer = factory.informer::<ConfigMap>();
@@ -354,6 +385,7 @@ impl Replica {
             client,
             config_maps: config_map_informer.lister(),
             recorder,
+            verbose,
         });
         let stop = CancellationToken::new();
         let replica = name.to_owned();
@@ -425,18 +457,148 @@ async fn new_leader(replicas: &[Replica], not: Option<usize>) -> Result<usize, S
     .map_err(|_| "no replica took the lead".to_owned())
 }
 
+/// The command line: `--replicas N` (default 1), `--cluster`, `--seconds N` (with
+/// `--cluster`: stop after N seconds instead of at Ctrl-C).
+struct Args {
+    replicas: usize,
+    cluster: bool,
+    seconds: Option<u64>,
+}
+
+impl Args {
+    fn parse() -> Result<Self, BoxError> {
+        const USAGE: &str = "usage: controller [--replicas N] [--cluster [--seconds N]]";
+        let mut parsed = Self {
+            replicas: 1,
+            cluster: false,
+            seconds: None,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--replicas" => {
+                    parsed.replicas = args
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .filter(|&n: &usize| n >= 1)
+                        .ok_or("--replicas takes a number, at least 1")?;
+                }
+                "--seconds" => {
+                    let n = args.next().and_then(|n| n.parse().ok());
+                    parsed.seconds = Some(n.ok_or("--seconds takes a whole number")?);
+                }
+                "--cluster" => parsed.cluster = true,
+                other => return Err(format!("unknown argument {other:?}; {USAGE}").into()),
+            }
+        }
+        Ok(parsed)
+    }
+}
+
+/// The `App` CustomResourceDefinition, for a cluster that does not serve Apps yet.
+fn app_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("apps.{GROUP}")},
+        "spec": {
+            "group": GROUP,
+            "names": {"kind": "App", "plural": "apps", "singular": "app", "listKind": "AppList"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object",
+                    "properties": {"replicas": {"type": "integer", "minimum": 0}},
+                }}}},
+            }],
+        },
+    }))
+}
+
+/// Makes sure the cluster serves Apps: installs the CRD if it does not, and waits (up to
+/// 30 s) until it does.
+async fn serve_apps(client: &kube_client::Client) -> Result<(), BoxError> {
+    let apps: Api<App> = Api::all(client.clone());
+    let served = || async { apps.list(&ListParams::default().limit(1)).await.is_ok() };
+    if served().await {
+        return Ok(());
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.create(&PostParams::default(), &app_crd()?).await {
+        Ok(_) => println!("installed the CustomResourceDefinition apps.{GROUP}"),
+        Err(kube_client::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(format!("cannot install the App CRD: {e}").into()),
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !served().await {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .map_err(|_| "the cluster does not serve Apps 30 s after the CRD was installed".into())
+}
+
+/// `--cluster`: the controller's replicas against the current kubeconfig's cluster, until
+/// Ctrl-C or `seconds`.
+async fn run_on_cluster(replicas: usize, seconds: Option<u64>) -> Result<(), BoxError> {
+    let config = kube_client::Config::infer().await?;
+    println!("cluster: {}", config.cluster_url);
+    serve_apps(&kube_client::Client::try_from(config.clone())?).await?;
+    let ha = replicas > 1;
+    let mut running = Vec::new();
+    for i in 0..replicas {
+        // A Lease holder's identity must be unique across processes.
+        let name = format!("controller-{}-{i}", std::process::id());
+        let client = kube_client::Client::try_from(config.clone())?;
+        running.push(Replica::start(client, &name, ha, true)?);
+    }
+    println!(
+        "{replicas} replica(s) running{}; create an App (see the example's header), Ctrl-C to stop",
+        if ha {
+            " behind the Lease default/app-controller"
+        } else {
+            ""
+        }
+    );
+    let until = async {
+        match seconds {
+            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut status = tokio::time::interval(Duration::from_secs(10));
+    status.tick().await;
+    tokio::pin!(until);
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            () = &mut until => break,
+            _ = status.tick() => {
+                for replica in &running {
+                    let stats = replica.factory.stats();
+                    let cached: Vec<String> =
+                        stats.iter().map(|s| format!("{} {}", s.objects, s.name)).collect();
+                    let role = if !ha { "" } else if replica.leads() { ", leading" } else { ", standing by" };
+                    println!("{}{role}: cached {}", replica.name, cached.join(", "));
+                }
+            }
+        }
+    }
+    for replica in running {
+        replica.stop().await?;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    // `--replicas N`: N replicas of the controller behind a leader election (default 1).
-    let args: Vec<String> = std::env::args().collect();
-    let replicas = match args.iter().position(|a| a == "--replicas") {
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|n| n.parse().ok())
-            .filter(|&n: &usize| n >= 1)
-            .ok_or("--replicas takes a number, at least 1")?,
-        None => 1,
-    };
+    let Args {
+        replicas,
+        cluster,
+        seconds,
+    } = Args::parse()?;
+    if cluster {
+        return run_on_cluster(replicas, seconds).await;
+    }
     let apps = ResourceInfo::custom(GROUP, "v1", "App", "apps", true);
     let server = ApiServer::start(
         Config::default()
@@ -455,7 +617,11 @@ async fn main() -> Result<(), BoxError> {
     let ha = replicas > 1;
     let mut running = Vec::new();
     for i in 0..replicas {
-        running.push(Replica::start(&server, &format!("controller-{i}"), ha)?);
+        running.push(Replica::on_simulator(
+            &server,
+            &format!("controller-{i}"),
+            ha,
+        )?);
     }
 
     wait_converged(&server, &apps, "initial").await?;

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use informer_apiserver::{ApiServer, Config, SlowWatcher};
+use informer_apiserver::{ApiServer, Config, ResourceInfo, SlowWatcher};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::events::v1::Event;
 use serde_json::json;
 
 /// A Kubernetes-compatible list/watch API server with fault injection.
@@ -40,6 +41,26 @@ struct Args {
     /// Wait for a watcher that falls behind (feeding it from the history) instead of closing it.
     #[arg(long)]
     block_slow_watchers: bool,
+    /// Serve a custom resource as its CRD would: `group/version/Kind/plural`, with `/cluster`
+    /// appended for a cluster-scoped one (e.g. `example.informers.dev/v1/App/apps`).
+    /// Repeatable.
+    #[arg(long = "custom-resource", value_parser = custom_resource)]
+    custom_resources: Vec<ResourceInfo>,
+}
+
+/// A `--custom-resource` value: `group/version/Kind/plural[/cluster]`.
+fn custom_resource(value: &str) -> Result<ResourceInfo, String> {
+    match value.split('/').collect::<Vec<_>>()[..] {
+        [group, version, kind, plural] if !group.is_empty() => {
+            Ok(ResourceInfo::custom(group, version, kind, plural, true))
+        }
+        [group, version, kind, plural, "cluster"] if !group.is_empty() => {
+            Ok(ResourceInfo::custom(group, version, kind, plural, false))
+        }
+        _ => Err(format!(
+            "{value:?} is not group/version/Kind/plural[/cluster]"
+        )),
+    }
 }
 
 fn seed_pod(i: usize) -> Pod {
@@ -75,8 +96,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         ..Config::default()
     }
-    .with_core_types();
+    .with_core_types()
+    .register::<Event>();
     let server = ApiServer::start(config).await?;
+    for resource in args.custom_resources.iter().cloned() {
+        server.register_info(resource);
+    }
     let mut ns = Namespace::default();
     ns.metadata.name = Some("default".into());
     server.create(&ns)?;

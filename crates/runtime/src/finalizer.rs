@@ -67,7 +67,9 @@ where
 /// based on a stale object fails (`422`, [`FinalizerError::Add`] or
 /// [`FinalizerError::Remove`]) instead of overwriting another controller's finalizers; the
 /// reconcile then runs again on the newer object. A cleanup can therefore run more than once
-/// (its finalizer's removal failed, or the controller stopped in between): make it idempotent.
+/// (its finalizer's removal failed, the controller stopped in between, or the reconcile read a
+/// stale copy of an object whose cleanup had already run): make it idempotent. A removal that
+/// finds the object gone (`404`) is a success: nothing holds it any more.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -134,10 +136,13 @@ where
                 {"op": "test", "path": path, "value": name},
                 {"op": "remove", "path": path},
             ]);
-            json_patch(api, &object, ops)
-                .await
-                .map_err(FinalizerError::Remove)?;
-            Ok(action)
+            match json_patch(api, &object, ops).await {
+                // Gone: its last finalizer was removed already (a stale copy of an object
+                // whose cleanup ran before), so nothing holds it any more.
+                Ok(_) => Ok(action),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(action),
+                Err(e) => Err(FinalizerError::Remove(e)),
+            }
         }
         (true, None) => Ok(Action::await_change()),
     }

@@ -107,6 +107,7 @@ async fn the_finalizer_guards_the_cleanup_of_a_deleted_object() {
     );
 
     // It succeeds: ours is removed, the other stays, and the object with it.
+    let deleting_copy = deleting.clone();
     let action = run(&api, deleting, &calls, false).await.unwrap();
     assert_eq!(action, Action::await_change());
     assert_eq!(calls.cleanup.load(Ordering::SeqCst), 2);
@@ -128,6 +129,12 @@ async fn the_finalizer_guards_the_cleanup_of_a_deleted_object() {
     .await
     .unwrap();
     assert!(api.get_opt("a").await.unwrap().is_none());
+
+    // A reconcile of a stale copy from before the removal (a cache behind the server): the
+    // cleanup runs again, and the object's absence is the finalizer's removal, not an error.
+    let action = run(&api, deleting_copy, &calls, false).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(calls.cleanup.load(Ordering::SeqCst), 3);
     server.shutdown().await;
 }
 
