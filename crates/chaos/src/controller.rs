@@ -10,7 +10,10 @@
 //! informers' runs use them) and adds the disturbances of a [`ControllerPlan`], drawn from the
 //! same seed: children drifted (data or owner), deleted behind the controller's back, orphans
 //! created for pods that do not exist, second children of live pods, failures injected on the
-//! controller's writes, and windows of request latency. Reconciles record their own invariants
+//! controller's writes, and windows of request latency. Half the seeds run the controller behind
+//! a leader election on a Lease ([`ElectionPlan`](crate::ElectionPlan)), and depose it now and then: the Lease taken
+//! by another holder, an orphan created while no replica leads, the Lease given back; the next
+//! term must see that orphan. Reconciles record their own invariants
 //! (never two of one key at once; none before every cache synced). Once the churn stops, the
 //! world on the server must converge within [`SETTLE_BOUND`]: every pod has its one child with
 //! the right data and its current UID, and no other ConfigMap exists (no child of a pod UID that
@@ -29,6 +32,7 @@ use informer_kube::{
     Encoding, EncodingCounts, KubeIdentity, KubeListerWatcher, OWNER_UID_INDEX, UID_INDEX,
     key_func, namespace_index_func, owner_keys, owner_uid_index_func, uid_index_func,
 };
+use informer_leaderelection::LeaderElector;
 use informer_runtime::{Action, Controller, Request, Target};
 use informer_store::{
     IndexValues, Indexers, Lister, NAMESPACE_INDEX, ThreadSafeStore, index_func, indexers,
@@ -48,6 +52,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::election::{self, ElectionPlan};
 use crate::journal::WriteLog;
 use crate::record::{CallLog, Recording, check_relists};
 use crate::runner::{Failure, SETTLE_BOUND, Suite, on_a_runtime_of_its_own, start_server};
@@ -170,6 +175,17 @@ pub enum Disturbance {
     },
     /// Delays every request to the server by this many milliseconds (`None`: no more).
     Latency(Option<u64>),
+    /// With a leader election: the Lease is taken by another holder; once the controller has
+    /// stepped down, an orphan is created as [`Disturbance::Orphan`] would create it, while no
+    /// replica leads.
+    Deposed {
+        /// The orphan's namespace, as an index into [`NAMESPACES`].
+        namespace: usize,
+        /// The first pod name tried for the orphan.
+        name: usize,
+    },
+    /// The Lease is given back (deleted): the controller leads again at its next try.
+    Restored,
 }
 
 impl Disturbance {
@@ -197,6 +213,8 @@ impl Disturbance {
             },
             Disturbance::Latency(Some(_)) => "latency",
             Disturbance::Latency(None) => "latency-off",
+            Disturbance::Deposed { .. } => "leader-deposed",
+            Disturbance::Restored => "leader-restored",
         }
     }
 }
@@ -962,8 +980,33 @@ fn disturb(server: &ApiServer, disturbance: &Disturbance, ghost_uid: &str) -> Re
                 .faults()
                 .set_latency(Duration::from_millis(ms.unwrap_or(0)));
         }
+        Disturbance::Restored => return Ok(election::restore(server)),
+        // It waits for the elector: see `disturb_elected`.
+        Disturbance::Deposed { .. } => return Ok(false),
     }
     Ok(true)
+}
+
+/// [`disturb`], and a deposition: the Lease taken, the controller stepped down, then the orphan.
+async fn disturb_elected(
+    server: &ApiServer,
+    elector: Option<&LeaderElector>,
+    disturbance: &Disturbance,
+    ghost_uid: &str,
+) -> Result<bool, String> {
+    match (disturbance, elector) {
+        (Disturbance::Deposed { namespace, name }, Some(elector)) => {
+            if !election::depose(server, elector).await? {
+                return Ok(false);
+            }
+            let orphan = Disturbance::Orphan {
+                namespace: *namespace,
+                name: *name,
+            };
+            disturb(server, &orphan, ghost_uid)
+        }
+        _ => disturb(server, disturbance, ghost_uid),
+    }
 }
 
 /// What a passing controller run did.
@@ -1108,12 +1151,23 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
     let tally = Arc::new(Tally::default());
     let queue = queue();
     let owners = informers.pods.lister();
-    let controller = Controller::with_queue(Arc::clone(&informers.pods), queue.clone())
+    let mut controller = Controller::with_queue(Arc::clone(&informers.pods), queue.clone())
         .owns(Arc::clone(&informers.config_maps), move |cm: &ConfigMap| {
             owners_of(&owners, cm)
         })
         .concurrency(CONCURRENCY)
         .shutdown_timeout(SETTLE_BOUND);
+    let election = ElectionPlan::of(scenario);
+    let elector = match election.elected {
+        true => Some(election::elector(&client).map_err(|e| vec![e])?),
+        false => None,
+    };
+    if let Some(elector) = &elector {
+        controller = controller.leader_election(elector.clone());
+    }
+    let mut steps = plan.steps.clone();
+    steps.extend(election.steps);
+    steps.sort_by_key(|(at, _)| *at);
     let ctx = Arc::new(Ctx {
         client,
         queue: queue.clone(),
@@ -1126,7 +1180,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
     let running = tokio::spawn(controller.run(stop.clone(), ctx, reconcile, error_policy));
 
     let mut problems = Vec::new();
-    let mut disturbances = plan.steps.iter().enumerate().peekable();
+    let mut disturbances = steps.iter().enumerate().peekable();
     'steps: for (i, step) in scenario.steps.iter().enumerate() {
         match step {
             Step::Op(op) => {
@@ -1142,7 +1196,8 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
             Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
         }
         while let Some((n, (_, disturbance))) = disturbances.next_if(|(_, (at, _))| *at <= i) {
-            match disturb(server, disturbance, &ghost(plan.initial.len() + n)) {
+            let ghost_uid = ghost(plan.initial.len() + n);
+            match disturb_elected(server, elector.as_ref(), disturbance, &ghost_uid).await {
                 Ok(true) => *faults.entry(disturbance.kind()).or_default() += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -1155,6 +1210,9 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ControllerOutc
     }
     calm(server);
     server.faults().set_latency(Duration::ZERO);
+    if election::usurped(server) && election::restore(server) {
+        *faults.entry(Disturbance::Restored.kind()).or_default() += 1;
+    }
 
     let mut settled_in = SETTLE_BOUND;
     if problems.is_empty() {

@@ -66,6 +66,7 @@
 //! ```
 
 pub mod controller;
+pub mod election;
 pub mod journal;
 pub mod record;
 pub mod runner;
@@ -79,6 +80,7 @@ pub use crate::controller::{
     ControllerOutcome, ControllerPlan, ControllerTally, Disturbance, run_controller,
     run_controller_seed, run_controller_seeds,
 };
+pub use crate::election::ElectionPlan;
 pub use crate::journal::{Journal, JournalOptions, Note, WriteLog};
 pub use crate::record::{Call, CallLog, End, Recording, check_relists, justifies_relist};
 pub use crate::runner::{

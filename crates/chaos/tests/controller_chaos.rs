@@ -1,6 +1,7 @@
 //! The controller chaos suite: a reconciler keeping one child ConfigMap per pod, run through
 //! seeded churn, the informers' faults and disturbances of its own (drifted, deleted, orphan and
-//! second children, failed writes, latency). Each seed must converge on the server within the
+//! second children, failed writes, latency; half the seeds behind a leader election whose leader
+//! is deposed while orphans are created). Each seed must converge on the server within the
 //! settle bound, never run two reconciles of one key at once nor one before the caches synced,
 //! and stop cleanly. A failure prints its seed and the command that replays it.
 
@@ -46,6 +47,7 @@ fn a_controller_converges_under_faults() {
         "child-deleted",
         "orphan-created",
         "extra-child-created",
+        "leader-deposed",
     ] {
         assert!(
             summary.faults.contains_key(kind),
