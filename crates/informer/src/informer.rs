@@ -242,6 +242,12 @@ where
         &self.name
     }
 
+    /// What keys the informer's objects and gives their resource versions (a consumer tells a
+    /// resync, an update to the same version, by it).
+    pub fn identity(&self) -> &SharedIdentity<K> {
+        &self.identity
+    }
+
     /// Registers `handler`, a synchronous handler run on the informer's
     /// [`DeliveryPool`](crate::DeliveryPool), with `options` (its buffer, its resync period, a
     /// name; [`HandlerOptions::new`] for the defaults).

@@ -1,5 +1,6 @@
-//! What the informers tell a controller: the handlers that turn changes into queued keys, and
-//! their registrations.
+//! What the informers tell a controller: the handlers that turn changes into queued keys (at a
+//! priority that tells real changes from the initial list and resyncs), and their
+//! registrations.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,13 +8,53 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use informer::{
     HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
 };
-use informer_workqueue::WorkQueue;
+use informer_store::{SharedIdentity, catch_panic};
+use informer_workqueue::{LOW_PRIORITY, WorkQueue};
 use parking_lot::{Mutex, RwLock};
 
 use crate::Expectations;
 use crate::deleted::Deleted;
 
-type Keys = Arc<dyn Fn(&str) + Send + Sync>;
+/// Queues a key at a priority.
+type Keys = Arc<dyn Fn(&str, i32) + Send + Sync>;
+
+/// A change of an informer's object, as far as its key's priority goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// An object appeared: in the initial list (or the snapshot a late handler gets), or new.
+    Added { initial: bool },
+    /// An object was updated: `unchanged` for a resync or an unchanged object relisted (the
+    /// same object, or the same resource version, on both sides).
+    Updated { unchanged: bool },
+    /// An object went away.
+    Deleted,
+}
+
+/// The priority a change queues its key at (controller-runtime's): what the initial list and
+/// resyncs bring at [`LOW_PRIORITY`], behind every real change, at 0. A priority queue hands
+/// out the higher first; a first-in-first-out queue ignores it.
+pub(crate) fn priority(change: Change) -> i32 {
+    match change {
+        Change::Added { initial: true } | Change::Updated { unchanged: true } => LOW_PRIORITY,
+        Change::Added { initial: false } | Change::Updated { unchanged: false } => 0,
+        Change::Deleted => 0,
+    }
+}
+
+/// The change an update of `old` to `new` is: unchanged if they are the same object (a
+/// resync) or at the same resource version (an unchanged object relisted). A panicking
+/// resource-version function makes it a real change (the informer counts and logs it).
+fn updated<K: 'static>(identity: &SharedIdentity<K>, old: &Arc<K>, new: &Arc<K>) -> Change {
+    let unchanged = Arc::ptr_eq(old, new)
+        || catch_panic(|| {
+            matches!(
+                (identity.resource_version(old), identity.resource_version(new)),
+                (Some(a), Some(b)) if a == b
+            )
+        })
+        .unwrap_or(false);
+    Change::Updated { unchanged }
+}
 
 /// Decides whether an update of a main object (old, new) is worth a reconcile.
 pub(crate) type UpdatePredicate<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
@@ -53,6 +94,8 @@ impl Drop for Watched {
 /// keeps the last known state of the deleted ones for their reconcile.
 pub(crate) struct MainHandler<K> {
     pub(crate) queue: WorkQueue<Arc<str>>,
+    /// The main informer's: tells a resync from a change.
+    pub(crate) identity: SharedIdentity<K>,
     /// Which updates are queued (all without one).
     pub(crate) predicate: Arc<RwLock<Option<UpdatePredicate<K>>>>,
     pub(crate) deleted: Arc<Mutex<Deleted<K>>>,
@@ -62,10 +105,11 @@ pub(crate) struct MainHandler<K> {
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
-    fn on_add(&self, key: &str, _obj: &Arc<K>, _initial: bool) {
+    fn on_add(&self, key: &str, _obj: &Arc<K>, initial: bool) {
         self.deleted.lock().recreated(key);
         if self.reconciling.load(Ordering::Acquire) {
-            self.queue.add_with(key, || Arc::from(key));
+            let priority = priority(Change::Added { initial });
+            self.queue.add_probed(key, priority, || Arc::from(key));
         }
     }
 
@@ -76,8 +120,9 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
             return;
         }
         if self.reconciling.load(Ordering::Acquire) {
+            let priority = priority(updated(&self.identity, old, new));
             // Most updates find their key waiting already: no allocation for those.
-            self.queue.add_with(key, || Arc::from(key));
+            self.queue.add_probed(key, priority, || Arc::from(key));
         }
     }
 
@@ -91,7 +136,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
             .lock()
             .record(Arc::clone(&key), Arc::clone(obj), !reconciling);
         if reconciling {
-            self.queue.add(key);
+            self.queue.add_with_priority(key, priority(Change::Deleted));
         }
     }
 }
@@ -99,6 +144,8 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
 /// Maps a related object's changes to keys of the main informer.
 pub(crate) struct Related<C, F> {
     map: F,
+    /// The related informer's: tells a child's resync from a change.
+    identity: SharedIdentity<C>,
     /// An update also wakes the keys of the old version (an owner a child left).
     both_sides: bool,
     enqueue: Keys,
@@ -108,22 +155,25 @@ pub(crate) struct Related<C, F> {
 }
 
 impl<C, F> Related<C, F> {
-    /// Queues the keys `map` returns on `queue`, while `reconciling`.
+    /// Queues the keys `map` returns on `queue`, while `reconciling`, at the priority of the
+    /// related object's change.
     pub(crate) fn new(
         map: F,
+        identity: SharedIdentity<C>,
         both_sides: bool,
         expectations: Option<Expectations>,
         queue: WorkQueue<Arc<str>>,
         reconciling: Arc<AtomicBool>,
     ) -> Self {
-        let enqueue: Keys = Arc::new(move |k: &str| {
+        let enqueue: Keys = Arc::new(move |k: &str, priority: i32| {
             // Standing by, nothing is queued: a term queues every cached key.
             if reconciling.load(Ordering::Acquire) {
-                queue.add_with(k, || Arc::from(k));
+                queue.add_probed(k, priority, || Arc::from(k));
             }
         });
         Self {
             map,
+            identity,
             both_sides,
             enqueue,
             expectations,
@@ -137,12 +187,13 @@ where
     C: Send + Sync + 'static,
     F: Fn(&C) -> Vec<String> + Send + Sync,
 {
-    fn on_add(&self, _key: &str, obj: &Arc<C>, _initial: bool) {
+    fn on_add(&self, _key: &str, obj: &Arc<C>, initial: bool) {
+        let priority = priority(Change::Added { initial });
         for k in (self.map)(obj) {
             if let Some(e) = &self.expectations {
                 e.creation_observed(&k);
             }
-            (self.enqueue)(&k);
+            (self.enqueue)(&k, priority);
         }
     }
 
@@ -155,7 +206,8 @@ where
                 }
             }
         }
-        keys.iter().for_each(|k| (self.enqueue)(k));
+        let priority = priority(updated(&self.identity, old, new));
+        keys.iter().for_each(|k| (self.enqueue)(k, priority));
     }
 
     fn on_delete(&self, key: &str, obj: &Arc<C>, _final_state_unknown: bool) {
@@ -163,7 +215,59 @@ where
             if let Some(e) = &self.expectations {
                 e.deletion_of_observed(&k, key);
             }
-            (self.enqueue)(&k);
+            (self.enqueue)(&k, priority(Change::Deleted));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The priority policy, whole: the initial list and resyncs low, every real change at 0.
+    #[test]
+    fn the_initial_list_and_resyncs_go_behind_real_changes() {
+        let table = [
+            (Change::Added { initial: true }, LOW_PRIORITY),
+            (Change::Added { initial: false }, 0),
+            (Change::Updated { unchanged: true }, LOW_PRIORITY),
+            (Change::Updated { unchanged: false }, 0),
+            (Change::Deleted, 0),
+        ];
+        for (change, want) in table {
+            assert_eq!(priority(change), want, "{change:?}");
+        }
+    }
+
+    /// A resync (the same object) and an unchanged relist (the same resource version) are
+    /// unchanged; a new version, an object without versions, or a panicking version function
+    /// is a change.
+    #[test]
+    fn an_update_is_unchanged_by_object_or_version() {
+        use informer_store::{FnIdentity, key_func};
+        type Obj = (u32, Option<String>);
+        fn version(o: &Obj) -> Option<&str> {
+            o.1.as_deref()
+        }
+        fn panics(_: &Obj) -> Option<&str> {
+            panic!("no version")
+        }
+        let identity = |rv: fn(&Obj) -> Option<&str>| -> SharedIdentity<Obj> {
+            Arc::new(
+                FnIdentity::new(key_func(|o: &Obj| Ok(o.0.to_string())))
+                    .with_resource_version(Arc::new(rv)),
+            )
+        };
+        let versioned = identity(version);
+        let at = |v: Option<&str>| Arc::new((1, v.map(String::from)));
+        let (one, none) = (at(Some("1")), at(None));
+        let unchanged = |unchanged| Change::Updated { unchanged };
+        assert_eq!(updated(&versioned, &one, &one), unchanged(true));
+        assert_eq!(updated(&versioned, &one, &at(Some("1"))), unchanged(true));
+        assert_eq!(updated(&versioned, &one, &at(Some("2"))), unchanged(false));
+        assert_eq!(updated(&versioned, &none, &at(None)), unchanged(false));
+        assert_eq!(updated(&versioned, &none, &none), unchanged(true));
+        let changed = updated(&identity(panics), &one, &at(Some("1")));
+        assert_eq!(changed, unchanged(false));
     }
 }

@@ -18,11 +18,22 @@ use crate::{Expectations, ReconcileObserver};
 impl<K: Send + Sync + 'static> Controller<K> {
     /// A controller reconciling `main`'s objects, with client-go's default rate limiter, one
     /// reconcile at a time, and 30 s for reconciles to finish on shutdown.
+    ///
+    /// Its queue is a priority queue, fair across namespaces (controller-runtime's default
+    /// since 0.23; see [`WorkQueueBuilder::priority`](informer_workqueue::WorkQueueBuilder::priority)):
+    /// the keys of the initial lists, of resyncs and of a new leader's term go in at
+    /// [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY), real changes (of the main
+    /// informer's objects, or of related ones through `owns`/`watches`) at 0, so a change made
+    /// while a backlog of initial keys drains is reconciled before the backlog is; within a
+    /// priority the namespaces take turns. Requeues keep their key's priority. For client-go's
+    /// first-in-first-out queue, pass `WorkQueue::new()` to [`with_queue`](Self::with_queue).
     pub fn new(main: Arc<SharedIndexInformer<K>>) -> Self {
-        Self::with_queue(main, WorkQueue::builder().name("controller").build())
+        let queue = WorkQueue::builder().name("controller").priority().build();
+        Self::with_queue(main, queue)
     }
 
-    /// A controller over a queue of your own (another rate limiter, metrics).
+    /// A controller over a queue of your own (another rate limiter, metrics, first in, first
+    /// out or by priority: see [`new`](Self::new)).
     pub fn with_queue(main: Arc<SharedIndexInformer<K>>, queue: WorkQueue<Arc<str>>) -> Self {
         let deleted = Arc::new(Mutex::new(Deleted::new()));
         let reconciling = Arc::new(AtomicBool::new(true));
@@ -32,6 +43,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             &main,
             MainHandler {
                 queue: queue.clone(),
+                identity: Arc::clone(main.identity()),
                 predicate: Arc::clone(&predicate),
                 deleted: Arc::clone(&deleted),
                 reconciling: Arc::clone(&reconciling),
@@ -189,6 +201,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 let map = Arc::clone(&map);
                 move |c: &C| map(c)
             },
+            Arc::clone(informer.identity()),
             both_sides,
             expectations,
             self.queue.clone(),

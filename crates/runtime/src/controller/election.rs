@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use informer_leaderelection::{LeaderElector, Term};
+use informer_workqueue::LOW_PRIORITY;
 use tokio_util::sync::CancellationToken;
 
 use super::Controller;
+use crate::handlers::{Change, priority};
 
 impl<K: Send + Sync + 'static> Controller<K> {
     /// Runs `elector`'s election and, within each term it wins, `reconcile_until(the term's
@@ -50,21 +52,22 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// queued from now on; whatever came before is in the caches, or among the deletions
     /// remembered: the main informer's keys, and the keys every `owns`/`watches` relation
     /// maps its cached objects to (an orphaned child wakes its gone owner, as its initial add
-    /// does without an election).
+    /// does without an election), at [`LOW_PRIORITY`] as the initial list's are; the
+    /// deletions remembered, real changes, at 0.
     fn begin_term(&self, term: &Term) {
         self.reconciling.store(true, Ordering::Release);
         for key in self.main.lister().keys() {
-            self.queue.add(Arc::from(key));
+            self.queue.add_with_priority(Arc::from(key), LOW_PRIORITY);
         }
         for keys in &self.related_keys {
             for key in keys() {
-                self.queue.add(Arc::from(key));
+                self.queue.add_with_priority(Arc::from(key), LOW_PRIORITY);
             }
         }
         let (gone, forgotten) = self.deleted.lock().term_begins();
         let remembered = gone.len();
         for key in gone {
-            self.queue.add(key);
+            self.queue.add_with_priority(key, priority(Change::Deleted));
         }
         tracing::info!(
             term = term.number,
