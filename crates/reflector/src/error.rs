@@ -101,6 +101,8 @@ impl Status {
             ErrorKind::TooManyRequests {
                 retry_after: self.retry_after,
             }
+        } else if self.code == 503 || self.reason == "ServiceUnavailable" {
+            ErrorKind::ServiceUnavailable
         } else if self.reason == "InternalError" || (self.code == 500 && self.reason.is_empty()) {
             ErrorKind::InternalError
         } else {
@@ -144,6 +146,9 @@ pub enum ErrorKind {
     },
     /// The connection was refused: the server is down or restarting.
     ConnectionRefused,
+    /// 503 `ServiceUnavailable`: the server is up but not ready to serve (starting, or its
+    /// storage is not reachable).
+    ServiceUnavailable,
     /// 500 `InternalError`, or an event the client could not decode.
     InternalError,
     /// Anything else.

@@ -15,7 +15,7 @@ use crate::lister_watcher::{
 };
 use crate::observer::ListReason;
 
-use crate::reaction::{Reaction, RunState, Step, react};
+use crate::reaction::{Delay, Reaction, RunState, Step, react};
 use crate::reflector::{DEFAULT_PAGE_SIZE, Reflector};
 
 /// What a list has collected so far.
@@ -129,6 +129,7 @@ where
             }
         };
         state.observe_list(false, begun, Ok(listed.count));
+        state.ready();
         state.rv_unavailable = false;
         if listed.resource_version.is_empty() {
             return Err(Error::List(Box::new(Error::decode(
@@ -245,6 +246,7 @@ where
                 Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
                     Ok(Some((items, rv))) => {
                         state.observe_list(true, begun, Ok(items.len()));
+                        state.ready();
                         state.rv_unavailable = false;
                         tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
                         self.store
@@ -258,11 +260,11 @@ where
                         return Ok(stream);
                     }
                     Ok(None) => {
-                        // The stream ended before the end bookmark: start again, after a delay so
-                        // that a server which closes at once cannot make us spin.
+                        // The stream ended before the end bookmark (a server still starting
+                        // answers so): start again on the readiness cadence, so that a server
+                        // which closes at once cannot make us spin.
                         tracing::debug!(reflector = %self.name, "streaming list ended before its end bookmark, retrying");
-                        let delay = state.backoff_delay();
-                        tokio::time::sleep(delay).await;
+                        state.wait(Delay::Ready(None)).await;
                         continue;
                     }
                     Err(err) => err,

@@ -59,10 +59,12 @@ pub(crate) enum Reaction {
 pub(crate) enum Delay {
     /// Not at all.
     None,
-    /// A backoff delay.
-    Backoff,
     /// The server's Retry-After, or a backoff delay without one.
     RetryAfter(Option<Duration>),
+    /// The server is not ready (starting, restarting, or asking to come back): the server's
+    /// Retry-After, or the next delay of the short readiness cadence, which does not grow the
+    /// backoff (see [`RunState::ready_delay`]).
+    Ready(Option<Duration>),
 }
 
 /// The version the list after a [`Reaction::Fail`] asks for.
@@ -91,34 +93,37 @@ pub(crate) fn react(
     let relist = Reaction::Fail {
         relist_at: RelistAt::LastSynced,
     };
+    // A server that is not ready yet: asked again soon, on the readiness cadence.
+    let when_ready = |retry_after| Reaction::Retry {
+        after: Delay::Ready(retry_after),
+    };
     match (step, kind) {
         // A list at a version the server no longer has (or not yet): read the latest state now.
         (S::List, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
+        // Any other failure of a list ends the cycle; the delay before the next one is chosen
+        // by its kind (`Reflector::run`): the readiness cadence for a server not ready.
         (S::List, _) => relist,
 
         // An expired continue token: the whole list at once; anything else fails the list.
         (S::ListPage, K::Expired) => Reaction::ListWhole,
         (S::ListPage, _) => relist,
 
-        // A streaming list retries what a watch would retry, and restarts from "" when its
-        // version is gone; anything else falls back to a list.
-        (S::StreamingList, K::TooManyRequests { retry_after }) => Reaction::Retry {
-            after: Delay::RetryAfter(retry_after),
-        },
-        (S::StreamingList, K::ConnectionRefused) => Reaction::Retry {
-            after: Delay::Backoff,
-        },
+        // A server not ready is asked again soon, on the readiness cadence (or after its
+        // Retry-After), by a streaming list and a watch alike.
+        (S::StreamingList | S::WatchStart, K::TooManyRequests { retry_after }) => {
+            when_ready(retry_after)
+        }
+        (S::StreamingList | S::WatchStart, K::ConnectionRefused | K::ServiceUnavailable) => {
+            when_ready(None)
+        }
+
+        // A streaming list restarts from "" when its version is gone; anything else falls back
+        // to a list.
         (S::StreamingList, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
         (S::StreamingList, _) => relist,
 
-        // Watch start: 429 and connection refused re-watch after a wait; a too-large version
-        // relists at ""; anything else (410 included) relists at the last version.
-        (S::WatchStart, K::TooManyRequests { retry_after }) => Reaction::Retry {
-            after: Delay::RetryAfter(retry_after),
-        },
-        (S::WatchStart, K::ConnectionRefused) => Reaction::Retry {
-            after: Delay::Backoff,
-        },
+        // Watch start: a too-large version relists at ""; anything else (410 included)
+        // relists at the last version.
         (S::WatchStart | S::WatchEnd, K::TooLargeResourceVersion) => Reaction::Fail {
             relist_at: RelistAt::Latest,
         },
@@ -146,7 +151,26 @@ pub(crate) struct RunState {
     rng: fastrand::Rng,
     min_watch_timeout: Duration,
     internal_errors: InternalErrorWindow,
+    /// Since when the server has not been ready (the first error of the current series of
+    /// not-ready answers), if it is not.
+    not_ready_since: Option<Instant>,
+    /// The next nominal delay of the readiness cadence.
+    ready_next: Duration,
+    /// The last cycle ended with a 410 and the relist after it was sent at once: the next 410
+    /// before a healthy watch waits a backoff delay.
+    pub(crate) relisted_at_once: bool,
 }
+
+/// The readiness cadence: the first delay after a not-ready answer, its growth per step and its
+/// cap. A server back from a restart is read again within 2 s: [`READY_CAP`] stretched by
+/// its jitter of up to 25 %.
+const READY_FIRST: Duration = Duration::from_millis(250);
+const READY_FACTOR: f64 = 1.5;
+const READY_CAP: Duration = Duration::from_millis(1600);
+
+/// How long a series of not-ready answers is polled on the readiness cadence; after that the
+/// server is treated as failing, and the backoff protects it.
+pub(crate) const READY_PATIENCE: Duration = Duration::from_secs(60);
 
 impl RunState {
     pub(crate) fn new<K>(config: &Config<K>) -> Self {
@@ -164,7 +188,37 @@ impl RunState {
                 first: None,
                 last: None,
             },
+            not_ready_since: None,
+            ready_next: READY_FIRST,
+            relisted_at_once: false,
         }
+    }
+
+    /// The wait before asking a server that is not ready again: its Retry-After if it gave one,
+    /// else the next step of the readiness cadence (250 ms, ×1.5 a step, at most 1.6 s,
+    /// each stretched by up to 25 %), without stepping the backoff. A series of not-ready answers
+    /// longer than [`READY_PATIENCE`] is a failing server: the backoff takes over.
+    pub(crate) fn ready_delay(&mut self, retry_after: Option<Duration>) -> Duration {
+        let now = Instant::now();
+        let since = *self.not_ready_since.get_or_insert(now);
+        if now.saturating_duration_since(since) > READY_PATIENCE {
+            return retry_after.unwrap_or_else(|| self.backoff_delay());
+        }
+        let delay = retry_after.unwrap_or_else(|| {
+            let nominal = self.ready_next;
+            self.ready_next = nominal.mul_f64(READY_FACTOR).min(READY_CAP);
+            nominal.mul_f64(1.0 + 0.25 * self.rng.f64())
+        });
+        if let Some(observer) = &self.observer {
+            observer.backoff(delay);
+        }
+        delay
+    }
+
+    /// The server answered: a series of not-ready answers, if any, is over.
+    pub(crate) fn ready(&mut self) {
+        self.not_ready_since = None;
+        self.ready_next = READY_FIRST;
     }
 
     pub(crate) fn relist_resource_version(&self, last: &str) -> String {
@@ -228,7 +282,6 @@ impl RunState {
     pub(crate) async fn wait(&mut self, after: Delay) {
         let delay = match after {
             Delay::None => return,
-            Delay::Backoff => self.backoff_delay(),
             Delay::RetryAfter(Some(retry_after)) => {
                 if let Some(observer) = &self.observer {
                     observer.backoff(retry_after);
@@ -236,6 +289,7 @@ impl RunState {
                 retry_after
             }
             Delay::RetryAfter(None) => self.backoff_delay(),
+            Delay::Ready(retry_after) => self.ready_delay(retry_after),
         };
         tracing::trace!(?delay, "waiting before the retry");
         tokio::time::sleep(delay).await;
@@ -310,10 +364,14 @@ mod tests {
             relist_at: RelistAt::Latest,
         };
         let wait = |after| Reaction::Retry { after };
+        let when_ready = |retry_after| wait(Delay::Ready(retry_after));
+        let three_seconds = Some(Duration::from_secs(3));
         let rows = [
             (S::List, K::Expired, Reaction::ReadLatest),
             (S::List, K::TooLargeResourceVersion, Reaction::ReadLatest),
             (S::List, retry_after, relist),
+            (S::List, K::ConnectionRefused, relist),
+            (S::List, K::ServiceUnavailable, relist),
             (S::List, K::InternalError, relist),
             (S::ListPage, K::Expired, Reaction::ListWhole),
             (S::ListPage, K::TooLargeResourceVersion, relist),
@@ -323,21 +381,19 @@ mod tests {
                 K::TooLargeResourceVersion,
                 Reaction::ReadLatest,
             ),
-            (
-                S::StreamingList,
-                retry_after,
-                wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
-            ),
-            (S::StreamingList, K::ConnectionRefused, wait(Delay::Backoff)),
+            (S::StreamingList, retry_after, when_ready(three_seconds)),
+            (S::StreamingList, K::ConnectionRefused, when_ready(None)),
+            (S::StreamingList, K::ServiceUnavailable, when_ready(None)),
             (S::StreamingList, K::InternalError, relist),
             (S::WatchStart, K::Expired, relist),
             (S::WatchStart, K::TooLargeResourceVersion, relist_latest),
             (
                 S::WatchStart,
                 K::TooManyRequests { retry_after: None },
-                wait(Delay::RetryAfter(None)),
+                when_ready(None),
             ),
-            (S::WatchStart, K::ConnectionRefused, wait(Delay::Backoff)),
+            (S::WatchStart, K::ConnectionRefused, when_ready(None)),
+            (S::WatchStart, K::ServiceUnavailable, when_ready(None)),
             (S::WatchStart, K::InternalError, relist),
             (S::WatchStart, K::Other, relist),
             (S::WatchEnd, K::Expired, relist),
@@ -348,6 +404,7 @@ mod tests {
                 wait(Delay::RetryAfter(Some(Duration::from_secs(3)))),
             ),
             (S::WatchEnd, K::ConnectionRefused, relist),
+            (S::WatchEnd, K::ServiceUnavailable, relist),
             (S::WatchEnd, K::Other, relist),
         ];
         for (step, kind, want) in rows {

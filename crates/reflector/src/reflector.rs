@@ -69,8 +69,8 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 ///   `add` / `update` / `delete`; a bookmark becomes [`ReflectorStore::bookmark`]. The resource
 ///   version of each event becomes the resume point — except the synthetic `ADDED` events that
 ///   open a watch started at `""` or `"0"`, whose versions are not ordered.
-/// * **When a watch cannot start**: 429 waits for Retry-After (or a backoff delay) and
-///   re-watches; connection refused backs off and re-watches; a too-large version relists at
+/// * **When a watch cannot start**: a server not ready (429, 503, connection refused) is asked
+///   again after its Retry-After or on the readiness cadence (below); a too-large version relists at
 ///   `""`; anything else (410 Expired included) relists at the last version.
 /// * **When a watch ends**: a clean close (or a transport failure mid-stream) resumes at once
 ///   from the last version, with no relist; a close within a second with no event is an error
@@ -82,13 +82,18 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 ///   watch's end), and one table in the source decides it for every step (the private function
 ///   `react` in `reflector.rs`); the bullets here and `docs/semantics.md` (RL-5, RL-6, RL-9,
 ///   RL-11, RL-15) describe that table.
-/// * **Backoff** between list-and-watch cycles: see [`BackoffConfig`].
+/// * **Between cycles** the wait follows why the last one failed (docs/semantics.md, RL-23): a
+///   410 relists at once (once until a watch is healthy again); a server not ready (429, 503,
+///   connection refused, a streaming list closed before its end) is asked again after its
+///   Retry-After or on a readiness cadence (250 ms, ×1.5 a step, at most 1.6 s, each up to 25 %
+///   longer) that leaves the backoff alone, for up to a minute; anything else waits a backoff
+///   delay (see [`BackoffConfig`]).
 /// * **Resync**: with a resync period, [`ReflectorStore::resync`] is called on that period while
 ///   watching, when the [`ShouldResync`] callback (if any) agrees.
 /// * **Streaming list** (optional, [`with_streaming_list`](Self::with_streaming_list)): the
 ///   initial state comes as a watch with `sendInitialEvents=true`, collected aside and handed to
 ///   `replace` at the initial-events-end bookmark; the same stream then goes on as the watch.
-///   429 and connection refused wait and retry it, 410 Expired and a too-large version retry it
+///   A server not ready is asked again (as above), 410 Expired and a too-large version retry it
 ///   from `""`, anything else falls back to a list.
 ///
 /// It stops promptly when its [`CancellationToken`] is cancelled: every wait and request is
@@ -414,12 +419,15 @@ where
                 () = stop.cancelled() => break,
                 cycle = self.list_and_watch(&mut state) => cycle,
             };
-            if let Err(err) = cycle {
-                state.list_reason = ListReason::after(err.kind());
-                (self.config.watch_error_handler)(&err);
-                self.warn_if_down_long(started, &mut warned_outage, &err);
-            }
-            let delay = state.backoff_delay();
+            let delay = match cycle {
+                Ok(()) => state.backoff_delay(),
+                Err(err) => {
+                    state.list_reason = ListReason::after(err.kind());
+                    (self.config.watch_error_handler)(&err);
+                    self.warn_if_down_long(started, &mut warned_outage, &err);
+                    cycle_delay(&mut state, err.kind())
+                }
+            };
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
@@ -513,6 +521,27 @@ pub fn default_watch_error_handler(err: &Error) {
         tracing::warn!(error = %err, "{what}; retrying, but the server will refuse until this is fixed");
     } else {
         tracing::debug!(error = %err, "{what}; retrying");
+    }
+}
+
+/// The wait before the cycle after one that failed with an error of `kind`:
+///
+/// * a 410 is answered by the relist at once: the relist is the recovery (a restarted watch
+///   cache starts at the current revision), not a failure to back off from; once until a watch
+///   is healthy again, so that a 410 loop waits backoff delays;
+/// * a server not ready (a refused connection, 503, 429) is asked again on the readiness
+///   cadence (or after its Retry-After), without growing the backoff, for up to
+///   `READY_PATIENCE`;
+/// * anything else waits the next backoff delay.
+fn cycle_delay(state: &mut RunState, kind: ErrorKind) -> Duration {
+    match kind {
+        ErrorKind::Expired if !state.relisted_at_once => {
+            state.relisted_at_once = true;
+            Duration::ZERO
+        }
+        ErrorKind::TooManyRequests { retry_after } => state.ready_delay(retry_after),
+        ErrorKind::ConnectionRefused | ErrorKind::ServiceUnavailable => state.ready_delay(None),
+        _ => state.backoff_delay(),
     }
 }
 

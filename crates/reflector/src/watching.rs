@@ -46,6 +46,7 @@ where
             if started.elapsed() >= HEALTHY_WATCH {
                 // The server was back and serving: the next failure is a new outage.
                 state.backoff.reset();
+                state.relisted_at_once = false;
             }
             let very_short = events == 0 && started.elapsed() < VERY_SHORT_WATCH;
             self.observe_watch_end(&end, very_short);
@@ -96,6 +97,7 @@ where
         match self.lister_watcher.watch(&params).await {
             Ok(stream) => {
                 self.observe_response();
+                state.ready();
                 if let Some(observer) = &self.config.observer {
                     observer.watch_started();
                 }

@@ -329,7 +329,7 @@ async fn a_too_large_resource_version_on_list_relists_at_once_with_a_consistent_
 async fn when_the_consistent_relist_fails_too_the_cycle_fails_and_backs_off() {
     let fake = Fake::new();
     fake.push_list_error(Error::Api(Status::expired("gone")));
-    fake.push_list_error(Error::Api(Status::new(503, "ServiceUnavailable", "down")));
+    fake.push_list_error(Error::Api(Status::new(500, "InternalError", "broken")));
     fake.push_list(ListPage::new(vec![], "5"));
     fake.push_watch(vec![WatchStep::Hang]);
     let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
@@ -338,7 +338,7 @@ async fn when_the_consistent_relist_fails_too_the_cycle_fails_and_backs_off() {
     // The version stays unavailable until a list succeeds.
     assert_eq!(shapes(&requests), r#"list@0 list@"" list@"" watch@5"#);
     assert_eq!(gap(requests[1].at(), requests[2].at()), 0.8);
-    assert_eq!(h.errors.lock().as_slice(), ["Other 503"]);
+    assert_eq!(h.errors.lock().as_slice(), ["InternalError 500"]);
     h.stop().await;
 }
 

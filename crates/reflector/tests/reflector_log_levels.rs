@@ -76,8 +76,11 @@ async fn recovered_errors_log_at_debug_and_what_a_person_must_fix_at_warn() {
 async fn an_outage_warns_once_after_a_minute(captured: &Captured) {
     const DOWN: &str = "no watch for";
     let fake = Fake::new();
+    // Refused lists past a minute: the readiness cadence (at most 2.5 s apart) for the first
+    // minute, the backoff after it.
+    const OUTAGE: usize = 40;
     let outage = |fake: &Fake| {
-        for _ in 0..12 {
+        for _ in 0..OUTAGE {
             fake.push_list_error(refused());
         }
     };
@@ -92,10 +95,10 @@ async fn an_outage_warns_once_after_a_minute(captured: &Captured) {
     fake.push_watch(vec![WatchStep::Hang]);
     let h = Harness::new(fake, logged_by_default).start();
 
-    // The first outage: 12 failed lists, past a minute of backoff.
-    let first = h.requests(12).await;
+    // The first outage: failed lists, past a minute.
+    let first = h.requests(OUTAGE).await;
     h.settle().await;
-    let down = first[11].at() - h.started;
+    let down = first[OUTAGE - 1].at() - h.started;
     assert!(down > WATCH_DOWN_WARNING, "{down:?}");
     assert_eq!(
         captured.count(Level::WARN, DOWN),
@@ -108,10 +111,10 @@ async fn an_outage_warns_once_after_a_minute(captured: &Captured) {
         1,
         "only the outage's line"
     );
-    assert!(captured.count(Level::DEBUG, "refused") >= 11);
+    assert!(captured.count(Level::DEBUG, "refused") >= OUTAGE - 1);
 
     // A watch opened (and ended): the next outage is a new one.
-    h.requests(28).await;
+    h.requests(2 * OUTAGE + 4).await;
     h.settle().await;
     assert_eq!(
         captured.count(Level::WARN, DOWN),

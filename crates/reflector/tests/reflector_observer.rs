@@ -94,7 +94,7 @@ async fn every_list_watch_event_and_wait_is_reported() {
             SyncedTo("13".into()),
             Event(EventType::Error),
             WatchEnded(WatchEnd::Error(ErrorKind::Expired)),
-            Backoff,
+            // The relist after a 410 is sent at once: no wait.
             List(ListReason::Expired, false, Ok(1)),
             SyncedTo("20".into()),
             Throttled,

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 fn failing_lists(fake: &Fake, n: usize) {
     for _ in 0..n {
-        fake.push_list_error(Error::Api(Status::new(503, "ServiceUnavailable", "down")));
+        fake.push_list_error(Error::Api(Status::new(500, "InternalError", "broken")));
     }
 }
 
@@ -67,21 +67,23 @@ async fn backoff_resets_after_two_healthy_minutes() {
             "old",
         ))),
     ]);
-    failing_lists(&fake, 1);
+    failing_lists(&fake, 2);
     fake.push_list(ListPage::new(vec![], "20"));
     fake.push_watch(vec![WatchStep::Hang]);
     let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
 
-    let requests = h.requests(9).await;
+    let requests = h.requests(10).await;
     let gaps: Vec<f64> = requests
         .windows(2)
         .map(|w| gap(w[0].at(), w[1].at()))
         .collect();
     assert_eq!(gaps[..4], [0.8, 1.6, 3.2, 6.4]);
     assert_eq!(gaps[4], 0.0, "list then watch");
-    // After the healthy watch the sequence starts again at 0.8 s, then goes on doubling.
-    assert_eq!(gaps[5], 300.0 + 0.8);
-    assert_eq!(gaps[6], 1.6);
+    // The 410 is answered by a relist at once; after the healthy watch the sequence starts
+    // again at 0.8 s, then goes on doubling.
+    assert_eq!(gaps[5], 300.0);
+    assert_eq!(gaps[6], 0.8);
+    assert_eq!(gaps[7], 1.6);
     h.stop().await;
 }
 
@@ -380,7 +382,7 @@ impl informer_reflector::ListerWatcher<Obj> for RestartingServer {
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_outage_after_a_healthy_watch_starts_again_from_the_initial_delay() {
+async fn every_restart_is_followed_within_two_seconds_of_the_server_being_back() {
     let server = Arc::new(RestartingServer {
         t0: Instant::now(),
         requests: parking_lot::Mutex::new(Vec::new()),
@@ -418,15 +420,17 @@ async fn every_outage_after_a_healthy_watch_starts_again_from_the_initial_delay(
             .0;
         let stale_after_back = relisted - end;
         report.push((first_retry.as_secs_f64(), stale_after_back.as_secs_f64()));
-        // The first retry waits the initial delay, jittered: [0.8 s, 1.6 s).
+        // A server shutting down (503) and refusing connections is not ready: the first retry
+        // waits the first delay of the readiness cadence, jittered: [250 ms, 312.5 ms).
         assert!(
-            first_retry >= Duration::from_millis(800) && first_retry < Duration::from_millis(1600),
+            first_retry >= Duration::from_millis(250)
+                && first_retry < Duration::from_micros(312_500),
             "outage {k}: first retry after {first_retry:?}; all: {report:?}"
         );
-        // Within a 3 s outage the fresh sequence (0.8, 1.6, 3.2 s, each up to doubled) reaches
-        // the server less than 6.4 s after it is back.
+        // The cadence (250 ms × 1.5 a step, at most 1.6 s, each up to 25 % longer) reaches
+        // the server within 2 s of it being back, the backoff untouched.
         assert!(
-            stale_after_back < Duration::from_millis(6400),
+            stale_after_back <= Duration::from_secs(2),
             "outage {k}: relisted {stale_after_back:?} after the server was back; all: {report:?}"
         );
     }
@@ -436,4 +440,40 @@ async fn every_outage_after_a_healthy_watch_starts_again_from_the_initial_delay(
             .iter()
             .all(|(_, at, ok)| *ok != server.is_down(*at))
     );
+}
+
+/// A server that answers 503 (not ready) is asked again on the readiness cadence, at most 2 s
+/// apart and without stepping the backoff, for a minute; after that it is a failing server and
+/// the backoff protects it, from its first delay.
+#[tokio::test(start_paused = true)]
+async fn a_server_not_ready_is_polled_for_a_minute_then_the_backoff_protects_it() {
+    let fake = Fake::new();
+    const LISTS: usize = 45;
+    for _ in 0..LISTS {
+        fake.push_list_error(Error::Api(Status::new(
+            503,
+            "ServiceUnavailable",
+            "starting",
+        )));
+    }
+    let h = Harness::new(fake, |r| r.with_backoff(exact_backoff())).start();
+    let requests = h.requests(LISTS).await;
+    let t0 = requests[0].at();
+    let (mut polled, mut backed_off) = (Vec::new(), Vec::new());
+    for w in requests.windows(2) {
+        let (since, waited) = (gap(t0, w[0].at()), gap(w[0].at(), w[1].at()));
+        if since <= 60.0 {
+            polled.push(waited);
+        } else {
+            backed_off.push(waited);
+        }
+    }
+    assert!(
+        polled.len() > 25,
+        "polled {} times in a minute",
+        polled.len()
+    );
+    assert!(polled.iter().all(|g| *g <= 2.0), "{polled:?}");
+    assert_eq!(backed_off[..4], [0.8, 1.6, 3.2, 6.4], "{backed_off:?}");
+    h.stop().await;
 }
