@@ -1,11 +1,15 @@
-//! The decoder on the realistic pod (`benches/fixtures/pod-realistic.json`, encoded by the API
-//! server simulator): a whole `Pod`, a `Pod` without its managed fields, and the same through
-//! serde_json from the JSON form, side by side.
+//! The decoders on the realistic pod (`benches/fixtures/pod-realistic.json`, encoded by the API
+//! server simulator) and on the synthetic pod of the workloads (`benches/src/workload.rs`): a
+//! whole `Pod` and a `Pod` without its managed fields, through the generated decoder
+//! (`decode_generated`), through the serde path (`from_slice`), and through serde_json from the
+//! JSON form, side by side.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use informer_protobuf::{DecodeOptions, envelope};
 use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
 
 const FIXTURE: &[u8] = include_bytes!("../../../benches/fixtures/pod-realistic.json");
 
@@ -40,11 +44,38 @@ struct LeanMeta {
     _owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
 }
 
+/// The synthetic pod of the workloads (`informer_benches::workload::pod(7)`): a name, a
+/// namespace, three labels, a resource version, a node and one container.
+fn synthetic() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "pod-7", "namespace": "ns-7", "resourceVersion": "8",
+            "labels": {"app": "app-7", "idx": "7", "tier": "t-1"},
+        },
+        "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "registry/app:7"}]},
+    })
+}
+
+fn generated(bytes: &[u8], options: DecodeOptions) -> Pod {
+    envelope::open(bytes)
+        .and_then(|e| e.decode_generated::<Pod>(options))
+        .expect("decodes")
+}
+
 fn decode(c: &mut Criterion) {
-    let value: serde_json::Value = serde_json::from_slice(FIXTURE).expect("the fixture is JSON");
+    let value: Value = serde_json::from_slice(FIXTURE).expect("the fixture is JSON");
     let json = serde_json::to_vec(&value).expect("encodes");
     let protobuf = informer_apiserver::encode_protobuf(&value).expect("a built-in kind");
+    let whole = DecodeOptions::new();
+    let lean = DecodeOptions::new().without_managed_fields();
     let mut g = c.benchmark_group("realistic_pod");
+    g.bench_function("generated_pod", |b| {
+        b.iter(|| black_box(generated(black_box(&protobuf), whole)))
+    });
+    g.bench_function("generated_without_managed_fields", |b| {
+        b.iter(|| black_box(generated(black_box(&protobuf), lean)))
+    });
     g.bench_function("protobuf_pod", |b| {
         b.iter(|| black_box(informer_protobuf::from_slice::<Pod>(black_box(&protobuf)).unwrap()))
     });
@@ -56,6 +87,21 @@ fn decode(c: &mut Criterion) {
     });
     g.bench_function("json_without_managed_fields", |b| {
         b.iter(|| black_box(serde_json::from_slice::<Lean>(black_box(&json)).unwrap()))
+    });
+    g.finish();
+
+    let value = synthetic();
+    let json = serde_json::to_vec(&value).expect("encodes");
+    let protobuf = informer_apiserver::encode_protobuf(&value).expect("a built-in kind");
+    let mut g = c.benchmark_group("synthetic_pod");
+    g.bench_function("generated_pod", |b| {
+        b.iter(|| black_box(generated(black_box(&protobuf), whole)))
+    });
+    g.bench_function("protobuf_pod", |b| {
+        b.iter(|| black_box(informer_protobuf::from_slice::<Pod>(black_box(&protobuf)).unwrap()))
+    });
+    g.bench_function("json_pod", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<Pod>(black_box(&json)).unwrap()))
     });
     g.finish();
 }

@@ -14,11 +14,11 @@ use crate::Error;
 use crate::schema::{Field, INLINE, Kind, Message, REPEATED, Value};
 use crate::wire::{Raw, Reader};
 
-mod repeated;
+pub(crate) mod repeated;
 mod value;
 
-pub(crate) use self::value::utf8;
-use self::value::{ValueDe, single};
+use self::value::single;
+pub(crate) use self::value::{ValueDe, utf8};
 
 /// How deep messages may nest: each message inside another, and each object enveloped in a
 /// `RawExtension`, is a level (serde_json's limit for JSON is as many). Every level is a few
@@ -33,11 +33,11 @@ thread_local! {
 
 /// One level of nesting, held while a message is read.
 #[derive(Debug)]
-struct Nested;
+pub(crate) struct Nested;
 
 impl Nested {
     #[inline(always)]
-    fn enter() -> Result<Self, Error> {
+    pub(crate) fn enter() -> Result<Self, Error> {
         DEPTH.with(|depth| {
             if depth.get() >= MAX_DEPTH {
                 return Err(Error::Invalid(format!(
@@ -103,54 +103,51 @@ impl<'de> Deserializer<'de> for MessageDe<'de> {
 struct Level<'de> {
     reader: Reader<'de>,
     message: &'static Message,
+    /// The message's index in the table.
+    index: u16,
     hint: usize,
 }
 
-/// The fields of a message as a serde map.
+/// The walk through a message's fields shared by both decoders (serde's [`Fields`] and the
+/// generated ones of [`crate::typed`]): each field's value as the table types it, Go's embedded
+/// structs entered as levels of their own, the run of a repeated field taken whole. Not
+/// generic: one copy of the wire walk for every target type.
 #[derive(Debug)]
-struct Fields<'de> {
+pub(crate) struct Walk<'de> {
     levels: SmallVec<[Level<'de>; 2]>,
-    type_meta: Option<(&'de str, &'de str)>,
-    /// The value of the key yielded last.
-    pending: Option<ValueDe<'de>>,
     /// The repeated and map fields already yielded.
     done: SmallVec<[&'static Field; 8]>,
+    /// A field walked over without being yielded (`ObjectMeta.managedFields`, when skipped).
+    skip: Option<&'static Field>,
 }
 
-impl<'de> Fields<'de> {
+impl<'de> Walk<'de> {
     #[inline(always)]
-    fn new(de: MessageDe<'de>) -> Self {
+    pub(crate) fn new(buf: &'de [u8], message: &'static Message) -> Self {
         let mut levels = SmallVec::new();
         levels.push(Level {
-            reader: Reader::new(de.buf),
-            message: de.message,
+            reader: Reader::new(buf),
+            message,
+            index: message.index(),
             hint: 0,
         });
         Self {
             levels,
-            type_meta: de.type_meta,
-            pending: None,
             done: SmallVec::new(),
+            skip: None,
         }
     }
-}
 
-impl<'de> Fields<'de> {
-    /// The next key's name, its value in `pending`; `None` at the end. Not generic: one copy of
-    /// the wire walk for every target type.
-    fn next_field(&mut self) -> Result<Option<&'static str>, Error> {
-        if let Some((api_version, kind)) = self.type_meta {
-            if !api_version.is_empty() {
-                self.type_meta = Some(("", kind));
-                self.pending = Some(ValueDe::Str(api_version));
-                return Ok(Some("apiVersion"));
-            }
-            self.type_meta = None;
-            if !kind.is_empty() {
-                self.pending = Some(ValueDe::Str(kind));
-                return Ok(Some("kind"));
-            }
-        }
+    /// Walks over `field` (its run still checked) instead of yielding it.
+    pub(crate) fn skipping(mut self, field: &'static Field) -> Self {
+        self.skip = Some(field);
+        self
+    }
+
+    /// The next field: the index of the message it belongs to (an embedded struct's own), the
+    /// field and its value; `None` at the end.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Result<Option<(u16, &'static Field, ValueDe<'de>)>, Error> {
         loop {
             let Some(level) = self.levels.last_mut() else {
                 return Ok(None);
@@ -161,7 +158,7 @@ impl<'de> Fields<'de> {
             }
             let start = level.reader.rest();
             let (number, raw) = level.reader.field()?;
-            let message = level.message;
+            let (message, index) = (level.message, level.index);
             let field = message
                 .field(number, &mut level.hint)
                 .ok_or(Error::UnknownField {
@@ -176,11 +173,18 @@ impl<'de> Fields<'de> {
                     self.levels.push(Level {
                         reader: Reader::new(bytes),
                         message: Value::message(*index),
+                        index: *index,
                         hint: 0,
                     });
                     continue;
                 }
-                Kind::Map(_) | Kind::Value(_) if field.has(REPEATED) || is_map(field) => {
+                Kind::Value(value) if !field.has(REPEATED) => {
+                    match single(message, field, value, raw)? {
+                        Some(value) => value,
+                        None => continue,
+                    }
+                }
+                _ => {
                     // Encoders write a repeated field's occurrences in one run (Go's do); one
                     // split into several runs is refused rather than read twice.
                     if self.done.iter().any(|f| std::ptr::eq(*f, field)) {
@@ -192,6 +196,9 @@ impl<'de> Fields<'de> {
                     self.done.push(field);
                     let (run, count, after) = run_of(start, number)?;
                     level.reader = after;
+                    if self.skip.is_some_and(|skip| std::ptr::eq(skip, field)) {
+                        continue;
+                    }
                     ValueDe::Repeated {
                         run,
                         count,
@@ -199,15 +206,49 @@ impl<'de> Fields<'de> {
                         message,
                     }
                 }
-                Kind::Value(value) => match single(message, field, value, raw)? {
-                    Some(value) => value,
-                    None => continue,
-                },
-                Kind::Map(_) => unreachable!("maps are taken above"),
             };
-            self.pending = Some(value);
-            return Ok(Some(field.name));
+            return Ok(Some((index, field, value)));
         }
+    }
+}
+
+/// The fields of a message as a serde map.
+#[derive(Debug)]
+struct Fields<'de> {
+    walk: Walk<'de>,
+    type_meta: Option<(&'de str, &'de str)>,
+    /// The value of the key yielded last.
+    pending: Option<ValueDe<'de>>,
+}
+
+impl<'de> Fields<'de> {
+    #[inline(always)]
+    fn new(de: MessageDe<'de>) -> Self {
+        Self {
+            walk: Walk::new(de.buf, de.message),
+            type_meta: de.type_meta,
+            pending: None,
+        }
+    }
+
+    /// The next key's name, its value in `pending`; `None` at the end.
+    fn next_field(&mut self) -> Result<Option<&'static str>, Error> {
+        if let Some((api_version, kind)) = self.type_meta {
+            if !api_version.is_empty() {
+                self.type_meta = Some(("", kind));
+                self.pending = Some(ValueDe::Str(api_version));
+                return Ok(Some("apiVersion"));
+            }
+            self.type_meta = None;
+            if !kind.is_empty() {
+                self.pending = Some(ValueDe::Str(kind));
+                return Ok(Some("kind"));
+            }
+        }
+        Ok(self.walk.next()?.map(|(_, field, value)| {
+            self.pending = Some(value);
+            field.name
+        }))
     }
 }
 
@@ -246,11 +287,6 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         seed.deserialize(take_pending(&mut self.pending)?)
     }
-}
-
-#[inline(always)]
-fn is_map(field: &Field) -> bool {
-    matches!(field.kind, Kind::Map(_))
 }
 
 fn wrong_wire(message: &'static Message, field: &'static Field, raw: &Raw<'_>) -> Error {

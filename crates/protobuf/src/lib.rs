@@ -42,12 +42,14 @@ mod de;
 pub mod envelope;
 mod schema;
 mod time;
+mod typed;
 mod wire;
 
 pub use crate::envelope::{
     Envelope, FrameDecoder, ListDecoder, MAGIC, MessageType, WatchEvent, from_slice, watch_event,
 };
 pub use crate::time::go_duration;
+pub use crate::typed::{DecodeOptions, Generated, ProtoMessage};
 
 /// The media type of the Kubernetes protobuf encoding.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -24,19 +24,16 @@ pub(crate) struct Elements<'de> {
     pub(crate) left: usize,
 }
 
-impl<'de> SeqAccess<'de> for Elements<'de> {
-    type Error = Error;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(
-        &mut self,
-        seed: T,
-    ) -> Result<Option<T::Value>, Error> {
+impl<'de> Elements<'de> {
+    /// The next value of the run; `None` at its end.
+    #[inline(always)]
+    pub(crate) fn next_value(&mut self) -> Result<Option<ValueDe<'de>>, Error> {
         loop {
             if let Some(packed) = self.packed.as_mut() {
                 if !packed.is_empty() {
                     let n = packed.varint()?;
                     let value = element(self.message, self.field, self.value, Raw::Varint(n))?;
-                    return seed.deserialize(value).map(Some);
+                    return Ok(Some(value));
                 }
                 self.packed = None;
             }
@@ -49,8 +46,21 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 continue;
             }
             self.left = self.left.saturating_sub(1);
-            let value = element(self.message, self.field, self.value, raw)?;
-            return seed.deserialize(value).map(Some);
+            return element(self.message, self.field, self.value, raw).map(Some);
+        }
+    }
+}
+
+impl<'de> SeqAccess<'de> for Elements<'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        match self.next_value()? {
+            Some(value) => seed.deserialize(value).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -72,7 +82,7 @@ pub(crate) struct Entries<'de> {
 impl<'de> Entries<'de> {
     /// The next entry's key and value; `None` at the end.
     #[inline(always)]
-    fn entry(&mut self) -> Result<Option<(&'de str, ValueDe<'de>)>, Error> {
+    pub(crate) fn entry(&mut self) -> Result<Option<(&'de str, ValueDe<'de>)>, Error> {
         if self.reader.is_empty() {
             return Ok(None);
         }

@@ -145,6 +145,13 @@ pub(crate) fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message
 }
 
 impl Message {
+    /// Its index in the table.
+    #[inline(always)]
+    pub(crate) fn index(&'static self) -> u16 {
+        let offset = std::ptr::from_ref(self) as usize - table::MESSAGES.as_ptr() as usize;
+        (offset / std::mem::size_of::<Message>()) as u16
+    }
+
     /// The field of `number`; looked for at index `number - 1`, then at `hint` (the field after
     /// the last one read: encoders write fields in ascending order).
     #[inline(always)]

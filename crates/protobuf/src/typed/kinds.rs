@@ -1,0 +1,423 @@
+//! The kinds of field values the generated decoders write: one trait, [`Decode`], implemented
+//! for every type a k8s-openapi field holds, so that the generated code only names the field
+//! (`opt(&mut self.spec, v)`) and the field's type picks how its value is read.
+//!
+//! Each kind reads the value the serde path would hand the type's `Deserialize` (a
+//! [`ValueDe`]) and makes what that `Deserialize` would make of it. A value of a shape a kind
+//! does not expect goes to the type's own `Deserialize`, so that the result, and the error, is
+//! the serde path's in every case.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::{FieldValue, Merge, merge};
+use crate::Error;
+use crate::de::ValueDe;
+use crate::de::repeated::{Elements, Entries};
+use crate::schema::Kind;
+use crate::wire::Reader;
+
+/// A type a k8s-openapi field holds, read from the value the serde path would hand its
+/// `Deserialize`. Every method defaults to that `Deserialize`.
+pub(crate) trait Decode: DeserializeOwned {
+    /// The value.
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        Self::deserialize(v)
+    }
+
+    /// An `Option<Self>` field's value, as serde reads an `Option`: a zero time or an empty
+    /// raw value is `None`.
+    fn decode_option(slot: &mut Option<Self>, v: ValueDe<'_>) -> Result<(), Error> {
+        *slot = match v {
+            ValueDe::Null => None,
+            ValueDe::RawJson(_) => Option::<Self>::deserialize(v)?,
+            v => Some(Self::decode(v)?),
+        };
+        Ok(())
+    }
+
+    /// A required field's value: k8s-openapi reads it as an `Option` and takes the default for
+    /// `None`.
+    fn decode_required(slot: &mut Self, v: ValueDe<'_>) -> Result<(), Error>
+    where
+        Self: Default,
+    {
+        let mut value = None;
+        Self::decode_option(&mut value, v)?;
+        *slot = value.unwrap_or_default();
+        Ok(())
+    }
+
+    /// One element of a list, appended to it.
+    fn push_element(list: &mut Vec<Self>, v: ValueDe<'_>) -> Result<(), Error> {
+        list.push(Self::decode(v)?);
+        Ok(())
+    }
+}
+
+/// Writes an `Option` field.
+#[inline(always)]
+pub(crate) fn opt<T: Decode>(slot: &mut Option<T>, v: FieldValue<'_>) -> Result<(), Error> {
+    T::decode_option(slot, v.0)
+}
+
+/// Writes a required field.
+#[inline(always)]
+pub(crate) fn req<T: Decode + Default>(slot: &mut T, v: FieldValue<'_>) -> Result<(), Error> {
+    T::decode_required(slot, v.0)
+}
+
+/// `Decode` for a type that keeps serde's decoding (its `Deserialize` over the table-driven
+/// deserializer): raw JSON, the apiextensions wrappers, the types that refuse a missing field.
+macro_rules! serde_fallback {
+    ($t:ty) => {
+        impl $crate::typed::kinds::Decode for $t {}
+    };
+}
+pub(crate) use serde_fallback;
+
+/// `Decode` for a generated message type: merged in place, into a default value already in
+/// its slot.
+macro_rules! message {
+    ($t:ty) => {
+        impl $crate::typed::kinds::Decode for $t {
+            #[inline]
+            fn decode(v: $crate::de::ValueDe<'_>) -> Result<Self, $crate::Error> {
+                let mut object = Self::default();
+                $crate::typed::kinds::message_required(&mut object, v)?;
+                Ok(object)
+            }
+
+            #[inline]
+            fn decode_option(
+                slot: &mut Option<Self>,
+                v: $crate::de::ValueDe<'_>,
+            ) -> Result<(), $crate::Error> {
+                $crate::typed::kinds::message_option(slot, v)
+            }
+
+            #[inline]
+            fn decode_required(
+                slot: &mut Self,
+                v: $crate::de::ValueDe<'_>,
+            ) -> Result<(), $crate::Error> {
+                $crate::typed::kinds::message_required(slot, v)
+            }
+
+            #[inline]
+            fn push_element(
+                list: &mut Vec<Self>,
+                v: $crate::de::ValueDe<'_>,
+            ) -> Result<(), $crate::Error> {
+                $crate::typed::kinds::message_element(list, v)
+            }
+        }
+    };
+}
+pub(crate) use message;
+
+/// The bytes of a message of `T`'s type, if `v` is one.
+#[inline(always)]
+fn own_message<'de, T: Merge>(v: &ValueDe<'de>) -> Option<&'de [u8]> {
+    match v {
+        ValueDe::Msg(bytes, message) if message.index() == T::MESSAGE => Some(bytes),
+        _ => None,
+    }
+}
+
+/// A message read into the default value it replaces, one level of nesting deeper.
+#[inline(always)]
+fn merge_nested<T: Merge>(target: &mut T, bytes: &[u8]) -> Result<(), Error> {
+    let _nested = crate::de::Nested::enter()?;
+    merge(target, bytes)
+}
+
+#[inline]
+pub(crate) fn message_option<T: Merge + DeserializeOwned>(
+    slot: &mut Option<T>,
+    v: ValueDe<'_>,
+) -> Result<(), Error> {
+    match own_message::<T>(&v) {
+        Some(bytes) => merge_nested(slot.insert(T::default()), bytes),
+        None => {
+            *slot = Option::<T>::deserialize(v)?;
+            Ok(())
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn message_required<T: Merge + DeserializeOwned>(
+    slot: &mut T,
+    v: ValueDe<'_>,
+) -> Result<(), Error> {
+    match own_message::<T>(&v) {
+        Some(bytes) => {
+            *slot = T::default();
+            merge_nested(slot, bytes)
+        }
+        None => {
+            *slot = Option::<T>::deserialize(v)?.unwrap_or_default();
+            Ok(())
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn message_element<T: Merge + DeserializeOwned>(
+    list: &mut Vec<T>,
+    v: ValueDe<'_>,
+) -> Result<(), Error> {
+    match own_message::<T>(&v) {
+        Some(bytes) => {
+            let at = list.len();
+            list.push(T::default());
+            merge_nested(&mut list[at], bytes)
+        }
+        None => {
+            list.push(T::deserialize(v)?);
+            Ok(())
+        }
+    }
+}
+
+impl Decode for String {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Str(s) => Ok(s.to_owned()),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for bool {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Bool(b) => Ok(b),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for i32 {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::I64(n) if i32::try_from(n).is_ok() => Ok(n as i32),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for i64 {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::I64(n) => Ok(n),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for f64 {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::F64(x) => Ok(x),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for Quantity {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Str(s) => Ok(Quantity(s.to_owned())),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for IntOrString {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Str(s) => Ok(IntOrString::String(s.to_owned())),
+            ValueDe::I64(n) if i32::try_from(n).is_ok() => Ok(IntOrString::Int(n as i32)),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for ByteString {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            // The serde path writes the bytes as base64, which `ByteString` decodes again.
+            ValueDe::Bytes(b) => Ok(ByteString(b.to_vec())),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+/// The first and last second that RFC 3339 can write (years 0 to 9999): the serde path writes
+/// a time as that text, which a time outside refuses.
+const FIRST_SECOND: i64 = -62_167_219_200;
+const LAST_SECOND: i64 = 253_402_300_799;
+
+/// A `Time` or `MicroTime` from its seconds and nanoseconds: the instant the serde path's RFC
+/// 3339 text (to the second, or with `micros` to the microsecond) parses as, without the text.
+#[inline]
+fn timestamp(seconds: i64, nanos: i32, micros: bool) -> Result<Timestamp, Error> {
+    if !(FIRST_SECOND..=LAST_SECOND).contains(&seconds) {
+        return Err(Error::Invalid(format!("a time out of range: {seconds}s")));
+    }
+    let nanos = if micros {
+        nanos.clamp(0, 999_999_999) / 1000 * 1000
+    } else {
+        0
+    };
+    Timestamp::new(seconds, nanos).map_err(|e| Error::Custom(e.to_string()))
+}
+
+impl Decode for Time {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Time {
+                seconds,
+                nanos,
+                micros,
+            } => timestamp(seconds, nanos, micros).map(Time),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl Decode for MicroTime {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        match v {
+            ValueDe::Time {
+                seconds,
+                nanos,
+                micros,
+            } => timestamp(seconds, nanos, micros).map(MicroTime),
+            v => Self::deserialize(v),
+        }
+    }
+}
+
+impl<T: Decode> Decode for Box<T> {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        T::decode(v).map(Box::new)
+    }
+}
+
+impl<T: Decode> Decode for Vec<T> {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        let ValueDe::Repeated {
+            run,
+            count,
+            field,
+            message,
+        } = v
+        else {
+            return Self::deserialize(v);
+        };
+        let Kind::Value(value) = &field.kind else {
+            return Self::deserialize(v);
+        };
+        let mut elements = Elements {
+            reader: Reader::new(run),
+            field,
+            message,
+            value,
+            packed: None,
+            left: count,
+        };
+        let mut list = Vec::with_capacity(count);
+        while let Some(v) = elements.next_value()? {
+            T::push_element(&mut list, v)?;
+        }
+        Ok(list)
+    }
+}
+
+impl<T: Decode> Decode for BTreeMap<String, T> {
+    #[inline]
+    fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
+        let ValueDe::Repeated {
+            run,
+            field,
+            message,
+            ..
+        } = v
+        else {
+            return Self::deserialize(v);
+        };
+        let Kind::Map(value) = &field.kind else {
+            return Self::deserialize(v);
+        };
+        let mut entries = Entries {
+            reader: Reader::new(run),
+            field,
+            message,
+            value,
+            pending: None,
+        };
+        let mut map = BTreeMap::new();
+        while let Some((key, v)) = entries.entry()? {
+            let value = T::decode(v)?;
+            map.insert(key.to_owned(), value);
+        }
+        Ok(map)
+    }
+}
+
+serde_fallback!(k8s_openapi::serde_json::Value);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{Buf, rfc3339};
+
+    #[test]
+    fn the_range_of_times_is_the_range_rfc_3339_writes() {
+        let mut buf = Buf::default();
+        for (seconds, writes) in [
+            (FIRST_SECOND, true),
+            (FIRST_SECOND - 1, false),
+            (LAST_SECOND, true),
+            (LAST_SECOND + 1, false),
+        ] {
+            assert_eq!(
+                rfc3339(seconds, 0, false, &mut buf).is_some(),
+                writes,
+                "{seconds}"
+            );
+        }
+        // Inside it, a time is the instant its text parses as.
+        let text = rfc3339(1_704_164_645, 123_456_789, true, &mut buf)
+            .unwrap()
+            .to_owned();
+        let parsed: Timestamp = text.parse().unwrap();
+        assert_eq!(timestamp(1_704_164_645, 123_456_789, true).unwrap(), parsed);
+        assert_eq!(
+            timestamp(1_704_164_645, 123_456_789, false).unwrap(),
+            Timestamp::from_second(1_704_164_645).unwrap()
+        );
+    }
+}
