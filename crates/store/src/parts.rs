@@ -80,6 +80,13 @@ impl<K> ReplaceParts<K> {
         self.listed.contains(key)
     }
 
+    /// Takes the keys the applied parts listed, leaving none: for an implementation that ends a
+    /// replace applied in parts by handing them on (a queue that leaves the deletions to its
+    /// consumer).
+    pub fn take_listed(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.listed)
+    }
+
     /// Forgets every part so far, as a list that starts again from its first page must: the
     /// objects held are dropped and the keys listed forgotten, so that the end deletes what
     /// the new list lacks. What was applied stays applied (each was a version the server
@@ -143,5 +150,18 @@ mod tests {
         parts.restart();
         assert!(!parts.is_listed("a"));
         assert_eq!(parts.applying(), Some(true));
+    }
+
+    #[test]
+    fn take_listed_hands_over_every_key_once() {
+        let mut parts: ReplaceParts<()> = ReplaceParts::new();
+        parts.decide(true);
+        for key in ["a", "b", "a"] {
+            parts.note_listed(key);
+        }
+        let mut taken: Vec<String> = parts.take_listed().into_iter().collect();
+        taken.sort();
+        assert_eq!(taken, ["a", "b"]);
+        assert!(!parts.is_listed("a"), "taken, not copied");
     }
 }
