@@ -105,18 +105,18 @@ pub(crate) struct Fair<T> {
 
 /// The items of one priority.
 struct Level<T> {
+    /// Each tenant's place in `lanes`.
+    index: HashMap<Arc<str>, usize, RandomState>,
     /// Every tenant's lane, with items or not (dropped with the level).
-    lanes: HashMap<Arc<str>, Lane<T>, RandomState>,
-    /// The tenants whose lanes have live entries, in the order of their turns.
-    rotation: VecDeque<Arc<str>>,
+    lanes: Vec<Lane<T>>,
+    /// The lanes that have live entries, in the order of their turns.
+    rotation: VecDeque<usize>,
 }
 
 /// One tenant's items within a level, first in, first out.
 struct Lane<T> {
-    /// The tenant.
-    name: Arc<str>,
     entries: VecDeque<(u64, T)>,
-    /// Entries that are their item's live one.
+    /// Entries that are their item's live one; the others are stale.
     live: usize,
 }
 
@@ -145,13 +145,14 @@ impl<T> Fair<T> {
     pub(crate) fn raise(&mut self, item: T, from: i32, to: i32) -> u64 {
         let tenant = (self.tenant)(&item);
         if let Some(level) = self.levels.get_mut(&from)
-            && let Some(lane) = level.lanes.get_mut(&*tenant)
+            && let Some(&at) = level.index.get(&*tenant)
         {
+            let lane = &mut level.lanes[at];
             lane.live -= 1;
             self.len -= 1;
             if lane.live == 0 {
                 lane.entries.clear();
-                level.rotation.retain(|t| **t != *tenant);
+                level.rotation.retain(|&turn| turn != at);
                 if level.rotation.is_empty() {
                     self.levels.remove(&from);
                 }
@@ -166,18 +167,19 @@ impl<T> Fair<T> {
     fn pop(&mut self, is_live: impl Fn(&T, u64) -> bool) -> Option<T> {
         let mut highest = self.levels.last_entry()?;
         let level = highest.get_mut();
-        let tenant = level.rotation.pop_front().expect("a level has a tenant");
-        let lane = level.lanes.get_mut(&tenant).expect("a tenant has a lane");
+        let turn = level.rotation.pop_front().expect("a level has a tenant");
+        let lane = &mut level.lanes[turn];
         let item = loop {
             let (seq, item) = lane.entries.pop_front().expect("a lane has a live entry");
-            if is_live(&item, seq) {
+            // Without stale entries in the lane, the front one is live: no need to ask.
+            if lane.entries.len() + 1 == lane.live || is_live(&item, seq) {
                 break item;
             }
         };
         lane.live -= 1;
         self.len -= 1;
         if lane.live > 0 {
-            level.rotation.push_back(tenant);
+            level.rotation.push_back(turn);
         } else {
             lane.entries.clear();
             if level.rotation.is_empty() {
@@ -196,23 +198,26 @@ fn lane<'l, T>(
     tenant: &str,
 ) -> &'l mut Lane<T> {
     let level = levels.entry(priority).or_insert_with(|| Level {
-        lanes: HashMap::default(),
+        index: HashMap::default(),
+        lanes: Vec::new(),
         rotation: VecDeque::new(),
     });
-    if !level.lanes.contains_key(tenant) {
-        let name: Arc<str> = Arc::from(tenant);
-        let lane = Lane {
-            name: Arc::clone(&name),
-            entries: VecDeque::new(),
-            live: 0,
-        };
-        level.lanes.insert(name, lane);
-    }
-    let lane = level.lanes.get_mut(tenant).expect("the lane is there");
+    let at = match level.index.get(tenant) {
+        Some(&at) => at,
+        None => {
+            level.lanes.push(Lane {
+                entries: VecDeque::new(),
+                live: 0,
+            });
+            level.index.insert(Arc::from(tenant), level.lanes.len() - 1);
+            level.lanes.len() - 1
+        }
+    };
+    let lane = &mut level.lanes[at];
     if lane.live == 0 {
         // What is left in it is stale: it starts over, and takes its turn.
         lane.entries.clear();
-        level.rotation.push_back(Arc::clone(&lane.name));
+        level.rotation.push_back(at);
     }
     lane
 }
