@@ -13,8 +13,11 @@
 //! Raising a queued item's priority moves it: its entry in the old lane is left behind as a
 //! stale one (recognised by its sequence number, which the queue's record of the item no
 //! longer holds) and skipped when it comes up, so a raise costs no search. Each lane counts its
-//! live entries: a lane whose last live entry leaves is dropped at once, stale entries and all,
-//! so a tenant's place in the rotation is exactly as if the entry had been removed.
+//! live entries: a lane whose last live entry leaves is emptied at once, stale entries and all,
+//! so a tenant's place in the rotation is exactly as if the entry had been removed; a lane
+//! whose stale entries come to outnumber its live ones (by a small slack) is compacted, so
+//! stale entries never take more room than the live ones; and a lane without stale entries
+//! hands out its front entry without asking whether it is live.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -92,6 +95,16 @@ impl<T> Order<T> {
     }
 }
 
+/// How many stale entries a lane may hold beyond as many as its live ones.
+const STALE_SLACK: usize = 8;
+
+/// A lane with too many stale entries, which [`Fair::compact`] drops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Crowded {
+    priority: i32,
+    lane: usize,
+}
+
 /// The fair order (see the module's docs).
 pub(crate) struct Fair<T> {
     tenant: TenantFn<T>,
@@ -140,10 +153,12 @@ impl<T> Fair<T> {
     }
 
     /// Moves queued `item` from `from` to the higher priority `to`: its entry at `from` goes
-    /// stale. The new entry's sequence number. Leaves the order unchanged if the tenant
-    /// function panics.
-    pub(crate) fn raise(&mut self, item: T, from: i32, to: i32) -> u64 {
+    /// stale. The new entry's sequence number, and the lane it left if that lane now holds
+    /// more stale entries than [`compact`](Self::compact) lets it keep. Leaves the order
+    /// unchanged if the tenant function panics.
+    pub(crate) fn raise(&mut self, item: T, from: i32, to: i32) -> (u64, Option<Crowded>) {
         let tenant = (self.tenant)(&item);
+        let mut crowded = None;
         if let Some(level) = self.levels.get_mut(&from)
             && let Some(&at) = level.index.get(&*tenant)
         {
@@ -156,10 +171,33 @@ impl<T> Fair<T> {
                 if level.rotation.is_empty() {
                     self.levels.remove(&from);
                 }
+            } else if lane.entries.len() - lane.live > lane.live + STALE_SLACK {
+                crowded = Some(Crowded {
+                    priority: from,
+                    lane: at,
+                });
             }
         }
         let lane = lane(&mut self.levels, to, &tenant);
-        enter(lane, &mut self.seq, &mut self.len, item)
+        (enter(lane, &mut self.seq, &mut self.len, item), crowded)
+    }
+
+    /// Drops the stale entries of a crowded lane (`is_live` tells the live ones), so that a
+    /// lane never holds more than its live entries and as many stale ones again, plus
+    /// [`STALE_SLACK`]: a level that is not served (the levels above it always have items)
+    /// does not grow with the raises of its items. Costs a look-up per entry, once at least
+    /// as many raises as the lane has live entries have made it crowded again.
+    pub(crate) fn compact(&mut self, crowded: Crowded, is_live: impl Fn(&T, u64) -> bool) {
+        let Some(level) = self.levels.get_mut(&crowded.priority) else {
+            return;
+        };
+        let lane = &mut level.lanes[crowded.lane];
+        lane.entries.retain(|(seq, item)| is_live(item, *seq));
+        debug_assert_eq!(
+            lane.entries.len(),
+            lane.live,
+            "a compacted lane holds its live entries"
+        );
     }
 
     /// Hands out the front live item of the first tenant's lane at the highest level, and
@@ -237,5 +275,46 @@ impl<T> fmt::Debug for Fair<T> {
             .field("queued", &self.len)
             .field("priorities", &self.levels.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// A level that is never served, while one of its items is raised and added back over
+    /// and over, keeps at most its live entries and as many stale ones again, plus the slack.
+    #[test]
+    fn stale_entries_stay_bounded_in_a_level_never_served() {
+        let mut fair = Fair::<u32>::new(Arc::new(|_: &u32| Cow::Borrowed("")));
+        let mut live: HashMap<u32, u64> = HashMap::new();
+        for waiting in 0..4 {
+            live.insert(waiting, fair.push(waiting, LOW_PRIORITY));
+        }
+        for _ in 0..1_000 {
+            live.insert(9, fair.push(9, LOW_PRIORITY));
+            let (seq, crowded) = fair.raise(9, LOW_PRIORITY, 0);
+            live.insert(9, seq);
+            if let Some(crowded) = crowded {
+                fair.compact(crowded, |item, seq| live.get(item) == Some(&seq));
+            }
+            assert_eq!(fair.pop(|item, seq| live.get(item) == Some(&seq)), Some(9));
+            live.remove(&9);
+            let level = &fair.levels[&LOW_PRIORITY];
+            let lane = &level.lanes[0];
+            assert_eq!(lane.live, 4);
+            // 4 live, 4 stale and the slack of 8, and the one raised last: 17 at most, where
+            // without compaction the lane would grow by one entry a round.
+            assert!(lane.entries.len() <= 17, "{} entries", lane.entries.len());
+        }
+        let order: Vec<_> =
+            std::iter::from_fn(|| fair.pop(|item, seq| live.get(item) == Some(&seq))).collect();
+        assert_eq!(
+            order,
+            [0, 1, 2, 3],
+            "the waiting items, in order, and nothing stale"
+        );
     }
 }

@@ -116,11 +116,19 @@ impl<T: Clone + Eq + Hash> State<T> {
         if priority <= waiting.priority {
             return;
         }
-        if waiting.seq != NOT_QUEUED {
-            // Queued: moved up. (Being processed: queued at its done with this priority.)
-            waiting.seq = fair.raise(item.clone(), waiting.priority, priority);
+        if waiting.seq == NOT_QUEUED {
+            // Being processed: queued at its done with this priority.
+            waiting.priority = priority;
+            return;
         }
-        waiting.priority = priority;
+        let (seq, crowded) = fair.raise(item.clone(), waiting.priority, priority);
+        (waiting.seq, waiting.priority) = (seq, priority);
+        if let Some(crowded) = crowded {
+            let dirty = &self.dirty;
+            fair.compact(crowded, |item, seq| {
+                dirty.get(item).is_some_and(|w| w.seq == seq)
+            });
+        }
     }
 
     /// [`add`](Self::add) for an item known not to be waiting, the queue not shutting down.

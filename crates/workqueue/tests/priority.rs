@@ -444,3 +444,22 @@ async fn metrics_count_a_raise_as_no_add() {
         "timed from its first add"
     );
 }
+
+/// A level that is not served while an item of it is raised, handed out and added back a
+/// thousand times (its lane compacted on the way) still hands out what waits in it, in order.
+#[tokio::test(start_paused = true)]
+async fn a_starved_level_keeps_its_order_through_many_raises() {
+    let queue = WorkQueue::<String>::builder().priority().build();
+    for k in ["ns/a", "ns/b", "ns/c"] {
+        queue.add_with_priority(k.to_string(), LOW_PRIORITY);
+    }
+    for _ in 0..1_000 {
+        queue.add_with_priority("ns/x".to_string(), LOW_PRIORITY);
+        queue.add("ns/x".to_string());
+        let x = queue.get().await.unwrap();
+        assert_eq!(x, "ns/x");
+        queue.done(&x);
+        assert_eq!(queue.len(), 3);
+    }
+    assert_eq!(drain(&queue).await, ["ns/a", "ns/b", "ns/c"]);
+}
