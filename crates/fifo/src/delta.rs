@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::replaced_all::ReplacedAll;
 use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 /// The kind of a change.
@@ -24,9 +25,15 @@ pub enum DeltaType {
     Sync,
 }
 
-/// One change to one object.
+/// One change to one object, or (from an atomic [`InOrderFifo`](crate::InOrderFifo) only) to
+/// the whole collection.
 ///
-/// Only a [`Deleted`](Self::Deleted) delta can carry a tombstone: the type says so.
+/// Only a [`Deleted`](Self::Deleted) delta can carry a tombstone: the type says so. The
+/// whole-collection changes, [`ReplacedAll`](Self::ReplacedAll) and [`SyncAll`](Self::SyncAll),
+/// carry no key and no single object ([`object`](Self::object) is `None`); their
+/// [`delta_type`](Self::delta_type) is the kind of change they make to each object
+/// ([`Replaced`](DeltaType::Replaced), [`Sync`](DeltaType::Sync)), and
+/// [`is_whole_collection`](Self::is_whole_collection) tells them apart.
 pub enum Delta<K> {
     /// See [`DeltaType::Added`].
     Added(Arc<K>),
@@ -38,6 +45,15 @@ pub enum Delta<K> {
     Replaced(Arc<K>),
     /// See [`DeltaType::Sync`].
     Sync(Arc<K>),
+    /// A relist of the whole collection as one change: the consumer applies it to its cache in
+    /// one step (see [`ReplacedAll`]). Only an atomic [`InOrderFifo`](crate::InOrderFifo)
+    /// queues it.
+    ReplacedAll(Box<ReplacedAll<K>>),
+    /// A resync of the whole cache as one change: the consumer re-delivers every object its
+    /// cache holds when the change comes up (see
+    /// [`sync_all_changes`](crate::sync_all_changes)). Only an atomic
+    /// [`InOrderFifo`](crate::InOrderFifo) queues it.
+    SyncAll,
 }
 
 impl<K> Delta<K> {
@@ -68,18 +84,27 @@ impl<K> Delta<K> {
             Self::Updated(_) => DeltaType::Updated,
             Self::Deleted(_) => DeltaType::Deleted,
             Self::Replaced(_) => DeltaType::Replaced,
-            Self::Sync(_) => DeltaType::Sync,
+            Self::Sync(_) | Self::SyncAll => DeltaType::Sync,
+            Self::ReplacedAll(_) => DeltaType::Replaced,
         }
     }
 
-    /// The object; `None` only for a tombstone that has no last known state.
+    /// The object; `None` for a tombstone that has no last known state and for a change of the
+    /// whole collection.
     pub fn object(&self) -> Option<&Arc<K>> {
         match self {
             Self::Added(obj) | Self::Updated(obj) | Self::Replaced(obj) | Self::Sync(obj) => {
                 Some(obj)
             }
             Self::Deleted(deleted) => deleted.object(),
+            Self::ReplacedAll(_) | Self::SyncAll => None,
         }
+    }
+
+    /// Whether this changes the whole collection ([`ReplacedAll`](Self::ReplacedAll),
+    /// [`SyncAll`](Self::SyncAll)) rather than one object.
+    pub fn is_whole_collection(&self) -> bool {
+        matches!(self, Self::ReplacedAll(_) | Self::SyncAll)
     }
 
     /// Whether this is a Deleted delta carrying a tombstone.
@@ -96,24 +121,30 @@ impl<K> Clone for Delta<K> {
             Self::Deleted(deleted) => Self::Deleted(deleted.clone()),
             Self::Replaced(obj) => Self::Replaced(Arc::clone(obj)),
             Self::Sync(obj) => Self::Sync(Arc::clone(obj)),
+            Self::ReplacedAll(all) => Self::ReplacedAll(all.clone()),
+            Self::SyncAll => Self::SyncAll,
         }
     }
 }
 
 impl<K: fmt::Debug> fmt::Debug for Delta<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut t = f.debug_tuple(match self.delta_type() {
-            DeltaType::Added => "Added",
-            DeltaType::Updated => "Updated",
-            DeltaType::Deleted => "Deleted",
-            DeltaType::Replaced => "Replaced",
-            DeltaType::Sync => "Sync",
+        let mut t = f.debug_tuple(match self {
+            Self::Added(_) => "Added",
+            Self::Updated(_) => "Updated",
+            Self::Deleted(_) => "Deleted",
+            Self::Replaced(_) => "Replaced",
+            Self::Sync(_) => "Sync",
+            Self::ReplacedAll(_) => "ReplacedAll",
+            Self::SyncAll => "SyncAll",
         });
         match self {
             Self::Added(obj) | Self::Updated(obj) | Self::Replaced(obj) | Self::Sync(obj) => {
                 t.field(obj)
             }
             Self::Deleted(deleted) => t.field(deleted),
+            Self::ReplacedAll(all) => t.field(all),
+            Self::SyncAll => &mut t,
         }
         .finish()
     }
@@ -123,7 +154,10 @@ impl<K: PartialEq> PartialEq for Delta<K> {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Deleted(a), Self::Deleted(b)) => a == b,
-            (Self::Deleted(_), _) | (_, Self::Deleted(_)) => false,
+            (Self::ReplacedAll(a), Self::ReplacedAll(b)) => a == b,
+            (Self::SyncAll, Self::SyncAll) => true,
+            (Self::Deleted(_) | Self::ReplacedAll(_) | Self::SyncAll, _)
+            | (_, Self::Deleted(_) | Self::ReplacedAll(_) | Self::SyncAll) => false,
             _ => self.delta_type() == other.delta_type() && self.object() == other.object(),
         }
     }

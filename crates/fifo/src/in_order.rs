@@ -11,20 +11,29 @@ use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::{Error, Result};
 use crate::intake::Intake;
 use crate::queue::{RefusalHandler, TransformFunc};
-use crate::shared::{Guarded, Pending, Shared};
+use crate::replaced_all::ReplacedAll;
+use crate::shared::{FlightState, Guarded, Pending, Shared};
 
 /// How an [`InOrderFifo`] is built, beyond its key function.
 #[non_exhaustive]
 pub struct InOrderFifoOptions<K> {
     /// The cache the consumer applies popped changes to: `replace` emits a tombstone for every
     /// cached key the new list lacks (and nothing queued names), and `resync` re-delivers it.
-    /// Without it, `resync` does nothing.
+    /// Without it, `resync` does nothing. In [atomic](Self::atomic) mode the consumer does
+    /// both against its own cache, and the queue reads this only to withdraw a refused version
+    /// of a key (see [`Queue`](crate::Queue)).
     pub known_objects: Option<Arc<dyn KnownObjects<K>>>,
     /// Applied to every object as it enters (see [`TransformFunc`]).
     pub transform: Option<TransformFunc<K>>,
     /// Told about every refused object (see [`RefusalHandler`]); without one, refusals are
     /// logged through `tracing`.
     pub on_refused: Option<RefusalHandler>,
+    /// Atomic mode (client-go's `AtomicEvents`): a `replace` is queued as one
+    /// [`ReplacedAll`](Delta::ReplacedAll) change and a `resync` as one
+    /// [`SyncAll`](Delta::SyncAll), which the consumer applies to its cache in one step
+    /// (default: off, so a consumer popping by hand gets one object per delta; the informer
+    /// turns it on).
+    pub atomic: bool,
 }
 
 impl<K> Default for InOrderFifoOptions<K> {
@@ -33,6 +42,7 @@ impl<K> Default for InOrderFifoOptions<K> {
             known_objects: None,
             transform: None,
             on_refused: None,
+            atomic: false,
         }
     }
 }
@@ -55,6 +65,12 @@ impl<K> InOrderFifoOptions<K> {
         self.on_refused = Some(handler);
         self
     }
+
+    /// Sets [`atomic`](Self::atomic).
+    pub fn atomic(mut self, atomic: bool) -> Self {
+        self.atomic = atomic;
+        self
+    }
 }
 
 impl<K> fmt::Debug for InOrderFifoOptions<K> {
@@ -63,13 +79,30 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
             .field("known_objects", &self.known_objects.is_some())
             .field("transform", &self.transform.is_some())
             .field("on_refused", &self.on_refused.is_some())
+            .field("atomic", &self.atomic)
             .finish()
     }
 }
 
-/// A queue that keeps every change, in arrival order, with no coalescing (the idea of client-go's
-/// `RealFIFO`, in its non-atomic flavour, which reads the cache back as [`KnownObjects`], with
-/// its `UnlockWhileProcessing` behaviour: `process` runs with the lock released).
+/// A queue that keeps every change, in arrival order, with no coalescing (client-go's
+/// `RealFIFO`, with its `UnlockWhileProcessing` behaviour: `process` runs with the lock
+/// released). It has two modes:
+///
+/// * **Atomic** ([`InOrderFifoOptions::atomic`]; the informer's default queue, as client-go's
+///   `AtomicFIFO`): a `replace` is queued as one [`ReplacedAll`](Delta::ReplacedAll) change
+///   holding the list, and a `resync` as one [`SyncAll`](Delta::SyncAll) (one after another
+///   with nothing between is one). The consumer applies each to its cache in one step, in
+///   order: it finds the deletions against its cache as it is then, so readers of the cache see
+///   the old list or the new one, never a mix. A relist by page
+///   ([`ReflectorStore::replace_part`]) on a populated queue still queues its pages as
+///   [`Replaced`](DeltaType::Replaced) events as they arrive, and ends with a
+///   [`ReplacedAll`](Delta::ReplacedAll) that deletes what no page listed
+///   ([`ReplacedAll::is_by_pages`]). The rules below for writes hold in both modes; a refused
+///   version reads the key's state through any whole-collection change queued (or in flight:
+///   then it is unknown, and a tombstone without an object is queued for the consumer to
+///   resolve).
+/// * **Non-atomic** (the default of [`InOrderFifoOptions`]), which reads the cache back as
+///   [`KnownObjects`], as follows.
 ///
 /// * Every write is one event; `pop` delivers one event at a time (a [`Deltas`] of length one),
 ///   in the order the writes were made. Nothing is merged or deduplicated.
@@ -115,6 +148,7 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
 pub struct InOrderFifo<K> {
     intake: Intake<K>,
     shared: Shared<K, Log<K>>,
+    atomic: bool,
 }
 
 /// Every event not yet popped, oldest first, with its key; and how many were written.
@@ -125,13 +159,24 @@ impl<K> Log<K> {
         self.1 += 1;
         self.0.push_back((key, delta));
     }
+
+    /// Queues a change of the whole collection (under an empty key), counting `written`
+    /// objects.
+    fn push_whole(&mut self, delta: Delta<K>, written: u64) {
+        self.1 += written;
+        self.0.push_back((String::new(), delta));
+    }
 }
 
 impl<K> Pending<K> for Log<K> {
     fn take_front(&mut self) -> Option<Deltas<K>> {
-        self.0
-            .pop_front()
-            .map(|(key, delta)| Deltas::keyed(key, delta))
+        self.0.pop_front().map(|(key, delta)| {
+            if delta.is_whole_collection() {
+                Deltas::new(delta)
+            } else {
+                Deltas::keyed(key, delta)
+            }
+        })
     }
 
     fn len(&self) -> usize {
@@ -171,7 +216,13 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
                 on_refused: options.on_refused,
             },
             shared: Shared::new(Log(VecDeque::new(), 0)),
+            atomic: options.atomic,
         }
+    }
+
+    /// Whether the queue is in atomic mode (see [`InOrderFifoOptions::atomic`]).
+    pub fn is_atomic(&self) -> bool {
+        self.atomic
     }
 
     /// The number of events queued.
@@ -184,7 +235,8 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         self.shared.lock().pending.0.is_empty()
     }
 
-    /// The key of every queued event, in the order `pop` will deliver them.
+    /// The key of every queued event, in the order `pop` will deliver them (an empty key for a
+    /// change of the whole collection).
     pub fn queued_keys(&self) -> Vec<String> {
         let state = self.shared.lock();
         state.pending.0.iter().map(|(key, _)| key.clone()).collect()
@@ -211,12 +263,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// refusal and hands the error back.
     fn withdraw(&self, key: String, err: Error) -> Error {
         let mut state = self.shared.lock();
-        let last = match state.pending.0.iter().rev().find(|(k, _)| *k == key) {
-            Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
-            Some((_, delta)) => Some(delta.object().cloned()),
-            None => self.intake.known(&state.in_flight, &key).map(Some),
-        };
-        match last {
+        match self.superseded(&state, &key) {
             Some(last) => {
                 state.populated = true;
                 let tombstone = Delta::tombstone(key.as_str(), last);
@@ -226,6 +273,47 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
             None => drop(state),
         }
         self.intake.refuse(err)
+    }
+
+    /// The state a refused version of `key` supersedes, newest first: its last queued event, a
+    /// relist of the whole collection queued (a resync of the whole cache changes nothing);
+    /// else, with known objects, its changes in flight, then the cache. `Some` of what the
+    /// tombstone withdrawing it carries (`None` inside: the state is decided by a relist in
+    /// flight, so the consumer resolves the tombstone against its cache), or `None` if there
+    /// is nothing to withdraw.
+    fn superseded(&self, state: &Guarded<K, Log<K>>, key: &str) -> Option<Option<Arc<K>>> {
+        for (k, delta) in state.pending.0.iter().rev() {
+            match delta {
+                Delta::ReplacedAll(all) => {
+                    if let Some(listed) = all.state_of(key) {
+                        return listed.map(|obj| Some(Arc::clone(obj)));
+                    }
+                }
+                Delta::SyncAll => {}
+                _ if k != key => {}
+                Delta::Deleted(_) => return None,
+                delta => return Some(delta.object().cloned()),
+            }
+        }
+        let known = self.intake.known_objects.as_ref()?;
+        match state.in_flight.lookup(key) {
+            FlightState::Latest(last) => last.map(|obj| Some(Arc::clone(obj))),
+            FlightState::WholeCollection => Some(None),
+            FlightState::NotInFlight => known.get_by_key(key).map(Some),
+        }
+    }
+
+    /// Queues a relist of the whole collection as one change (atomic mode).
+    fn replace_all(&self, listed: Vec<(String, Arc<K>)>, resource_version: String) {
+        let written = listed.len() as u64;
+        let all = ReplacedAll::new(listed, resource_version);
+        let mut state = self.shared.lock();
+        state
+            .pending
+            .push_whole(Delta::ReplacedAll(Box::new(all)), written);
+        let queued = state.pending.0.len();
+        state.replaced(queued);
+        self.shared.queued(state, true);
     }
 }
 
@@ -295,8 +383,12 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
         self.push(DeltaType::Deleted, obj)
     }
 
-    fn replace(&self, list: Vec<Arc<K>>, _resource_version: String) -> Result<()> {
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: String) -> Result<()> {
         let listed = self.intake.admit_listed(list);
+        if self.atomic {
+            self.replace_all(listed, resource_version);
+            return Ok(());
+        }
         let new_keys: HashSet<&str, RandomState> =
             listed.iter().map(|(key, _)| key.as_str()).collect();
 
@@ -330,11 +422,20 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
     }
 
     fn replace_parts_done(&self, parts: ReplaceParts<K>, resource_version: String) -> Result<()> {
-        let parts = match parts.into_held() {
+        let mut parts = match parts.into_held() {
             Ok(held) => return self.replace(held, resource_version),
             Err(applied) => applied,
         };
         let mut state = self.shared.lock();
+        if self.atomic {
+            // The consumer deletes what no page listed, against its cache as it is then.
+            let end = ReplacedAll::after_pages(parts.take_listed(), resource_version);
+            state
+                .pending
+                .push_whole(Delta::ReplacedAll(Box::new(end)), 0);
+            self.shared.queued(state, false);
+            return Ok(());
+        }
         // The deletions follow the listed objects here (a whole replace queues them first):
         // the listed ones may be processed already.
         let deletions = self.unlisted(&state, &|key| parts.is_listed(key));
@@ -344,6 +445,15 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
     }
 
     fn resync(&self) -> Result<()> {
+        if self.atomic {
+            let mut state = self.shared.lock();
+            // Two in a row would re-deliver the same cache: the one queued stands for both.
+            if !matches!(state.pending.0.back(), Some((_, Delta::SyncAll))) {
+                state.pending.push_whole(Delta::SyncAll, 0);
+            }
+            self.shared.queued(state, false);
+            return Ok(());
+        }
         let Some(known) = &self.intake.known_objects else {
             return Ok(());
         };

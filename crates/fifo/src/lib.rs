@@ -21,8 +21,9 @@
 //!   on the consumer.
 //! * [`DeltaFifo`]: client-go's DeltaFIFO. One queue entry per key, holding every change not yet
 //!   popped ([`Deltas`]): the consumer sees each object's history in one go, in key arrival order.
-//! * [`InOrderFifo`]: every change kept and delivered in arrival order (client-go's RealFIFO
-//!   idea), for consumers that must see every intermediate state.
+//! * [`InOrderFifo`]: every change kept and delivered in arrival order (client-go's RealFIFO).
+//!   In its atomic mode (the informer's default queue) a relist is one [`ReplacedAll`] change
+//!   and a resync one [`Delta::SyncAll`], which the consumer applies to its cache in one step.
 //! * [`Delta`], [`DeltaType`], [`Deltas`]; a relist-discovered deletion carries a
 //!   [`DeletedFinalStateUnknown`] tombstone inside a [`DeletedObject`].
 //!
@@ -79,6 +80,7 @@ mod in_order;
 mod intake;
 mod keyed;
 mod queue;
+mod replaced_all;
 mod shared;
 mod sync;
 mod tombstone;
@@ -91,6 +93,7 @@ pub use crate::queue::{
     Queue, QueueClosed, QueueCounts, QueueExt, ReadyHook, RefusalHandler, TransformFunc,
     transform_func,
 };
+pub use crate::replaced_all::{ReplacedAll, sync_all_changes};
 pub use crate::tombstone::{DeletedFinalStateUnknown, DeletedObject};
 
 #[cfg(test)]

@@ -40,10 +40,12 @@ pub(crate) trait Pending<K> {
 
 /// In-flight records kept (with their key buffers) once a batch is over; a larger batch gives
 /// the excess back.
-const KEEP_IN_FLIGHT: usize = 256;
+const KEEP_IN_FLIGHT: usize = 1024;
 
 /// One change taken off the queue and not processed yet.
 struct Flying<K> {
+    /// What the change is about: one key, or the whole collection.
+    scope: Scope,
     /// The key (a buffer reused from batch to batch, so that a pop allocates nothing).
     key: String,
     hash: u64,
@@ -52,6 +54,28 @@ struct Flying<K> {
     last: Option<Arc<K>>,
     /// Whether the change counts towards the initial list (see [`Guarded::has_synced`]).
     counted: bool,
+}
+
+/// What a change in flight is about.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// One key's change.
+    Key,
+    /// A relist of the whole collection ([`Delta::ReplacedAll`]): every key's state once it is
+    /// applied depends on the cache it is applied to.
+    ReplacedAll,
+    /// A resync of the whole cache ([`Delta::SyncAll`]): no key's state changes.
+    SyncAll,
+}
+
+/// A key's state as the changes in flight leave it.
+pub(crate) enum FlightState<'a, K> {
+    /// No change in flight is about the key.
+    NotInFlight,
+    /// Its newest change in flight leaves this: its object, or `None` after a deletion.
+    Latest(Option<&'a Arc<K>>),
+    /// A relist of the whole collection in flight decides it (its newest change in flight).
+    WholeCollection,
 }
 
 /// The changes a pop has taken off the queue and whose `process` has not returned yet, in the
@@ -88,12 +112,18 @@ impl<K> InFlight<K> {
     fn record(&mut self, deltas: &Deltas<K>, counted: bool) {
         let key = deltas.key().unwrap_or_default();
         let hash = self.hasher.hash_one(key);
+        let scope = match deltas.newest() {
+            Delta::ReplacedAll(_) => Scope::ReplacedAll,
+            Delta::SyncAll => Scope::SyncAll,
+            _ => Scope::Key,
+        };
         let last = match deltas.newest() {
             Delta::Deleted(_) => None,
             newest => newest.object().cloned(),
         };
         if self.len == self.flying.len() {
             self.flying.push(Flying {
+                scope: Scope::Key,
                 key: String::new(),
                 hash: 0,
                 last: None,
@@ -101,6 +131,7 @@ impl<K> InFlight<K> {
             });
         }
         let flying = &mut self.flying[self.len];
+        flying.scope = scope;
         flying.key.clear();
         flying.key.push_str(key);
         flying.hash = hash;
@@ -134,23 +165,44 @@ impl<K> InFlight<K> {
         self.len
     }
 
-    /// `key`'s state once its changes in flight are applied: `None` if none is in flight;
-    /// `Some(None)` if the newest is a deletion; else `Some` of its newest object.
+    /// `key`'s state once its changes in flight are applied: `None` if none is in flight (or
+    /// a whole-collection change decides it: see [`lookup`](Self::lookup)); `Some(None)` if the
+    /// newest is a deletion; else `Some` of its newest object.
     pub(crate) fn get(&self, key: &str) -> Option<Option<&Arc<K>>> {
+        match self.lookup(key) {
+            FlightState::Latest(last) => Some(last),
+            FlightState::NotInFlight | FlightState::WholeCollection => None,
+        }
+    }
+
+    /// `key`'s state once its changes in flight are applied, newest change first: a change of
+    /// the key, or a relist of the whole collection (a resync of the whole cache changes no
+    /// state and is passed over).
+    pub(crate) fn lookup(&self, key: &str) -> FlightState<'_, K> {
         if self.len == 0 {
-            return None;
+            return FlightState::NotInFlight;
         }
         let hash = self.hasher.hash_one(key);
-        self.active()
-            .iter()
-            .rev()
-            .find(|f| f.hash == hash && f.key == key)
-            .map(|f| f.last.as_ref())
+        let newest = self.active().iter().rev().find(|f| match f.scope {
+            Scope::Key => f.hash == hash && f.key == key,
+            Scope::ReplacedAll => true,
+            Scope::SyncAll => false,
+        });
+        match newest {
+            None => FlightState::NotInFlight,
+            Some(f) if f.scope == Scope::ReplacedAll => FlightState::WholeCollection,
+            Some(f) => FlightState::Latest(f.last.as_ref()),
+        }
     }
 
     /// The keys in flight, for membership tests in bulk (allocates nothing when none is).
     pub(crate) fn keys(&self) -> HashSet<&str, RandomState> {
-        self.active().iter().map(|f| f.key.as_str()).collect()
+        self.keyed().map(|f| f.key.as_str()).collect()
+    }
+
+    /// The changes in flight that are about one key.
+    fn keyed(&self) -> impl Iterator<Item = &Flying<K>> {
+        self.active().iter().filter(|f| f.scope == Scope::Key)
     }
 
     /// Every key in flight once, in the order its first change was taken, with its state once
@@ -158,7 +210,7 @@ impl<K> InFlight<K> {
     pub(crate) fn latest(&self) -> Vec<(&str, Option<&Arc<K>>)> {
         let mut at: HashMap<&str, usize, RandomState> = HashMap::default();
         let mut out: Vec<(&str, Option<&Arc<K>>)> = Vec::new();
-        for flying in self.active() {
+        for flying in self.keyed() {
             let state = flying.last.as_ref();
             match at.get(flying.key.as_str()) {
                 Some(&i) => out[i].1 = state,

@@ -24,3 +24,14 @@ fn in_order_fifo_passes_the_queue_suite() {
         InOrderFifo::with_options(parts.key_func, options)
     });
 }
+
+#[test]
+fn atomic_in_order_fifo_passes_the_queue_suite() {
+    conformance::atomic_queue_suite(|parts| {
+        let mut options = InOrderFifoOptions::default().atomic(true);
+        options.known_objects = parts.known_objects;
+        options.transform = parts.transform;
+        options.on_refused = parts.on_refused;
+        InOrderFifo::with_options(parts.key_func, options)
+    });
+}

@@ -1,4 +1,5 @@
-//! Both queues against their reference models over random operation sequences.
+//! Both queues (the in-order one in both modes) against their reference models over random
+//! operation sequences.
 
 use informer_testing::fifo::model::{Config, Obj, Op, decode, run};
 use proptest::prelude::*;
@@ -39,13 +40,14 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config(in_order: bool) -> impl Strategy<Value = Config> {
+fn config(in_order: bool, atomic: bool) -> impl Strategy<Value = Config> {
     (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
         move |(known_objects, emit_replaced, transform)| Config {
             known_objects,
             emit_replaced,
             transform,
             in_order,
+            atomic,
         },
     )
 }
@@ -55,7 +57,7 @@ proptest! {
 
     #[test]
     fn delta_fifo_pops_exactly_what_the_model_pops(
-        config in config(false),
+        config in config(false, false),
         ops in prop::collection::vec(op(), 0..64),
     ) {
         run(config, &ops);
@@ -63,7 +65,17 @@ proptest! {
 
     #[test]
     fn in_order_fifo_pops_exactly_what_the_model_pops(
-        config in config(true),
+        config in config(true, false),
+        ops in prop::collection::vec(op(), 0..64),
+    ) {
+        run(config, &ops);
+    }
+
+    /// Atomic mode: a relist is one `ReplacedAll`, a resync one `SyncAll`; a refused version
+    /// reads the key's state through them.
+    #[test]
+    fn atomic_in_order_fifo_pops_exactly_what_the_model_pops(
+        config in config(true, true),
         ops in prop::collection::vec(op(), 0..64),
     ) {
         run(config, &ops);

@@ -2,16 +2,17 @@
 //! the processor as a notification (a resync, same resource version, only to the consumers due
 //! one).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use informer_fifo::Deltas;
-use informer_store::{Identity, Indexer, SharedIdentity, catch_panic};
+use informer_fifo::{Delta, Deltas, ReplacedAll};
+use informer_store::{Error, Identity, Indexer, SharedIdentity, Store, catch_panic};
 use parking_lot::Mutex;
 
 use crate::buffer::Notification;
 use crate::health::{Counters, RefusalReason};
-use crate::informer_loop::{ProcessDeltas, Sink, apply_deltas};
+use crate::informer_loop::{ProcessDeltas, Sink, apply_deltas, apply_one};
 use crate::processor::Processor;
 use crate::registration::Upstream;
 
@@ -127,6 +128,102 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
         if !self.synced && self.upstream.has_synced() {
             self.synced = true;
             self.upstream.notify();
+        }
+    }
+}
+
+/// Applies a relist of the whole collection (client-go's `handleReplacedAllDelta`): the
+/// store's content becomes the list in one step (its `replace`, atomic under the store's
+/// lock), so a reader sees the old list or the new one, never a mix. Then the sink hears, as
+/// if each object had come as its own delta: a deletion (final state unknown, with the cached
+/// object) for every cached key the list lacks, in the store's key order, then an update (the
+/// cached or the previously listed version as the old one) or an add for every listed object,
+/// in list order.
+///
+/// The pop loop is the store's only writer, so what is read before the swap is what it
+/// replaces. A list the store refuses as a whole (an index function failing on one object) is
+/// applied object by object instead, each refused object withdrawn (`refused`), the rest
+/// applied. The end of a relist by page deletes what no page listed, key by key (that mode
+/// gives up the one step for its lower peak memory).
+pub(crate) fn apply_replaced_all<K, S, H>(
+    sink: &H,
+    store: &S,
+    all: ReplacedAll<K>,
+    is_in_initial_list: bool,
+    refused: &mut Vec<Error>,
+) where
+    S: Store<K> + ?Sized,
+    H: Sink<K> + ?Sized,
+{
+    if all.is_by_pages() {
+        return apply_changes(sink, store, &all, is_in_initial_list, refused);
+    }
+    let listed: HashSet<&str> = all.objects().iter().map(|(k, _)| k.as_str()).collect();
+    let unique = listed.len() == all.objects().len();
+    let deleted: Vec<(Arc<str>, Arc<K>)> = store
+        .list_keys()
+        .into_iter()
+        .filter(|key| !listed.contains(key.as_str()))
+        .filter_map(|key| store.get_by_key(&key).map(|obj| (Arc::from(key), obj)))
+        .collect();
+    drop(listed);
+    let olds: Vec<Option<Arc<K>>> = all
+        .objects()
+        .iter()
+        .map(|(key, _)| store.get_by_key(key))
+        .collect();
+    let list: Vec<Arc<K>> = all.objects().iter().map(|(_, o)| Arc::clone(o)).collect();
+    if store
+        .replace(list, all.resource_version().to_owned())
+        .is_err()
+    {
+        return apply_changes(sink, store, &all, is_in_initial_list, refused);
+    }
+    for (key, prior) in &deleted {
+        sink.deleted(key, prior, true, prior);
+    }
+    // A key listed twice: its second object replaces its first (the store kept the last).
+    let mut earlier: HashMap<&str, &Arc<K>> = HashMap::new();
+    for ((key, obj), old) in all.objects().iter().zip(&olds) {
+        let old = match unique {
+            true => old.as_ref(),
+            false => earlier.insert(key.as_str(), obj).or(old.as_ref()),
+        };
+        let key: Arc<str> = Arc::from(key.as_str());
+        match old {
+            Some(old) => sink.updated(&key, old, obj),
+            None => sink.added(&key, obj, is_in_initial_list),
+        }
+    }
+}
+
+/// Applies a whole-collection change as the per-object deltas it stands for, one at a time.
+fn apply_changes<K, S, H>(
+    sink: &H,
+    store: &S,
+    all: &ReplacedAll<K>,
+    is_in_initial_list: bool,
+    refused: &mut Vec<Error>,
+) where
+    S: Store<K> + ?Sized,
+    H: Sink<K> + ?Sized,
+{
+    for (key, delta) in all.changes(store) {
+        let key: Arc<str> = Arc::from(key);
+        apply_one(sink, store, Some(&key), delta, is_in_initial_list, refused);
+    }
+}
+
+/// Applies a resync of the whole cache (client-go's `SyncAll`): an update of every cached
+/// object to itself.
+pub(crate) fn apply_sync_all<K, S, H>(sink: &H, store: &S)
+where
+    S: Store<K> + ?Sized,
+    H: Sink<K> + ?Sized,
+{
+    for (key, delta) in informer_fifo::sync_all_changes(store) {
+        if let Delta::Sync(obj) = delta {
+            sink.updated(&Arc::from(key), &obj, &obj);
         }
     }
 }

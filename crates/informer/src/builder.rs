@@ -31,7 +31,7 @@ use crate::pool::DeliveryPool;
 /// )
 /// .name("strings")
 /// .resync(Duration::from_secs(30))
-/// .queue(QueueKind::InOrder)
+/// .queue(QueueKind::DeltaFifo)
 /// .build();
 /// assert_eq!(informer.name(), "strings");
 /// ```
@@ -77,7 +77,7 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
             name: None,
             panic_policy: PanicPolicy::default(),
             pool: None,
-            queue: QueueKind::DeltaFifo,
+            queue: QueueKind::InOrder,
             streaming_list: false,
             relist_by_page: false,
             transform: None,
@@ -127,7 +127,8 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
         self
     }
 
-    /// The queue between the reflector and the cache (default: [`QueueKind::DeltaFifo`]).
+    /// The queue between the reflector and the cache (default: [`QueueKind::InOrder`], the
+    /// atomic in-order queue, as client-go 1.36's informers).
     #[must_use]
     pub fn queue(mut self, kind: QueueKind<K>) -> Self {
         self.queue = kind;
@@ -149,6 +150,8 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
     /// off). The first list is held whole either way; a relist that fails part way leaves its
     /// first pages applied, with nothing deleted until a list succeeds (see
     /// [`Reflector::with_relist_by_page`](informer_reflector::Reflector::with_relist_by_page)).
+    /// It trades the atomic relist of the default queue for that memory: the cache's readers
+    /// see the pages land one by one, and the deletions after the last.
     #[must_use]
     pub fn relist_by_page(mut self, enabled: bool) -> Self {
         self.relist_by_page = enabled;

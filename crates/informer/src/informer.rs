@@ -46,9 +46,12 @@ pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 /// Which queue sits between the reflector and the cache.
 #[non_exhaustive]
 pub enum QueueKind<K> {
-    /// client-go's DeltaFIFO: per-key coalescing, relist deletions as tombstones (the default).
+    /// client-go's DeltaFIFO: per-key coalescing, relist deletions as tombstones.
     DeltaFifo,
-    /// The in-order FIFO: every event delivered in arrival order, nothing coalesced.
+    /// The in-order FIFO in atomic mode (the default, as client-go 1.36's `RealFIFO` with
+    /// `AtomicFIFO`): every event delivered in arrival order, nothing coalesced; a relist is
+    /// one change, applied to the cache in one step (readers see the old list or the new one,
+    /// never a mix), and a resync one change.
     InOrder,
     /// Any other queue.
     Custom(QueueFactory<K>),

@@ -28,6 +28,14 @@ use crate::pool::{DeliveryPool, Job, JobToken, Slot, Turn};
 ///   `on_delete(key, last_known, final_state_unknown)`: the final state the watch reported, or
 ///   for a tombstone the version that was cached. A deletion of a key the store did not hold is
 ///   not passed on: there was nothing to delete.
+/// * ReplacedAll (a relist from an atomic in-order queue): the store's content is replaced
+///   with the list in one step ([`ReflectorStore::replace`](informer_store::ReflectorStore::replace)),
+///   so its readers see the old list or the new one, never a mix; then `on_delete(key, cached,
+///   true)` for every cached key the list lacks, and `on_update`/`on_add` for every listed
+///   object in list order, as if each had come as a Replaced delta. The end of a relist by page
+///   deletes what no page listed, one key at a time.
+/// * SyncAll (a resync from an atomic in-order queue): `on_update(key, obj, obj)` for every
+///   cached object.
 ///
 /// A version the store refuses (an index function failing or panicking on it) is never left
 /// behind as a stale current one: the key's cached version, which that version superseded, is
@@ -102,9 +110,40 @@ pub(crate) fn apply_deltas<K, S, H>(
 {
     let key: Option<Arc<str>> = key.map(Arc::from);
     for delta in deltas {
-        if let Err(e) = apply_delta(sink, store, key.as_ref(), delta, is_in_initial_list) {
-            withdraw(sink, store, key.as_deref().or(e.key()), &e);
-            refused.push(e);
+        apply_one(
+            sink,
+            store,
+            key.as_ref(),
+            delta,
+            is_in_initial_list,
+            refused,
+        );
+    }
+}
+
+/// Applies one delta of `key` (or of the whole collection), pushing refusals onto `refused`: a
+/// refused version of one key is withdrawn.
+pub(crate) fn apply_one<K, S, H>(
+    sink: &H,
+    store: &S,
+    key: Option<&Arc<str>>,
+    delta: Delta<K>,
+    is_in_initial_list: bool,
+    refused: &mut Vec<Error>,
+) where
+    S: Store<K> + ?Sized,
+    H: Sink<K> + ?Sized,
+{
+    match delta {
+        Delta::ReplacedAll(all) => {
+            crate::apply::apply_replaced_all(sink, store, *all, is_in_initial_list, refused);
+        }
+        Delta::SyncAll => crate::apply::apply_sync_all(sink, store),
+        delta => {
+            if let Err(e) = apply_delta(sink, store, key, delta, is_in_initial_list) {
+                withdraw(sink, store, key.map(|k| &**k).or(e.key()), &e);
+                refused.push(e);
+            }
         }
     }
 }
@@ -150,6 +189,8 @@ where
                 None => sink.added(&key, &obj, is_in_initial_list),
             }
         }
+        // Dispatched by `apply_one` before they get here: nothing of one key to apply.
+        Delta::ReplacedAll(_) | Delta::SyncAll => {}
         Delta::Deleted(deleted) => {
             let key: Arc<str> = match (deleted.tombstone(), key, deleted.object()) {
                 (Some(tombstone), _, _) => Arc::from(tombstone.key.as_str()),
@@ -170,8 +211,9 @@ where
     Ok(())
 }
 
-/// How many changes the pop loop takes off the queue under one acquisition of its lock.
-pub const POP_BATCH: usize = 64;
+/// How many changes the pop loop takes off the queue under one acquisition of its lock (as
+/// client-go's `RealFIFO` batch size). A change of the whole collection counts as one.
+pub const POP_BATCH: usize = 1000;
 
 /// What an informer loop's pop does with the changes it pops.
 ///

@@ -144,9 +144,12 @@ where
                 Arc::new(DeltaFifo::with_options(key, options))
             }
             QueueKind::InOrder => {
+                // Atomic: a relist or a resync is one change, which the pop loop applies to the
+                // cache in one step; the cache is read back only to withdraw refused versions.
                 let mut options = InOrderFifoOptions::default()
                     .known_objects(known)
-                    .on_refused(on_refused);
+                    .on_refused(on_refused)
+                    .atomic(true);
                 if let Some(t) = transform {
                     options = options.transform(t);
                 }

@@ -8,6 +8,14 @@
 //! hook. How a queue groups changes into [`Deltas`] is its own business, so the checks look at
 //! each key's changes in order, plus the global order where it is part of the common contract.
 //!
+//! The checks read what a queue delivers as its consumer does: popped changes are applied to
+//! the consumer's cache, and a change of the whole collection (an atomic queue's
+//! [`ReplacedAll`](Delta::ReplacedAll) or [`SyncAll`](Delta::SyncAll)) is read as the
+//! per-object changes it makes to that cache ([`changes`]). So one suite holds both kinds of
+//! queue to the same outcomes; [`atomic_queue_suite`] runs it on an atomic queue, where a few
+//! checks expect what applying a relist or a resync as one change means (a resync re-delivers
+//! the cache as it is when it is applied; a panic drops a whole relist).
+//!
 //! Objects are the store layer's [`TestObject`], keyed `namespace/name`.
 //!
 //! ```
@@ -37,7 +45,8 @@ use informer_store::{KeyFunc, KnownObjects, ReflectorStore, Store, ThreadSafeSto
 use informer_fifo::Error;
 
 use informer_fifo::{
-    Delta, Deltas, Queue, QueueClosed, ReadyHook, RefusalHandler, TransformFunc, transform_func,
+    Delta, Deltas, Queue, QueueClosed, ReadyHook, RefusalHandler, TransformFunc, sync_all_changes,
+    transform_func,
 };
 
 /// What the suite hands the queue constructor.
@@ -88,46 +97,119 @@ pub fn render_delta(delta: &Delta<TestObject>) -> String {
 }
 
 /// One pop as text: `ns/a: Added@1 Updated@2`, prefixed by `initial ` when it belongs to the
-/// initial list.
+/// initial list. A change of the whole collection is `*: ReplacedAll[ns/a@1 ns/b@2]` (the end
+/// of a relist by page: `*: ReplacedAll[pages]`) or `*: SyncAll`.
 pub fn render(deltas: &Deltas<TestObject>, is_in_initial_list: bool) -> String {
     let mut s = String::new();
     if is_in_initial_list {
         s.push_str("initial ");
     }
-    s.push_str(&delta_key(deltas.newest()));
-    s.push(':');
-    for delta in deltas.iter() {
-        s.push(' ');
-        s.push_str(&render_delta(delta));
+    match deltas.newest() {
+        Delta::ReplacedAll(all) if all.is_by_pages() => s.push_str("*: ReplacedAll[pages]"),
+        Delta::ReplacedAll(all) => {
+            s.push_str("*: ReplacedAll[");
+            let listed: Vec<String> = all
+                .objects()
+                .iter()
+                .map(|(key, o)| format!("{key}@{}", o.resource_version))
+                .collect();
+            s.push_str(&listed.join(" "));
+            s.push(']');
+        }
+        Delta::SyncAll => s.push_str("*: SyncAll"),
+        newest => {
+            s.push_str(&delta_key(newest));
+            s.push(':');
+            for delta in deltas.iter() {
+                s.push(' ');
+                s.push_str(&render_delta(delta));
+            }
+        }
     }
     s
 }
 
-/// Closes `queue` and pops everything left, rendered with [`render`].
-pub fn drain<Q: Queue<TestObject> + ?Sized>(queue: &Q) -> Vec<String> {
-    queue.close();
-    let mut out = Vec::new();
-    while queue
-        .pop(&mut |deltas, initial| out.push(render(&deltas, initial)))
-        .is_ok()
-    {}
-    out
+/// What a consumer whose cache is `cache` (before it applies them) reads in popped `deltas`:
+/// one entry per key with its deltas, or, for a change of the whole collection, the
+/// per-object changes it makes to `cache`, one entry each
+/// ([`ReplacedAll::changes`](informer_fifo::ReplacedAll::changes),
+/// [`sync_all_changes`]).
+pub fn changes(
+    deltas: &Deltas<TestObject>,
+    cache: &ThreadSafeStore<TestObject>,
+) -> Vec<(String, Vec<Delta<TestObject>>)> {
+    match deltas.newest() {
+        Delta::ReplacedAll(all) => all
+            .changes(cache)
+            .into_iter()
+            .map(|(key, delta)| (key, vec![delta]))
+            .collect(),
+        Delta::SyncAll => sync_all_changes(cache)
+            .into_iter()
+            .map(|(key, delta)| (key, vec![delta]))
+            .collect(),
+        newest => {
+            let key = deltas
+                .key()
+                .map_or_else(|| delta_key(newest), str::to_owned);
+            vec![(key, deltas.to_vec())]
+        }
+    }
 }
 
-/// Closes `queue`, pops everything left, and returns each key's deltas in order (rendered with
-/// [`render_delta`]), plus the initial-list flag of each.
+/// [`changes`] rendered as [`render`] renders a pop of one key.
+pub fn render_changes(
+    deltas: &Deltas<TestObject>,
+    is_in_initial_list: bool,
+    cache: &ThreadSafeStore<TestObject>,
+) -> Vec<String> {
+    changes(deltas, cache)
+        .into_iter()
+        .map(|(key, list)| {
+            let mut s = String::new();
+            if is_in_initial_list {
+                s.push_str("initial ");
+            }
+            s.push_str(&key);
+            s.push(':');
+            for delta in &list {
+                s.push(' ');
+                s.push_str(&render_delta(delta));
+            }
+            s
+        })
+        .collect()
+}
+
+/// Closes `queue` and pops everything left, rendered with [`render_changes`] against a cache of
+/// the consumer's own, which the pops are applied to (see [`drain_into`]).
+pub fn drain<Q: Queue<TestObject> + ?Sized>(queue: &Q) -> Vec<String> {
+    drain_into(queue, &ThreadSafeStore::new(key_func()))
+}
+
+/// [`drain_per_key_into`] a cache of the consumer's own.
 pub fn drain_per_key<Q: Queue<TestObject> + ?Sized>(
     queue: &Q,
+) -> BTreeMap<String, Vec<(String, bool)>> {
+    drain_per_key_into(queue, &ThreadSafeStore::new(key_func()))
+}
+
+/// Closes `queue`, pops everything left applying it to `cache`, and returns each key's deltas
+/// in order (rendered with [`render_delta`]; a change of the whole collection read as its
+/// [`changes`] to `cache`), plus the initial-list flag of each.
+pub fn drain_per_key_into<Q: Queue<TestObject> + ?Sized>(
+    queue: &Q,
+    cache: &ThreadSafeStore<TestObject>,
 ) -> BTreeMap<String, Vec<(String, bool)>> {
     queue.close();
     let mut out: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
     while queue
         .pop(&mut |deltas, initial| {
-            for delta in deltas.iter() {
-                out.entry(delta_key(delta))
-                    .or_default()
-                    .push((render_delta(delta), initial));
+            for (key, list) in changes(&deltas, cache) {
+                let entry = out.entry(key).or_default();
+                entry.extend(list.iter().map(|d| (render_delta(d), initial)));
             }
+            apply(cache, &deltas);
         })
         .is_ok()
     {}
@@ -171,35 +253,60 @@ fn with_cache(cache: &Arc<ThreadSafeStore<TestObject>>) -> QueueParts {
     }
 }
 
-/// Runs every [`Queue`] check on queues made by `make` (called once per check or more).
+/// Runs every [`Queue`] check on queues made by `make` (called once per check or more), a queue
+/// that delivers one object per delta.
 pub fn queue_suite<Q, F>(make: F)
 where
     Q: Queue<TestObject> + 'static,
     F: Fn(QueueParts) -> Q,
 {
-    writes_are_delivered_in_order_per_key(&make);
-    distinct_keys_are_delivered_in_arrival_order(&make);
-    key_errors_are_typed_and_change_nothing(&make);
-    has_synced_after_a_write_before_any_relist(&make);
-    has_synced_once_the_first_relist_is_popped(&make);
-    relist_tombstones_carry_the_last_known_state(&make);
-    resync_redelivers_known_objects_with_nothing_queued(&make);
-    transform_applies_to_entering_objects_only(&make);
-    refused_objects_never_stall_and_never_leave_a_stale_version(&make);
-    close_wakes_a_blocked_pop_and_drains_first(&make);
-    panicking_process_leaves_the_queue_usable(&make);
-    producers_lose_nothing_and_keep_their_order(&make);
-    pop_batch_hands_over_up_to_max_in_queue_order(&make);
-    writes_complete_while_process_is_held(&make);
-    process_may_write_to_its_own_queue_but_not_pop(&make);
-    a_relist_tombstones_keys_in_flight_as_the_cache_will_have_them(&make);
-    a_resync_skips_a_key_in_flight(&make);
-    a_refused_version_of_a_key_in_flight_is_withdrawn(&make);
-    has_synced_waits_for_process_of_the_last_initial_change(&make);
-    changes_not_handed_over_yet_are_in_flight_too(&make);
-    a_panicking_process_puts_the_rest_of_its_batch_back(&make);
-    try_pop_batch_never_waits_for_a_change(&make);
-    the_ready_hook_hears_every_write_and_close(&make);
+    suite(&make, false);
+}
+
+/// Runs every [`Queue`] check on an atomic queue made by `make`: one that delivers a relist as
+/// one [`ReplacedAll`](Delta::ReplacedAll) and a resync as one [`SyncAll`](Delta::SyncAll)
+/// (see the module's docs).
+pub fn atomic_queue_suite<Q, F>(make: F)
+where
+    Q: Queue<TestObject> + 'static,
+    F: Fn(QueueParts) -> Q,
+{
+    suite(&make, true);
+}
+
+fn suite<Q, F>(make: &F, atomic: bool)
+where
+    Q: Queue<TestObject> + 'static,
+    F: Fn(QueueParts) -> Q,
+{
+    writes_are_delivered_in_order_per_key(make);
+    distinct_keys_are_delivered_in_arrival_order(make);
+    key_errors_are_typed_and_change_nothing(make);
+    has_synced_after_a_write_before_any_relist(make, atomic);
+    has_synced_once_the_first_relist_is_popped(make, atomic);
+    relist_tombstones_carry_the_last_known_state(make);
+    resync_redelivers_known_objects_with_nothing_queued(make, atomic);
+    transform_applies_to_entering_objects_only(make);
+    refused_objects_never_stall_and_never_leave_a_stale_version(make);
+    close_wakes_a_blocked_pop_and_drains_first(make);
+    panicking_process_leaves_the_queue_usable(make, atomic);
+    producers_lose_nothing_and_keep_their_order(make);
+    pop_batch_hands_over_up_to_max_in_queue_order(make, atomic);
+    writes_complete_while_process_is_held(make);
+    process_may_write_to_its_own_queue_but_not_pop(make);
+    a_relist_tombstones_keys_in_flight_as_the_cache_will_have_them(make);
+    a_resync_skips_a_key_in_flight(make, atomic);
+    a_refused_version_of_a_key_in_flight_is_withdrawn(make);
+    has_synced_waits_for_process_of_the_last_initial_change(make, atomic);
+    changes_not_handed_over_yet_are_in_flight_too(make);
+    a_panicking_process_puts_the_rest_of_its_batch_back(make, atomic);
+    try_pop_batch_never_waits_for_a_change(make);
+    the_ready_hook_hears_every_write_and_close(make, atomic);
+    if atomic {
+        a_relist_reaches_the_cache_in_one_step(make);
+        a_relist_by_page_queues_its_pages_then_deletes_what_none_listed(make);
+        a_refused_version_reads_its_key_through_a_relist(make);
+    }
 }
 
 fn writes_are_delivered_in_order_per_key<Q: Queue<TestObject>>(make: &impl Fn(QueueParts) -> Q) {
@@ -267,6 +374,7 @@ fn key_errors_are_typed_and_change_nothing<Q: Queue<TestObject>>(make: &impl Fn(
 
 fn has_synced_after_a_write_before_any_relist<Q: Queue<TestObject>>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let q = make(parts());
     assert!(!q.has_synced(), "a new queue has not synced");
@@ -284,6 +392,13 @@ fn has_synced_after_a_write_before_any_relist<Q: Queue<TestObject>>(
 
     let q = make(parts());
     q.replace(Vec::new(), "1".into()).unwrap();
+    if atomic {
+        // Still one change: the consumer's cache may hold objects the empty list deletes.
+        assert!(!q.has_synced(), "an empty first relist is one change");
+        assert_eq!(drain(&q), Vec::<String>::new());
+        assert!(q.has_synced(), "synced once that change is popped");
+        return;
+    }
     assert!(
         q.has_synced(),
         "an empty first relist syncs the queue at once"
@@ -292,16 +407,21 @@ fn has_synced_after_a_write_before_any_relist<Q: Queue<TestObject>>(
 
 fn has_synced_once_the_first_relist_is_popped<Q: Queue<TestObject>>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let cache = cache(&[obj("ns", "gone", 1)]);
     let q = make(with_cache(&cache));
     q.replace(vec![obj("ns", "a", 2), obj("ns", "b", 3)], "3".into())
         .unwrap();
     let mut seen = Vec::new();
-    for _ in 0..3 {
+    // Three changes, or one relist of the whole collection.
+    for _ in 0..if atomic { 1 } else { 3 } {
         assert!(!q.has_synced(), "not synced before the relist is popped");
-        q.pop(&mut |deltas, initial| seen.push(render(&deltas, initial)))
-            .unwrap();
+        q.pop(&mut |deltas, initial| {
+            seen.extend(render_changes(&deltas, initial, &cache));
+            apply(&cache, &deltas);
+        })
+        .unwrap();
     }
     assert!(
         q.has_synced(),
@@ -327,23 +447,31 @@ fn has_synced_once_the_first_relist_is_popped<Q: Queue<TestObject>>(
 
 fn pop_batch_hands_over_up_to_max_in_queue_order<Q: Queue<TestObject>>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let cache = cache(&[]);
     let q = make(with_cache(&cache));
     q.replace(vec![obj("ns", "a", 1), obj("ns", "b", 2)], "2".into())
         .unwrap();
     q.add(obj("ns", "c", 3)).unwrap();
+    q.add(obj("ns", "d", 4)).unwrap();
     let mut seen = Vec::new();
-    let mut record = |deltas: Deltas<TestObject>, initial| seen.push(render(&deltas, initial));
+    let mut record = |deltas: Deltas<TestObject>, initial| {
+        seen.extend(render_changes(&deltas, initial, &cache));
+        apply(&cache, &deltas);
+    };
     assert_eq!(q.pop_batch(2, &mut record), Ok(2), "up to max");
     assert!(q.has_synced(), "the initial list is counted as popped");
-    assert_eq!(q.pop_batch(5, &mut record), Ok(1), "never waits to fill");
+    // The relist was one change of an atomic queue: c went in the first batch.
+    let left = if atomic { 1 } else { 2 };
+    assert_eq!(q.pop_batch(5, &mut record), Ok(left), "never waits to fill");
     assert_eq!(
         seen,
         [
             "initial ns/a: Replaced@1",
             "initial ns/b: Replaced@2",
-            "ns/c: Added@3"
+            "ns/c: Added@3",
+            "ns/d: Added@4"
         ],
         "in queue order, each flagged as it would be by pop"
     );
@@ -363,7 +491,7 @@ fn relist_tombstones_carry_the_last_known_state<Q: Queue<TestObject>>(
     q.update(obj("ns", "queued", 4)).unwrap();
     q.replace(vec![obj("ns", "kept", 5)], "5".into()).unwrap();
     assert_eq!(
-        drain_per_key(&q),
+        drain_per_key_into(&q, &cache),
         per_key(
             [
                 ("ns/cached", &["Deleted~@1"]),
@@ -379,6 +507,7 @@ fn relist_tombstones_carry_the_last_known_state<Q: Queue<TestObject>>(
 
 fn resync_redelivers_known_objects_with_nothing_queued<Q: Queue<TestObject>>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let q = make(parts());
     q.resync().unwrap();
@@ -391,8 +520,20 @@ fn resync_redelivers_known_objects_with_nothing_queued<Q: Queue<TestObject>>(
     let q = make(with_cache(&cache));
     q.update(obj("ns", "b", 3)).unwrap();
     q.resync().unwrap();
+    if atomic {
+        assert_eq!(
+            drain_per_key_into(&q, &cache),
+            per_key(
+                [("ns/a", &["Sync@1"]), ("ns/b", &["Updated@3", "Sync@3"])],
+                false
+            ),
+            "resync re-delivers the cache as it is when the resync is applied: never a version \
+             older than one queued before it"
+        );
+        return;
+    }
     assert_eq!(
-        drain_per_key(&q),
+        drain_per_key_into(&q, &cache),
         per_key([("ns/a", &["Sync@1"]), ("ns/b", &["Updated@3"])], false),
         "resync re-delivers the cache, except keys with queued changes (they are newer)"
     );
@@ -426,7 +567,7 @@ fn transform_applies_to_entering_objects_only<Q: Queue<TestObject>>(
     q.resync().unwrap();
     q.replace(vec![obj("ns", "synced", 6)], "6".into()).unwrap();
     assert_eq!(
-        drain_per_key(&q),
+        drain_per_key_into(&q, &cache),
         per_key(
             [
                 ("ns/a", &["Added@103", "Updated@104", "Deleted@105"]),
@@ -481,7 +622,7 @@ fn refused_objects_never_stall_and_never_leave_a_stale_version<Q: Queue<TestObje
     )
     .expect("a relist with refused objects still applies the rest");
     assert_eq!(
-        drain_per_key(&q),
+        drain_per_key_into(&q, &cache),
         per_key(
             [
                 ("ns/a", &["Deleted~@1"]),
@@ -544,6 +685,7 @@ fn close_wakes_a_blocked_pop_and_drains_first<Q: Queue<TestObject> + 'static>(
 
 fn panicking_process_leaves_the_queue_usable<Q: Queue<TestObject>>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let q = make(parts());
     q.replace(vec![obj("ns", "a", 1), obj("ns", "b", 2)], "2".into())
@@ -552,6 +694,15 @@ fn panicking_process_leaves_the_queue_usable<Q: Queue<TestObject>>(
         q.pop(&mut |_, _| panic!("process function failed"))
     }));
     assert!(panicked.is_err(), "the panic propagates out of pop");
+    if atomic {
+        assert!(
+            q.has_synced(),
+            "the whole relist was the change dropped, counted as popped"
+        );
+        q.add(obj("ns", "c", 3)).unwrap();
+        assert_eq!(drain(&q), ["ns/c: Added@3"], "the queue is usable");
+        return;
+    }
     assert!(!q.has_synced(), "the queue is not locked after the panic");
     q.add(obj("ns", "c", 3)).unwrap();
     assert_eq!(
@@ -629,7 +780,9 @@ pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'sta
 }
 
 /// Applies popped deltas to `cache` as a controller does, oldest first: a deletion (a tombstone
-/// included) removes the key, any other delta stores its object.
+/// included) removes the key, any other delta stores its object; a relist of the whole
+/// collection replaces the cache's content in one step (the end of a relist by page deletes
+/// what no page listed), a resync of the whole cache changes nothing.
 pub fn apply(cache: &ThreadSafeStore<TestObject>, deltas: &Deltas<TestObject>) {
     let key = match deltas.key() {
         Some(key) => key.to_owned(),
@@ -637,6 +790,17 @@ pub fn apply(cache: &ThreadSafeStore<TestObject>, deltas: &Deltas<TestObject>) {
     };
     for delta in deltas.iter() {
         match delta {
+            Delta::ReplacedAll(all) if all.is_by_pages() => {
+                for (key, _) in all.changes(cache) {
+                    drop(cache.delete_by_key(&key).expect("a delete never fails"));
+                }
+            }
+            Delta::ReplacedAll(all) => {
+                let list = all.objects().iter().map(|(_, o)| Arc::clone(o)).collect();
+                let rv = all.resource_version().to_owned();
+                cache.replace(list, rv).expect("the cache has no index");
+            }
+            Delta::SyncAll => {}
             Delta::Deleted(_) => drop(cache.delete_by_key(&key).expect("a delete never fails")),
             live => {
                 let obj = Arc::clone(live.object().expect("a live delta has an object"));
@@ -660,7 +824,8 @@ pub fn contents(cache: &ThreadSafeStore<TestObject>) -> Vec<String> {
 }
 
 /// Closes `queue`, pops everything left applying it to `cache`, and returns what was popped
-/// (rendered with [`render`]).
+/// (rendered with [`render_changes`]: a change of the whole collection as the changes it makes
+/// to `cache`).
 pub fn drain_into<Q: Queue<TestObject> + ?Sized>(
     queue: &Q,
     cache: &ThreadSafeStore<TestObject>,
@@ -669,7 +834,7 @@ pub fn drain_into<Q: Queue<TestObject> + ?Sized>(
     let mut out = Vec::new();
     while queue
         .pop(&mut |deltas, initial| {
-            out.push(render(&deltas, initial));
+            out.extend(render_changes(&deltas, initial, cache));
             apply(cache, &deltas);
         })
         .is_ok()
@@ -733,6 +898,14 @@ impl HeldPop {
             popper.join().expect("the popper does not panic")
         })
     }
+}
+
+/// A transform that refuses (an error) every object at version 99 and keeps the others.
+fn refusing_version_99() -> TransformFunc<TestObject> {
+    transform_func(|o: Arc<TestObject>| match o.resource_version {
+        99 => Err("refused by transform".into()),
+        _ => Ok(o),
+    })
 }
 
 /// A write to make on a thread of its own.
@@ -892,7 +1065,10 @@ fn a_relist_tombstones_keys_in_flight_as_the_cache_will_have_them<
 }
 
 /// A resync skips a key in flight, as it skips a queued one: the cache holds an older version.
-fn a_resync_skips_a_key_in_flight<Q: Queue<TestObject> + 'static>(make: &impl Fn(QueueParts) -> Q) {
+fn a_resync_skips_a_key_in_flight<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
+) {
     let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1)]);
     let q = shared_queue(make, with_cache(&cache));
     q.update(obj("ns", "a", 2)).unwrap();
@@ -901,9 +1077,16 @@ fn a_resync_skips_a_key_in_flight<Q: Queue<TestObject> + 'static>(make: &impl Fn
     write_within(&q, "resync", |q| q.resync()).unwrap();
     held.release();
     assert_eq!(held.join(), Ok(1));
+    // An atomic queue's resync is applied after the change in flight: it re-delivers the
+    // newer version.
+    let expected: &[&str] = if atomic {
+        &["ns/a: Sync@2", "ns/b: Sync@1"]
+    } else {
+        &["ns/b: Sync@1"]
+    };
     assert_eq!(
         drain_into(&*q, &cache),
-        ["ns/b: Sync@1"],
+        expected,
         "no Sync of the cache's older version of the key in flight"
     );
     assert_eq!(
@@ -918,10 +1101,7 @@ fn a_resync_skips_a_key_in_flight<Q: Queue<TestObject> + 'static>(make: &impl Fn
 fn a_refused_version_of_a_key_in_flight_is_withdrawn<Q: Queue<TestObject> + 'static>(
     make: &impl Fn(QueueParts) -> Q,
 ) {
-    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
-        99 => Err("refused by transform".into()),
-        _ => Ok(o),
-    });
+    let transform = refusing_version_99();
     let cache = cache(&[]);
     let q = shared_queue(
         make,
@@ -949,12 +1129,26 @@ fn a_refused_version_of_a_key_in_flight_is_withdrawn<Q: Queue<TestObject> + 'sta
 /// whole first relist in the cache.
 fn has_synced_waits_for_process_of_the_last_initial_change<Q: Queue<TestObject> + 'static>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
     let cache = cache(&[]);
     let q = shared_queue(make, with_cache(&cache));
     q.replace(vec![obj("ns", "a", 1), obj("ns", "b", 2)], "2".into())
         .unwrap();
     let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    if atomic {
+        assert_eq!(held.entered(), "initial *: ReplacedAll[ns/a@1 ns/b@2]");
+        let reader = Arc::clone(&q);
+        assert!(
+            !within("has_synced", move || reader.has_synced()),
+            "not synced while the relist is being processed"
+        );
+        held.release();
+        assert_eq!(held.join(), Ok(1));
+        assert!(q.has_synced(), "synced once its process returned");
+        assert_eq!(contents(&cache), ["ns/a@1", "ns/b@2"]);
+        return;
+    }
     assert_eq!(held.entered(), "initial ns/a: Replaced@1");
     let reader = Arc::clone(&q);
     assert!(!within("has_synced", move || reader.has_synced()));
@@ -1011,7 +1205,11 @@ fn changes_not_handed_over_yet_are_in_flight_too<Q: Queue<TestObject> + 'static>
 /// goes back to the front in order, and the queue is usable, with nothing left in flight.
 fn a_panicking_process_puts_the_rest_of_its_batch_back<Q: Queue<TestObject> + 'static>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
+    if atomic {
+        return a_panicking_process_puts_the_rest_of_its_writes_back(make);
+    }
     let cache = cache(&[]);
     let q = shared_queue(make, with_cache(&cache));
     q.replace(
@@ -1092,11 +1290,9 @@ fn try_pop_batch_never_waits_for_a_change<Q: Queue<TestObject> + 'static>(
 /// replaces the old one.
 fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
     make: &impl Fn(QueueParts) -> Q,
+    atomic: bool,
 ) {
-    let transform = transform_func(|o: Arc<TestObject>| match o.resource_version {
-        99 => Err("refused by transform".into()),
-        _ => Ok(o),
-    });
+    let transform = refusing_version_99();
     let cache = cache(&[obj("ns", "cached", 1)]);
     let q = shared_queue(
         make,
@@ -1148,7 +1344,8 @@ fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
         })
     });
     fresh.replace(Vec::new(), "1".into()).unwrap();
-    assert!(fresh.has_synced());
+    // An atomic queue's empty first list is one change, synced once popped.
+    assert_eq!(fresh.has_synced(), !atomic);
     assert!(
         heard.load(Ordering::SeqCst) > 0,
         "the ready hook is told after an empty list that made the queue synced"
@@ -1174,4 +1371,137 @@ fn the_ready_hook_hears_every_write_and_close<Q: Queue<TestObject> + 'static>(
         replaced.load(Ordering::SeqCst),
         "the hook is told after close"
     );
+}
+
+/// An atomic queue's [`a_panicking_process_puts_the_rest_of_its_batch_back`], on watch events
+/// (its relist would be one change): the changes not handed over go back to the front in
+/// order, and a relist afterwards reads the cache again.
+fn a_panicking_process_puts_the_rest_of_its_writes_back<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    for (name, version) in [("a", 1), ("b", 2), ("c", 3)] {
+        q.add(obj("ns", name, version)).unwrap();
+    }
+    let mut seen = Vec::new();
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        q.pop_batch(3, &mut |deltas, initial| {
+            seen.push(render(&deltas, initial));
+            if deltas.key() == Some("ns/b") {
+                panic!("process function failed");
+            }
+            apply(&cache, &deltas);
+        })
+    }));
+    assert!(panicked.is_err(), "the panic propagates out of pop_batch");
+    assert_eq!(seen, ["ns/a: Added@1", "ns/b: Added@2"]);
+    q.replace(vec![obj("ns", "c", 5), obj("ns", "d", 5)], "5".into())
+        .unwrap();
+    let popped = drain_into(&*q, &cache);
+    assert_eq!(
+        popped,
+        [
+            "ns/c: Added@3",
+            "ns/a: Deleted~@1",
+            "ns/c: Replaced@5",
+            "ns/d: Replaced@5"
+        ],
+        "c, never handed over, went back to the front; b was never applied: nothing to delete"
+    );
+    assert_eq!(contents(&cache), ["ns/c@5", "ns/d@5"]);
+}
+
+/// An atomic queue's relist reaches the cache in one step: the consumer applies it under the
+/// cache's lock, so a reader sees the whole old list or the whole new one.
+fn a_relist_reaches_the_cache_in_one_step<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1), obj("ns", "c", 1)]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.replace(
+        vec![obj("ns", "a", 2), obj("ns", "b", 2), obj("ns", "d", 2)],
+        "2".into(),
+    )
+    .unwrap();
+    assert_eq!(q.len(), 1, "one change for the whole relist");
+    let held = HeldPop::start(Arc::clone(&q), 1, Some(Arc::clone(&cache)));
+    assert_eq!(
+        held.entered(),
+        "initial *: ReplacedAll[ns/a@2 ns/b@2 ns/d@2]"
+    );
+    assert_eq!(
+        contents(&cache),
+        ["ns/a@1", "ns/b@1", "ns/c@1"],
+        "before it is applied, the old list"
+    );
+    held.release();
+    assert_eq!(held.join(), Ok(1));
+    assert_eq!(
+        contents(&cache),
+        ["ns/a@2", "ns/b@2", "ns/d@2"],
+        "after, the new list"
+    );
+    assert!(q.has_synced());
+}
+
+/// An atomic queue's relist by page, once populated: each page queued as Replaced events as it
+/// arrives, then one change that deletes, against the cache as it is then, what no page
+/// listed.
+fn a_relist_by_page_queues_its_pages_then_deletes_what_none_listed<
+    Q: Queue<TestObject> + 'static,
+>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let cache = cache(&[]);
+    let q = shared_queue(make, with_cache(&cache));
+    q.add(obj("ns", "a", 1)).unwrap();
+    q.add(obj("ns", "gone", 1)).unwrap();
+    let mut parts = informer_store::ReplaceParts::new();
+    q.replace_part(vec![obj("ns", "a", 2)], &mut parts).unwrap();
+    q.add(obj("ns", "late", 1)).unwrap();
+    q.replace_part(vec![obj("ns", "b", 2)], &mut parts).unwrap();
+    q.replace_parts_done(parts, "2".into()).unwrap();
+    assert_eq!(
+        drain_into(&*q, &cache),
+        [
+            "ns/a: Added@1",
+            "ns/gone: Added@1",
+            "ns/a: Replaced@2",
+            "ns/late: Added@1",
+            "ns/b: Replaced@2",
+            "ns/gone: Deleted~@1",
+            "ns/late: Deleted~@1"
+        ],
+        "each page as it came, then the deletions of what no page listed"
+    );
+    assert_eq!(contents(&cache), ["ns/a@2", "ns/b@2"]);
+}
+
+/// A refused version of a key reads the key's state through a relist queued as one change:
+/// listed there, its listed version is withdrawn; absent, there is nothing to withdraw.
+fn a_refused_version_reads_its_key_through_a_relist<Q: Queue<TestObject> + 'static>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let transform = refusing_version_99();
+    let cache = cache(&[obj("ns", "a", 1), obj("ns", "b", 1)]);
+    let q = make(QueueParts {
+        transform: Some(transform),
+        ..with_cache(&cache)
+    });
+    q.replace(vec![obj("ns", "a", 2)], "2".into()).unwrap();
+    q.resync().unwrap();
+    assert!(q.update(obj("ns", "a", 99)).is_err());
+    assert!(q.update(obj("ns", "b", 99)).is_err());
+    assert_eq!(
+        drain_into(&q, &cache),
+        [
+            "initial ns/b: Deleted~@1",
+            "initial ns/a: Replaced@2",
+            "ns/a: Sync@2",
+            "ns/a: Deleted~@2"
+        ],
+        "a's listed version is withdrawn; b, deleted by the relist, has nothing to withdraw"
+    );
+    assert!(contents(&cache).is_empty());
 }

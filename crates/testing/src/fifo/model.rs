@@ -22,7 +22,7 @@
 //! run(config, &ops);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use informer_store::{KeyError, KnownObjects, ReplaceParts, key_func};
@@ -31,7 +31,7 @@ use informer_fifo::Error;
 
 use informer_fifo::{
     DeletedObject, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, InOrderFifo,
-    InOrderFifoOptions, Queue, QueueClosed, transform_func,
+    InOrderFifoOptions, Queue, QueueClosed, ReplacedAll, transform_func,
 };
 
 /// The object the model queues: keyed by `name` (an empty name is a key error).
@@ -60,6 +60,9 @@ pub struct Config {
     /// Check [`InOrderFifo`] against [`InOrderModel`] instead of [`DeltaFifo`] against
     /// [`Model`].
     pub in_order: bool,
+    /// With `in_order`: the queue's atomic mode (a relist is one `ReplacedAll`, a resync one
+    /// `SyncAll`).
+    pub atomic: bool,
 }
 
 /// One operation on the queue.
@@ -458,14 +461,7 @@ impl InOrderModel {
         let obj = match transform(self.config, obj) {
             Ok(obj) => obj,
             Err(failure) => {
-                let last = match self.events.iter().rev().find(|(k, _)| *k == key) {
-                    Some((_, delta)) if delta.delta_type() == DeltaType::Deleted => None,
-                    Some((_, delta)) => Some(delta.object().cloned()),
-                    None => {
-                        known_get(self.config, &self.known, self.in_flight.as_ref(), &key).map(Some)
-                    }
-                };
-                if let Some(last) = last {
+                if let Some(last) = self.superseded(&key) {
                     self.populated = true;
                     self.events.push_back(tombstone(&key, last));
                 }
@@ -477,10 +473,53 @@ impl InOrderModel {
         Ok(())
     }
 
-    /// `replace`: deletions first, then Replaced in list order.
+    /// The state a refused version of `key` supersedes: `Some` of what its tombstone carries,
+    /// or `None` if there is nothing to withdraw. The events from the newest: the key's own (a
+    /// deletion: nothing), a relist of the whole collection (listed: its last object; listed
+    /// by an earlier page: look further; else deleted), a resync of the whole cache (look
+    /// further); then, with known objects, the change in flight (a relist of the whole
+    /// collection: unknown, a tombstone without an object) and the cache.
+    fn superseded(&self, key: &str) -> Option<Option<Arc<Obj>>> {
+        for (k, delta) in self.events.iter().rev() {
+            match delta {
+                Delta::ReplacedAll(all) => {
+                    let listed = all.objects().iter().rev().find(|(k, _)| k == key);
+                    match listed {
+                        Some((_, obj)) => return Some(Some(Arc::clone(obj))),
+                        None if all.listed_by_pages(key) => {}
+                        None => return None,
+                    }
+                }
+                Delta::SyncAll => {}
+                _ if k != key => {}
+                Delta::Deleted(_) => return None,
+                delta => return Some(delta.object().cloned()),
+            }
+        }
+        if let Some(flying) = &self.in_flight
+            && self.config.known_objects
+            && matches!(flying.deltas.last(), Some(Delta::ReplacedAll(_)))
+        {
+            return Some(None);
+        }
+        known_get(self.config, &self.known, self.in_flight.as_ref(), key).map(Some)
+    }
+
+    /// `replace`: in atomic mode one `ReplacedAll` of the admitted list; else deletions first,
+    /// then Replaced in list order.
     pub fn replace(&mut self, list: &[Obj]) -> Result<(), Failure> {
         // Refused objects are left out; the rest of the list applies.
         let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
+        if self.config.atomic {
+            let all = ReplacedAll::new(listed, String::new());
+            self.events
+                .push_back((String::new(), Delta::ReplacedAll(Box::new(all))));
+            if !self.populated {
+                self.populated = true;
+                self.initial = self.events.len();
+            }
+            return Ok(());
+        }
         let listed_keys: BTreeSet<String> = listed.iter().map(|(k, _)| k.clone()).collect();
         let deletions = self.unlisted(&listed_keys);
         self.events.extend(deletions);
@@ -550,13 +589,26 @@ impl InOrderModel {
         if !parts.applying {
             return self.replace(&parts.held);
         }
+        if self.config.atomic {
+            let listed: HashSet<String> = parts.listed.into_iter().collect();
+            let end = ReplacedAll::after_pages(listed, String::new());
+            self.events
+                .push_back((String::new(), Delta::ReplacedAll(Box::new(end))));
+            return Ok(());
+        }
         let deletions = self.unlisted(&parts.listed);
         self.events.extend(deletions);
         Ok(())
     }
 
-    /// `resync`.
+    /// `resync`: in atomic mode one `SyncAll`, unless the newest event is one already.
     pub fn resync(&mut self) {
+        if self.config.atomic {
+            if !matches!(self.events.back(), Some((_, Delta::SyncAll))) {
+                self.events.push_back((String::new(), Delta::SyncAll));
+            }
+            return;
+        }
         if !self.config.known_objects {
             return;
         }
@@ -719,7 +771,9 @@ macro_rules! reference {
 reference!(Model, |m, obj| Model::delete(m, obj));
 reference!(InOrderModel, |m, obj| m.write(DeltaType::Deleted, obj));
 
-/// What a controller does with a popped delta: write it to the cache, or remove the key.
+/// What a controller does with a popped delta: write it to the cache, or remove the key; a
+/// relist of the whole collection makes the cache the list (keeping what earlier pages of a
+/// relist by page listed); a resync of the whole cache changes nothing.
 fn apply(cache: &mut BTreeMap<String, Arc<Obj>>, key: &str, delta: &Delta<Obj>) {
     match delta {
         Delta::Deleted(_) => {
@@ -728,6 +782,13 @@ fn apply(cache: &mut BTreeMap<String, Arc<Obj>>, key: &str, delta: &Delta<Obj>) 
         Delta::Added(o) | Delta::Updated(o) | Delta::Replaced(o) | Delta::Sync(o) => {
             cache.insert(key.to_owned(), Arc::clone(o));
         }
+        Delta::ReplacedAll(all) => {
+            cache.retain(|key, _| all.listed_by_pages(key));
+            for (key, o) in all.objects() {
+                cache.insert(key.clone(), Arc::clone(o));
+            }
+        }
+        Delta::SyncAll => {}
     }
 }
 
@@ -785,7 +846,7 @@ impl Real {
             }
         });
         if config.in_order {
-            let mut options = InOrderFifoOptions::default();
+            let mut options = InOrderFifoOptions::default().atomic(config.atomic);
             options.known_objects = known;
             options.transform = transform;
             options.on_refused = None;
@@ -1001,7 +1062,7 @@ const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", ""];
 /// Decodes arbitrary bytes into a configuration and a sequence of operations.
 ///
 /// The first byte is the configuration (bit 0: known objects, bit 1: emit Replaced, bit 2:
-/// transform, bit 3: the in-order FIFO instead of the DeltaFifo). Then each operation is one byte
+/// transform, bit 3: the in-order FIFO instead of the DeltaFifo, bit 4: its atomic mode). Then each operation is one byte
 /// (`% 8`: add, update, delete, replace, resync, two kinds of pop, and a pop with writes while
 /// its change is in flight), followed by one byte per object (`% 6` picks the key, one of five
 /// names or the empty, failing one; `>= 240` poisons it for the transform); a replace first
@@ -1020,6 +1081,7 @@ pub fn decode(data: &[u8]) -> (Config, Vec<Op>) {
         emit_replaced: first & 2 != 0,
         transform: first & 4 != 0,
         in_order: first & 8 != 0,
+        atomic: first & 16 != 0,
     };
     let mut decoder = Decoder { bytes, version: 0 };
     let mut ops = Vec::new();
