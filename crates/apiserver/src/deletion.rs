@@ -13,6 +13,27 @@ use crate::status::StatusError;
 use crate::storage::{ChangeType, StoredObject};
 
 impl Shared {
+    /// Stops serving resource `r`, as deleting a CRD does: every object is deleted first (one
+    /// `DELETED` each, in key order, as the CRD's cleanup finalizer deletes every instance),
+    /// then its open watches end cleanly, without an `ERROR` event (kube-apiserver stops the
+    /// resource's watch cache, which closes every watcher), and later requests are `404`.
+    /// Returns how many objects were deleted.
+    pub(crate) fn unregister(&self, r: usize) -> usize {
+        let mut storage = self.storage.write();
+        let objects: Vec<(String, Arc<StoredObject>)> = storage
+            .resource(r)
+            .objects
+            .iter()
+            .map(|(key, object)| (key.clone(), Arc::clone(object)))
+            .collect();
+        let deleted = objects.len();
+        for (key, object) in objects {
+            self.remove(&mut storage, r, key, object);
+        }
+        storage.retire(r);
+        deleted
+    }
+
     /// Deletes an object as kube-apiserver's generic store does (`rest.BeforeDelete`,
     /// `Store.Delete`): pods are deleted gracefully, objects with finalizers are only marked.
     pub(crate) fn delete(
@@ -22,6 +43,7 @@ impl Shared {
         options: &DeleteOptions,
     ) -> Result<Deleted, StatusError> {
         let mut storage = self.storage.write();
+        storage.check_served(target.resource)?;
         let info = storage.resource(target.resource).info.clone();
         let key = info.key(target.namespace, name);
         let Some(old) = storage.get(target.resource, &key).cloned() else {

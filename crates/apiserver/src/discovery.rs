@@ -55,7 +55,7 @@ pub(crate) fn core_versions(_storage: &Storage) -> Response {
 /// Group name → versions, for the non-core groups.
 fn groups(storage: &Storage) -> BTreeMap<String, Vec<String>> {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for state in &storage.resources {
+    for state in storage.resources.iter().filter(|s| s.served) {
         let info = &state.info;
         if info.group.is_empty() {
             continue;
@@ -104,6 +104,7 @@ pub(crate) fn resource_list(storage: &Storage, group: &str, version: &str) -> Op
     let resources: Vec<Value> = storage
         .resources
         .iter()
+        .filter(|s| s.served)
         .map(|s| &s.info)
         .filter(|i| i.group == group && i.version == version)
         .map(|i| {

@@ -57,6 +57,8 @@ pub(crate) async fn serve(
         client,
         output,
     } = request;
+    // Routed just before the resource was unregistered: answered as if routed after.
+    shared.storage.read().check_served(route.resource)?;
     let media = content_type.split(';').next().unwrap_or("").trim();
     let reply = Reply {
         shared,

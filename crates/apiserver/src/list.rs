@@ -129,6 +129,7 @@ impl Shared {
         self.wait_for_cache(&read).await?;
 
         let storage = self.storage.read();
+        storage.check_served(r)?;
         let at = self.read_revision(&storage, &read, start.as_deref())?;
         let state = storage.resource(r);
         let info = &state.info;

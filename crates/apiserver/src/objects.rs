@@ -185,6 +185,7 @@ impl Shared {
         }
         let namespace = self.check_namespace(target, &mut body)?;
         let mut storage = self.storage.write();
+        storage.check_served(target.resource)?;
         let info = storage.resource(target.resource).info.clone();
         let name = match (meta_str(&body, "name"), meta_str(&body, "generateName")) {
             (Some(n), _) => n.to_owned(),
@@ -298,6 +299,7 @@ impl Shared {
             _ => {}
         }
         let mut storage = self.storage.write();
+        storage.check_served(target.resource)?;
         let info = storage.resource(target.resource).info.clone();
         let key = info.key(namespace.as_deref(), name);
         let policy = strategy::update_policy(&info);

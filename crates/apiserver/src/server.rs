@@ -163,6 +163,18 @@ impl ApiServer {
         self
     }
 
+    /// Stops serving a resource while running, as deleting its CRD does: every object of it is
+    /// deleted (one `DELETED` event each, as the CRD's cleanup finalizer deletes them), then
+    /// its open watches end cleanly (no `ERROR` event: kube-apiserver stops the resource's
+    /// watch cache, which closes its watchers), and every later request for it, discovery
+    /// included, is `404 NotFound` "the server could not find the requested resource".
+    /// [`register_info`](Self::register_info) serves it again, empty. Returns how many
+    /// objects were deleted; [`Error::NotRegistered`] if it is not served.
+    pub fn unregister(&self, info: &ResourceInfo) -> Result<usize, Error> {
+        let r = self.index(info)?;
+        Ok(self.shared.unregister(r))
+    }
+
     /// The head revision: the resourceVersion of the latest change.
     pub fn resource_version(&self) -> u64 {
         self.shared.storage.read().head

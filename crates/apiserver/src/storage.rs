@@ -127,6 +127,9 @@ pub(crate) struct Change {
 
 pub(crate) struct ResourceState {
     pub(crate) info: Arc<ResourceInfo>,
+    /// Whether the resource is served: false once unregistered (its slot stays, so that open
+    /// watches and the history keep their index, until it is registered again).
+    pub(crate) served: bool,
     pub(crate) objects: BTreeMap<String, Arc<StoredObject>>,
     pub(crate) tx: broadcast::Sender<Arc<Change>>,
     /// `{"kind":"Pod","apiVersion":"v1",` — prepended to a body to make it a typed object.
@@ -138,6 +141,15 @@ impl ResourceState {
     pub(crate) fn write_typed(&self, out: &mut Vec<u8>, object: &StoredObject) {
         write_typed(out, &self.typed_prefix, &object.body);
     }
+}
+
+/// `{"kind":..,"apiVersion":..,`: what makes a stored body a typed object of `info`.
+fn typed_prefix(info: &ResourceInfo) -> Bytes {
+    Bytes::from(format!(
+        "{{\"kind\":{},\"apiVersion\":{},",
+        Value::from(info.kind.as_str()),
+        Value::from(info.api_version())
+    ))
 }
 
 /// Appends `body` (a JSON object) to `out`, with `prefix` (`{"kind":..,"apiVersion":..,`)
@@ -212,7 +224,8 @@ impl Storage {
         self.rv_step = step.max(1);
     }
 
-    /// Registers a resource type (idempotent) and returns its index.
+    /// Registers a resource type (idempotent) and returns its index. A resource unregistered
+    /// before is served again in its old slot, empty, under `info`.
     pub(crate) fn register(&mut self, info: ResourceInfo) -> usize {
         let path = (
             info.group.clone(),
@@ -220,29 +233,54 @@ impl Storage {
             info.plural.clone(),
         );
         if let Some(&i) = self.by_path.get(&path) {
+            let state = &mut self.resources[i];
+            if !state.served {
+                state.served = true;
+                state.typed_prefix = typed_prefix(&info);
+                state.info = Arc::new(info);
+            }
             return i;
         }
-        let prefix = format!(
-            "{{\"kind\":{},\"apiVersion\":{},",
-            Value::from(info.kind.as_str()),
-            Value::from(info.api_version())
-        );
         let (tx, _) = broadcast::channel(self.watch_buffer);
         self.resources.push(ResourceState {
+            typed_prefix: typed_prefix(&info),
             info: Arc::new(info),
+            served: true,
             objects: BTreeMap::new(),
             tx,
-            typed_prefix: Bytes::from(prefix),
         });
         let i = self.resources.len() - 1;
         self.by_path.insert(path, i);
         i
     }
 
+    /// The index of a served resource.
     pub(crate) fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
         self.by_path
             .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
             .copied()
+            .filter(|&i| self.resources[i].served)
+    }
+
+    /// Stops serving resource `r`, whose objects the caller has deleted: its open watches end
+    /// cleanly once they have sent what was committed before (the old channel's sender is
+    /// dropped), and it is no longer found.
+    pub(crate) fn retire(&mut self, r: usize) {
+        let (tx, _) = broadcast::channel(self.watch_buffer);
+        let state = &mut self.resources[r];
+        state.served = false;
+        state.objects.clear();
+        state.tx = tx;
+    }
+
+    /// `Ok` while resource `r` is served; else the 404 kube-apiserver answers for a path it
+    /// does not serve (a request routed just before the resource was unregistered).
+    pub(crate) fn check_served(&self, r: usize) -> Result<(), crate::status::StatusError> {
+        if self.resources[r].served {
+            Ok(())
+        } else {
+            Err(crate::status::StatusError::unknown_path())
+        }
     }
 
     pub(crate) fn resource(&self, r: usize) -> &ResourceState {
@@ -328,7 +366,11 @@ impl Storage {
         if rev < self.floor || rev > self.head {
             return Err(self.floor);
         }
+        // A resource not served now stays empty: its objects went with it.
         for r in 0..self.resources.len() {
+            if !self.resources[r].served {
+                continue;
+            }
             let mut objects = BTreeMap::new();
             self.visit_at(r, rev, None, None, &mut |key, obj| {
                 objects.insert(key.to_owned(), obj.clone());

@@ -73,6 +73,7 @@ impl Shared {
         client: Option<String>,
     ) -> Result<Response, StatusError> {
         let storage = self.storage.read();
+        storage.check_served(r)?;
         let requested = opts.requested_rv(storage.codec)?;
         let state = storage.resource(r);
         let info = state.info.clone();

@@ -140,6 +140,10 @@ impl WatchTask {
                 }
                 let (at, objects, replay) = {
                     let storage = self.shared.storage.read();
+                    if storage.check_served(self.resource).is_err() {
+                        // Unregistered while it waited: the stream ends, as the others do.
+                        return Err(());
+                    }
                     let at = self.shared.cache_revision(&storage);
                     let mut objects = Vec::new();
                     storage.visit_at(self.resource, at, None, None, &mut |key, obj| {
@@ -360,6 +364,9 @@ impl WatchTask {
         }
         let missed = {
             let storage = self.shared.storage.read();
+            if storage.check_served(self.resource).is_err() {
+                return Flow::Stop;
+            }
             // Everything of this resource up to here was processed or is queued.
             let through = self.pending.back().map_or(self.seen_rv, |change| change.rv);
             if through < storage.floor {
