@@ -103,6 +103,8 @@ impl Status {
             }
         } else if self.code == 503 || self.reason == "ServiceUnavailable" {
             ErrorKind::ServiceUnavailable
+        } else if self.code == 404 || (self.code == 0 && self.reason == "NotFound") {
+            ErrorKind::NotServed
         } else if self.reason == "InternalError" || (self.code == 500 && self.reason.is_empty()) {
             ErrorKind::InternalError
         } else {
@@ -151,6 +153,11 @@ pub enum ErrorKind {
     ServiceUnavailable,
     /// 500 `InternalError`, or an event the client could not decode.
     InternalError,
+    /// 404 `NotFound`. The reflector asks only for collections, so a 404 means the server
+    /// does not serve the resource at all: a custom resource whose CRD is not installed (yet),
+    /// or was deleted, or a wrong group or version. A list answered so makes the resource
+    /// [not served](crate::Availability::NotServed), and the reflector waits for it.
+    NotServed,
     /// Anything else.
     Other,
 }
@@ -335,6 +342,24 @@ mod tests {
             Status::new(500, "ServerTimeout", "").kind(),
             ErrorKind::Other
         );
+    }
+
+    #[test]
+    fn a_not_found_collection_is_not_served() {
+        let plain = Status::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+        assert_eq!(plain.kind(), ErrorKind::NotServed);
+        // A plain-text 404 keeps its code; an ERROR event's Status without one, its reason.
+        assert_eq!(
+            Status::new(404, "", "404 page not found").kind(),
+            ErrorKind::NotServed
+        );
+        assert_eq!(Status::new(0, "NotFound", "").kind(), ErrorKind::NotServed);
+        let listed = Error::List(Box::new(Error::Api(plain)));
+        assert_eq!(listed.kind(), ErrorKind::NotServed);
     }
 
     #[test]

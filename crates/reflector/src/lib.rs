@@ -63,6 +63,7 @@
 //! # }
 //! ```
 
+mod availability;
 mod backoff;
 mod error;
 mod fake;
@@ -73,6 +74,7 @@ mod reaction;
 mod reflector;
 mod watching;
 
+pub use crate::availability::{Availability, NOT_SERVED_POLL};
 pub use crate::backoff::BackoffConfig;
 pub use crate::error::{
     BoxError, CAUSE_RESOURCE_VERSION_TOO_LARGE, Error, ErrorKind, Status, StatusCause,

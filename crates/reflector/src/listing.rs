@@ -130,6 +130,7 @@ where
         };
         state.observe_list(false, begun, Ok(listed.count));
         state.ready();
+        self.mark_served();
         state.rv_unavailable = false;
         if listed.resource_version.is_empty() {
             return Err(Error::List(Box::new(Error::decode(
@@ -247,6 +248,7 @@ where
                     Ok(Some((items, rv))) => {
                         state.observe_list(true, begun, Ok(items.len()));
                         state.ready();
+                        self.mark_served();
                         state.rv_unavailable = false;
                         tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
                         self.store

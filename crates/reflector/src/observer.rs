@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::availability::Availability;
 use crate::error::ErrorKind;
 
 /// Why a list ran.
@@ -149,4 +150,9 @@ pub trait ReflectorObserver: Send + Sync + 'static {
     }
     /// The server answered `429 Too Many Requests`.
     fn throttled(&self) {}
+    /// The resource became served (a list succeeded) or not served (a list answered `404`);
+    /// told once per change.
+    fn availability(&self, availability: Availability) {
+        let _ = availability;
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::availability::NOT_SERVED_POLL;
 use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind};
 use crate::observer::{ListOutcome, ListReason, ReflectorObserver};
@@ -98,6 +99,11 @@ pub(crate) fn react(
         after: Delay::Ready(retry_after),
     };
     match (step, kind) {
+        // The resource is not served (404): every step gives up. A streaming list falls back
+        // to a list, and a list's 404 ends the cycle, whose wait is the calm not-served
+        // cadence (`cycle_delay`); a watch that cannot start relists, and that list decides.
+        (_, K::NotServed) => relist,
+
         // A list at a version the server no longer has (or not yet): read the latest state now.
         (S::List, K::Expired | K::TooLargeResourceVersion) => Reaction::ReadLatest,
         // Any other failure of a list ends the cycle; the delay before the next one is chosen
@@ -209,6 +215,17 @@ impl RunState {
             self.ready_next = nominal.mul_f64(READY_FACTOR).min(READY_CAP);
             nominal.mul_f64(1.0 + 0.25 * self.rng.f64())
         });
+        if let Some(observer) = &self.observer {
+            observer.backoff(delay);
+        }
+        delay
+    }
+
+    /// The wait before listing a resource that is not served again: [`NOT_SERVED_POLL`],
+    /// stretched by up to 20 %, however long it has been; the backoff is left alone.
+    pub(crate) fn not_served_delay(&mut self) -> Duration {
+        self.ready();
+        let delay = NOT_SERVED_POLL.mul_f64(1.0 + 0.2 * self.rng.f64());
         if let Some(observer) = &self.observer {
             observer.backoff(delay);
         }
@@ -406,6 +423,11 @@ mod tests {
             (S::WatchEnd, K::ConnectionRefused, relist),
             (S::WatchEnd, K::ServiceUnavailable, relist),
             (S::WatchEnd, K::Other, relist),
+            (S::List, K::NotServed, relist),
+            (S::ListPage, K::NotServed, relist),
+            (S::StreamingList, K::NotServed, relist),
+            (S::WatchStart, K::NotServed, relist),
+            (S::WatchEnd, K::NotServed, relist),
         ];
         for (step, kind, want) in rows {
             let got = react(kind, step, || {

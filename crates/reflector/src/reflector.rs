@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::availability::{AvailabilityState, NotServedStep, is_list_not_found};
 use crate::backoff::BackoffConfig;
 use crate::error::{Error, ErrorKind};
 use crate::lister_watcher::ListerWatcher;
@@ -88,6 +89,13 @@ pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 ///   Retry-After or on a readiness cadence (250 ms, ×1.5 a step, at most 1.6 s, each up to 25 %
 ///   longer) that leaves the backoff alone, for up to a minute; anything else waits a backoff
 ///   delay (see [`BackoffConfig`]).
+/// * **A resource not served** (a list answered `404 NotFound`: a CRD not installed yet, or
+///   deleted) is waited for: the reflector lists again every
+///   [`NOT_SERVED_POLL`](crate::NOT_SERVED_POLL) (5 s) without growing the backoff, says so
+///   once at INFO and through [`availability`](Self::availability), and starts as soon as a
+///   list succeeds. A resource that was served and goes away has its cached objects deleted
+///   (one empty replace), or, with [`with_stop_when_not_served`](Self::with_stop_when_not_served),
+///   ends the run.
 /// * **Resync**: with a resync period, [`ReflectorStore::resync`] is called on that period while
 ///   watching, when the [`ShouldResync`] callback (if any) agrees.
 /// * **Streaming list** (optional, [`with_streaming_list`](Self::with_streaming_list)): the
@@ -135,6 +143,8 @@ pub struct Reflector<K, L, S> {
     streaming_fallbacks: AtomicU64,
     /// Since when no watch stream is open (`None` while one is).
     watch_down_since: parking_lot::Mutex<Option<Instant>>,
+    /// Whether the server serves the resource.
+    pub(crate) availability: AvailabilityState,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -219,6 +229,7 @@ where
             running: AtomicBool::new(false),
             streaming_fallbacks: AtomicU64::new(0),
             watch_down_since: parking_lot::Mutex::new(Some(Instant::now())),
+            availability: AvailabilityState::default(),
             _object: PhantomData,
         }
     }
@@ -424,7 +435,11 @@ where
                 Err(err) => {
                     state.list_reason = ListReason::after(err.kind());
                     (self.config.watch_error_handler)(&err);
-                    self.warn_if_down_long(started, &mut warned_outage, &err);
+                    if !is_list_not_found(&err) {
+                        self.warn_if_down_long(started, &mut warned_outage, &err);
+                    } else if self.mark_not_served(&err) == NotServedStep::Stop {
+                        break;
+                    }
                     cycle_delay(&mut state, err.kind())
                 }
             };
@@ -462,6 +477,8 @@ where
         if let Some(key) = &self.config.streaming_list_key {
             match self.streaming_list(state, key).await {
                 Ok(s) => stream = Some(s),
+                // Not a refusal of streaming: the list that follows tells whether it is served.
+                Err(err) if err.kind() == ErrorKind::NotServed => {}
                 Err(err) => self.note_streaming_fallback(&err),
             }
         }
@@ -505,10 +522,12 @@ where
 }
 
 /// The default watch error handler: logs through `tracing`, at WARN what a person must act on
-/// ([`Error::needs_action`]: credentials, permissions, a resource the server does not serve), at
+/// ([`Error::needs_action`]: credentials, permissions, a request the server refuses), at
 /// DEBUG what the reflector recovers from by itself (a cut connection, a 410, a server
-/// restarting), which the observer's metrics count. However it logs, a reflector that has had
-/// no watch for [`WATCH_DOWN_WARNING`] says so at WARN, once per outage.
+/// restarting) and a resource not served (`404`: the reflector waits for it, and says so once
+/// at INFO), which the observer's metrics count. However it logs, a reflector that has had
+/// no watch for [`WATCH_DOWN_WARNING`] says so at WARN, once per outage (not while its
+/// resource is not served).
 pub fn default_watch_error_handler(err: &Error) {
     let what = match err {
         _ if err.kind() == ErrorKind::Expired => "watch closed: resource version expired",
@@ -517,7 +536,7 @@ pub fn default_watch_error_handler(err: &Error) {
         Error::StreamingList(_) => "failed to get the initial state",
         _ => "failed to watch",
     };
-    if err.needs_action() {
+    if err.needs_action() && err.kind() != ErrorKind::NotServed {
         tracing::warn!(error = %err, "{what}; retrying, but the server will refuse until this is fixed");
     } else {
         tracing::debug!(error = %err, "{what}; retrying");
@@ -532,9 +551,13 @@ pub fn default_watch_error_handler(err: &Error) {
 /// * a server not ready (a refused connection, 503, 429) is asked again on the readiness
 ///   cadence (or after its Retry-After), without growing the backoff, for up to
 ///   `READY_PATIENCE`;
+/// * a resource not served (404) is listed again on the calm cadence of
+///   [`NOT_SERVED_POLL`](crate::NOT_SERVED_POLL), for as long as it takes, without growing
+///   the backoff: the server answers, it only lacks the resource;
 /// * anything else waits the next backoff delay.
 fn cycle_delay(state: &mut RunState, kind: ErrorKind) -> Duration {
     match kind {
+        ErrorKind::NotServed => state.not_served_delay(),
         ErrorKind::Expired if !state.relisted_at_once => {
             state.relisted_at_once = true;
             Duration::ZERO
