@@ -98,6 +98,9 @@ impl<T> Order<T> {
 /// How many stale entries a lane may hold beyond as many as its live ones.
 const STALE_SLACK: usize = 8;
 
+/// The room for entries an empty lane keeps.
+const LANE_ROOM: usize = 64;
+
 /// A lane with too many stale entries, which [`Fair::compact`] drops.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Crowded {
@@ -110,6 +113,9 @@ pub(crate) struct Fair<T> {
     tenant: TenantFn<T>,
     /// The levels that have items, by priority.
     levels: BTreeMap<i32, Level<T>>,
+    /// The last level to run empty, kept for the next level made (its lanes and their names
+    /// are made once, not each time a queue that keeps up runs empty).
+    spare: Option<Level<T>>,
     /// The last sequence number given to an entry.
     seq: u64,
     /// Live entries, all levels together.
@@ -139,6 +145,7 @@ impl<T> Fair<T> {
         Self {
             tenant,
             levels: BTreeMap::new(),
+            spare: None,
             seq: NOT_QUEUED,
             len: 0,
         }
@@ -148,7 +155,7 @@ impl<T> Fair<T> {
     /// number.
     fn push(&mut self, item: T, priority: i32) -> u64 {
         let tenant = (self.tenant)(&item);
-        let lane = lane(&mut self.levels, priority, &tenant);
+        let lane = lane(&mut self.levels, &mut self.spare, priority, &tenant);
         enter(lane, &mut self.seq, &mut self.len, item)
     }
 
@@ -166,10 +173,10 @@ impl<T> Fair<T> {
             lane.live -= 1;
             self.len -= 1;
             if lane.live == 0 {
-                lane.entries.clear();
+                lane.empty();
                 level.rotation.retain(|&turn| turn != at);
                 if level.rotation.is_empty() {
-                    self.levels.remove(&from);
+                    self.spare = self.levels.remove(&from);
                 }
             } else if lane.entries.len() - lane.live > lane.live + STALE_SLACK {
                 crowded = Some(Crowded {
@@ -178,7 +185,7 @@ impl<T> Fair<T> {
                 });
             }
         }
-        let lane = lane(&mut self.levels, to, &tenant);
+        let lane = lane(&mut self.levels, &mut self.spare, to, &tenant);
         (enter(lane, &mut self.seq, &mut self.len, item), crowded)
     }
 
@@ -219,9 +226,9 @@ impl<T> Fair<T> {
         if lane.live > 0 {
             level.rotation.push_back(turn);
         } else {
-            lane.entries.clear();
+            lane.empty();
             if level.rotation.is_empty() {
-                highest.remove();
+                self.spare = Some(highest.remove());
             }
         }
         Some(item)
@@ -232,13 +239,16 @@ impl<T> Fair<T> {
 /// live entry joins the back of the rotation.
 fn lane<'l, T>(
     levels: &'l mut BTreeMap<i32, Level<T>>,
+    spare: &mut Option<Level<T>>,
     priority: i32,
     tenant: &str,
 ) -> &'l mut Lane<T> {
-    let level = levels.entry(priority).or_insert_with(|| Level {
-        index: HashMap::default(),
-        lanes: Vec::new(),
-        rotation: VecDeque::new(),
+    let level = levels.entry(priority).or_insert_with(|| {
+        spare.take().unwrap_or_else(|| Level {
+            index: HashMap::default(),
+            lanes: Vec::new(),
+            rotation: VecDeque::new(),
+        })
     });
     let at = match level.index.get(tenant) {
         Some(&at) => at,
@@ -254,10 +264,19 @@ fn lane<'l, T>(
     let lane = &mut level.lanes[at];
     if lane.live == 0 {
         // What is left in it is stale: it starts over, and takes its turn.
-        lane.entries.clear();
+        lane.empty();
         level.rotation.push_back(at);
     }
     lane
+}
+
+impl<T> Lane<T> {
+    /// Drops the entries of a lane without live ones (stale, all of them), and the room of a
+    /// backlog it held.
+    fn empty(&mut self) {
+        self.entries.clear();
+        self.entries.shrink_to(LANE_ROOM);
+    }
 }
 
 /// Puts `item` at the back of `lane` with the next sequence number, which it returns.

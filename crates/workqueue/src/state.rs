@@ -98,8 +98,10 @@ impl<T: Clone + Eq + Hash> State<T> {
         if self.shutting_down {
             return false;
         }
-        if self.dirty.contains_key(&item) {
-            self.raise(&item, priority);
+        if let Some(waiting) = self.dirty.get(&item) {
+            if self.order.is_fair() && priority > waiting.priority {
+                self.raise(&item, priority);
+            }
             return false;
         }
         self.add_new(item, priority)
