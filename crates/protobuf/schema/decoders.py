@@ -103,8 +103,8 @@ def indent(text, n):
 
 def write(out_path, messages, openapi_root):
     """`messages`: the table, in order: `(full name, package dir, prost name, special, fields)`,
-    each field a dict with `number`, `json`, `inline` and `msg` (the index of its message type,
-    or None)."""
+    each field a dict with `number`, `json`, `inline`, `msg` (the index of its message type, or
+    None) and `run` (repeated or a map)."""
     minors_dirs = versions(openapi_root)
     minors = [m for m, _ in minors_dirs]
     by_version = {m: structs_of(d) for m, d in minors_dirs}
@@ -115,92 +115,110 @@ def write(out_path, messages, openapi_root):
             return None
         return by_version[minor].get((rel, norm(mname)))
 
-    def arms(index, target, minor, into, seen):
-        """The `(message index, number) -> (ident, optional)` of message `index` written into
-        `target` (a Struct of version `minor`), through inlined messages."""
-        for f in messages[index][4]:
-            if f["inline"] and f["msg"] is not None and f["msg"] not in seen:
-                arms(f["msg"], target, minor, into, seen | {f["msg"]})
+    def arms_of(index, target, used):
+        """The arms reading message `index` into `target` (a Struct): `number -> text` (an
+        embedded struct's arm calls its own function, `(index, child)`, listed in `inlines`)."""
+        out = {}
+        for i, f in enumerate(messages[index][4]):
+            if f["inline"] and f["msg"] is not None:
+                out[f["number"]] = ("inline", i, f["msg"])
                 continue
             ident = target.names.get(f["json"])
             if ident is None or ident not in target.fields:
                 continue
             rtype = target.fields[ident]
-            into[(index, f["number"])] = (ident, rtype.startswith("Option<"), rtype)
+            for leaf in leaves(rtype):
+                used.add(leaf)
+            optional = rtype.startswith("Option<")
+            if f["json"] == "metadata" and rtype == OBJECT_META:
+                call = "metadata(&mut this.%s, %d, %d, level)" % (ident, index, i)
+            elif f["json"] == "managedFields" and messages[index][0].endswith("meta.v1.ObjectMeta"):
+                call = "managed_fields(&mut this.%s, %d, %d, &mut r, level)" % (ident, index, i)
+            elif f["run"]:
+                call = "%s_run(&mut this.%s, %d, %d, &mut r, level)" % (
+                    "opt" if optional else "req", ident, index, i)
+            else:
+                call = "%s(&mut this.%s, %d, %d)" % ("opt" if optional else "req", ident, index, i)
+            out[f["number"]] = ("field", "at." + call)
+        return out
 
-    generated = []   # (index, path, cfg versions, arm lines, has_inline, resource versions, meta number)
-    used_leaves = {}  # leaf type -> versions
-    generated_paths = {}  # path -> versions where generated
+    # Per message: the versions it is generated in, and per version its arms (and those of the
+    # embedded structs it holds, keyed by (parent, child)).
+    generated = []
+    used_leaves = {}
+    generated_paths = {}
     for index in range(len(messages)):
-        present, table = [], {}
-        resource_in, meta_number = [], None
+        present, per_version, resource_in = [], {}, []
         for minor in minors:
             s = struct(minor, index)
-            if s is None:
-                continue
-            if s.strict:
+            if s is None or s.strict:
                 continue
             present.append(minor)
-            into = {}
-            arms(index, s, minor, into, {index})
-            for key, (ident, optional, rtype) in into.items():
-                table.setdefault(key, {}).setdefault((ident, optional), []).append(minor)
-                for leaf in leaves(rtype):
-                    used_leaves.setdefault(leaf, set()).add(minor)
+            used = set()
+            bodies = {}
+            todo = [index]
+            while todo:
+                m = todo.pop()
+                if m in bodies:
+                    continue
+                bodies[m] = arms_of(m, s, used)
+                todo.extend(a[2] for a in bodies[m].values() if a[0] == "inline")
+            per_version[minor] = bodies
+            for leaf in used:
+                used_leaves.setdefault(leaf, set()).add(minor)
             if s.resource:
                 resource_in.append(minor)
-            meta = s.names.get("metadata")
-            if meta and s.fields.get(meta) == OBJECT_META:
-                meta_number = next(f["number"] for f in messages[index][4] if f["json"] == "metadata")
         if not present:
             continue
         path = struct(present[-1], index).path
         generated_paths.setdefault(path, set()).update(present)
-        lines = []
-        for key in sorted(table):
-            for (ident, optional), in_versions in sorted(table[key].items()):
-                gate = cfg(in_versions, present)
-                call = "opt" if optional else "req"
-                pattern = "(%d, %d)" % key
-                lines.append("%s%s => %s(&mut self.%s, v)," % (gate, pattern, call, ident))
-        inline = any(k[0] != index for k in table)
-        generated.append((index, path, present, lines, inline, resource_in, meta_number))
+        generated.append((index, path, present, per_version, resource_in))
+
+    def body(index, m, present, per_version):
+        """The loop reading message `m` into `this` (of message `index`), as Rust text, its arms
+        gated by version where they differ."""
+        arms = {}
+        for minor in present:
+            for number, arm in per_version[minor][m].items():
+                if arm[0] == "inline":
+                    text = "%s(this, at.inline(%d, %d)?, level)" % (fn_name(index, arm[2]), m, arm[1])
+                else:
+                    text = arm[1]
+                arms.setdefault(number, {}).setdefault(text, []).append(minor)
+        out = ["let mut r = Reader::new(buf);\n", "while !r.is_empty() {\n",
+               "    let at = At::read(&mut r)?;\n", "    match at.number {\n"]
+        for number in sorted(arms):
+            for text, in_versions in sorted(arms[number].items()):
+                out.append(indent(cfg(in_versions, present), 8))
+                out.append("        %d => %s?,\n" % (number, text))
+        out.append("        _ => at.other(%d, &mut r, level)?,\n" % m)
+        out.append("    }\n}\nOk(())\n")
+        return "".join(out)
+
+    def fn_name(index, m):
+        return "embedded_%d_in_%d" % (m, index)
 
     out = []
     w = out.append
     w("// @generated by schema/generate.py (schema/decoders.py) from the k8s-pb and k8s-openapi\n")
-    w("// crates; do not edit. A decoder a k8s-openapi struct: its message's field numbers (and\n")
+    w("// crates; do not edit. A decoder per k8s-openapi struct: its message's field numbers (and\n")
     w("// those of the Go structs embedded in it) matched to the struct's fields.\n\n")
-    w("use super::kinds::{message, opt, req, serde_fallback};\n")
-    w("use super::{FieldValue, Merge, Typed, typed};\n")
-    w("use crate::Error;\n\n")
-    for index, path, present, lines, inline, resource_in, meta_number in generated:
+    w("use super::field::At;\n")
+    w("use super::kinds::{message, serde_fallback};\n")
+    w("use super::{Level, Merge, Typed, typed};\n")
+    w("use crate::Error;\n")
+    w("use crate::wire::Reader;\n\n")
+    for index, path, present, per_version, resource_in in generated:
         gate = cfg(present, minors)
-        body = []
-        if lines:
-            if inline:
-                match = "match (msg, number) {\n"
-                body_lines = lines
-            else:
-                match = "match number {\n"
-                body_lines = [re.sub(r"^((?:#\[cfg[^\n]*\n)?)\(\d+, (\d+)\)", r"\1\2", l) for l in lines]
-            body.append(match)
-            for l in body_lines:
-                body.append(indent(l, 4) + "\n")
-            body.append("    _ => Ok(()),\n}\n")
-        else:
-            body.append("let _ = (number, v);\nOk(())\n")
         w(gate)
         w("impl Merge for %s {\n" % path)
-        w("    const MESSAGE: u16 = %d;\n" % index)
-        if meta_number is not None:
-            w("    const METADATA: Option<u32> = Some(%d);\n" % meta_number)
-        w("\n    #[inline]\n")
-        msg = "msg" if lines and inline else "_msg"
-        w("    fn merge_field(&mut self, %s: u16, number: u32, v: FieldValue<'_>) -> Result<(), Error> {\n" % msg)
-        w(indent("".join(body), 8))
+        w("    const MESSAGE: u16 = %d;\n\n" % index)
+        w("    #[inline]\n")
+        w("    fn merge(&mut self, buf: &[u8], level: &mut Level) -> Result<(), Error> {\n")
+        w("        let this = self;\n")
+        w(indent(body(index, index, present, per_version), 8))
         w("    }\n")
-        if meta_number is not None:
+        if "metadata(" in body(index, index, present, per_version):
             w("\n    fn object_meta_mut(&mut self) -> Option<&mut %s> {\n" % OBJECT_META)
             w("        Some(&mut self.metadata)\n    }\n")
         if resource_in:
@@ -212,10 +230,18 @@ def write(out_path, messages, openapi_root):
         w("}\n\n")
         w(gate)
         w("message!(%s);\n\n" % path)
+        inlined = sorted({m for minor in present for m in per_version[minor] if m != index})
+        for m in inlined:
+            in_versions = [minor for minor in present if m in per_version[minor]]
+            w(cfg(in_versions, minors))
+            w("fn %s(this: &mut %s, buf: &[u8], level: &mut Level) -> Result<(), Error> {\n"
+              % (fn_name(index, m), path))
+            w(indent(body(index, m, in_versions, per_version), 4))
+            w("}\n\n")
 
     # Every type a generated field holds that has no decoder of its own keeps serde's.
     for leaf, in_versions in sorted(used_leaves.items()):
-        if leaf in HAND_WRITTEN:
+        if leaf in HAND_WRITTEN or leaf in SERDE_ONLY:
             continue
         rest = set(in_versions) - generated_paths.get(leaf, set())
         if not rest:
@@ -227,7 +253,7 @@ def write(out_path, messages, openapi_root):
     w("\n")
     w("/// The generated decoder of `K`, if it is one of the resource types above.\n")
     w("pub(super) fn find<K: 'static>() -> Option<Typed> {\n")
-    for index, path, present, lines, inline, resource_in, meta_number in generated:
+    for index, path, present, per_version, resource_in in generated:
         if not resource_in:
             continue
         w(indent(cfg(resource_in, minors), 4))

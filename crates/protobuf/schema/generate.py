@@ -186,7 +186,8 @@ def main():
                 if json in KEEP_EMPTY: flags.append("KEEP_EMPTY")
                 out_fields.append('F { number: %d, name: "%s", kind: %s, flags: %s }' % (
                     tag, json, kind, " | ".join(flags) or "0"))
-                shape.append({"number": tag, "json": json, "inline": inline, "msg": msg})
+                shape.append({"number": tag, "json": json, "inline": inline, "msg": msg,
+                              "run": bool(repeated or mm)})
             name = proto_package(rel) + "." + mname
             rows.append((name, out_fields))
             shapes.append((name, rel, mname, special_of(name), shape))

@@ -17,8 +17,7 @@ use crate::wire::{Raw, Reader};
 pub(crate) mod repeated;
 mod value;
 
-use self::value::single;
-pub(crate) use self::value::{ValueDe, utf8};
+pub(crate) use self::value::{ValueDe, kind_of, single, utf8};
 
 /// How deep messages may nest: each message inside another, and each object enveloped in a
 /// `RawExtension`, is a level (serde_json's limit for JSON is as many). Every level is a few
@@ -103,13 +102,10 @@ impl<'de> Deserializer<'de> for MessageDe<'de> {
 struct Level<'de> {
     reader: Reader<'de>,
     message: &'static Message,
-    /// The message's index in the table.
-    index: u16,
     hint: usize,
 }
 
-/// The walk through a message's fields shared by both decoders (serde's [`Fields`] and the
-/// generated ones of [`crate::typed`]): each field's value as the table types it, Go's embedded
+/// The walk through a message's fields: each field's value as the table types it, Go's embedded
 /// structs entered as levels of their own, the run of a repeated field taken whole. Not
 /// generic: one copy of the wire walk for every target type.
 #[derive(Debug)]
@@ -117,8 +113,6 @@ pub(crate) struct Walk<'de> {
     levels: SmallVec<[Level<'de>; 2]>,
     /// The repeated and map fields already yielded.
     done: SmallVec<[&'static Field; 8]>,
-    /// A field walked over without being yielded (`ObjectMeta.managedFields`, when skipped).
-    skip: Option<&'static Field>,
 }
 
 impl<'de> Walk<'de> {
@@ -128,26 +122,17 @@ impl<'de> Walk<'de> {
         levels.push(Level {
             reader: Reader::new(buf),
             message,
-            index: message.index(),
             hint: 0,
         });
         Self {
             levels,
             done: SmallVec::new(),
-            skip: None,
         }
     }
 
-    /// Walks over `field` (its run still checked) instead of yielding it.
-    pub(crate) fn skipping(mut self, field: &'static Field) -> Self {
-        self.skip = Some(field);
-        self
-    }
-
-    /// The next field: the index of the message it belongs to (an embedded struct's own), the
-    /// field and its value; `None` at the end.
+    /// The next field and its value; `None` at the end.
     #[inline]
-    pub(crate) fn next(&mut self) -> Result<Option<(u16, &'static Field, ValueDe<'de>)>, Error> {
+    pub(crate) fn next(&mut self) -> Result<Option<(&'static Field, ValueDe<'de>)>, Error> {
         loop {
             let Some(level) = self.levels.last_mut() else {
                 return Ok(None);
@@ -158,7 +143,7 @@ impl<'de> Walk<'de> {
             }
             let start = level.reader.rest();
             let (number, raw) = level.reader.field()?;
-            let (message, index) = (level.message, level.index);
+            let message = level.message;
             let field = message
                 .field(number, &mut level.hint)
                 .ok_or(Error::UnknownField {
@@ -173,7 +158,6 @@ impl<'de> Walk<'de> {
                     self.levels.push(Level {
                         reader: Reader::new(bytes),
                         message: Value::message(*index),
-                        index: *index,
                         hint: 0,
                     });
                     continue;
@@ -196,9 +180,6 @@ impl<'de> Walk<'de> {
                     self.done.push(field);
                     let (run, count, after) = run_of(start, number)?;
                     level.reader = after;
-                    if self.skip.is_some_and(|skip| std::ptr::eq(skip, field)) {
-                        continue;
-                    }
                     ValueDe::Repeated {
                         run,
                         count,
@@ -207,7 +188,7 @@ impl<'de> Walk<'de> {
                     }
                 }
             };
-            return Ok(Some((index, field, value)));
+            return Ok(Some((field, value)));
         }
     }
 }
@@ -245,7 +226,7 @@ impl<'de> Fields<'de> {
                 return Ok(Some("kind"));
             }
         }
-        Ok(self.walk.next()?.map(|(_, field, value)| {
+        Ok(self.walk.next()?.map(|(field, value)| {
             self.pending = Some(value);
             field.name
         }))
@@ -254,7 +235,7 @@ impl<'de> Fields<'de> {
 
 /// The run of occurrences of field `number` that opens `rest`: its bytes, its length, and a
 /// reader after it.
-fn run_of(rest: &[u8], number: u32) -> Result<(&[u8], usize, Reader<'_>), Error> {
+pub(crate) fn run_of(rest: &[u8], number: u32) -> Result<(&[u8], usize, Reader<'_>), Error> {
     let mut reader = Reader::new(rest);
     let mut count = 0;
     while !reader.is_empty() {
@@ -289,7 +270,7 @@ impl<'de> MapAccess<'de> for Fields<'de> {
     }
 }
 
-fn wrong_wire(message: &'static Message, field: &'static Field, raw: &Raw<'_>) -> Error {
+pub(crate) fn wrong_wire(message: &'static Message, field: &'static Field, raw: &Raw<'_>) -> Error {
     Error::WrongWireType {
         message: message.name,
         field: field.name,

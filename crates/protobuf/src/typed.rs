@@ -20,6 +20,7 @@
 //! apiextensions, and the two types whose `Deserialize` refuses a missing field (meta/v1
 //! `Condition`, events/v1 `EventSeries`) go through serde inside a generated decoder.
 
+mod field;
 mod generated;
 mod kinds;
 
@@ -27,34 +28,27 @@ use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
 use crate::Error;
-use crate::de::{Nested, ValueDe, Walk};
+use crate::de::Nested;
 use crate::envelope::{Envelope, MessageType};
-use crate::schema::{Message, Value};
+use crate::schema::Value;
 
 mod sealed {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use smallvec::SmallVec;
 
     use crate::Error;
-    use crate::de::ValueDe;
-
-    /// A field's value, as the serde path would hand it to the type's `Deserialize`.
-    #[derive(Debug)]
-    pub struct FieldValue<'de>(pub(crate) ValueDe<'de>);
+    use crate::schema::Field;
 
     /// The generated part of a [`ProtoMessage`](super::ProtoMessage): implemented by the
     /// generated code only.
     pub trait Merge: Default {
         /// The index of the type's message in the table.
         const MESSAGE: u16;
-        /// The number of its `metadata` field, if that is an `ObjectMeta`.
-        const METADATA: Option<u32> = None;
 
-        /// Writes one field's value (of message `msg`: the type's own, or that of a Go struct
-        /// embedded in it) into its struct field; a field the type does not have is ignored.
-        fn merge_field(&mut self, msg: u16, number: u32, v: FieldValue<'_>) -> Result<(), Error>;
+        /// Reads the fields of `buf`, a message of the type's, into `self`, one level of
+        /// nesting already entered.
+        fn merge(&mut self, buf: &[u8], level: &mut Level) -> Result<(), Error>;
 
         /// Its `metadata`, if that is an `ObjectMeta`.
         fn object_meta_mut(&mut self) -> Option<&mut ObjectMeta> {
@@ -66,9 +60,19 @@ mod sealed {
             None
         }
     }
+
+    /// One message being read (with the Go structs embedded in it).
+    #[derive(Debug, Default)]
+    pub struct Level {
+        /// Its repeated and map fields read so far: each may have one run.
+        pub(crate) done: SmallVec<[&'static Field; 8]>,
+        /// At an object's top level: its `metadata` is read without its managed fields; at
+        /// that `ObjectMeta`'s level: `managedFields` is walked over.
+        pub(crate) skip_managed_fields: bool,
+    }
 }
 
-pub(crate) use self::sealed::{FieldValue, Merge};
+pub(crate) use self::sealed::{Level, Merge};
 
 /// A k8s-openapi type with a decoder generated for it: every struct of the Kubernetes API that
 /// the protobuf schema has (`Pod`, `PodSpec`, `ObjectMeta`, `Deployment`, …), in the version of
@@ -131,7 +135,6 @@ impl MessageType {
             strip(object, options);
             return Ok(());
         }
-        let _nested = Nested::enter()?;
         merge_object(object, bytes, options)
     }
 }
@@ -162,7 +165,6 @@ impl Envelope<'_> {
         } else {
             self.message()?.0
         };
-        let _nested = Nested::enter()?;
         // k8s-openapi's own check of a resource's type, where the serde path meets it.
         for (found, expected) in [(self.api_version, api_version), (self.kind, kind)] {
             if !found.is_empty() && found != expected {
@@ -173,7 +175,6 @@ impl Envelope<'_> {
             }
         }
         if message.index() != T::MESSAGE {
-            drop(_nested);
             *object = self.decode()?;
             strip(object, options);
             return Ok(());
@@ -191,62 +192,19 @@ fn strip<T: Merge>(object: &mut T, options: DecodeOptions) {
     }
 }
 
-/// Reads the fields of `bytes` (a message of `T`'s type) into `target`, one level of nesting
-/// already entered.
-#[inline]
-pub(crate) fn merge<T: Merge>(target: &mut T, bytes: &[u8]) -> Result<(), Error> {
-    let mut walk = Walk::new(bytes, Value::message(T::MESSAGE));
-    while let Some((msg, field, value)) = walk.next()? {
-        target.merge_field(msg, field.number, FieldValue(value))?;
-    }
-    Ok(())
-}
-
-/// An object's top level: as [`merge`], its `metadata` read without its managed fields if
-/// `options` say so.
+/// An object's top level: its fields read into `target`, its `metadata` without its managed
+/// fields if `options` say so.
 fn merge_object<T: Merge>(
     target: &mut T,
     bytes: &[u8],
     options: DecodeOptions,
 ) -> Result<(), Error> {
-    let Some(metadata) = T::METADATA.filter(|_| options.skip_managed_fields) else {
-        return merge(target, bytes);
+    let _nested = Nested::enter()?;
+    let mut level = Level {
+        skip_managed_fields: options.skip_managed_fields,
+        ..Level::default()
     };
-    let mut walk = Walk::new(bytes, Value::message(T::MESSAGE));
-    while let Some((msg, field, value)) = walk.next()? {
-        match value {
-            ValueDe::Msg(bytes, message)
-                if msg == T::MESSAGE
-                    && field.number == metadata
-                    && message.index() == ObjectMeta::MESSAGE =>
-            {
-                let Some(meta) = target.object_meta_mut() else {
-                    continue;
-                };
-                *meta = ObjectMeta::default();
-                let _nested = Nested::enter()?;
-                merge_metadata(meta, bytes, message)?;
-            }
-            value => target.merge_field(msg, field.number, FieldValue(value))?,
-        }
-    }
-    Ok(())
-}
-
-/// An `ObjectMeta` without its `managedFields`, walked over unread.
-fn merge_metadata(
-    meta: &mut ObjectMeta,
-    bytes: &[u8],
-    message: &'static Message,
-) -> Result<(), Error> {
-    let mut walk = Walk::new(bytes, message);
-    if let Some(managed_fields) = message.fields.iter().find(|f| f.name == "managedFields") {
-        walk = walk.skipping(managed_fields);
-    }
-    while let Some((msg, field, value)) = walk.next()? {
-        meta.merge_field(msg, field.number, FieldValue(value))?;
-    }
-    Ok(())
+    target.merge(bytes, &mut level)
 }
 
 /// An object in its `Arc`, its type erased.

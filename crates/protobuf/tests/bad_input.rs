@@ -1,11 +1,13 @@
 //! Bad bytes are a typed [`Error`], never a panic: cut messages, wrong envelopes, lengths past
 //! the buffer, unknown field numbers, wrong wire types, the wrong kind, oversized watch frames,
-//! and list bodies cut short or holding garbage.
+//! and list bodies cut short or holding garbage. Every object is read by both decoders, the
+//! serde path and the type's generated one, which must give the same result, error included.
 
 use informer_apiserver::{encode_protobuf, protobuf_watch_frame};
 use informer_protobuf::envelope::{self, MAX_FRAME};
 use informer_protobuf::{
-    Error, FrameDecoder, ListDecoder, MAGIC, MessageType, from_slice, watch_event,
+    DecodeOptions, Error, FrameDecoder, ListDecoder, MAGIC, MessageType, ProtoMessage, from_slice,
+    watch_event,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
@@ -126,6 +128,36 @@ fn pod_bytes() -> Vec<u8> {
     encode_protobuf(&pod_json()).expect("a pod has a protobuf form")
 }
 
+/// An enveloped object read by the serde path and by `T`'s generated decoder: the same result.
+fn read_object<T: ProtoMessage + PartialEq + std::fmt::Debug>(body: &[u8]) -> Result<T, Error> {
+    let serde = from_slice::<T>(body);
+    let generated =
+        envelope::open(body).and_then(|opened| opened.decode_generated(DecodeOptions::new()));
+    assert_eq!(
+        generated, serde,
+        "the generated decoder against the serde path"
+    );
+    serde
+}
+
+/// Bare message bytes of `message` read as a `T` by both decoders: the same result.
+fn read_bare<T: ProtoMessage + PartialEq + std::fmt::Debug>(
+    message: MessageType,
+    bytes: &[u8],
+) -> Result<T, Error> {
+    let serde = message.decode::<T>(bytes);
+    let generated = message.decode_generated::<T>(bytes, DecodeOptions::new());
+    assert_eq!(
+        generated, serde,
+        "the generated decoder against the serde path"
+    );
+    serde
+}
+
+fn read_config_map(bytes: &[u8]) -> Result<ConfigMap, Error> {
+    read_bare(config_map(), bytes)
+}
+
 fn config_map() -> MessageType {
     MessageType::for_kind("v1", "ConfigMap").expect("in the table")
 }
@@ -148,7 +180,7 @@ fn every_prefix_of_an_enveloped_pod_is_an_error_or_reads_its_whole_fields() {
 
     for n in 0..=bytes.len() {
         let prefix = &bytes[..n];
-        match from_slice::<Pod>(prefix) {
+        match read_object::<Pod>(prefix) {
             Ok(pod) if n >= raw_end => {
                 assert!(ends.contains(&n), "{n} bytes read");
                 assert_eq!(pod, full, "{n} bytes");
@@ -187,7 +219,7 @@ fn every_prefix_of_a_bare_pod_message_is_an_error_or_reads_its_whole_fields() {
     for n in 0..=raw.len() {
         let prefix = &raw[..n];
         let as_value = pod.decode::<Value>(prefix);
-        match pod.decode::<Pod>(prefix) {
+        match read_bare::<Pod>(pod, prefix) {
             Ok(read) => {
                 assert!(n == 0 || ends.contains(&n), "{n} bytes read");
                 let expected = Pod {
@@ -225,14 +257,14 @@ fn a_body_without_the_magic_is_not_enveloped() {
     ] {
         assert_eq!(envelope::open(body), Err(Error::NotEnveloped), "{body:?}");
         assert_eq!(
-            from_slice::<Pod>(body),
+            read_object::<Pod>(body),
             Err(Error::NotEnveloped),
             "{body:?}"
         );
     }
     // A bare message (a list item, a watch event) is not an enveloped object either.
     let raw = envelope::open(&pod_bytes()).unwrap().raw.to_vec();
-    assert_eq!(from_slice::<Pod>(&raw), Err(Error::NotEnveloped));
+    assert_eq!(read_object::<Pod>(&raw), Err(Error::NotEnveloped));
 }
 
 #[test]
@@ -288,7 +320,7 @@ fn an_envelope_of_a_kind_the_table_does_not_have_is_unknown_kind() {
         kind: "Widget".into(),
     };
     assert_eq!(opened.decode::<Value>(), Err(unknown.clone()));
-    assert_eq!(from_slice::<Pod>(&body), Err(unknown));
+    assert_eq!(read_object::<Pod>(&body), Err(unknown));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,14 +331,14 @@ fn a_length_beyond_the_buffer_is_an_error() {
     // `metadata` of 100 bytes where 3 follow.
     let bytes = [&key(1, 2)[..], &[100], &bytes_field(1, b"a")].concat();
     assert_eq!(
-        config_map().decode::<ConfigMap>(&bytes),
+        read_config_map(&bytes),
         Err(Error::LengthBeyondBuffer { len: 100, left: 3 })
     );
     // The longest length a varint holds.
     let mut bytes = key(1, 2);
     varint(u64::MAX, &mut bytes);
     assert_eq!(
-        config_map().decode::<ConfigMap>(&bytes),
+        read_config_map(&bytes),
         Err(Error::LengthBeyondBuffer {
             len: u64::MAX,
             left: 0
@@ -315,14 +347,14 @@ fn a_length_beyond_the_buffer_is_an_error() {
     // Inside a nested message: `metadata.name` of 9 bytes where 1 follows.
     let metadata = [&key(1, 2)[..], &[9], b"a"].concat();
     assert_eq!(
-        config_map().decode::<ConfigMap>(&bytes_field(1, &metadata)),
+        read_config_map(&bytes_field(1, &metadata)),
         Err(Error::LengthBeyondBuffer { len: 9, left: 1 })
     );
     // An envelope whose `raw` runs past the body.
     let mut body = enveloped("v1", "ConfigMap", &bytes_field(1, b""));
     body.truncate(body.len() - 1);
     assert!(matches!(
-        from_slice::<ConfigMap>(&body),
+        read_object::<ConfigMap>(&body),
         Err(Error::LengthBeyondBuffer { left, .. }) if left == 1
     ));
 }
@@ -330,7 +362,7 @@ fn a_length_beyond_the_buffer_is_an_error() {
 #[test]
 fn a_field_number_the_table_does_not_have_is_unknown_field() {
     assert_eq!(
-        config_map().decode::<ConfigMap>(&bytes_field(99, b"")),
+        read_config_map(&bytes_field(99, b"")),
         Err(Error::UnknownField {
             message: "k8s.io.api.core.v1.ConfigMap",
             number: 99
@@ -339,7 +371,7 @@ fn a_field_number_the_table_does_not_have_is_unknown_field() {
     // In a nested message, after fields that read.
     let metadata = [bytes_field(1, b"cm"), varint_field(99, 1)].concat();
     assert_eq!(
-        config_map().decode::<ConfigMap>(&bytes_field(1, &metadata)),
+        read_config_map(&bytes_field(1, &metadata)),
         Err(Error::UnknownField {
             message: "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
             number: 99
@@ -359,7 +391,7 @@ fn a_field_number_the_table_does_not_have_is_unknown_field() {
 #[test]
 fn a_field_of_the_wrong_wire_type_is_wrong_wire_type() {
     let object_meta = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-    let in_metadata = |field: Vec<u8>| config_map().decode::<ConfigMap>(&bytes_field(1, &field));
+    let in_metadata = |field: Vec<u8>| read_config_map(&bytes_field(1, &field));
     // `name` (a string) as a varint.
     assert_eq!(
         in_metadata(varint_field(1, 7)),
@@ -391,7 +423,7 @@ fn a_field_of_the_wrong_wire_type_is_wrong_wire_type() {
     );
     // `metadata` (a message) as a varint.
     assert_eq!(
-        config_map().decode::<ConfigMap>(&varint_field(1, 1)),
+        read_config_map(&varint_field(1, 1)),
         Err(Error::WrongWireType {
             message: "k8s.io.api.core.v1.ConfigMap",
             field: "metadata",
@@ -400,7 +432,7 @@ fn a_field_of_the_wrong_wire_type_is_wrong_wire_type() {
     );
     // A `data` entry that is a varint rather than a `{key, value}` message.
     assert_eq!(
-        config_map().decode::<ConfigMap>(&varint_field(2, 1)),
+        read_config_map(&varint_field(2, 1)),
         Err(Error::WrongWireType {
             message: "k8s.io.api.core.v1.ConfigMap",
             field: "data",
@@ -413,7 +445,7 @@ fn a_field_of_the_wrong_wire_type_is_wrong_wire_type() {
 fn a_string_that_is_not_utf8_is_invalid() {
     let metadata = bytes_field(1, &[b'a', 0xc3]);
     assert!(matches!(
-        config_map().decode::<ConfigMap>(&bytes_field(1, &metadata)),
+        read_config_map(&bytes_field(1, &metadata)),
         Err(Error::Invalid(_))
     ));
 }
@@ -425,7 +457,7 @@ fn fields_v1_that_is_not_json_is_a_json_error() {
     let entry = [bytes_field(1, b"m"), bytes_field(7, &fields_v1)].concat();
     let metadata = bytes_field(17, &entry);
     assert!(matches!(
-        config_map().decode::<ConfigMap>(&bytes_field(1, &metadata)),
+        read_config_map(&bytes_field(1, &metadata)),
         Err(Error::Json(_))
     ));
 }
@@ -495,7 +527,7 @@ fn messages_nested_too_deep_are_invalid_not_a_stack_overflow() {
     // 128 levels read.
     let bytes = schema_chain(123);
     assert!(crd.decode::<Value>(&bytes).is_ok());
-    let read: CustomResourceDefinition = crd.decode(&bytes).unwrap();
+    let read: CustomResourceDefinition = read_bare(crd, &bytes).unwrap();
     let mut schema = read.spec.versions[0]
         .schema
         .clone()
@@ -512,7 +544,7 @@ fn messages_nested_too_deep_are_invalid_not_a_stack_overflow() {
         let bytes = schema_chain(depth);
         for err in [
             crd.decode::<Value>(&bytes).unwrap_err(),
-            crd.decode::<CustomResourceDefinition>(&bytes).unwrap_err(),
+            read_bare::<CustomResourceDefinition>(crd, &bytes).unwrap_err(),
         ] {
             assert!(
                 matches!(&err, Error::Invalid(m) if m.contains("128")),

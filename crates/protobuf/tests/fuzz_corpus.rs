@@ -4,11 +4,14 @@
 //!
 //! The bytes go to every reader of the crate: the watch frame splitter, the watch event, the
 //! envelope (read as a `Pod` and as a `serde_json::Value`), the list decoder, and a bare `v1`
-//! `Pod` message. None may panic; a reader fed in pieces reads what it reads fed whole; and
-//! where a message reads both as a `Pod` and as a `Value`, the `Value` read as a `Pod` is that
-//! `Pod`.
+//! `Pod` message. None may panic; a reader fed in pieces reads what it reads fed whole; where a
+//! message reads both as a `Pod` and as a `Value`, the `Value` read as a `Pod` is that `Pod`; and
+//! the generated decoder reads what the serde path reads, the same `Pod` or the same error
+//! (without managed fields: the same `Pod` without them, wherever the serde path reads one).
 
-use informer_protobuf::{Error, FrameDecoder, ListDecoder, MessageType, envelope, watch_event};
+use informer_protobuf::{
+    DecodeOptions, Error, FrameDecoder, Generated, ListDecoder, MessageType, envelope, watch_event,
+};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
@@ -69,6 +72,13 @@ fn object(bytes: &[u8]) {
         return;
     };
     let pod = opened.decode::<Pod>();
+    let generated = Generated::<Pod>::find().expect("Pod has a generated decoder");
+    let read = |options| {
+        generated
+            .decode_envelope(&opened, options)
+            .map(|p| (*p).clone())
+    };
+    same_as_serde(&pod, read(DecodeOptions::new()), read(lean()));
     let value = opened.decode::<Value>();
     if let (Ok(pod), Ok(value)) = (pod, value) {
         let again: Pod = serde_json::from_value(value).expect("a Value read as a Pod reads");
@@ -79,10 +89,28 @@ fn object(bytes: &[u8]) {
 /// A bare message of `message`, read as a `Pod` and as a `Value`.
 fn bare(message: MessageType, bytes: &[u8]) {
     let pod = message.decode::<Pod>(bytes);
+    let read = |options| message.decode_generated::<Pod>(bytes, options);
+    same_as_serde(&pod, read(DecodeOptions::new()), read(lean()));
     let value = message.decode::<Value>(bytes);
     if let (Ok(pod), Ok(value)) = (pod, value) {
         let again: Pod = serde_json::from_value(value).expect("a Value read as a Pod reads");
         assert_eq!(again, pod);
+    }
+}
+
+fn lean() -> DecodeOptions {
+    DecodeOptions::new().without_managed_fields()
+}
+
+/// The generated decoder's reads, `whole` and `lean` (without managed fields), against the serde
+/// path's `pod`: the same `Pod` or the same error whole; the same `Pod` without its managed
+/// fields where the serde path reads one.
+fn same_as_serde(pod: &Result<Pod, Error>, whole: Result<Pod, Error>, lean: Result<Pod, Error>) {
+    assert_eq!(&whole, pod, "the generated decoder against the serde path");
+    if let Ok(pod) = pod {
+        let mut stripped = pod.clone();
+        stripped.metadata.managed_fields = None;
+        assert_eq!(lean, Ok(stripped), "without managed fields");
     }
 }
 

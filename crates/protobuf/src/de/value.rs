@@ -174,7 +174,9 @@ fn wrapper_value<'de>(message: &'static Message, bytes: &'de [u8]) -> Result<Val
     })
 }
 
-fn kind_of(field: &'static Field) -> &'static Value {
+/// A field's value type (a map's: its values').
+#[inline(always)]
+pub(crate) fn kind_of(field: &'static Field) -> &'static Value {
     match &field.kind {
         Kind::Value(value) => value,
         Kind::Map(value) => value,

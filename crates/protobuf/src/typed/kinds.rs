@@ -17,7 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::{FieldValue, Merge, merge};
+use super::{Level, Merge};
 use crate::Error;
 use crate::de::ValueDe;
 use crate::de::repeated::{Elements, Entries};
@@ -55,23 +55,17 @@ pub(crate) trait Decode: DeserializeOwned {
         Ok(())
     }
 
+    /// The value, over `slot` (a message: read in place).
+    fn decode_into(slot: &mut Self, v: ValueDe<'_>) -> Result<(), Error> {
+        *slot = Self::decode(v)?;
+        Ok(())
+    }
+
     /// One element of a list, appended to it.
     fn push_element(list: &mut Vec<Self>, v: ValueDe<'_>) -> Result<(), Error> {
         list.push(Self::decode(v)?);
         Ok(())
     }
-}
-
-/// Writes an `Option` field.
-#[inline(always)]
-pub(crate) fn opt<T: Decode>(slot: &mut Option<T>, v: FieldValue<'_>) -> Result<(), Error> {
-    T::decode_option(slot, v.0)
-}
-
-/// Writes a required field.
-#[inline(always)]
-pub(crate) fn req<T: Decode + Default>(slot: &mut T, v: FieldValue<'_>) -> Result<(), Error> {
-    T::decode_required(slot, v.0)
 }
 
 /// `Decode` for a type that keeps serde's decoding (its `Deserialize` over the table-driven
@@ -91,8 +85,16 @@ macro_rules! message {
             #[inline]
             fn decode(v: $crate::de::ValueDe<'_>) -> Result<Self, $crate::Error> {
                 let mut object = Self::default();
-                $crate::typed::kinds::message_required(&mut object, v)?;
+                $crate::typed::kinds::message_into(&mut object, v)?;
                 Ok(object)
+            }
+
+            #[inline]
+            fn decode_into(
+                slot: &mut Self,
+                v: $crate::de::ValueDe<'_>,
+            ) -> Result<(), $crate::Error> {
+                $crate::typed::kinds::message_into(slot, v)
             }
 
             #[inline]
@@ -125,18 +127,30 @@ pub(crate) use message;
 
 /// The bytes of a message of `T`'s type, if `v` is one.
 #[inline(always)]
-fn own_message<'de, T: Merge>(v: &ValueDe<'de>) -> Option<&'de [u8]> {
+pub(crate) fn own_message<'de, T: Merge>(v: &ValueDe<'de>) -> Option<&'de [u8]> {
     match v {
         ValueDe::Msg(bytes, message) if message.index() == T::MESSAGE => Some(bytes),
         _ => None,
     }
 }
 
-/// A message read into the default value it replaces, one level of nesting deeper.
+/// The stack a nested message needs left on the thread before it is read there; with less, it
+/// is read on a new segment of [`STACK_SEGMENT`] bytes. A message of the deepest allowed chain
+/// (`MAX_DEPTH` levels of `JSONSchemaProps`) costs tens of kilobytes a level in a debug build.
+const STACK_RED_ZONE: usize = 128 * 1024;
+
+/// The size of a stack segment that a nested message grows onto.
+const STACK_SEGMENT: usize = 2 * 1024 * 1024;
+
+/// A message read into the default value it replaces, one level of nesting deeper (on a new
+/// stack segment if the thread's stack runs low: the levels are bounded, their frames are not
+/// small).
 #[inline(always)]
 fn merge_nested<T: Merge>(target: &mut T, bytes: &[u8]) -> Result<(), Error> {
     let _nested = crate::de::Nested::enter()?;
-    merge(target, bytes)
+    stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
+        target.merge(bytes, &mut Level::default())
+    })
 }
 
 #[inline]
@@ -153,10 +167,12 @@ pub(crate) fn message_option<T: Merge + DeserializeOwned>(
     }
 }
 
-#[inline]
-pub(crate) fn message_required<T: Merge + DeserializeOwned>(
+/// A message over `slot`: read in place if it is of `T`'s own type, else by `otherwise` (serde).
+#[inline(always)]
+fn message_over<'de, T: Merge>(
     slot: &mut T,
-    v: ValueDe<'_>,
+    v: ValueDe<'de>,
+    otherwise: impl FnOnce(ValueDe<'de>) -> Result<T, Error>,
 ) -> Result<(), Error> {
     match own_message::<T>(&v) {
         Some(bytes) => {
@@ -164,10 +180,28 @@ pub(crate) fn message_required<T: Merge + DeserializeOwned>(
             merge_nested(slot, bytes)
         }
         None => {
-            *slot = Option::<T>::deserialize(v)?.unwrap_or_default();
+            *slot = otherwise(v)?;
             Ok(())
         }
     }
+}
+
+#[inline]
+pub(crate) fn message_into<T: Merge + DeserializeOwned>(
+    slot: &mut T,
+    v: ValueDe<'_>,
+) -> Result<(), Error> {
+    message_over(slot, v, T::deserialize)
+}
+
+#[inline]
+pub(crate) fn message_required<T: Merge + DeserializeOwned>(
+    slot: &mut T,
+    v: ValueDe<'_>,
+) -> Result<(), Error> {
+    message_over(slot, v, |v| {
+        Ok(Option::<T>::deserialize(v)?.unwrap_or_default())
+    })
 }
 
 #[inline]
@@ -318,10 +352,14 @@ impl Decode for MicroTime {
     }
 }
 
-impl<T: Decode> Decode for Box<T> {
+impl<T: Decode + Default> Decode for Box<T> {
+    /// Read in its box: a `JSONSchemaProps` (kilobytes) is never on the stack, however deep
+    /// its `not`s nest.
     #[inline]
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
-        T::decode(v).map(Box::new)
+        let mut boxed = Box::<T>::default();
+        T::decode_into(&mut boxed, v)?;
+        Ok(boxed)
     }
 }
 
