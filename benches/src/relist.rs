@@ -308,7 +308,8 @@ pub fn client(url: &str) -> kube::Client {
 pub enum Side {
     /// The runtime, the server and a client, nothing listed.
     Baseline,
-    /// Our informer over [`KubeListerWatcher`] (DeltaFifo, two indexes, one handler).
+    /// Our informer over [`KubeListerWatcher`] (its default queue, the atomic in-order FIFO: a
+    /// relist applied to the cache in one step; two indexes, one handler).
     Ours,
     /// As [`Side::Ours`], with each page of the relist applied as it arrives
     /// (`with_relist_by_page`).

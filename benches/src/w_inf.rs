@@ -4,8 +4,8 @@
 //! that every event is a real change, which W-HTTP's API server needs) — timed from start until
 //! every handler has seen everything.
 //!
-//! * **Ours**: a `SharedIndexInformer` (DeltaFifo, the `namespace` and `node` indexes, no
-//!   resync) over a scripted in-memory `ListerWatcher`, with handlers that count adds and
+//! * **Ours**: a `SharedIndexInformer` (its default queue, the atomic in-order FIFO, or the
+//!   DeltaFifo where a row says so; the `namespace` and `node` indexes, no resync) over a scripted in-memory `ListerWatcher`, with handlers that count adds and
 //!   updates; done when each has counted every listed pod as an add and every event as an
 //!   update.
 //! * **kube-runtime**: its `reflector` over a stream of the same objects as `watcher::Event`s —
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use informer::{
-    Event as InformerEvent, HandlerOptions, HandlerRegistration, InformerBuilder,
+    Event as InformerEvent, HandlerOptions, HandlerRegistration, InformerBuilder, QueueKind,
     ResourceEventHandler, SharedIndexInformer, Subscription,
 };
 use informer_reflector::{
@@ -271,6 +271,15 @@ pub fn ours(rt: &Runtime, data: &Data, handlers: usize) -> Duration {
     .elapsed
 }
 
+/// [`ours`] on the queue `queue` instead of the default one.
+pub fn ours_on(rt: &Runtime, data: &Data, handlers: usize, queue: QueueKind<Pod>) -> Duration {
+    let consumers = Consumers::Handlers {
+        count: handlers,
+        buffer: NO_COALESCING,
+    };
+    ours_transformed(rt, data, consumers, None, None, Some(queue)).elapsed
+}
+
 /// One run of our side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
@@ -298,17 +307,18 @@ pub fn ours_observed(
     consumers: Consumers,
     observer: Option<Arc<dyn ReflectorObserver>>,
 ) -> Run {
-    ours_transformed(rt, data, consumers, observer, None)
+    ours_transformed(rt, data, consumers, observer, None, None)
 }
 
 /// [`ours_observed`] with `transform` set on the informer (applied to every object as it
-/// enters the queue, inside the clock).
+/// enters the queue, inside the clock), on `queue` (`None`: the default queue).
 pub fn ours_transformed(
     rt: &Runtime,
     data: &Data,
     consumers: Consumers,
     observer: Option<Arc<dyn ReflectorObserver>>,
     transform: Option<informer_fifo::TransformFunc<Pod>>,
+    queue: Option<QueueKind<Pod>>,
 ) -> Run {
     let (listed, events) = (data.list.len(), data.events.len());
     let source = match &transform {
@@ -323,6 +333,9 @@ pub fn ours_transformed(
     }
     if let Some(transform) = transform {
         builder = builder.transform(transform);
+    }
+    if let Some(queue) = queue {
+        builder = builder.queue(queue);
     }
     let informer = Arc::new(builder.build());
     let options = |buffer| HandlerOptions::new().buffer(buffer);

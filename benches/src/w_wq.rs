@@ -12,10 +12,15 @@
 //!   adder and the workers until the adder has finished, the queue is drained and every worker
 //!   has ended. Figure: time ÷ adds (100,000).
 //!
+//! Both run on either queue ([`Order`]): the first-in-first-out one (`WorkQueue::new()`, what
+//! `distinct` and `hot` take) or the priority queue, fair across [`TENANTS`] tenants (key `k`
+//! is of tenant `k % TENANTS`), every key added at the default priority as in the plain one.
+//!
 //! Both are shared by the criterion bench (`benches/benches/workqueue.rs`) and the report.
 
+use std::borrow::Cow;
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use informer_workqueue::{MetricsProvider, WorkQueue};
@@ -23,6 +28,27 @@ use tokio::runtime::Runtime;
 
 /// The workers taking keys in both workloads.
 pub const WORKERS: usize = 4;
+
+/// The tenants of the priority queue's keys.
+pub const TENANTS: u64 = 100;
+
+/// Which queue a workload runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// First in, first out: `WorkQueue::new()`.
+    Fifo,
+    /// By priority, fair across [`TENANTS`] tenants.
+    Priority,
+}
+
+/// The tenants' names, made once.
+static TENANT_NAMES: LazyLock<Vec<String>> =
+    LazyLock::new(|| (0..TENANTS).map(|t| format!("ns-{t}")).collect());
+
+/// Key `k`'s tenant.
+fn tenant(k: &u64) -> Cow<'_, str> {
+    Cow::Borrowed(TENANT_NAMES[(k % TENANTS) as usize].as_str())
+}
 
 /// `workers` tasks taking keys until the queue is shut down and empty, with the queue shut
 /// down and drained meanwhile; returns the keys they processed, all together.
@@ -56,11 +82,16 @@ pub fn distinct(rt: &Runtime, keys: u64, workers: usize) -> Duration {
     distinct_with(rt, keys, workers, None)
 }
 
-/// A queue, with `metrics` if given.
-fn queue(metrics: Option<Arc<dyn MetricsProvider>>) -> WorkQueue<u64> {
-    match metrics {
-        Some(provider) => WorkQueue::builder().name("w-wq").metrics(provider).build(),
-        None => WorkQueue::new(),
+/// A queue in `order`, with `metrics` if given.
+fn queue(order: Order, metrics: Option<Arc<dyn MetricsProvider>>) -> WorkQueue<u64> {
+    let builder = WorkQueue::builder().name("w-wq");
+    let builder = match metrics {
+        Some(provider) => builder.metrics(provider),
+        None => builder,
+    };
+    match order {
+        Order::Fifo => builder.build(),
+        Order::Priority => builder.priority_by(tenant).build(),
     }
 }
 
@@ -71,8 +102,19 @@ pub fn distinct_with(
     workers: usize,
     metrics: Option<Arc<dyn MetricsProvider>>,
 ) -> Duration {
+    distinct_on(rt, Order::Fifo, keys, workers, metrics)
+}
+
+/// [`distinct`] on a queue in `order`, reporting to `metrics` (`None`: no metrics).
+pub fn distinct_on(
+    rt: &Runtime,
+    order: Order,
+    keys: u64,
+    workers: usize,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+) -> Duration {
     rt.block_on(async {
-        let queue = queue(metrics);
+        let queue = queue(order, metrics);
         let started = Instant::now();
         for k in 0..keys {
             queue.add(k);
@@ -100,8 +142,20 @@ pub fn hot_with(
     workers: usize,
     metrics: Option<Arc<dyn MetricsProvider>>,
 ) -> Duration {
+    hot_on(rt, Order::Fifo, keys, rounds, workers, metrics)
+}
+
+/// [`hot`] on a queue in `order`, reporting to `metrics` (`None`: no metrics).
+pub fn hot_on(
+    rt: &Runtime,
+    order: Order,
+    keys: u64,
+    rounds: u64,
+    workers: usize,
+    metrics: Option<Arc<dyn MetricsProvider>>,
+) -> Duration {
     rt.block_on(async {
-        let queue = Arc::new(queue(metrics));
+        let queue = Arc::new(queue(order, metrics));
         let started = Instant::now();
         let adder = tokio::spawn({
             let queue = Arc::clone(&queue);

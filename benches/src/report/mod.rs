@@ -64,6 +64,11 @@ pub const TABLE: &[Workload] = &[
         rows: wq::wq_rows,
     },
     Workload {
+        name: "w-wq-priority",
+        measures: "the priority workqueue on W-WQ's workloads, and its time over the plain one's",
+        rows: wq::wq_priority_rows,
+    },
+    Workload {
         name: "w-idx",
         measures: "the indexer: adds, updates, deletes and index reads, with two indexes and none",
         rows: idx::idx_rows,
