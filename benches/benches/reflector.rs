@@ -224,6 +224,9 @@ impl<L: ListerWatcher<Pod>> ListerWatcher<Pod> for Gated<L> {
             watch.await
         }
     }
+    fn supports_streaming_list(&self) -> bool {
+        self.inner.supports_streaming_list()
+    }
 }
 
 /// One W-HTTP run: `(list time, watch time)`.

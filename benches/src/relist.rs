@@ -429,7 +429,10 @@ fn ours(
     let cache = compact.then(|| informer_kube::compact_cache::<Pod>(crate::mem::COMPACT_HOT));
     let (informer, counters) = rt.block_on(async {
         let source = KubeListerWatcher::new(Api::<Pod>::all(client)).json_only();
-        w_inf::informer_in(source, 1, cache, |b| b.relist_by_page(by_page))
+        // The relist this measures is a list (paged or whole), not a streaming list.
+        w_inf::informer_in(source, 1, cache, |b| {
+            b.relist_by_page(by_page).streaming_list(false)
+        })
     });
     let counter = &counters[0];
     let (stop, task) = crate::mem::run_until_synced(rt, &informer, counter, n);

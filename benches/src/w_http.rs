@@ -326,7 +326,9 @@ pub fn ours_reading(
         } else {
             lw
         };
+        // A list then a watch, as kube-runtime reads (and all the replay server serves).
         let (informer, counters) = w_inf::informer_with(lw, handlers, |b| {
+            let b = b.streaming_list(false);
             if managed == ManagedFields::Stripped {
                 b.transform(informer_kube::strip_managed_fields::<Pod>())
             } else {

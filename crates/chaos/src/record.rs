@@ -201,6 +201,10 @@ where
     fn last_encoding(&self) -> Option<&'static str> {
         self.inner.last_encoding()
     }
+
+    fn supports_streaming_list(&self) -> bool {
+        self.inner.supports_streaming_list()
+    }
 }
 
 /// A watch stream that records how it ended.

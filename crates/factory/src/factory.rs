@@ -366,13 +366,13 @@ impl<S> Drop for SharedInformerFactory<S> {
 }
 
 impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
-    /// A factory over `source`: all namespaces, no selectors, no resync.
+    /// A factory over `source`: all namespaces, no selectors, no resync, streaming lists.
     pub fn new(source: S) -> Self {
         Self {
             source,
             defaults: Selection::default(),
             default_resync: Duration::ZERO,
-            streaming_list: false,
+            streaming_list: true,
             relist_by_page: false,
             configure: HashMap::new(),
             runtime: None,
@@ -410,9 +410,11 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self
     }
 
-    /// Every informer gets its initial state as a streaming list (a watch with
-    /// `sendInitialEvents=true`), falling back to list and watch where the server refuses,
-    /// unless its type is [configured](Self::configure) otherwise. Off by default.
+    /// Whether every informer gets its initial state, on the first list and every relist, as a
+    /// streaming list (a watch with `sendInitialEvents=true`), falling back to list and watch
+    /// where the server refuses, unless its type is [configured](Self::configure) otherwise.
+    /// On by default, as client-go 1.35+'s informers (see
+    /// [`InformerBuilder::streaming_list`](informer::InformerBuilder::streaming_list)).
     #[must_use]
     pub fn with_streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = enabled;

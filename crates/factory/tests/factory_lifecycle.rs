@@ -356,7 +356,7 @@ async fn resync_periods_come_from_the_consumer_then_type_then_default() {
 /// streamed objects with its own key function (the user used to have to pass it again).
 #[tokio::test(start_paused = true)]
 async fn streaming_lists_are_one_option_on_the_factory_or_a_type() {
-    let factory = SharedInformerFactory::new(Source::with(objects()))
+    let factory = SharedInformerFactory::new(Source::streaming(objects()))
         .with_streaming_list(true)
         .configure::<Secrets>(|informer| informer.streaming_list(false));
     factory.informer::<Pods>();

@@ -78,7 +78,7 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
             panic_policy: PanicPolicy::default(),
             pool: None,
             queue: QueueKind::InOrder,
-            streaming_list: false,
+            streaming_list: true,
             relist_by_page: false,
             transform: None,
             watch_error_handler: None,
@@ -135,9 +135,12 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
         self
     }
 
-    /// Whether to get the initial state as a streaming list (a watch with
-    /// `sendInitialEvents=true`), falling back to list and watch when the server refuses; the
-    /// identity's key files the objects (default: off).
+    /// Whether to get the initial state, on the first list and every relist, as a streaming
+    /// list (a watch with `sendInitialEvents=true`), falling back to list and watch when the
+    /// server refuses; the identity's key files the objects. Default: on, as client-go 1.35+'s
+    /// informers (`WatchListClient`); it takes effect only over a lister-watcher that can serve
+    /// streaming lists (the kube adapter's:
+    /// [`ListerWatcher::supports_streaming_list`](informer_reflector::ListerWatcher::supports_streaming_list)).
     #[must_use]
     pub fn streaming_list(mut self, enabled: bool) -> Self {
         self.streaming_list = enabled;

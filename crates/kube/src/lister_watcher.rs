@@ -287,6 +287,12 @@ where
     fn last_encoding(&self) -> Option<&'static str> {
         self.negotiation.last().map(Encoding::as_str)
     }
+
+    /// `true`: `sendInitialEvents` goes to the API server, which streams the initial state or
+    /// refuses (the reflector then lists).
+    fn supports_streaming_list(&self) -> bool {
+        true
+    }
 }
 
 impl<K> ListerWatcher<PartialObjectMeta<K>> for MetadataListerWatcher<K>
@@ -338,6 +344,12 @@ where
     /// `json` or `protobuf`, as the last response's `Content-Type` said.
     fn last_encoding(&self) -> Option<&'static str> {
         self.negotiation.last().map(Encoding::as_str)
+    }
+
+    /// `true`: `sendInitialEvents` goes to the API server, which streams the initial state or
+    /// refuses (the reflector then lists).
+    fn supports_streaming_list(&self) -> bool {
+        true
     }
 }
 

@@ -178,11 +178,14 @@ async fn sync_through_a_503_and_a_429(
         .fail_next(Verb::List, 1, Failure::too_many_requests(1));
     let errors = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let seen = errors.clone();
+    // Lists, where the faults are: not a streaming list.
     let factory = factory.configure::<Pod>(move |informer| {
         let seen = seen.clone();
-        informer.watch_error_handler(Arc::new(move |e: &informer_reflector::Error| {
-            seen.lock().push(e.to_string());
-        }))
+        informer.streaming_list(false).watch_error_handler(Arc::new(
+            move |e: &informer_reflector::Error| {
+                seen.lock().push(e.to_string());
+            },
+        ))
     });
     factory.informer::<Pod>();
     factory.start().unwrap();
@@ -412,4 +415,41 @@ async fn a_compact_cache_holds_what_the_default_cache_holds() {
     assert!(compact.lister().get("ns0/p0").is_none());
     factory.shutdown().await.unwrap();
     server.shutdown().await;
+}
+
+/// Streaming lists are the default, as in client-go 1.35+: a factory's informer over a kube
+/// client streams its initial state (one watch with `sendInitialEvents`, no list) and goes on
+/// watching on the same stream; told not to, it lists, then watches. Both caches hold the
+/// server's pods and follow a change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_stream_their_initial_state_by_default_and_list_when_told_not_to() {
+    for streaming in [true, false] {
+        let server = server().await;
+        server.record_requests(true);
+        let mut factory = KubeInformerFactory::new(KubeSource::new(client(&server)));
+        if !streaming {
+            factory = factory.with_streaming_list(false);
+        }
+        let pods = factory.informer::<Pod>();
+        factory.start().unwrap();
+        assert!(factory.wait_for_cache_sync(Some(LONG)).await.all_synced());
+        assert_eq!(pods.lister().len(), 4, "streaming: {streaming}");
+        server.create(&pod("b", "web-1", "web")).unwrap();
+        eventually("the new pod is cached", || pods.lister().len() == 5).await;
+        let requests: Vec<_> = server
+            .recorded_requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/pods"))
+            .collect();
+        let first = &requests[0];
+        assert_eq!(first.is_watch(), streaming, "{requests:?}");
+        assert_eq!(
+            first.param("sendInitialEvents").as_deref(),
+            streaming.then_some("true"),
+            "{requests:?}"
+        );
+        let lists = requests.iter().filter(|r| !r.is_watch()).count();
+        assert_eq!(lists, usize::from(!streaming), "{requests:?}");
+        factory.shutdown().await.unwrap();
+    }
 }

@@ -76,6 +76,9 @@ impl<L: ListerWatcher<Pod>> ListerWatcher<Pod> for Recording<L> {
         });
         self.inner.watch(params)
     }
+    fn supports_streaming_list(&self) -> bool {
+        self.inner.supports_streaming_list()
+    }
 }
 
 type TestReflector = Reflector<Pod, Recording<KubeListerWatcher<Pod>>, Arc<ThreadSafeStore<Pod>>>;

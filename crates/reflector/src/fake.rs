@@ -113,6 +113,7 @@ struct Script<K> {
 pub struct FakeListerWatcher<K> {
     script: Mutex<Script<K>>,
     arrived: Notify,
+    streaming: bool,
 }
 
 impl<K> fmt::Debug for FakeListerWatcher<K> {
@@ -142,7 +143,18 @@ impl<K> FakeListerWatcher<K> {
                 requests: Vec::new(),
             }),
             arrived: Notify::new(),
+            streaming: false,
         }
+    }
+
+    /// The same fake, saying it serves streaming lists
+    /// ([`ListerWatcher::supports_streaming_list`]): a reflector asked for them then opens its
+    /// first watch with `send_initial_events`, and the script must answer it with the initial
+    /// events and their end bookmark. Without it (as client-go's fake clients) a reflector
+    /// lists and watches whatever it was asked for.
+    pub fn supporting_streaming_lists(mut self) -> Self {
+        self.streaming = true;
+        self
     }
 
     /// Queues a successful list response.
@@ -240,6 +252,10 @@ impl<K: Send + Sync + 'static> ListerWatcher<K> for FakeListerWatcher<K> {
                 None => std::future::pending().await,
             }
         }
+    }
+
+    fn supports_streaming_list(&self) -> bool {
+        self.streaming
     }
 }
 

@@ -394,6 +394,19 @@ pub trait ListerWatcher<K>: Send + Sync {
     fn last_encoding(&self) -> Option<&'static str> {
         None
     }
+
+    /// Whether this lister-watcher can serve a streaming list: it passes
+    /// [`WatchParams::send_initial_events`] on to a server that answers with the initial
+    /// events and their end bookmark (client-go's `IsWatchListSemanticsUnSupported`, the other
+    /// way round). A reflector asked for streaming lists lists and watches instead when it
+    /// says `false`, the default: a lister-watcher that ignored the parameter would never send
+    /// the end bookmark, and the reflector would wait for it forever.
+    ///
+    /// The kube adapter's lister-watchers say `true`; a wrapper around another lister-watcher
+    /// should forward its answer.
+    fn supports_streaming_list(&self) -> bool {
+        false
+    }
 }
 
 impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
@@ -421,6 +434,10 @@ impl<K, L: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<L> {
 
     fn last_encoding(&self) -> Option<&'static str> {
         (**self).last_encoding()
+    }
+
+    fn supports_streaming_list(&self) -> bool {
+        (**self).supports_streaming_list()
     }
 }
 
@@ -471,6 +488,7 @@ trait DynListerWatcher<K>: Send + Sync {
     fn watch<'a>(&'a self, params: &'a WatchParams)
     -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
     fn last_encoding(&self) -> Option<&'static str>;
+    fn supports_streaming_list(&self) -> bool;
 }
 
 impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
@@ -499,6 +517,10 @@ impl<K: 'static, L: ListerWatcher<K>> DynListerWatcher<K> for L {
     fn last_encoding(&self) -> Option<&'static str> {
         ListerWatcher::last_encoding(self)
     }
+
+    fn supports_streaming_list(&self) -> bool {
+        ListerWatcher::supports_streaming_list(self)
+    }
 }
 
 impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
@@ -523,6 +545,10 @@ impl<K: 'static> ListerWatcher<K> for BoxListerWatcher<K> {
 
     fn last_encoding(&self) -> Option<&'static str> {
         self.0.last_encoding()
+    }
+
+    fn supports_streaming_list(&self) -> bool {
+        self.0.supports_streaming_list()
     }
 }
 

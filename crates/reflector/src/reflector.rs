@@ -298,11 +298,19 @@ where
         self
     }
 
-    /// Gets the initial state as a streaming list (`sendInitialEvents=true`), falling back to a
-    /// list when the server refuses. `key` files the objects of the initial state while it is
-    /// collected; it must be the store's key function.
+    /// Gets the initial state as a streaming list (`sendInitialEvents=true`), for the first
+    /// list and every relist, falling back to a list when the server refuses. `key` files the
+    /// objects of the initial state while it is collected; it must be the store's key function.
+    ///
+    /// A lister-watcher that cannot serve streaming lists
+    /// ([`ListerWatcher::supports_streaming_list`] `false`, as a test fake) keeps the reflector
+    /// on list and watch: the setting is then ignored (logged at debug level).
     pub fn with_streaming_list(mut self, key: KeyFunc<K>) -> Self {
-        self.config.streaming_list_key = Some(key);
+        if self.lister_watcher.supports_streaming_list() {
+            self.config.streaming_list_key = Some(key);
+        } else {
+            tracing::debug!(reflector = %self.name, "the lister-watcher cannot serve streaming lists; listing and watching instead");
+        }
         self
     }
 
@@ -491,12 +499,13 @@ where
     }
 
     /// Counts a fallback from a streaming list to a list, and logs it: the first one of this
-    /// reflector as a warning with the server's answer (a server that cannot stream lists, e.g.
-    /// on etcd 3.4, says why), every later one at debug level.
+    /// reflector at info level with the server's answer (a server that cannot stream lists, e.g.
+    /// on etcd 3.4, says why; the fallback is the recovery, nothing for a user to do), every
+    /// later one at debug level.
     fn note_streaming_fallback(&self, err: &Error) {
         let before = self.streaming_fallbacks.fetch_add(1, Ordering::Relaxed);
         if before == 0 {
-            tracing::warn!(reflector = %self.name, error = %err, "the server refused a streaming list; falling back to list (further fallbacks are logged at debug level)");
+            tracing::info!(reflector = %self.name, error = %err, "the server refused a streaming list; falling back to list (further fallbacks are logged at debug level)");
         } else {
             tracing::debug!(reflector = %self.name, error = %err, "streaming list failed, falling back to list");
         }
@@ -622,6 +631,10 @@ mod tests {
         fn last_encoding(&self) -> Option<&'static str> {
             *self.last.lock()
         }
+
+        fn supports_streaming_list(&self) -> bool {
+            self.fake.supports_streaming_list()
+        }
     }
 
     /// Runs a reflector over `lister_watcher` (boxed, as an informer keeps it) until `ears`
@@ -697,7 +710,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_watch_of_a_streaming_list_is_told_too() {
-        let fake = crate::FakeListerWatcher::new();
+        let fake = crate::FakeListerWatcher::new().supporting_streaming_lists();
         fake.push_watch(vec![
             crate::WatchStep::Event(WatchEvent::added(one("a"), "5")),
             crate::WatchStep::Event(WatchEvent::initial_events_end("5")),

@@ -140,3 +140,17 @@ async fn a_429_on_the_streaming_list_waits_and_retries_the_stream() {
     assert_eq!(gap(requests[0].at(), requests[1].at()), 4.0);
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lister_watcher_that_cannot_stream_is_listed_and_watched() {
+    // As client-go's fake clients: the setting is ignored, not waited on.
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "10"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let h = Harness::over(fake, streaming).start();
+    let requests = h.requests(2).await;
+    assert!(requests[0].is_list(), "{requests:?}");
+    assert!(!watch_params(&requests[1]).send_initial_events);
+    assert_eq!(h.reflector.streaming_fallbacks(), 0, "not a fallback");
+    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
+}

@@ -3,7 +3,7 @@
 //! This test is alone in its binary on purpose. `tracing` caches each callsite's interest for the
 //! whole process, and while only one subscriber is registered, a callsite first reached on a
 //! thread with no subscriber is cached as never interested (tokio-rs/tracing#3611). A test on
-//! another thread reaching the fallback's warning first would silence it here; with no other
+//! another thread reaching the fallback's info line first would silence it here; with no other
 //! test in the process, no other thread reaches it.
 
 mod common;
@@ -17,7 +17,8 @@ fn streaming(r: TestReflector) -> TestReflector {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_refused_streaming_list_warns_once_with_the_servers_message_then_logs_at_debug() {
+async fn a_refused_streaming_list_is_told_once_at_info_with_the_servers_message_then_logs_at_debug()
+{
     const REFUSAL: &str = "etcdserver: RequestWatchProgress is disabled";
     let captured = Captured::default();
     let _guard = tracing::subscriber::set_default(captured.clone());
@@ -48,14 +49,14 @@ async fn a_refused_streaming_list_warns_once_with_the_servers_message_then_logs_
         .filter(|(_, text)| text.contains(REFUSAL))
         .collect();
     assert_eq!(fallbacks.len(), 3, "{logs:#?}");
-    let warnings: Vec<_> = fallbacks
+    let told: Vec<_> = fallbacks
         .iter()
-        .filter(|(level, _)| *level == tracing::Level::WARN)
+        .filter(|(level, _)| *level == tracing::Level::INFO)
         .collect();
-    assert_eq!(warnings.len(), 1, "exactly one warning: {logs:#?}");
+    assert_eq!(told.len(), 1, "exactly one info line: {logs:#?}");
     assert!(
-        fallbacks[0].0 == tracing::Level::WARN,
-        "the first fallback is the warning: {logs:#?}"
+        fallbacks[0].0 == tracing::Level::INFO,
+        "the first fallback is the info line: {logs:#?}"
     );
     assert!(
         fallbacks[1..]
@@ -63,12 +64,12 @@ async fn a_refused_streaming_list_warns_once_with_the_servers_message_then_logs_
             .all(|(level, _)| *level == tracing::Level::DEBUG),
         "{logs:#?}"
     );
-    // A second reflector warns again: the rule is once per reflector.
+    // A second reflector tells it again: the rule is once per reflector.
     h.stop().await;
-    a_second_reflector_warns_again(&captured, REFUSAL).await;
+    a_second_reflector_tells_it_again(&captured, REFUSAL).await;
 }
 
-async fn a_second_reflector_warns_again(captured: &Captured, refusal: &str) {
+async fn a_second_reflector_tells_it_again(captured: &Captured, refusal: &str) {
     let fake = Fake::new();
     fake.push_watch(vec![event(WatchEvent::Error(Status::internal_error(
         refusal,
@@ -77,13 +78,13 @@ async fn a_second_reflector_warns_again(captured: &Captured, refusal: &str) {
     fake.push_watch(vec![WatchStep::Hang]);
     let h = Harness::new(fake, streaming).start();
     h.requests(3).await;
-    let warnings = captured
+    let told = captured
         .0
         .lock()
         .iter()
-        .filter(|(level, text)| *level == tracing::Level::WARN && text.contains(refusal))
+        .filter(|(level, text)| *level == tracing::Level::INFO && text.contains(refusal))
         .count();
-    assert_eq!(warnings, 2, "one warning per reflector");
+    assert_eq!(told, 2, "one info line per reflector");
     assert_eq!(h.reflector.streaming_fallbacks(), 1);
     h.stop().await;
 }

@@ -53,6 +53,10 @@ pub struct Source {
     /// If set, the watch fails with 410 Expired at once, and the relist serves this one page
     /// with a continue token, then never answers the next page.
     pub relist_first_page: Option<Vec<Arc<Obj>>>,
+    /// Its lister-watchers say they serve streaming lists (the answers stay a list, then a
+    /// watch: a streaming informer's first watch consumes the list's place, so use it only to
+    /// see what is asked first).
+    pub streaming: bool,
 }
 
 impl Source {
@@ -61,6 +65,15 @@ impl Source {
             objects,
             made: Mutex::default(),
             relist_first_page: None,
+            streaming: false,
+        }
+    }
+
+    /// As [`with`](Self::with), its lister-watchers serving streaming lists.
+    pub fn streaming(objects: Vec<Arc<Obj>>) -> Self {
+        Self {
+            streaming: true,
+            ..Self::with(objects)
         }
     }
 
@@ -83,7 +96,11 @@ impl Source {
         selection: &Selection,
         answer: bool,
     ) -> Arc<FakeListerWatcher<Obj>> {
-        let fake = Arc::new(FakeListerWatcher::new());
+        let fake = match self.streaming {
+            true => FakeListerWatcher::new().supporting_streaming_lists(),
+            false => FakeListerWatcher::new(),
+        };
+        let fake = Arc::new(fake);
         if answer {
             let items = self
                 .objects

@@ -189,8 +189,14 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A reflector over `fake` with a fixed seed, configured further by `configure`.
+    /// A reflector over `fake` (serving streaming lists where the reflector asks for them) with
+    /// a fixed seed, configured further by `configure`.
     pub fn new(fake: Fake, configure: impl FnOnce(TestReflector) -> TestReflector) -> Self {
+        Self::over(fake.supporting_streaming_lists(), configure)
+    }
+
+    /// [`new`](Self::new) over `fake` as it is.
+    pub fn over(fake: Fake, configure: impl FnOnce(TestReflector) -> TestReflector) -> Self {
         let fake = Arc::new(fake);
         let store = Arc::new(RecordingStore::new());
         let errors = Arc::new(Mutex::new(Vec::new()));

@@ -373,6 +373,9 @@ impl<L: ListerWatcher<ConfigMap>> ListerWatcher<ConfigMap> for Recording<L> {
                 .boxed())
         }
     }
+    fn supports_streaming_list(&self) -> bool {
+        self.inner.supports_streaming_list()
+    }
 }
 
 type Body = BoxBody<Bytes, Infallible>;
