@@ -15,6 +15,7 @@ use crate::health::{Counters, RefusalReason};
 use crate::informer_loop::{ProcessDeltas, Sink, apply_deltas, apply_one};
 use crate::processor::Processor;
 use crate::registration::Upstream;
+use crate::version::{CacheVersion, VersionOf};
 
 /// Turns the informer loop's changes into notifications for the processor.
 pub(crate) struct Distributor<K> {
@@ -82,8 +83,23 @@ pub(crate) struct ApplyDeltas<K> {
     pub(crate) indexer: Arc<dyn Indexer<K>>,
     pub(crate) block_deltas: Arc<Mutex<()>>,
     pub(crate) upstream: Arc<Upstream>,
+    /// The cache's version: each pop's last change moves it.
+    pub(crate) version: Arc<CacheVersion>,
     /// Found synced at the end of a batch: the wait for it has been woken.
     pub(crate) synced: bool,
+}
+
+impl<K: Send + Sync + 'static> ApplyDeltas<K> {
+    /// Moves the cache's version; a panicking resource-version function is caught and counted,
+    /// and leaves the version where it was.
+    fn record_version(&self, to: VersionOf<K>) {
+        let identity = &*self.distributor.identity;
+        if let Err(panicked) = catch_panic(|| to.record(identity, &self.version)) {
+            let distributor = &self.distributor;
+            distributor.counters.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(informer = %distributor.name, %panicked, "the resource-version function panicked; the cache's version stays where it was");
+        }
+    }
 }
 
 impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
@@ -96,7 +112,13 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
         // User code on this path (index functions, the resource-version function) is caught
         // where it runs; this catches whatever else panics (a custom store), so the pop loop
         // never dies and the cache never silently freezes.
+        let mut moved = None;
         let outcome = catch_panic(|| {
+            let deltas = deltas.inspect(|delta| {
+                if let Some(to) = VersionOf::of(delta) {
+                    moved = Some(to);
+                }
+            });
             apply_deltas(
                 &self.distributor,
                 &*self.indexer,
@@ -106,6 +128,11 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
                 &mut refused,
             );
         });
+        // A refused change moves it too: it was received, and the version it would have
+        // replaced is withdrawn (SI-7).
+        if let Some(to) = moved {
+            self.record_version(to);
+        }
         counters.processed.fetch_add(1, Ordering::Relaxed);
         counters.processing.store(false, Ordering::Relaxed);
         let name = &self.distributor.name;
@@ -127,6 +154,8 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
         self.distributor.processor.flush();
         if !self.synced && self.upstream.has_synced() {
             self.synced = true;
+            self.upstream.notify();
+        } else if self.version.take_moved() {
             self.upstream.notify();
         }
     }

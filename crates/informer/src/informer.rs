@@ -19,6 +19,7 @@ use crate::options::HandlerOptions;
 use crate::processor::{Consumer, Processor};
 use crate::registration::{HandlerRegistration, Upstream};
 use crate::subscription::{Subscription, drive_async_handler};
+use crate::version::CacheVersion;
 
 /// Builds the queue an informer runs on, from the informer's key function, its cache (the
 /// queue's known objects), the transform and the informer's refusal handler (which counts and
@@ -161,6 +162,8 @@ pub struct SharedIndexInformer<K> {
     /// Synced and stopped, and the signal every wait is woken by.
     pub(crate) upstream: Arc<Upstream>,
     pub(crate) counters: Arc<Counters>,
+    /// The version of the last change the cache applied.
+    pub(crate) version: Arc<CacheVersion>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformer<K> {
@@ -237,6 +240,7 @@ where
             queue,
             upstream,
             counters: Arc::new(Counters::default()),
+            version: Arc::default(),
         }
     }
 

@@ -80,6 +80,7 @@ mod processor;
 mod registration;
 mod run;
 mod subscription;
+mod version;
 
 /// The attribute an [`AsyncResourceEventHandler`] implementation takes (re-exported from
 /// `async-trait`, so no dependency of your own is needed).
@@ -102,6 +103,7 @@ pub use crate::options::{DEFAULT_BUFFER, EventFilter, HandlerOptions, PanicPolic
 pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::registration::HandlerRegistration;
 pub use crate::subscription::Subscription;
+pub use crate::version::{VersionWaitError, compare_versions};
 
 #[cfg(test)]
 mod send_sync {

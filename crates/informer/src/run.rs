@@ -226,6 +226,7 @@ where
             indexer: Arc::clone(&self.indexer),
             block_deltas: Arc::clone(&self.block_deltas),
             upstream: Arc::clone(&self.upstream),
+            version: Arc::clone(&self.version),
             synced: false,
         }
     }
