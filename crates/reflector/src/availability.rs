@@ -105,6 +105,14 @@ where
         self
     }
 
+    /// Lists a resource that is not served again every `period` (each wait up to 20 % longer)
+    /// instead of every [`NOT_SERVED_POLL`]: shorter to see a CRD installed sooner, longer
+    /// to ask a server less often. Zero is taken as one millisecond.
+    pub fn with_not_served_poll(mut self, period: Duration) -> Self {
+        self.config.not_served_poll = period.max(Duration::from_millis(1));
+        self
+    }
+
     /// Whether the server serves the resource, as the last list found.
     pub fn availability(&self) -> Availability {
         *self.availability.signal.borrow()
