@@ -261,6 +261,11 @@ pub async fn run_reinstall(seed: u64, steps: usize) -> Result<ReinstallOutcome, 
     })
 }
 
+/// The command that replays the custom-resource scenario of one seed.
+pub fn reinstall_replay_command(seed: u64, steps: usize) -> String {
+    format!("cargo run --release -p informer-chaos -- --reinstall --seed {seed} --steps {steps}")
+}
+
 /// A factory whose informers of custom resources list and watch as the informers' scenario
 /// of the seed does (`settings`), looking for a resource not served every
 /// [`NOT_SERVED_POLL`].

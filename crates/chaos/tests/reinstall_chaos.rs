@@ -3,7 +3,7 @@
 //! convergence of a factory informer (and a handler's view) to the server once it is served
 //! again. A failure names its seed.
 
-use informer_chaos::{ReinstallPlan, run_reinstall};
+use informer_chaos::{ReinstallPlan, reinstall_replay_command, run_reinstall};
 
 /// Seeds run by CI (short runs); `CHAOS_REINSTALL_SEEDS` overrides the count.
 const SEEDS: u64 = 8;
@@ -25,7 +25,10 @@ async fn informers_converge_while_their_crd_is_deleted_and_installed_again() {
                 println!("{outcome}");
                 not_served += outcome.not_served_steps;
             }
-            Err(problems) => failures.extend(problems),
+            Err(problems) => {
+                failures.extend(problems);
+                failures.push(format!("replay: {}", reinstall_replay_command(seed, STEPS)));
+            }
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
