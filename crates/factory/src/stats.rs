@@ -56,12 +56,14 @@ pub struct FactoryHealth {
 }
 
 impl FactoryHealth {
-    /// No informer has a problem (a liveness check).
+    /// Every informer is live (a liveness check, see [`Health::is_live`]: a resource not
+    /// served is not a liveness problem).
     pub fn is_live(&self) -> bool {
         self.informers.iter().all(Health::is_live)
     }
 
-    /// Every informer is synced and none has a problem (a readiness check).
+    /// Every informer is ready (a readiness check, see [`Health::is_ready`]: synced, running,
+    /// no problem but a resource no longer served).
     pub fn is_ready(&self) -> bool {
         self.informers.iter().all(Health::is_ready)
     }

@@ -100,17 +100,23 @@ pub struct Health {
 
 impl Health {
     /// Nothing is wrong (a liveness check). An informer waiting for a resource the server
-    /// does not serve ([`Problem::NotServed`]) is live: a restart would not help it.
+    /// does not serve ([`Problem::NotServed`]) is live, and so is one that stopped because
+    /// its resource went away (told to: `with_stop_when_not_served`): a restart would not
+    /// bring the resource back.
     pub fn is_live(&self) -> bool {
-        self.problems
-            .iter()
-            .all(|p| matches!(p, Problem::NotServed { .. }))
+        let not_served = self.is_not_served();
+        self.problems.iter().all(|p| match p {
+            Problem::NotServed { .. } => true,
+            Problem::Stopped => not_served,
+            _ => false,
+        })
     }
 
-    /// Synced and nothing is wrong (a readiness check); a resource no longer served, whose
-    /// objects the cache has deleted, does not make it unready (see [`is_live`](Self::is_live)).
+    /// Synced, running and nothing is wrong (a readiness check); a resource no longer served,
+    /// whose objects the cache has deleted, does not make it unready (see
+    /// [`is_live`](Self::is_live)).
     pub fn is_ready(&self) -> bool {
-        self.synced && self.is_live()
+        self.synced && self.is_live() && !self.problems.contains(&Problem::Stopped)
     }
 
     /// Whether the server does not serve the informer's resource now.
@@ -301,6 +307,7 @@ where
         let now = tokio::time::Instant::now();
         if self.is_stopped() {
             problems.push(Problem::Stopped);
+            problems.extend(self.not_served_for(now));
         } else if let Some(started) = *self.counters.started_at.lock() {
             problems.extend(
                 self.processor
@@ -331,19 +338,15 @@ where
                     stalled_for,
                 });
             }
-            let (down, not_served) = self
+            let down = self
                 .state
                 .lock()
                 .life
                 .reflector()
-                .map_or((None, None), |r| {
-                    (r.watch_down_since(), r.not_served_since())
-                });
-            if let Some(since) = not_served {
+                .and_then(|r| r.watch_down_since());
+            if let Some(not_served) = self.not_served_for(now) {
                 // No watch is expected then: the informer waits, it is not stuck.
-                problems.push(Problem::NotServed {
-                    not_served_for: now.saturating_duration_since(since),
-                });
+                problems.push(not_served);
             } else if let Some(since) = down {
                 let down_for = now.saturating_duration_since(since);
                 if down_for >= options.watch_down_after {
@@ -356,6 +359,14 @@ where
             synced: self.has_synced(),
             problems,
         }
+    }
+
+    /// [`Problem::NotServed`], if the server does not serve the resource (as of `now`).
+    fn not_served_for(&self, now: tokio::time::Instant) -> Option<Problem> {
+        let since = self.state.lock().life.reflector()?.not_served_since()?;
+        Some(Problem::NotServed {
+            not_served_for: now.saturating_duration_since(since),
+        })
     }
 
     /// A snapshot of the informer's state and counters, for metrics and health checks: cheap

@@ -160,4 +160,34 @@ async fn told_to_an_informer_stops_cleanly_when_its_resource_goes_away() {
     task.await.expect("no panic");
     assert!(informer.is_stopped());
     assert!(registration.is_stopped(), "its consumer is told");
+    // Stopped because its resource went away, as told: live (a restart would not bring the
+    // resource back), not ready.
+    let health = informer.health(&HealthOptions::default());
+    assert!(
+        matches!(
+            health.problems.as_slice(),
+            [Problem::Stopped, Problem::NotServed { .. }]
+        ),
+        "{health}"
+    );
+    assert!(health.is_live() && !health.is_ready(), "{health}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_informer_stopped_while_its_resource_is_served_is_neither_live_nor_ready() {
+    let source = Arc::new(FakeListerWatcher::new());
+    source.push_list(page(&["a"], "7"));
+    source.push_watch(vec![WatchStep::Hang]);
+    let informer = Arc::new(builder(&source).build());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, stop) = (Arc::clone(&informer), stop.clone());
+        async move { informer.run(stop).await }
+    });
+    until("synced", || informer.has_synced()).await;
+    stop.cancel();
+    task.await.expect("no panic").expect("a clean run");
+    let health = informer.health(&HealthOptions::default());
+    assert_eq!(health.problems, [Problem::Stopped], "{health}");
+    assert!(!health.is_live() && !health.is_ready(), "{health}");
 }

@@ -176,6 +176,9 @@ async fn told_to_an_informer_stops_when_its_resource_goes_away_and_is_created_ag
         .expect("its consumer is stopped");
     let status = apps_status(&factory);
     assert!(status.stopped && status.is_not_served(), "{status}");
+    let health = factory.health(&HealthOptions::default());
+    assert!(health.is_live() && !health.is_ready(), "{health}");
+    assert!(health.is_ready_served(), "{health}");
     assert!(
         status.to_string().ends_with("stopped, no longer served"),
         "{status}"
