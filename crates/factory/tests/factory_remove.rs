@@ -135,3 +135,43 @@ async fn waiting_for_the_served_informers_returns_while_one_is_not_served() {
     assert_eq!(health.not_served().count(), 1, "{health}");
     factory.shutdown().await.expect("a clean shutdown");
 }
+
+/// Requests racing a removal get the old informer or one new one, never two new ones: the
+/// factory holds one informer per key throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_racing_a_removal_share_one_new_informer() {
+    let factory = Arc::new(SharedInformerFactory::new(Source::with(objects())));
+    let first = factory.informer::<Pods>();
+    factory.start().expect("started");
+    let requesters: Vec<_> = (0..4)
+        .map(|_| {
+            let factory = Arc::clone(&factory);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..200 {
+                    got.push(factory.informer::<Pods>());
+                    tokio::task::yield_now().await;
+                }
+                got
+            })
+        })
+        .collect();
+    let removed = factory.remove::<Pods>(InformerOptions::new()).await;
+    assert!(removed.expect("a clean stop"));
+    let mut got = Vec::new();
+    for requester in requesters {
+        got.extend(requester.await.expect("no panic"));
+    }
+    let now = factory.informer::<Pods>();
+    assert_eq!(factory.informers().len(), 1, "one informer per key");
+    assert!(
+        got.iter()
+            .all(|i| Arc::ptr_eq(i, &first) || Arc::ptr_eq(i, &now)),
+        "every request got the old informer or the one new one"
+    );
+    assert!(first.is_stopped() && !now.is_stopped());
+    assert_eq!(factory.start().expect("started"), 1);
+    let report = factory.wait_for_cache_sync(Some(LONG)).await;
+    assert!(report.all_synced(), "{report}");
+    factory.shutdown().await.expect("a clean shutdown");
+}
