@@ -32,7 +32,9 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     ///
     /// Returns `Ok(true)` once it has stopped, `Ok(false)` if there was none, and the
     /// informer's failure if its run ended with one. An informer never started is stopped
-    /// all the same, so that its consumers are told.
+    /// all the same, so that its consumers are told. Dropped before it returns, the removal
+    /// still happens (the informer leaves the factory; a started one stops), but nothing
+    /// waits for the run to end and its reflector observer is not told.
     pub async fn remove<R>(&self, options: InformerOptions<S::Object>) -> Result<bool, FactoryError>
     where
         R: ?Sized + 'static,
