@@ -5,7 +5,7 @@
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
 //! cargo run --release -p informer-chaos -- --controller --seeds 500 # the controller scenario
 //! cargo run --release -p informer-chaos -- --controller --seed 31  # replay one of its seeds
-//! cargo run --release -p informer-chaos -- --reinstall --seeds 100 --steps 150 # CRDs that come and go
+//! cargo run --release -p informer-chaos -- --reinstall --seeds 100 --steps 150 # CRDs come, go
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
 //! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
 //! ```

@@ -10,7 +10,8 @@ use parking_lot::Mutex;
 use crate::entry::Runnable;
 use crate::factory::State;
 
-/// Reads the stats of a factory's informers (from [`SharedInformerFactory::stats_handle`](crate::SharedInformerFactory::stats_handle)).
+/// Reads the stats of a factory's informers (from
+/// [`SharedInformerFactory::stats_handle`](crate::SharedInformerFactory::stats_handle)).
 #[derive(Clone)]
 pub struct FactoryStats {
     pub(crate) state: Arc<Mutex<State>>,
@@ -47,7 +48,8 @@ impl FactoryStats {
     }
 }
 
-/// The health of a factory's informers (from [`SharedInformerFactory::health`](crate::SharedInformerFactory::health)).
+/// The health of a factory's informers (from
+/// [`SharedInformerFactory::health`](crate::SharedInformerFactory::health)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FactoryHealth {
