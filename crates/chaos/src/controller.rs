@@ -11,7 +11,7 @@
 //! same seed: children drifted (data or owner), deleted behind the controller's back, orphans
 //! created for pods that do not exist, second children of live pods, failures injected on the
 //! controller's writes, and windows of request latency. Half the seeds run the controller behind
-//! a leader election on a Lease ([`ElectionPlan`](crate::ElectionPlan)), and depose it now and then: the Lease taken
+//! a leader election on a Lease ([`ElectionPlan`]), and depose it now and then: the Lease taken
 //! by another holder, an orphan created while no replica leads, the Lease given back; the next
 //! term must see that orphan. Reconciles record their own invariants
 //! (never two of one key at once; none before every cache synced). Once the churn stops, the

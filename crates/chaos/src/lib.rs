@@ -69,6 +69,7 @@ pub mod controller;
 pub mod election;
 pub mod journal;
 pub mod record;
+pub mod reinstall;
 pub mod runner;
 pub mod scenario;
 pub mod seeds;
@@ -83,6 +84,9 @@ pub use crate::controller::{
 pub use crate::election::ElectionPlan;
 pub use crate::journal::{Journal, JournalOptions, Note, WriteLog};
 pub use crate::record::{Call, CallLog, End, Recording, check_relists, justifies_relist};
+pub use crate::reinstall::{
+    AppStep, ReinstallOutcome, ReinstallPlan, reinstall_replay_command, run_reinstall,
+};
 pub use crate::runner::{
     Failure, InformersTally, Outcome, SETTLE_BOUND, Suite, controller_replay_command,
     replay_command, run, run_seed, run_seeds,

@@ -5,6 +5,7 @@
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
 //! cargo run --release -p informer-chaos -- --controller --seeds 500 # the controller scenario
 //! cargo run --release -p informer-chaos -- --controller --seed 31  # replay one of its seeds
+//! cargo run --release -p informer-chaos -- --reinstall --seeds 100 --steps 150 # CRDs come, go
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
 //! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
 //! ```
@@ -14,8 +15,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use informer_chaos::{
-    ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions, run_suite,
-    serve_soak, soak,
+    ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions,
+    reinstall_replay_command, run_reinstall, run_suite, serve_soak, soak,
 };
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
@@ -41,6 +42,11 @@ struct Args {
     /// the seeds' churn and faults and disturbances of its own, checked for convergence.
     #[arg(long, conflicts_with = "soak")]
     controller: bool,
+    /// Run the custom-resource scenario: a CRD deleted and installed again between writes of
+    /// its objects and faults, a factory informer of it checked for convergence (one seed at a
+    /// time).
+    #[arg(long, conflicts_with_all = ["soak", "controller"])]
+    reinstall: bool,
     /// Soak mode: one long run at volume instead of seeds.
     #[arg(long)]
     soak: bool,
@@ -118,6 +124,9 @@ fn main() -> ExitCode {
         Some(seed) => vec![seed],
         None => (args.first_seed..args.first_seed.saturating_add(args.seeds)).collect(),
     };
+    if args.reinstall {
+        return run_reinstalls(&seeds, args.steps, args.seed.is_some());
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
@@ -156,6 +165,47 @@ fn run_batch<T: SeedSuite>(
     });
     println!("\n{summary}");
     if summary.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs the custom-resource scenario of each of `seeds`, one after the other, and prints each
+/// failure with the command that replays it, and each seed that passed when `replaying` one.
+fn run_reinstalls(seeds: &[u64], steps: usize, replaying: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("building a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "running {} reinstall seeds ({steps} steps each)",
+        seeds.len()
+    );
+    let mut failed = 0;
+    for &seed in seeds {
+        match runtime.block_on(run_reinstall(seed, steps)) {
+            Ok(outcome) if replaying => println!("{outcome}"),
+            Ok(_) => {}
+            Err(problems) => {
+                failed += 1;
+                eprintln!("seed {seed} failed:");
+                for problem in problems {
+                    eprintln!("  - {problem}");
+                }
+                eprintln!("  replay: {}", reinstall_replay_command(seed, steps));
+            }
+        }
+    }
+    println!("{} of {} seeds passed", seeds.len() - failed, seeds.len());
+    if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

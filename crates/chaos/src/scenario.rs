@@ -444,7 +444,7 @@ impl Scenario {
 }
 
 /// The fault that closes the window `fault` opens, if it opens one.
-fn window_end(fault: &Fault) -> Option<Fault> {
+pub(crate) fn window_end(fault: &Fault) -> Option<Fault> {
     match fault {
         Fault::Bookmarks(false) => Some(Fault::Bookmarks(true)),
         Fault::SlowStream(Some(_)) => Some(Fault::SlowStream(None)),

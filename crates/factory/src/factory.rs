@@ -3,26 +3,25 @@
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::hash::{Hash, Hasher};
-use std::pin::Pin;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informer::{
-    Health, HealthOptions, InformerBuilder, InformerError, InformerStats, SharedIndexInformer,
-};
-use informer_reflector::{ListerWatcher, ReflectorObserver};
+use informer::{HealthOptions, InformerBuilder, InformerStats, SharedIndexInformer};
+use informer_reflector::{Availability, ListerWatcher, ReflectorObserver};
 use informer_store::{Identity, Lister, SharedIdentity, identity_key_func};
 use parking_lot::Mutex;
 use tokio::runtime::Handle;
-use tokio::task::JoinHandle;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::entry::{DynamicKey, Entry, Key, Runnable, describe};
 use crate::error::FactoryError;
 use crate::options::InformerOptions;
 use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
-use crate::sync_report::{CacheSyncReport, InformerStatus};
+pub(crate) use crate::state::{State, failure};
+use crate::stats::{FactoryHealth, FactoryStats};
+use crate::sync_report::InformerStatus;
 
 /// The informer a factory over source `S` hands out for resource `R`.
 pub type FactoryInformer<S, R> = SharedIndexInformer<<S as ListerWatcherSource<R>>::Object>;
@@ -31,282 +30,14 @@ pub type FactoryInformer<S, R> = SharedIndexInformer<<S as ListerWatcherSource<R
 /// [`SharedInformerFactory::configure`]).
 type Configure<O> = Arc<dyn Fn(InformerBuilder<O>) -> InformerBuilder<O> + Send + Sync>;
 
-/// What an informer is shared under.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Key {
-    resource: TypeId,
-    /// The resource value of an informer asked for with `informer_for` (its type is
-    /// `resource`).
-    dynamic: Option<DynamicKey>,
-    selection: Selection,
-    transform: Option<String>,
-    /// The name of the informer's own cache, if it has one ([`InformerOptions::cache`]).
-    cache: Option<String>,
-}
-
-/// A resource value in a sharing key, compared and hashed as its own type.
-#[derive(Clone)]
-struct DynamicKey(Arc<dyn ErasedKey>);
-
-trait ErasedKey: Any + Send + Sync {
-    fn as_any(&self) -> &dyn Any;
-    fn eq_erased(&self, other: &dyn ErasedKey) -> bool;
-    fn hash_erased(&self, state: &mut dyn Hasher);
-}
-
-impl<T: Eq + Hash + Send + Sync + 'static> ErasedKey for T {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn eq_erased(&self, other: &dyn ErasedKey) -> bool {
-        other.as_any().downcast_ref::<T>() == Some(self)
-    }
-
-    fn hash_erased(&self, mut state: &mut dyn Hasher) {
-        self.hash(&mut state);
-    }
-}
-
-impl PartialEq for DynamicKey {
-    fn eq(&self, other: &Self) -> bool {
-        (*self.0).eq_erased(&*other.0)
-    }
-}
-
-impl Eq for DynamicKey {}
-
-impl Hash for DynamicKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (*self.0).hash_erased(state);
-    }
-}
-
 /// The parts of a new informer that come from the source.
 struct Parts<L, O> {
     lister_watcher: L,
     identity: SharedIdentity<O>,
 }
 
-/// An informer with its types erased, as the factory runs and watches it.
-/// Reads the stats of a factory's informers (from [`SharedInformerFactory::stats_handle`]).
-#[derive(Clone)]
-pub struct FactoryStats {
-    state: Arc<Mutex<State>>,
-}
-
-impl fmt::Debug for FactoryStats {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FactoryStats")
-            .field("informers", &self.state.lock().entries.len())
-            .finish()
-    }
-}
-
-impl FactoryStats {
-    fn runners(&self) -> Vec<Arc<dyn Runnable>> {
-        self.state
-            .lock()
-            .entries
-            .iter()
-            .map(|e| Arc::clone(&e.runner))
-            .collect()
-    }
-
-    /// A snapshot of every informer the factory holds now.
-    pub fn stats(&self) -> Vec<InformerStats> {
-        self.runners().iter().map(|r| r.stats()).collect()
-    }
-
-    /// The health of every informer the factory holds now.
-    pub fn health(&self, options: &HealthOptions) -> FactoryHealth {
-        FactoryHealth {
-            informers: self.runners().iter().map(|r| r.health(options)).collect(),
-        }
-    }
-}
-
-/// The health of a factory's informers (from [`SharedInformerFactory::health`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct FactoryHealth {
-    /// Each informer's, in the order they were first requested.
-    pub informers: Vec<Health>,
-}
-
-impl FactoryHealth {
-    /// No informer has a problem (a liveness check).
-    pub fn is_live(&self) -> bool {
-        self.informers.iter().all(Health::is_live)
-    }
-
-    /// Every informer is synced and none has a problem (a readiness check).
-    pub fn is_ready(&self) -> bool {
-        self.informers.iter().all(Health::is_ready)
-    }
-}
-
-impl fmt::Display for FactoryHealth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, health) in self.informers.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "{health}")?;
-        }
-        Ok(())
-    }
-}
-
 /// Makes the reflector observer of an informer, by its name.
 type ReflectorObservers = Arc<dyn Fn(&str) -> Arc<dyn ReflectorObserver> + Send + Sync>;
-
-trait Runnable: Send + Sync {
-    fn run(
-        self: Arc<Self>,
-        stop: CancellationToken,
-    ) -> Pin<Box<dyn Future<Output = Result<(), InformerError>> + Send>>;
-    fn has_synced(&self) -> bool;
-    fn is_stopped(&self) -> bool;
-    /// Resolves once the informer has synced or stopped.
-    fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>>;
-    fn stats(&self) -> InformerStats;
-    fn health(&self, options: &HealthOptions) -> Health;
-}
-
-impl<O> Runnable for SharedIndexInformer<O>
-where
-    O: Send + Sync + 'static,
-{
-    fn run(
-        self: Arc<Self>,
-        stop: CancellationToken,
-    ) -> Pin<Box<dyn Future<Output = Result<(), InformerError>> + Send>> {
-        Box::pin(async move { SharedIndexInformer::run(&self, stop).await })
-    }
-
-    fn has_synced(&self) -> bool {
-        SharedIndexInformer::has_synced(self)
-    }
-
-    fn is_stopped(&self) -> bool {
-        SharedIndexInformer::is_stopped(self)
-    }
-
-    fn wait_for_sync(self: Arc<Self>) -> Pin<Box<dyn Future<Output = bool> + Send>> {
-        Box::pin(async move { SharedIndexInformer::wait_for_sync(&self).await })
-    }
-
-    fn stats(&self) -> InformerStats {
-        SharedIndexInformer::stats(self)
-    }
-
-    fn health(&self, options: &HealthOptions) -> Health {
-        SharedIndexInformer::health(self, options)
-    }
-}
-
-struct Entry {
-    resource: &'static str,
-    dynamic: Option<String>,
-    selection: Selection,
-    transform: Option<String>,
-    /// The typed informer, downcast by `informer_with`.
-    informer: Arc<dyn Any + Send + Sync>,
-    runner: Arc<dyn Runnable>,
-    started: bool,
-}
-
-impl Entry {
-    fn describe(&self) -> String {
-        describe(
-            self.dynamic.as_deref().unwrap_or(self.resource),
-            &self.selection,
-            self.transform.as_deref(),
-        )
-    }
-
-    fn status(&self) -> InformerStatus {
-        InformerStatus {
-            resource: self.resource,
-            dynamic: self.dynamic.clone(),
-            selection: self.selection.clone(),
-            transform: self.transform.clone(),
-            started: self.started,
-            synced: self.runner.has_synced(),
-            stopped: self.runner.is_stopped(),
-        }
-    }
-}
-
-/// An informer's name: its resource type without module paths, then its selection, e.g.
-/// `Pod(all, labels=tier=gold)` or `Metadata<Pod>(namespace=a)`.
-pub(crate) fn describe(resource: &str, selection: &Selection, transform: Option<&str>) -> String {
-    let mut out = short_type_name(resource);
-    let mut parts = Vec::new();
-    match &selection.namespace {
-        Some(ns) => parts.push(format!("namespace={ns}")),
-        None => parts.push("all".to_owned()),
-    }
-    if let Some(l) = &selection.label_selector {
-        parts.push(format!("labels={l}"));
-    }
-    if let Some(f) = &selection.field_selector {
-        parts.push(format!("fields={f}"));
-    }
-    if let Some(t) = transform {
-        parts.push(format!("transform={t}"));
-    }
-    out.push_str(&format!("({})", parts.join(", ")));
-    out
-}
-
-/// `a::b::Pod` → `Pod`, `x::Metadata<a::b::Pod>` → `Metadata<Pod>`: every path segment but the
-/// last dropped, generic arguments included.
-fn short_type_name(full: &str) -> String {
-    let mut out = String::with_capacity(full.len());
-    let mut segment = String::new();
-    for c in full.chars() {
-        if c.is_alphanumeric() || c == '_' || c == ':' {
-            segment.push(c);
-        } else {
-            out.push_str(segment.rsplit("::").next().unwrap_or_default());
-            segment.clear();
-            out.push(c);
-        }
-    }
-    out.push_str(segment.rsplit("::").next().unwrap_or_default());
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn informer_names_are_short_and_carry_the_selection() {
-        assert_eq!(
-            describe("k8s_openapi::api::core::v1::Pod", &Selection::all(), None),
-            "Pod(all)"
-        );
-        assert_eq!(
-            describe(
-                "informer_kube::factory::Metadata<k8s_openapi::api::core::v1::Pod>",
-                &Selection::all().namespace("a").labels("tier=gold"),
-                Some("strip"),
-            ),
-            "Metadata<Pod>(namespace=a, labels=tier=gold, transform=strip)"
-        );
-    }
-}
-
-#[derive(Default)]
-struct State {
-    entries: Vec<Entry>,
-    by_key: HashMap<Key, usize>,
-    tasks: Vec<(String, JoinHandle<Result<(), InformerError>>)>,
-    shutting_down: bool,
-}
 
 /// Hands out one [`SharedIndexInformer`] per resource type and selection, however many callers
 /// ask, and starts, syncs and stops them together (client-go's `SharedInformerFactory`).
@@ -321,6 +52,8 @@ struct State {
 ///   the current tokio runtime; call it again after requesting more.
 /// * [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits, with or without a timeout, for
 ///   the started informers' first lists, and reports which synced.
+/// * [`remove`](Self::remove) stops one informer and lets it go (the next request creates a
+///   new one).
 /// * [`shutdown`](Self::shutdown) stops every informer and waits until each has ended its pop
 ///   job and handlers. Dropping the factory stops them without waiting.
 ///
@@ -331,11 +64,12 @@ pub struct SharedInformerFactory<S> {
     default_resync: Duration,
     streaming_list: bool,
     relist_by_page: bool,
+    stop_when_not_served: bool,
     configure: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     runtime: Option<Handle>,
     reflector_observers: Option<ReflectorObservers>,
     stop: CancellationToken,
-    state: Arc<Mutex<State>>,
+    pub(crate) state: Arc<Mutex<State>>,
     /// Held by `shutdown` while it waits, so a concurrent call waits too.
     shutdown_lock: tokio::sync::Mutex<()>,
 }
@@ -374,6 +108,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
             default_resync: Duration::ZERO,
             streaming_list: true,
             relist_by_page: false,
+            stop_when_not_served: false,
             configure: HashMap::new(),
             runtime: None,
             reflector_observers: None,
@@ -429,6 +164,22 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
     #[must_use]
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.relist_by_page = enabled;
+        self
+    }
+
+    /// What an informer does when the server stops serving its resource after serving it
+    /// (its CRD deleted: a list answered `404 NotFound`): by default (`false`) it deletes its
+    /// cached objects (each consumer hears a deletion of each), reports the resource not
+    /// served ([`InformerStatus::availability`], `Problem::NotServed` in its health) and
+    /// waits for it, listing every few seconds, then lists and watches it again once it is
+    /// served; with `true` it stops cleanly instead, its consumers with it, and stays in the
+    /// factory, stopped, until [removed](Self::remove). A resource not served from the start
+    /// is waited for either way. A type's own choice is made with [`configure`](Self::configure)
+    /// (`informer.reflector_config(|r| r.with_stop_when_not_served(..))`), which has the last
+    /// word.
+    #[must_use]
+    pub fn with_stop_when_not_served(mut self, stop: bool) -> Self {
+        self.stop_when_not_served = stop;
         self
     }
 
@@ -562,13 +313,7 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         R: ?Sized + 'static,
         S: ListerWatcherSource<R>,
     {
-        let key = Key {
-            resource: TypeId::of::<R>(),
-            dynamic: None,
-            selection: options.selection(&self.defaults),
-            transform: options.transform.as_ref().map(|(name, _)| name.clone()),
-            cache: options.cache.as_ref().map(|(name, _)| name.clone()),
-        };
+        let key = self.key(TypeId::of::<R>(), None, &options);
         let configure = self.configuration(key.resource);
         self.get_or_create(
             key,
@@ -614,13 +359,8 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         P: Clone + Eq + Hash + fmt::Display + Send + Sync + 'static,
         S: DynamicListerWatcherSource<P>,
     {
-        let key = Key {
-            resource: TypeId::of::<P>(),
-            dynamic: Some(DynamicKey(Arc::new(resource.clone()))),
-            selection: options.selection(&self.defaults),
-            transform: options.transform.as_ref().map(|(name, _)| name.clone()),
-            cache: options.cache.as_ref().map(|(name, _)| name.clone()),
-        };
+        let dynamic = DynamicKey(Arc::new(resource.clone()));
+        let key = self.key(TypeId::of::<P>(), Some(dynamic), &options);
         let configure = self.configuration(key.resource);
         self.get_or_create(
             key,
@@ -648,6 +388,23 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         self.informer_for(resource).lister()
     }
 
+    /// The key the informer of `resource` (and `dynamic`, for one named at run time) with
+    /// `options` is shared under.
+    pub(crate) fn key<O>(
+        &self,
+        resource: TypeId,
+        dynamic: Option<DynamicKey>,
+        options: &InformerOptions<O>,
+    ) -> Key {
+        Key {
+            resource,
+            dynamic,
+            selection: options.selection(&self.defaults),
+            transform: options.transform.as_ref().map(|(name, _)| name.clone()),
+            cache: options.cache.as_ref().map(|(name, _)| name.clone()),
+        }
+    }
+
     /// The informer shared under `key`, or a new one built from `parts` and stored under it.
     fn get_or_create<O, L>(
         &self,
@@ -671,18 +428,57 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         }
 
         let selection = key.selection.clone();
-        let transform_name = key.transform.clone();
         let described_transform = match (&key.transform, &key.cache) {
             (t, None) => t.clone(),
             (None, Some(c)) => Some(format!("none, cache={c}")),
             (Some(t), Some(c)) => Some(format!("{t}, cache={c}")),
         };
-        let parts = parts(&selection);
         let name = describe(
             dynamic.as_deref().unwrap_or(resource),
             &selection,
             described_transform.as_deref(),
         );
+        let observer = self.reflector_observers.as_ref().map(|make| make(&name));
+        let mut builder = self.builder(parts(&selection), options, observer.clone(), name);
+        if let Some(configure) = configure {
+            builder = configure(builder);
+        }
+        let (availability, told) = watch::channel(Availability::Unknown);
+        builder = builder.reflector_config(move |r| r.with_availability_sender(availability));
+        let informer = Arc::new(builder.build());
+        let id = state.next_id;
+        state.next_id += 1;
+        state.entries.push(Entry {
+            id,
+            resource,
+            dynamic,
+            selection,
+            transform: key.transform.clone(),
+            informer: Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
+            runner: Arc::clone(&informer) as Arc<dyn Runnable>,
+            started: false,
+            stop: self.stop.child_token(),
+            availability: told,
+            observer,
+        });
+        let index = state.entries.len() - 1;
+        state.by_key.insert(key, index);
+        informer
+    }
+
+    /// The builder of a new informer named `name`, with the factory's defaults, `options`
+    /// and the reflector observer `observer`.
+    fn builder<O, L>(
+        &self,
+        parts: Parts<L, O>,
+        options: InformerOptions<O>,
+        observer: Option<Arc<dyn ReflectorObserver>>,
+        name: String,
+    ) -> InformerBuilder<O>
+    where
+        O: Send + Sync + 'static,
+        L: ListerWatcher<O> + 'static,
+    {
         let mut builder = match &options.cache {
             None => SharedIndexInformer::builder(parts.lister_watcher, parts.identity),
             Some((_, cache)) => {
@@ -696,30 +492,17 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         .resync(self.default_resync)
         .streaming_list(self.streaming_list)
         .relist_by_page(self.relist_by_page);
-        if let Some(observers) = &self.reflector_observers {
-            let observer = observers(&name);
+        if let Some(observer) = observer {
             builder = builder.reflector_config(move |r| r.with_observer(observer));
+        }
+        if self.stop_when_not_served {
+            builder = builder.reflector_config(|r| r.with_stop_when_not_served(true));
         }
         builder = builder.name(name);
         if let Some((_, transform)) = options.transform {
             builder = builder.transform(transform);
         }
-        if let Some(configure) = configure {
-            builder = configure(builder);
-        }
-        let informer = Arc::new(builder.build());
-        state.entries.push(Entry {
-            resource,
-            dynamic,
-            selection,
-            transform: transform_name,
-            informer: Arc::clone(&informer) as Arc<dyn Any + Send + Sync>,
-            runner: Arc::clone(&informer) as Arc<dyn Runnable>,
-            started: false,
-        });
-        let index = state.entries.len() - 1;
-        state.by_key.insert(key, index);
-        informer
+        builder
     }
 
     /// A typed lister on the shared informer of `R` with the factory's defaults (created if
@@ -752,50 +535,11 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         let mut started = 0;
         for entry in entries.iter_mut().filter(|e| !e.started) {
             entry.started = true;
-            let run = Arc::clone(&entry.runner).run(self.stop.child_token());
-            tasks.push((entry.describe(), handle.spawn(run)));
+            let run = Arc::clone(&entry.runner).run(entry.stop.clone());
+            tasks.push((entry.id, entry.describe(), handle.spawn(run)));
             started += 1;
         }
         Ok(started)
-    }
-
-    /// Waits until every started informer has synced (delivered its first full list to its
-    /// cache and handlers) or stopped, or until `timeout` (if any) has passed, and reports on
-    /// each started informer (client-go's `WaitForCacheSync`). The wait is woken by each
-    /// informer's own change of state, never by polling, and is cancel-safe.
-    ///
-    /// Informers not started are not waited for and not reported, as in client-go.
-    pub async fn wait_for_cache_sync(&self, timeout: Option<Duration>) -> CacheSyncReport {
-        let runners: Vec<_> = {
-            let state = self.state.lock();
-            state
-                .entries
-                .iter()
-                .filter(|e| e.started)
-                .map(|e| Arc::clone(&e.runner))
-                .collect()
-        };
-        // Each wait is woken by its informer's own change (synced or stopped): no polling.
-        let all = async {
-            for runner in runners {
-                runner.wait_for_sync().await;
-            }
-        };
-        match timeout {
-            Some(timeout) => {
-                let _ = tokio::time::timeout(timeout, all).await;
-            }
-            None => all.await,
-        }
-        let state = self.state.lock();
-        CacheSyncReport {
-            informers: state
-                .entries
-                .iter()
-                .filter(|e| e.started)
-                .map(Entry::status)
-                .collect(),
-        }
     }
 
     /// Every informer the factory holds, in the order they were first requested.
@@ -823,16 +567,10 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         };
         self.stop.cancel();
         let mut first = None;
-        for (informer, task) in tasks {
-            let failure = match task.await {
-                Ok(Ok(())) => continue,
-                Ok(Err(source)) => FactoryError::Informer { informer, source },
-                Err(e) if e.is_panic() => FactoryError::Panicked { informer },
-                // The runtime is shutting down and took the task with it.
-                Err(_) => continue,
-            };
-            tracing::error!(error = %failure, "informer ended with an error");
-            first.get_or_insert(failure);
+        for (_, informer, task) in tasks {
+            if let Some(failure) = failure(informer, task.await) {
+                first.get_or_insert(failure);
+            }
         }
         first.map_or(Ok(()), Err)
     }

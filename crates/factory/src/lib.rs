@@ -25,6 +25,20 @@
 //!   timeout, returning a [`CacheSyncReport`]) and
 //!   [`shutdown`](SharedInformerFactory::shutdown) (stops every informer, waits until none
 //!   of their code runs);
+//! * [`remove::<R>(options)`](SharedInformerFactory::remove) (and
+//!   [`remove_for`](SharedInformerFactory::remove_for) for a resource named at run time,
+//!   [`remove_informer`](SharedInformerFactory::remove_informer) by handle) stops one
+//!   informer of a running factory and lets it go: its consumers are stopped (a
+//!   registration's `stopped()` resolves, a subscription's stream ends), its stats, health
+//!   and metrics series leave with it, and the next request creates a new one, synced anew;
+//!   the other informers are untouched;
+//! * a resource the server does not serve (a custom resource whose CRD is not installed, or
+//!   was deleted) is a state, not a failure: its informer reports it
+//!   ([`InformerStatus::availability`], `Problem::NotServed` in its health), starts as soon as
+//!   the resource is served, and when it goes away empties its cache and waits, or stops
+//!   ([`with_stop_when_not_served`](SharedInformerFactory::with_stop_when_not_served));
+//!   [`wait_for_cache_sync_served`](SharedInformerFactory::wait_for_cache_sync_served) waits
+//!   for the informers whose resource is served and says which are not;
 //! * [`lister`](SharedInformerFactory::lister): the informer's read handle
 //!   ([`Lister`](informer_store::Lister)), `lister.namespace("ns").get("name")`,
 //!   `lister.list(&selector)`.
@@ -77,16 +91,22 @@
 //! # Ok(()) }
 //! ```
 
+mod entry;
 mod error;
 mod factory;
 mod options;
+mod remove;
 mod source;
+mod state;
+mod stats;
 mod sync_report;
+mod wait;
 
 pub use crate::error::FactoryError;
-pub use crate::factory::{FactoryHealth, FactoryInformer, FactoryStats, SharedInformerFactory};
+pub use crate::factory::{FactoryInformer, SharedInformerFactory};
 pub use crate::options::{CacheBuilder, InformerOptions};
 pub use crate::source::{DynamicListerWatcherSource, ListerWatcherSource, Selection};
+pub use crate::stats::{FactoryHealth, FactoryStats};
 pub use crate::sync_report::{CacheSyncReport, InformerStatus};
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use crate::factory::describe;
+use informer_reflector::Availability;
+
+use crate::entry::describe;
 use crate::source::Selection;
 
 /// The state of one of a factory's informers.
@@ -25,12 +27,26 @@ pub struct InformerStatus {
     pub synced: bool,
     /// Whether it has stopped.
     pub stopped: bool,
+    /// Whether the server serves its resource, as its last list found
+    /// ([`Availability::NotServed`]: answered `404 NotFound`, the informer waits for it).
+    pub availability: Availability,
+}
+
+impl InformerStatus {
+    /// Whether the server does not serve its resource now.
+    pub fn is_not_served(&self) -> bool {
+        self.availability == Availability::NotServed
+    }
 }
 
 impl fmt::Display for InformerStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let not_served = self.is_not_served();
         let state = match (self.started, self.synced, self.stopped) {
             (false, _, _) => "not started",
+            (_, true, false) if not_served => "synced, no longer served",
+            (_, false, false) if not_served => "not served",
+            (_, _, true) if not_served => "stopped, no longer served",
             (_, true, false) => "synced",
             (_, true, true) => "synced, stopped",
             (_, false, true) => "stopped before syncing",
@@ -64,6 +80,18 @@ impl CacheSyncReport {
     /// The informers that have not synced.
     pub fn unsynced(&self) -> impl Iterator<Item = &InformerStatus> {
         self.informers.iter().filter(|i| !i.synced)
+    }
+
+    /// The informers whose resource the server does not serve (they wait for it).
+    pub fn not_served(&self) -> impl Iterator<Item = &InformerStatus> {
+        self.informers.iter().filter(|i| i.is_not_served())
+    }
+
+    /// Whether every started informer whose resource the server serves has synced: what
+    /// [`wait_for_cache_sync_served`](crate::SharedInformerFactory::wait_for_cache_sync_served)
+    /// waits for.
+    pub fn all_served_synced(&self) -> bool {
+        self.informers.iter().all(|i| i.synced || i.is_not_served())
     }
 
     /// Whether the informer of resource `R` with `selection` has synced; `None` if no such

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer_fifo::Queue;
+use informer_reflector::Availability;
 use informer_store::{Indexer, Store};
 use parking_lot::Mutex;
 
@@ -55,6 +56,13 @@ pub enum Problem {
         /// Since the last watch ended (or the start).
         down_for: Duration,
     },
+    /// The server does not serve the resource (its lists are answered `404 NotFound`: a CRD
+    /// not installed yet, or deleted); the informer waits for it, listing every few seconds.
+    /// Not a liveness problem: restarting the program would not bring the resource.
+    NotServed {
+        /// Since the first list answered so.
+        not_served_for: Duration,
+    },
 }
 
 impl fmt::Display for Problem {
@@ -70,6 +78,10 @@ impl fmt::Display for Problem {
                 "{queued} keys queued and nothing processed for {stalled_for:.1?}"
             ),
             Self::WatchDown { down_for } => write!(f, "no watch open for {down_for:.1?}"),
+            Self::NotServed { not_served_for } => write!(
+                f,
+                "the server has not served the resource for {not_served_for:.1?}"
+            ),
         }
     }
 }
@@ -87,14 +99,31 @@ pub struct Health {
 }
 
 impl Health {
-    /// Nothing is wrong (a liveness check).
+    /// Nothing is wrong (a liveness check). An informer waiting for a resource the server
+    /// does not serve ([`Problem::NotServed`]) is live, and so is one that stopped because
+    /// its resource went away (told to: `with_stop_when_not_served`): a restart would not
+    /// bring the resource back.
     pub fn is_live(&self) -> bool {
-        self.problems.is_empty()
+        let not_served = self.is_not_served();
+        self.problems.iter().all(|p| match p {
+            Problem::NotServed { .. } => true,
+            Problem::Stopped => not_served,
+            _ => false,
+        })
     }
 
-    /// Synced and nothing is wrong (a readiness check).
+    /// Synced, running and nothing is wrong (a readiness check); a resource no longer served,
+    /// whose objects the cache has deleted, does not make it unready (see
+    /// [`is_live`](Self::is_live)).
     pub fn is_ready(&self) -> bool {
-        self.synced && self.is_live()
+        self.synced && self.is_live() && !self.problems.contains(&Problem::Stopped)
+    }
+
+    /// Whether the server does not serve the informer's resource now.
+    pub fn is_not_served(&self) -> bool {
+        self.problems
+            .iter()
+            .any(|p| matches!(p, Problem::NotServed { .. }))
     }
 }
 
@@ -137,6 +166,9 @@ pub struct InformerStats {
     pub refused_by_reason: Vec<(RefusalReason, u64)>,
     /// Panics caught on the informer's own path ([`SharedIndexInformer::caught_panics`]).
     pub caught_panics: u64,
+    /// Whether the server serves its resource, as its reflector's last list found
+    /// ([`SharedIndexInformer::availability`]).
+    pub availability: Availability,
     /// Its consumers now, each with its counters (buffered, delivered, coalesced, lag,
     /// panics).
     pub handlers: Vec<HandlerRegistration>,
@@ -246,13 +278,27 @@ where
         self.counters.panics.load(Ordering::Relaxed)
     }
 
+    /// Whether the server serves the informer's resource, as its reflector's last list found:
+    /// [`Availability::Unknown`] before the first list answers (and before the run),
+    /// [`Availability::NotServed`] while its lists are answered `404 NotFound` (the informer
+    /// waits for the resource; see `informer_reflector::Reflector`).
+    pub fn availability(&self) -> Availability {
+        self.state
+            .lock()
+            .life
+            .reflector()
+            .map_or(Availability::Unknown, |r| r.availability())
+    }
+
     /// Whether the informer is synced and making progress, for readiness and liveness checks.
     ///
     /// Problems: it stopped; a consumer stopped while it runs (its panic policy); changes are
     /// waiting (queued or being processed) and none has been processed for
     /// [`stalled_after`](HealthOptions::stalled_after), as seen across health checks; no
-    /// watch has been open for [`watch_down_after`](HealthOptions::watch_down_after). An
-    /// informer not started yet has none (and is not synced).
+    /// watch has been open for [`watch_down_after`](HealthOptions::watch_down_after); the
+    /// server does not serve the resource ([`Problem::NotServed`], instead of the watch being
+    /// down; not a liveness problem). An informer not started yet has none (and is not
+    /// synced).
     pub fn health(&self, options: &HealthOptions) -> Health
     where
         K: Send + Sync + 'static,
@@ -261,6 +307,7 @@ where
         let now = tokio::time::Instant::now();
         if self.is_stopped() {
             problems.push(Problem::Stopped);
+            problems.extend(self.not_served_for(now));
         } else if let Some(started) = *self.counters.started_at.lock() {
             problems.extend(
                 self.processor
@@ -296,8 +343,11 @@ where
                 .lock()
                 .life
                 .reflector()
-                .map(|r| r.watch_down_since());
-            if let Some(since) = down.flatten() {
+                .and_then(|r| r.watch_down_since());
+            if let Some(not_served) = self.not_served_for(now) {
+                // No watch is expected then: the informer waits, it is not stuck.
+                problems.push(not_served);
+            } else if let Some(since) = down {
                 let down_for = now.saturating_duration_since(since);
                 if down_for >= options.watch_down_after {
                     problems.push(Problem::WatchDown { down_for });
@@ -309,6 +359,14 @@ where
             synced: self.has_synced(),
             problems,
         }
+    }
+
+    /// [`Problem::NotServed`], if the server does not serve the resource (as of `now`).
+    fn not_served_for(&self, now: tokio::time::Instant) -> Option<Problem> {
+        let since = self.state.lock().life.reflector()?.not_served_since()?;
+        Some(Problem::NotServed {
+            not_served_for: now.saturating_duration_since(since),
+        })
     }
 
     /// A snapshot of the informer's state and counters, for metrics and health checks: cheap
@@ -345,6 +403,7 @@ where
                 .map(|&r| (r, self.refused_deltas_by(r)))
                 .collect(),
             caught_panics: self.caught_panics(),
+            availability: self.availability(),
             handlers: self.processor.registrations(),
         }
     }

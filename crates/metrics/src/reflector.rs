@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use informer_reflector::{EventType, ListOutcome, ReflectorObserver, WatchEnd};
+use informer_reflector::{Availability, EventType, ListOutcome, ReflectorObserver, WatchEnd};
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -30,6 +31,7 @@ pub(crate) struct Families {
     backoff_waits: Family<Labels, Counter>,
     backoff_seconds: Family<Labels, Counter<f64>>,
     throttled: Family<Labels, Counter>,
+    not_served: Family<Labels, Gauge>,
     /// When each informer's resourceVersion last moved (read by the collector).
     pub(crate) last_moved: Mutex<HashMap<String, Arc<LastMoved>>>,
 }
@@ -73,6 +75,7 @@ impl Families {
             backoff_waits: Family::default(),
             backoff_seconds: Family::default(),
             throttled: Family::default(),
+            not_served: Family::default(),
             last_moved: Mutex::default(),
         };
         registry.register(
@@ -120,6 +123,11 @@ impl Families {
             "Responses 429 Too Many Requests",
             families.throttled.clone(),
         );
+        registry.register(
+            "informer_reflector_not_served",
+            "1 while the server does not serve the informer's resource (its lists are answered 404: a CRD not installed, or deleted)",
+            families.not_served.clone(),
+        );
         families
     }
 }
@@ -139,6 +147,17 @@ pub(crate) struct Observer {
     throttled: Counter,
     list_duration: Histogram,
     last_moved: Arc<LastMoved>,
+    /// The label sets of the series found by label set (lists, responses, watch ends), by
+    /// family, so that [`retired`](ReflectorObserver::retired) can remove them.
+    by_label_set: Mutex<Vec<(Kind, Labels)>>,
+}
+
+/// A family whose series an observer finds by label set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Lists,
+    Responses,
+    WatchEnds,
 }
 
 const EVENT_TYPES: [EventType; 5] = [
@@ -190,6 +209,24 @@ impl Observer {
             throttled,
             list_duration,
             last_moved,
+            by_label_set: Mutex::default(),
+        }
+    }
+
+    /// Counts one more in the series of `kind` with `labels`, noting the label set.
+    fn count(&self, kind: Kind, labels: Labels) {
+        let family = self.family(kind);
+        if family.get(&labels).is_none() {
+            self.by_label_set.lock().push((kind, labels.clone()));
+        }
+        family.get_or_create(&labels).inc();
+    }
+
+    fn family(&self, kind: Kind) -> &Family<Labels, Counter> {
+        match kind {
+            Kind::Lists => &self.families.lists,
+            Kind::Responses => &self.families.responses,
+            Kind::WatchEnds => &self.families.watch_ends,
         }
     }
 
@@ -216,15 +253,12 @@ impl ReflectorObserver for Observer {
             }
             .to_owned(),
         ));
-        self.families.lists.get_or_create(&labels).inc();
+        self.count(Kind::Lists, labels);
         self.list_duration.observe(outcome.duration.as_secs_f64());
     }
 
     fn response(&self, encoding: &'static str) {
-        self.families
-            .responses
-            .get_or_create(&self.with("encoding", encoding))
-            .inc();
+        self.count(Kind::Responses, self.with("encoding", encoding));
     }
 
     fn watch_started(&self) {
@@ -232,10 +266,7 @@ impl ReflectorObserver for Observer {
     }
 
     fn watch_ended(&self, end: WatchEnd) {
-        self.families
-            .watch_ends
-            .get_or_create(&self.with("end", end.as_str()))
-            .inc();
+        self.count(Kind::WatchEnds, self.with("end", end.as_str()));
     }
 
     fn event(&self, event: EventType) {
@@ -255,5 +286,37 @@ impl ReflectorObserver for Observer {
 
     fn throttled(&self) {
         self.throttled.inc();
+    }
+
+    fn availability(&self, availability: Availability) {
+        let not_served = i64::from(availability == Availability::NotServed);
+        self.families
+            .not_served
+            .get_or_create(&self.labels)
+            .set(not_served);
+    }
+
+    fn retired(&self) {
+        let families = &self.families;
+        for t in EVENT_TYPES {
+            families.events.remove(&self.with("type", t.as_str()));
+        }
+        families.watches.remove(&self.labels);
+        families.backoff_waits.remove(&self.labels);
+        families.backoff_seconds.remove(&self.labels);
+        families.throttled.remove(&self.labels);
+        families.list_duration.remove(&self.labels);
+        families.not_served.remove(&self.labels);
+        for (kind, labels) in std::mem::take(&mut *self.by_label_set.lock()) {
+            self.family(kind).remove(&labels);
+        }
+        let informer = &self.labels[0].1;
+        let mut last_moved = families.last_moved.lock();
+        if last_moved
+            .get(informer)
+            .is_some_and(|l| Arc::ptr_eq(l, &self.last_moved))
+        {
+            last_moved.remove(informer);
+        }
     }
 }

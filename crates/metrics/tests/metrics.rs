@@ -60,6 +60,11 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
         ],
         "5",
     ));
+    // The watch after the relist is refused once with a 429: the reflector waits (a backoff
+    // wait, counted) and watches again. (The relist after a 410 is sent at once, without one.)
+    source.push_watch_error(informer_reflector::Error::Api(Status::too_many_requests(
+        Some(Duration::from_millis(20)),
+    )));
     source.push_watch(vec![WatchStep::Hang]);
     let informer = informer(Arc::clone(&source), &metrics);
 

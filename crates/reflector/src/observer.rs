@@ -155,4 +155,8 @@ pub trait ReflectorObserver: Send + Sync + 'static {
     fn availability(&self, availability: Availability) {
         let _ = availability;
     }
+    /// The informer this reflector belongs to was removed for good (from its factory, which
+    /// tells this after its run has ended): an observer that keeps series per informer drops
+    /// them, so that a removed informer leaves none behind. Not told on a plain stop.
+    fn retired(&self) {}
 }

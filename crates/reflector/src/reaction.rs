@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::availability::NOT_SERVED_POLL;
 use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind};
 use crate::observer::{ListOutcome, ListReason, ReflectorObserver};
@@ -165,6 +164,8 @@ pub(crate) struct RunState {
     /// The last cycle ended with a 410 and the relist after it was sent at once: the next 410
     /// before a healthy watch waits a backoff delay.
     pub(crate) relisted_at_once: bool,
+    /// How often a resource that is not served is listed again.
+    not_served_poll: Duration,
 }
 
 /// The readiness cadence: the first delay after a not-ready answer, its growth per step and its
@@ -197,6 +198,7 @@ impl RunState {
             not_ready_since: None,
             ready_next: READY_FIRST,
             relisted_at_once: false,
+            not_served_poll: config.not_served_poll,
         }
     }
 
@@ -221,11 +223,12 @@ impl RunState {
         delay
     }
 
-    /// The wait before listing a resource that is not served again: [`NOT_SERVED_POLL`],
-    /// stretched by up to 20 %, however long it has been; the backoff is left alone.
+    /// The wait before listing a resource that is not served again: [`crate::NOT_SERVED_POLL`] (or
+    /// the reflector's own period), stretched by up to 20 %, however long it has been; the
+    /// backoff is left alone.
     pub(crate) fn not_served_delay(&mut self) -> Duration {
         self.ready();
-        let delay = NOT_SERVED_POLL.mul_f64(1.0 + 0.2 * self.rng.f64());
+        let delay = self.not_served_poll.mul_f64(1.0 + 0.2 * self.rng.f64());
         if let Some(observer) = &self.observer {
             observer.backoff(delay);
         }

@@ -172,6 +172,7 @@ pub(crate) struct Config<K> {
     pub(crate) observer: Option<Arc<dyn ReflectorObserver>>,
     pub(crate) list_interner: Option<ListInterner<K>>,
     pub(crate) relist_by_page: bool,
+    pub(crate) not_served_poll: Duration,
 }
 
 /// Called on every listed object as its page arrives; returns the object to keep (see
@@ -224,6 +225,7 @@ where
                 observer: None,
                 list_interner: None,
                 relist_by_page: false,
+                not_served_poll: crate::availability::NOT_SERVED_POLL,
             },
             last_sync_resource_version: RwLock::new(String::new()),
             running: AtomicBool::new(false),

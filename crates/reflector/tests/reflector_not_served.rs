@@ -25,6 +25,17 @@ fn lists(requests: &[Request]) -> usize {
     requests.iter().filter(|r| r.is_list()).count()
 }
 
+/// The first `n` requests are lists, one every `poll` (each gap up to 20 % longer): a calm,
+/// flat cadence, never growing like a backoff.
+fn assert_listed_every(requests: &[Request], n: usize, poll: Duration) {
+    assert_eq!(lists(requests), n, "{requests:#?}");
+    for w in requests[..n].windows(2) {
+        let g = gap(w[0].at(), w[1].at());
+        let poll = poll.as_secs_f64();
+        assert!((poll..poll * 1.2).contains(&g), "gap {g}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_resource_not_served_is_listed_every_five_seconds_without_backoff_until_it_is() {
     let fake = Fake::new();
@@ -36,17 +47,29 @@ async fn a_resource_not_served_is_listed_every_five_seconds_without_backoff_unti
     let h = Harness::new(fake, |r| r).start();
 
     let requests = h.requests(10).await;
-    assert_eq!(lists(&requests), 9, "{requests:#?}");
     // The cadence stays calm and flat: every gap in [5 s, 6 s), never growing like a backoff.
-    for w in requests[..9].windows(2) {
-        let g = gap(w[0].at(), w[1].at());
-        let poll = NOT_SERVED_POLL.as_secs_f64();
-        assert!((poll..poll * 1.2).contains(&g), "gap {g}");
-    }
+    assert_listed_every(&requests, 9, NOT_SERVED_POLL);
     // Nothing was written while it was not served; then the list is the first replace.
     assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
     assert_eq!(h.reflector.availability(), Availability::Served);
     assert_eq!(h.reflector.not_served_since(), None);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reflector_given_its_own_not_served_poll_lists_on_that_cadence() {
+    let fake = Fake::new();
+    for _ in 0..4 {
+        fake.push_list_error(not_found());
+    }
+    fake.push_list(ListPage::new(vec![obj("a", 1)], "10"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let poll = Duration::from_millis(200);
+    let h = Harness::new(fake, move |r| r.with_not_served_poll(poll)).start();
+
+    let requests = h.requests(6).await;
+    assert_listed_every(&requests, 5, poll);
+    assert_eq!(h.reflector.availability(), Availability::Served);
     h.stop().await;
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use informer_factory::{ListerWatcherSource, Selection};
-use informer_reflector::{FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
+use informer_reflector::{Error, FakeListerWatcher, ListPage, Status, WatchEvent, WatchStep};
 use informer_store::{FnIdentity, ResourceVersionFunc, SharedIdentity};
 use informer_store::{
     IndexValues, Indexers, KeyFunc, NAMESPACE_INDEX, index_func, indexers, key_func,
@@ -35,6 +35,9 @@ pub struct Pods;
 pub struct Secrets;
 /// Served by a server that never answers a list.
 pub struct Stuck;
+/// Not served by the server: its first list is answered `404 NotFound` (a CRD not installed
+/// yet), the later ones never.
+pub struct NotYet;
 
 /// A lister-watcher the source made, with what it was made for.
 #[derive(Clone)]
@@ -101,7 +104,13 @@ impl Source {
             false => FakeListerWatcher::new(),
         };
         let fake = Arc::new(fake);
-        if answer {
+        if resource == "NotYet" {
+            fake.push_list_error(Error::Api(Status::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )));
+        } else if answer {
             let items = self
                 .objects
                 .iter()
@@ -167,6 +176,7 @@ macro_rules! serve {
 serve!(Pods, true);
 serve!(Secrets, true);
 serve!(Stuck, false);
+serve!(NotYet, false);
 
 /// The standard objects: two namespaces, two apps.
 pub fn objects() -> Vec<Arc<Obj>> {
