@@ -65,6 +65,7 @@
 
 mod availability;
 mod backoff;
+mod boxed;
 mod error;
 mod fake;
 mod lister_watcher;
@@ -76,13 +77,14 @@ mod watching;
 
 pub use crate::availability::{Availability, NOT_SERVED_POLL};
 pub use crate::backoff::BackoffConfig;
+pub use crate::boxed::BoxListerWatcher;
 pub use crate::error::{
     BoxError, CAUSE_RESOURCE_VERSION_TOO_LARGE, Error, ErrorKind, Status, StatusCause,
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    BoxListerWatcher, HandOver, ListPage, ListParams, ListSink, ListerWatcher,
-    ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
+    HandOver, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    WatchParams, WatchStream,
 };
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{
