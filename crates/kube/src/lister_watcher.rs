@@ -359,7 +359,7 @@ async fn list<K, T>(
 ) -> Result<ListPage<T>, Error>
 where
     K: Resource + Clone,
-    T: DeserializeOwned + Send + Sync,
+    T: DeserializeOwned + Send + Sync + 'static,
 {
     let lp = selectors.list_params(params);
     let request = kube::core::Request::new(api.resource_url());
