@@ -30,20 +30,30 @@ pub enum Parser {
     SonicRs,
     /// `simd_json::serde::from_slice` on a copy.
     SimdJson,
-    /// `informer_protobuf::from_slice` on the protobuf form (what the adapter reads when the
-    /// server sends protobuf): its documents are [`protobuf`]'s.
+    /// `informer_protobuf::from_slice` on the protobuf form (the serde path, what the adapter
+    /// reads a projection of a pod with): its documents are [`protobuf`]'s.
     Protobuf,
+    /// The `Pod`'s generated decoder on the protobuf form (`Envelope::decode_generated`, what
+    /// the adapter reads a `Pod` with when the server sends protobuf): its documents are
+    /// [`protobuf`]'s.
+    ProtobufGenerated,
 }
 
 impl Parser {
     /// Every parser, in the report's order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::SerdeJsonSlice,
         Self::SerdeJsonStr,
         Self::SonicRs,
         Self::SimdJson,
         Self::Protobuf,
+        Self::ProtobufGenerated,
     ];
+
+    /// Whether its documents are protobuf ([`protobuf`]'s), not JSON.
+    pub fn reads_protobuf(self) -> bool {
+        matches!(self, Self::Protobuf | Self::ProtobufGenerated)
+    }
 
     /// Its name in the report.
     pub fn name(self) -> &'static str {
@@ -52,7 +62,8 @@ impl Parser {
             Self::SerdeJsonStr => "from_utf8 + serde_json from_str (ours)",
             Self::SonicRs => "sonic-rs from_slice",
             Self::SimdJson => "simd-json from_slice (on a copy)",
-            Self::Protobuf => "protobuf: informer-protobuf from_slice (ours)",
+            Self::Protobuf => "protobuf: informer-protobuf from_slice (ours, serde)",
+            Self::ProtobufGenerated => "protobuf: informer-protobuf generated decoder (ours)",
         }
     }
 
@@ -70,6 +81,9 @@ impl Parser {
                 simd_json::serde::from_slice(&mut copy).expect("decodes")
             }
             Self::Protobuf => informer_protobuf::from_slice(doc).expect("decodes"),
+            Self::ProtobufGenerated => informer_protobuf::envelope::open(doc)
+                .and_then(|e| e.decode_generated(informer_protobuf::DecodeOptions::new()))
+                .expect("decodes"),
         }
     }
 }
@@ -240,11 +254,7 @@ mod tests {
             for (doc, pb_doc) in docs.iter().zip(&pb_docs) {
                 let want = Parser::SerdeJsonSlice.decode(doc);
                 for parser in Parser::ALL {
-                    let doc = if parser == Parser::Protobuf {
-                        pb_doc
-                    } else {
-                        doc
-                    };
+                    let doc = if parser.reads_protobuf() { pb_doc } else { doc };
                     assert_eq!(parser.decode(doc), want, "{parser:?}");
                 }
             }

@@ -2,8 +2,10 @@
 //! two pieces), the watch event, the envelope read as a `Pod` and as a `serde_json::Value`, the
 //! list decoder (whole and in pieces) and a bare `v1` `Pod` message. No panic; a reader fed in
 //! pieces reads what it reads fed whole; a message that reads both as a `Pod` and as a `Value`
-//! reads the same `Pod` through the `Value`. The checks are those of the stable corpus replay,
-//! `crates/protobuf/tests/fuzz_corpus.rs`, compiled in here.
+//! reads the same `Pod` through the `Value`; every envelope, list item and bare message is also
+//! read by the `Pod`'s generated decoder (whole, and without managed fields), which must read
+//! what the serde path reads: the same `Pod`, or the same error. The checks are those of the
+//! stable corpus replay, `crates/protobuf/tests/fuzz_corpus.rs`, compiled in here.
 #![no_main]
 
 #[path = "../../crates/protobuf/tests/fuzz_corpus.rs"]

@@ -21,8 +21,8 @@ pub(super) fn decode_rows(opts: &Options, out: &mut Rows<'_>) {
         let bytes = docs.iter().map(Vec::len).sum::<usize>() / docs.len();
         let pb_docs = protobuf(&docs);
         let pb_bytes = pb_docs.iter().map(Vec::len).sum::<usize>() / docs.len();
-        let docs_of = |parser| {
-            if parser == Parser::Protobuf {
+        let docs_of = |parser: Parser| {
+            if parser.reads_protobuf() {
                 &pb_docs
             } else {
                 &docs
@@ -35,9 +35,10 @@ pub(super) fn decode_rows(opts: &Options, out: &mut Rows<'_>) {
             }
         }
         for (parser, times) in Parser::ALL.into_iter().zip(runs) {
-            let size = match parser {
-                Parser::Protobuf => format!("{pb_bytes} B of protobuf"),
-                _ => format!("{bytes} B of JSON"),
+            let size = if parser.reads_protobuf() {
+                format!("{pb_bytes} B of protobuf")
+            } else {
+                format!("{bytes} B of JSON")
             };
             let row = Row::new(
                 "DECODE",

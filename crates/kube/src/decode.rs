@@ -97,7 +97,7 @@ impl<'de, K: Deserialize<'de>> Deserialize<'de> for InArc<K> {
 /// the decoder on bytes of their own.
 ///
 /// [`KubeListerWatcher`]: crate::KubeListerWatcher
-pub fn decode_list_body<K: DeserializeOwned + Send + Sync>(
+pub fn decode_list_body<K: DeserializeOwned + Send + Sync + 'static>(
     body: &[u8],
     chunk: usize,
     without_managed_fields: bool,
@@ -108,7 +108,8 @@ pub fn decode_list_body<K: DeserializeOwned + Send + Sync>(
     let mut sink = ListSink::new();
     if body.starts_with(informer_protobuf::MAGIC) {
         let negotiation = crate::protobuf::Negotiation::default();
-        let mut reader = crate::protobuf::ListReader::new(decoding, &negotiation);
+        let objects = crate::protobuf::Objects::new(decoding);
+        let mut reader = crate::protobuf::ListReader::new(objects, &negotiation);
         for piece in body.chunks(chunk.max(1)) {
             reader.push(piece, &mut sink)?;
         }
@@ -141,14 +142,14 @@ pub fn decode_watch_line<K: DeserializeOwned>(
 /// as [`decode_list_body`].
 ///
 /// [`KubeListerWatcher`]: crate::KubeListerWatcher
-pub fn decode_watch_frame<K: DeserializeOwned>(
+pub fn decode_watch_frame<K: DeserializeOwned + Send + Sync + 'static>(
     frame: &[u8],
     without_managed_fields: bool,
 ) -> Result<kube::api::WatchEvent<Arc<K>>, Error> {
-    let decoding = Decoding {
+    let objects = crate::protobuf::Objects::new(Decoding {
         skip_managed_fields: without_managed_fields,
-    };
-    crate::protobuf::frame_event(frame, decoding, &crate::protobuf::Negotiation::default())
+    });
+    crate::protobuf::frame_event(frame, objects, &crate::protobuf::Negotiation::default())
 }
 
 #[cfg(test)]

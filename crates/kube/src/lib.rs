@@ -11,7 +11,10 @@
 //!   builds and sends each request (its auth, TLS and middleware); the adapter reads the body
 //!   itself, a list item by item as it arrives (never the whole body at once) and a watch line
 //!   by line. It maps errors and watch events onto the reflector's types, so the reflector, not
-//!   kube, decides every retry and relist.
+//!   kube, decides every retry and relist. It asks for protobuf, with JSON as the fallback, and
+//!   reads each response as its `Content-Type` says: a built-in type of k8s-openapi through the
+//!   decoder `informer-protobuf` generates for it, any other type (a projection, a type of the
+//!   application's own) through its `Deserialize`.
 //! * [`MetadataListerWatcher`] does the same through the metadata-only API
 //!   ([`PartialObjectMeta`](kube::core::PartialObjectMeta)), for memory-lean caches.
 //! * [`KubeListerWatcher::without_managed_fields`] (and [`KubeSource::without_managed_fields`]

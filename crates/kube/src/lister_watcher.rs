@@ -222,8 +222,8 @@ common_methods!(MetadataListerWatcher, Negotiation::json_only());
 impl<K: Resource> KubeListerWatcher<K> {
     /// Asks for JSON only. By default a lister-watcher asks for protobuf with JSON as the
     /// fallback, and reads each response as its `Content-Type` says: built-in types come as
-    /// protobuf (about 30 % fewer bytes than JSON, and several times cheaper to decode),
-    /// custom resources as JSON.
+    /// protobuf (about 30 % fewer bytes than JSON; a `Pod` is read by its generated decoder in
+    /// about 0.9× the time of its JSON, 0.7× without managed fields), custom resources as JSON.
     #[must_use]
     pub fn json_only(mut self) -> Self {
         self.negotiation = Arc::new(Negotiation::json_only());
@@ -371,7 +371,7 @@ async fn list<K, T>(
 ) -> Result<ListPage<T>, Error>
 where
     K: Resource + Clone,
-    T: DeserializeOwned + Send + Sync,
+    T: DeserializeOwned + Send + Sync + 'static,
 {
     let lp = selectors.list_params(params);
     let request = kube::core::Request::new(api.resource_url());

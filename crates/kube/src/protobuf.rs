@@ -1,6 +1,12 @@
 //! Protobuf responses (`application/vnd.kubernetes.protobuf`), read by `informer-protobuf`
 //! straight into the object types.
 //!
+//! A built-in type of k8s-openapi (`Pod`, `Deployment`, …) is read by the decoder generated for
+//! it, which writes each field in place as it comes off the wire; managed fields that the
+//! lister-watcher leaves out are walked over without being built. Any other type (a projection
+//! of a built-in type, a type of the application's own) is read through its `Deserialize`, by
+//! the serde path of the same crate. Both read the same object from the same bytes ([`Objects`]).
+//!
 //! A lister-watcher asks for protobuf with JSON as the acceptable fallback; the server answers
 //! protobuf for the built-in types and JSON for the rest (custom resources), and each response
 //! is read as its `Content-Type` says. A built-in type newer than the protobuf schema this
@@ -12,7 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use futures::{Stream, StreamExt};
-use informer_protobuf::{Envelope, FrameDecoder, ListDecoder, MessageType, envelope};
+use informer_protobuf::{
+    DecodeOptions, Envelope, FrameDecoder, Generated, ListDecoder, MessageType, envelope,
+};
 use informer_reflector::{Error, ListPage, ListSink};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::client::Body;
@@ -142,29 +150,68 @@ impl<'a> Source<'a> {
             Source::Message(message, bytes) => message.decode(bytes),
         }
     }
+}
 
-    /// The object, in its `Arc`, as `decoding` says.
-    fn object<K: DeserializeOwned>(
-        &self,
-        decoding: Decoding,
-    ) -> Result<Arc<K>, informer_protobuf::Error> {
-        if decoding.skip_managed_fields {
-            self.decode::<WithoutManagedFields<InArc<K>>>()
+/// How the objects of one response are read: by `K`'s generated decoder when `K` is a built-in
+/// type of k8s-openapi ([`Generated`], looked up once per response), through serde otherwise (a
+/// projection, a type of the application's own); whole, or without their managed fields, as
+/// the lister-watcher's [`Decoding`] says. Both read the same object from the same bytes, and
+/// fail alike on bad ones.
+pub(crate) struct Objects<K> {
+    generated: Option<Generated<K>>,
+    decoding: Decoding,
+}
+
+impl<K> Clone for Objects<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Objects<K> {}
+
+impl<K: DeserializeOwned + Send + Sync + 'static> Objects<K> {
+    pub(crate) fn new(decoding: Decoding) -> Self {
+        Self {
+            generated: Generated::find(),
+            decoding,
+        }
+    }
+
+    /// The object at `source`, in its `Arc`.
+    fn read(&self, source: Source<'_>) -> Result<Arc<K>, informer_protobuf::Error> {
+        let skip = self.decoding.skip_managed_fields;
+        if let Some(generated) = &self.generated {
+            let options = if skip {
+                DecodeOptions::new().without_managed_fields()
+            } else {
+                DecodeOptions::new()
+            };
+            return match source {
+                Source::Envelope(envelope) => generated.decode_envelope(envelope, options),
+                Source::Message(message, bytes) => {
+                    generated.decode_message(message, bytes, options)
+                }
+            };
+        }
+        if skip {
+            source
+                .decode::<WithoutManagedFields<InArc<K>>>()
                 .map(|o| o.0.0)
         } else {
-            self.decode::<InArc<K>>().map(|o| o.0)
+            source.decode::<InArc<K>>().map(|o| o.0)
         }
     }
 }
 
 /// Reads a protobuf list response into a page, item by item as its bytes arrive.
-pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
+pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync + 'static>(
     body: Body,
     decoding: Decoding,
     negotiation: &Negotiation,
     sink: &mut ListSink<'_, K>,
 ) -> Result<ListPage<K>, Error> {
-    let mut reader = ListReader::new(decoding, negotiation);
+    let mut reader = ListReader::new(Objects::new(decoding), negotiation);
     let mut body = std::pin::pin!(chunks(body));
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
@@ -174,37 +221,34 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
 }
 
 /// A protobuf list body's items decoded as its chunks come ([`list_page`]).
-pub(crate) struct ListReader<'n> {
+pub(crate) struct ListReader<'n, K> {
     decoder: ListDecoder,
-    decoding: Decoding,
+    objects: Objects<K>,
     negotiation: &'n Negotiation,
     decoded: usize,
 }
 
-impl<'n> ListReader<'n> {
-    pub(crate) fn new(decoding: Decoding, negotiation: &'n Negotiation) -> Self {
+impl<'n, K: DeserializeOwned + Send + Sync + 'static> ListReader<'n, K> {
+    pub(crate) fn new(objects: Objects<K>, negotiation: &'n Negotiation) -> Self {
         Self {
             decoder: ListDecoder::default(),
-            decoding,
+            objects,
             negotiation,
             decoded: 0,
         }
     }
 
     /// Takes a chunk, decoding every item it completes into `sink`.
-    pub(crate) fn push<K: DeserializeOwned + Send + Sync>(
-        &mut self,
-        chunk: &[u8],
-        sink: &mut ListSink<'_, K>,
-    ) -> Result<(), Error> {
+    pub(crate) fn push(&mut self, chunk: &[u8], sink: &mut ListSink<'_, K>) -> Result<(), Error> {
         self.decoder.push(chunk);
         while let Some((bytes, message)) = self
             .decoder
             .next_item()
             .map_err(|e| self.negotiation.error("list response", e))?
         {
-            let item = Source::Message(message, bytes)
-                .object(self.decoding)
+            let item = self
+                .objects
+                .read(Source::Message(message, bytes))
                 .map_err(|e| {
                     let what = format!("list response: item {}", self.decoded);
                     self.negotiation.error(&what, e)
@@ -216,7 +260,7 @@ impl<'n> ListReader<'n> {
     }
 
     /// The page, once the body has ended.
-    pub(crate) fn finish<K>(self, sink: &mut ListSink<'_, K>) -> Result<ListPage<K>, Error> {
+    pub(crate) fn finish(self, sink: &mut ListSink<'_, K>) -> Result<ListPage<K>, Error> {
         let metadata: ListMeta = self
             .decoder
             .finish()
@@ -240,16 +284,16 @@ struct BookmarkObject {
 }
 
 /// One watch frame as kube-client's watch event.
-pub(crate) fn frame_event<K: DeserializeOwned>(
+pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
     frame: &[u8],
-    decoding: Decoding,
+    objects: Objects<K>,
     negotiation: &Negotiation,
 ) -> Result<kube::api::WatchEvent<Arc<K>>, Error> {
     use kube::api::WatchEvent as E;
     let failed = |e| negotiation.error("watch event", e);
     let event = informer_protobuf::watch_event(frame).map_err(failed)?;
     let envelope = envelope::open(event.object).map_err(failed)?;
-    let object = || Source::Envelope(&envelope).object(decoding).map_err(failed);
+    let object = || objects.read(Source::Envelope(&envelope)).map_err(failed);
     Ok(match event.event_type {
         "ADDED" => E::Added(object()?),
         "MODIFIED" => E::Modified(object()?),
@@ -283,6 +327,7 @@ pub(crate) fn watch_events<K>(
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
+    let objects = Objects::<K>::new(decoding);
     let state = (chunks(body).boxed(), FrameDecoder::default(), false);
     futures::stream::unfold(state, move |(mut body, mut frames, ended)| {
         let negotiation = negotiation.clone();
@@ -293,7 +338,7 @@ where
             loop {
                 match frames.next_frame() {
                     Ok(Some(frame)) => {
-                        let event = frame_event::<K>(frame, decoding, &negotiation);
+                        let event = frame_event(frame, objects, &negotiation);
                         let end = event.is_err();
                         return Some((event, (body, frames, end)));
                     }

@@ -2,7 +2,6 @@
 //! `status.phase`) through the kube adapter and the factory, against the API server simulator:
 //! list, watch (add, update, delete), an index by node, the namespace index, a transform.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,62 +11,12 @@ use informer_kube::{KubeInformerFactory, KubeSource, strip_managed_fields};
 use informer_store::{IndexValues, NAMESPACE_INDEX, index_func};
 use informer_testing::eventually;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use kube::core::NamespaceResourceScope;
-use serde::Deserialize;
+
+mod slim_pod;
+
+use slim_pod::SlimPod;
 
 const LONG: Duration = Duration::from_secs(20);
-
-/// What a node-aware controller reads of a pod, and nothing more.
-#[derive(Debug, Clone, Deserialize)]
-struct SlimPod {
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: SlimSpec,
-    #[serde(default)]
-    status: SlimStatus,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SlimSpec {
-    node_name: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-struct SlimStatus {
-    phase: Option<String>,
-}
-
-impl Resource for SlimPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("Pod")
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("")
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("v1")
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        Cow::Borrowed("pods")
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
 
 /// A pod with a full spec and status, of which a `SlimPod` keeps three things.
 fn pod(ns: &str, name: &str, node: &str, phase: &str) -> Pod {
