@@ -187,12 +187,10 @@ where
         version: &str,
         timeout: Duration,
     ) -> Result<String, VersionWaitError> {
-        let wanted = || version.to_owned();
         if compare_versions(version, version).is_none() {
-            let cached = self.cache_version();
             return Err(VersionWaitError::NotComparable {
-                wanted: wanted(),
-                cached,
+                wanted: version.to_owned(),
+                cached: self.cache_version(),
             });
         }
         let _waiting = Waiting::new(&self.version);
@@ -203,27 +201,44 @@ where
                 && compare_versions(&cached, version).is_none_or(|o| o != Ordering::Less)
         };
         let started = tokio::time::Instant::now();
-        let waited = tokio::time::timeout(
-            timeout,
-            self.upstream.wait(answered, || self.upstream.is_stopped()),
-        )
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                self.upstream
+                    .wait(answered, || self.upstream.is_stopped())
+                    .await;
+                // `None` if the version moved back since the look (a DeltaFifo's relist spells
+                // itself out per object, older versions included): wait on.
+                if let Some(answer) = self.version_answer(version) {
+                    return answer;
+                }
+            }
+        })
         .await;
-        let cached = self.version.get();
-        match compare_versions(&cached, version) {
-            Some(Ordering::Equal | Ordering::Greater) => Ok(cached),
-            None if !cached.is_empty() => Err(VersionWaitError::NotComparable {
-                wanted: wanted(),
-                cached,
-            }),
-            _ if self.upstream.is_stopped() => Err(VersionWaitError::Stopped { wanted: wanted() }),
-            _ => {
-                debug_assert!(waited.is_err() || waited == Ok(false));
+        waited.unwrap_or_else(|_| {
+            self.version_answer(version).unwrap_or_else(|| {
                 Err(VersionWaitError::TimedOut {
-                    wanted: wanted(),
-                    cached,
+                    wanted: version.to_owned(),
+                    cached: self.version.get(),
                     waited: started.elapsed(),
                 })
-            }
+            })
+        })
+    }
+
+    /// The answer to a wait for `version` now: reached, not comparable, or stopped; `None` while
+    /// the cache is behind it.
+    fn version_answer(&self, version: &str) -> Option<Result<String, VersionWaitError>> {
+        let cached = self.version.get();
+        match compare_versions(&cached, version) {
+            Some(Ordering::Equal | Ordering::Greater) => Some(Ok(cached)),
+            None if !cached.is_empty() => Some(Err(VersionWaitError::NotComparable {
+                wanted: version.to_owned(),
+                cached,
+            })),
+            _ if self.upstream.is_stopped() => Some(Err(VersionWaitError::Stopped {
+                wanted: version.to_owned(),
+            })),
+            _ => None,
         }
     }
 }

@@ -115,8 +115,12 @@ async fn a_wait_has_a_typed_answer_when_it_cannot_be_met(kind: Kind) {
         wanted: "100".into(),
     });
     assert_eq!(waiter.await.unwrap(), stopped);
-    // And a wait on a stopped informer returns at once.
+    // And a wait on a stopped informer returns at once, however long it may wait.
     assert_eq!(informer.wait_for_version("100", LONG).await, stopped);
+    assert_eq!(
+        informer.wait_for_version("100", Duration::MAX).await,
+        stopped
+    );
 }
 
 /// A server whose versions are opaque (here the identity reads them from the `node` field): the
