@@ -36,7 +36,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informers::apiserver::{ApiServer, Config, Failure, Isolation, ResourceInfo, Verb};
@@ -107,6 +107,10 @@ const FINALIZER: &str = "example.informers.dev/children";
 
 /// The label that names a child's `App`, for the cleanup's consistent list.
 const APP_LABEL: &str = "example.informers.dev/app";
+
+/// The reasons of the Events that could not be published (the faults this example injects can
+/// fail one), across every replica of this process: the final check does not ask for those.
+static LOST_EVENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// The ConfigMap `app` wants at `index`.
 fn desired(app: &App, index: u32) -> ConfigMap {
@@ -247,7 +251,12 @@ async fn record(ctx: &Ctx, app: &App, reason: &str, note: String) {
         note: Some(note),
         related: None,
     };
-    match ctx.recorder.publish(&spec, &app.object_ref(&())).await {
+    let published = ctx.recorder.publish(&spec, &app.object_ref(&())).await;
+    if published.is_err() {
+        let mut lost = LOST_EVENTS.lock().unwrap_or_else(|e| e.into_inner());
+        lost.push(reason.to_owned());
+    }
+    match published {
         Ok(()) => {}
         Err(kube_client::Error::Api(status)) => {
             println!(
@@ -713,7 +722,13 @@ async fn main() -> Result<(), BoxError> {
             .or_default() += count;
     }
     println!("Events on the Apps: {reasons:?}");
-    if !reasons.contains_key("CleanedUp") {
+    // The injected create failures may hit an Event instead of a child: a lost Event is not
+    // asked for, but one never published at all is an error.
+    let lost = LOST_EVENTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if !reasons.contains_key("CleanedUp") && !lost.iter().any(|r| r == "CleanedUp") {
         return Err("no Event says gamma's children were cleaned up".into());
     }
 
