@@ -3,8 +3,9 @@
 //! `cargo run --release -p informer-benches --bin report [-- --quick] [--only <name>]...
 //! [--touch-memory <GiB>]`
 //!
-//! MEM runs in processes of their own: the `mem` binary next to this one (built with it when
-//! missing).
+//! MEM runs in processes of their own: the `mem` binary next to this one (cargo builds it first,
+//! as `w_http_client`). With the `mimalloc` feature, this binary and `w_http_client` allocate with mimalloc
+//! (both sides of every row alike), and the report says so.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -12,6 +13,17 @@ use std::process::{Command, ExitCode};
 use clap::Parser;
 use informer_benches::Sizes;
 use informer_benches::report::{self, Options, WORKLOADS};
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The global allocator of this binary (and of the `w_http_client` it runs).
+const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "the system's (glibc malloc)"
+};
 
 /// The informers benchmark report: ours and kube-runtime, same run, same objects.
 #[derive(Debug, Parser)]
@@ -50,37 +62,38 @@ fn touch_memory(gib: usize) {
     );
 }
 
-/// The benches' binary `name` beside this one; built with cargo when missing.
+/// The benches' binary `name` beside this one, built (or found up to date) by cargo with this
+/// binary's features first, so that it allocates as this one does.
 fn sibling_exe(name: &str) -> Option<PathBuf> {
     let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
     let exe = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if !exe.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-        let profile = if cfg!(debug_assertions) {
-            "dev"
-        } else {
-            "release"
-        };
-        eprintln!("building the {name} binary ({profile})…");
-        let built = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "informer-benches",
-                "--bin",
-                name,
-                "--profile",
-                profile,
-            ])
-            .status()
-            .ok()?;
-        if !built.success() || !exe.exists() {
-            eprintln!(
-                "no {name} binary at {}: its rows are not measured",
-                exe.display()
-            );
-            return None;
-        }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
+    eprintln!("building the {name} binary ({profile}, allocator: {ALLOCATOR})…");
+    let mut build = Command::new(cargo);
+    build.args([
+        "build",
+        "-p",
+        "informer-benches",
+        "--bin",
+        name,
+        "--profile",
+        profile,
+    ]);
+    if cfg!(feature = "mimalloc") {
+        build.args(["--features", "mimalloc"]);
+    }
+    let built = build.status().is_ok_and(|s| s.success());
+    if !built || !exe.exists() {
+        eprintln!(
+            "no {name} binary built at {}: its rows are not measured",
+            exe.display()
+        );
+        return None;
     }
     Some(exe)
 }
@@ -125,6 +138,7 @@ fn main() -> ExitCode {
         ..opts
     };
     println!("machine: {}", report::machine());
+    println!("allocator: {ALLOCATOR}");
     println!(
         "sizes: {:?}, {} repetitions, medians",
         opts.sizes, opts.reps

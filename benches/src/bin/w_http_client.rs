@@ -11,6 +11,11 @@ use informer_benches::replay::Encoded;
 use informer_benches::w_http::{self, Backend};
 use informer_benches::{Sizes, w_inf};
 
+// With the `mimalloc` feature, as the `report` that runs this binary.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let side = args.next().unwrap_or_else(|| "ours".into());
