@@ -16,7 +16,8 @@ pub(crate) mod reflect;
 #[cfg(test)]
 mod tests;
 
-use std::sync::LazyLock;
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use base64::Engine as _;
 use prost_reflect::{
@@ -24,6 +25,8 @@ use prost_reflect::{
     ReflectMessage as _, Value as Pb,
 };
 use serde_json::{Map, Value};
+
+use crate::storage::StoredObject;
 
 /// The media type.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -136,6 +139,48 @@ pub(crate) fn encode_object(value: &Value) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(512);
     encode::write_envelope(&mut out, api_version, kind, message, value);
     Some(out)
+}
+
+/// A stored object's protobuf message (see [`StoredObject`]): the message it was written as,
+/// and its bytes.
+#[derive(Debug, Default)]
+pub(crate) struct MessageCache(OnceLock<(usize, Vec<u8>)>);
+
+impl MessageCache {
+    /// The bytes of `value` (the object's JSON) as message `message`: the cached ones, written
+    /// now on the first read. An object read as another message (its resource registered again
+    /// under another kind) is written afresh.
+    fn get(&self, message: usize, value: &Value) -> Cow<'_, [u8]> {
+        let (cached, bytes) = self
+            .0
+            .get_or_init(|| (message, encode::message_bytes(message, value)));
+        if *cached == message {
+            Cow::Borrowed(bytes)
+        } else {
+            Cow::Owned(encode::message_bytes(message, value))
+        }
+    }
+}
+
+/// A list of stored objects as an enveloped `list_kind` (its `metadata`, then the objects as
+/// `kind` messages, from their caches); the bytes [`encode_object`] writes for the whole list's
+/// JSON. `None` when the kinds have no protobuf form.
+pub(crate) fn encode_list(
+    api_version: &str,
+    kind: &str,
+    list_kind: &str,
+    metadata: &Map<String, Value>,
+    items: &[&Arc<StoredObject>],
+) -> Option<Vec<u8>> {
+    let list = encode::message_index(&message_for(api_version, list_kind)?)?;
+    let item = encode::message_index(&message_for(api_version, kind)?)?;
+    let messages: Vec<Cow<'_, [u8]>> = items
+        .iter()
+        .map(|object| object.protobuf.get(item, &object.value))
+        .collect();
+    let metadata = Value::Object(metadata.clone());
+    let mut out = Vec::new();
+    encode::write_list(&mut out, api_version, list_kind, list, &metadata, &messages).then_some(out)
 }
 
 /// One frame of a protobuf watch stream: the 4-byte big-endian length, then a bare (not

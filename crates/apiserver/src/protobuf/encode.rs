@@ -229,15 +229,80 @@ pub(super) fn write_envelope(
     message: usize,
     value: &Value,
 ) {
+    write_type_meta(out, api_version, kind);
+    let at = open(out, key(2, LEN));
+    SCHEMA.message(out, message, value);
+    close(out, at);
+    write_content_fields(out);
+}
+
+/// The envelope up to its `raw`: the magic and `typeMeta`.
+fn write_type_meta(out: &mut Vec<u8>, api_version: &str, kind: &str) {
     out.extend_from_slice(MAGIC);
     let at = open(out, key(1, LEN));
     put_str(out, key(1, LEN), api_version);
     put_str(out, key(2, LEN), kind);
     close(out, at);
-    let at = open(out, key(2, LEN));
-    SCHEMA.message(out, message, value);
-    close(out, at);
+}
+
+/// The envelope after its `raw`: empty `contentEncoding` and `contentType`.
+fn write_content_fields(out: &mut Vec<u8>) {
     out.extend_from_slice(&[key(3, LEN) as u8, 0, key(4, LEN) as u8, 0]);
+}
+
+/// The bare message `message` that `value` is the JSON form of.
+pub(super) fn message_bytes(message: usize, value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    SCHEMA.message(&mut out, message, value);
+    out
+}
+
+/// Appends an enveloped list (`message`, a `...List` of `metadata` and `items`) from the JSON
+/// of its `metadata` and the bytes of its items' messages: the same bytes as the list written
+/// whole. `false` (nothing appended) for a message not of that shape.
+pub(super) fn write_list<B: AsRef<[u8]>>(
+    out: &mut Vec<u8>,
+    api_version: &str,
+    kind: &str,
+    message: usize,
+    metadata: &Value,
+    items: &[B],
+) -> bool {
+    let fields = &SCHEMA.messages[message].fields;
+    let [meta, list] = &fields[..] else {
+        return false;
+    };
+    if &*meta.name != "metadata"
+        || &*list.name != "items"
+        || !matches!(meta.shape, Shape::Single)
+        || !matches!(list.shape, Shape::List)
+        || !matches!(list.kind, Scalar::Message(_))
+    {
+        return false;
+    }
+    let mut head = Vec::new();
+    if !metadata.is_null() {
+        SCHEMA.value(&mut head, meta.tag, meta.kind, metadata);
+    }
+    let tag_len = varint_len(list.tag);
+    let len = head.len()
+        + items
+            .iter()
+            .map(|m| tag_len + varint_len(m.as_ref().len() as u64) + m.as_ref().len())
+            .sum::<usize>();
+    out.reserve(len + api_version.len() + kind.len() + 32);
+    write_type_meta(out, api_version, kind);
+    put_varint(out, key(2, LEN));
+    put_varint(out, len as u64);
+    out.extend_from_slice(&head);
+    for item in items {
+        let item = item.as_ref();
+        put_varint(out, list.tag);
+        put_varint(out, item.len() as u64);
+        out.extend_from_slice(item);
+    }
+    write_content_fields(out);
+    true
 }
 
 /// Appends a watch stream frame: the 4-byte big-endian length, then `WatchEvent{type,
@@ -464,6 +529,10 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
         n >>= 7;
     }
     out.push(n as u8);
+}
+
+fn varint_len(n: u64) -> usize {
+    (64 - (n | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 fn put_str(out: &mut Vec<u8>, tag: u64, s: &str) {
