@@ -209,6 +209,15 @@ pub(crate) fn body_response(
     json_response(code, json)
 }
 
+/// A list response: the protobuf document as it is, the JSON one as [`body_response`] sends it.
+pub(crate) fn list_response(listed: crate::list::Listed, output: Output) -> Response {
+    match listed {
+        crate::list::Listed::Json(json) => body_response(StatusCode::OK, json, output),
+        #[cfg(feature = "protobuf")]
+        crate::list::Listed::Protobuf(bytes) => protobuf_response(StatusCode::OK, bytes),
+    }
+}
+
 /// An error as a `Status`, in the negotiated encoding.
 pub(crate) fn status_response(status: StatusError, output: Output) -> Response {
     if output == Output::Json {

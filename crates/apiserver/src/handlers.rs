@@ -74,9 +74,9 @@ pub(crate) async fn serve(
         Verb::List => {
             opts.validate()?;
             let body = shared
-                .list(route.resource, route.namespace.as_deref(), &opts)
+                .list(route.resource, route.namespace.as_deref(), &opts, output)
                 .await?;
-            Ok(codec::body_response(StatusCode::OK, body, output))
+            Ok(codec::list_response(body, output))
         }
         Verb::Watch => watch(shared, &route, opts, client, output),
         Verb::Get => Ok(reply.object(&*shared.get(target, name)?, StatusCode::OK)),
@@ -260,7 +260,11 @@ async fn delete_collection(
     opts: &ListOptions,
     options: &DeleteOptions,
 ) -> Result<Response, StatusError> {
-    let listed = shared.list(resource, namespace, opts).await?;
+    let listed = shared
+        .list(resource, namespace, opts, codec::Output::Json)
+        .await?
+        .json()
+        .ok_or_else(|| StatusError::internal("a JSON list came back in protobuf"))?;
     let list: Value =
         serde_json::from_slice(&listed).map_err(|e| StatusError::internal(&e.to_string()))?;
     for item in list["items"].as_array().into_iter().flatten() {

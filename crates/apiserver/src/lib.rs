@@ -172,3 +172,23 @@ pub fn encode_protobuf(object: &serde_json::Value) -> Option<Vec<u8>> {
 pub fn protobuf_watch_frame(event_type: &str, object: &serde_json::Value) -> Option<Vec<u8>> {
     protobuf::watch_frame(event_type, object)
 }
+
+/// [`encode_protobuf`] by way of a `prost_reflect::DynamicMessage`: the simulator's former
+/// encoder, the reference its output is checked against and its speed measured with. The same
+/// bytes, but for the order of map entries (in no particular order here).
+#[cfg(feature = "protobuf")]
+#[doc(hidden)]
+pub fn encode_protobuf_reflect(object: &serde_json::Value) -> Option<Vec<u8>> {
+    protobuf::reflect::encode_object(object)
+}
+
+/// [`protobuf_watch_frame`] by way of a `prost_reflect::DynamicMessage`, as
+/// [`encode_protobuf_reflect`].
+#[cfg(feature = "protobuf")]
+#[doc(hidden)]
+pub fn protobuf_watch_frame_reflect(
+    event_type: &str,
+    object: &serde_json::Value,
+) -> Option<Vec<u8>> {
+    protobuf::reflect::watch_frame(event_type, object)
+}

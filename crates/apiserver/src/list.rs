@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::codec::Output;
 use crate::faults::RemainingItemCount;
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -114,14 +115,16 @@ struct Page<'s> {
 }
 
 impl Shared {
-    /// A list of resource `r` (in `namespace`, or all), as the JSON document to answer with:
-    /// the revision read, one page of the selected objects, and the continue token after it.
+    /// A list of resource `r` (in `namespace`, or all), as the document to answer with: the
+    /// revision read, one page of the selected objects, and the continue token after it. In
+    /// JSON, or in protobuf when `output` asks for it and the kind has a protobuf form.
     pub(crate) async fn list(
         &self,
         r: usize,
         namespace: Option<&str>,
         opts: &ListOptions,
-    ) -> Result<Bytes, StatusError> {
+        output: Output,
+    ) -> Result<Listed, StatusError> {
         let (labels, fields) = self.selectors(r, opts)?;
         let requested = opts.requested_rv(self.config.codec())?;
         let limit = opts.limit.filter(|l| *l > 0).map(|l| l as usize);
@@ -185,7 +188,7 @@ impl Shared {
                 }
             }
         }
-        Ok(write_list(state, metadata, &page.items, typed))
+        Ok(write_page(state, metadata, &page.items, typed, output))
     }
 
     /// The label and field selectors of a list of resource `r`; 400 when one does not parse.
@@ -249,6 +252,53 @@ impl Shared {
             }
         }
     }
+}
+
+/// A list response body.
+pub(crate) enum Listed {
+    /// The JSON document.
+    Json(Bytes),
+    /// The protobuf envelope.
+    #[cfg(feature = "protobuf")]
+    Protobuf(Vec<u8>),
+}
+
+impl Listed {
+    /// The JSON document; `None` for a protobuf one.
+    pub(crate) fn json(self) -> Option<Bytes> {
+        match self {
+            Listed::Json(bytes) => Some(bytes),
+            #[cfg(feature = "protobuf")]
+            Listed::Protobuf(_) => None,
+        }
+    }
+}
+
+/// The page in the negotiated encoding: protobuf from the objects' cached messages when asked
+/// for and the kind has a protobuf form, else JSON.
+fn write_page(
+    state: &ResourceState,
+    metadata: serde_json::Map<String, Value>,
+    items: &[&Arc<StoredObject>],
+    typed: bool,
+    output: Output,
+) -> Listed {
+    #[cfg(feature = "protobuf")]
+    if output == Output::Protobuf {
+        let info = &state.info;
+        let list = crate::protobuf::encode_list(
+            &info.api_version(),
+            &info.kind,
+            &info.list_kind,
+            &metadata,
+            items,
+        );
+        if let Some(bytes) = list {
+            return Listed::Protobuf(bytes);
+        }
+    }
+    let _ = output;
+    Listed::Json(write_list(state, metadata, items, typed))
 }
 
 /// The list document: `kind`, `apiVersion`, `metadata` and the page's `items`, written in one

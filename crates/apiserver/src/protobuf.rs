@@ -5,16 +5,28 @@
 //! into a descriptor pool; a generic walk maps a message to its JSON object (field names are the
 //! JSON names) and back, with the few types whose JSON form is not a plain object mapped by hand:
 //! `Time`, `MicroTime`, `Quantity`, `IntOrString`, `FieldsV1`, `RawExtension`, `Duration`.
+//!
+//! Decoding goes through `prost_reflect::DynamicMessage`. Encoding, the hot path (every list
+//! and watch event a protobuf client reads), writes the bytes straight from the JSON against a
+//! schema derived from the same pool (`encode`); the reflective encoder it replaced is kept
+//! (`reflect`) as the reference the tests and benchmarks compare it with.
 
-use std::sync::LazyLock;
+mod encode;
+pub(crate) mod reflect;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use base64::Engine as _;
-use prost::Message as _;
 use prost_reflect::{
     DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor,
     ReflectMessage as _, Value as Pb,
 };
 use serde_json::{Map, Value};
+
+use crate::storage::StoredObject;
 
 /// The media type.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -123,48 +135,63 @@ fn unknown_descriptor() -> MessageDescriptor {
 pub(crate) fn encode_object(value: &Value) -> Option<Vec<u8>> {
     let api_version = value.get("apiVersion")?.as_str()?;
     let kind = value.get("kind")?.as_str()?;
-    let descriptor = message_for(api_version, kind)?;
-    let raw = json_to_message(&descriptor, value).encode_to_vec();
-    Some(envelope(api_version, kind, raw))
+    let message = encode::message_index(&message_for(api_version, kind)?)?;
+    let mut out = Vec::with_capacity(512);
+    encode::write_envelope(&mut out, api_version, kind, message, value);
+    Some(out)
 }
 
-/// `k8s\0` + `runtime.Unknown{typeMeta, raw}`.
-fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
-    let descriptor = unknown_descriptor();
-    let mut type_meta = DynamicMessage::new(
-        POOL.get_message_by_name("k8s.io.apimachinery.pkg.runtime.TypeMeta")
-            .expect("runtime.TypeMeta is in the pool"),
-    );
-    type_meta.set_field_by_name("apiVersion", Pb::String(api_version.into()));
-    type_meta.set_field_by_name("kind", Pb::String(kind.into()));
-    let mut unknown = DynamicMessage::new(descriptor);
-    unknown.set_field_by_name("typeMeta", Pb::Message(type_meta));
-    unknown.set_field_by_name("raw", Pb::Bytes(raw.into()));
-    unknown.set_field_by_name("contentEncoding", Pb::String(String::new()));
-    unknown.set_field_by_name("contentType", Pb::String(String::new()));
-    let mut out = MAGIC.to_vec();
-    out.extend(unknown.encode_to_vec());
-    out
+/// A stored object's protobuf message (see [`StoredObject`]): the message it was written as,
+/// and its bytes.
+#[derive(Debug, Default)]
+pub(crate) struct MessageCache(OnceLock<(usize, Vec<u8>)>);
+
+impl MessageCache {
+    /// The bytes of `value` (the object's JSON) as message `message`: the cached ones, written
+    /// now on the first read. An object read as another message (its resource registered again
+    /// under another kind) is written afresh.
+    fn get(&self, message: usize, value: &Value) -> Cow<'_, [u8]> {
+        let (cached, bytes) = self
+            .0
+            .get_or_init(|| (message, encode::message_bytes(message, value)));
+        if *cached == message {
+            Cow::Borrowed(bytes)
+        } else {
+            Cow::Owned(encode::message_bytes(message, value))
+        }
+    }
+}
+
+/// A list of stored objects as an enveloped `list_kind` (its `metadata`, then the objects as
+/// `kind` messages, from their caches); the bytes [`encode_object`] writes for the whole list's
+/// JSON. `None` when the kinds have no protobuf form.
+pub(crate) fn encode_list(
+    api_version: &str,
+    kind: &str,
+    list_kind: &str,
+    metadata: &Map<String, Value>,
+    items: &[&Arc<StoredObject>],
+) -> Option<Vec<u8>> {
+    let list = encode::message_index(&message_for(api_version, list_kind)?)?;
+    let item = encode::message_index(&message_for(api_version, kind)?)?;
+    let messages: Vec<Cow<'_, [u8]>> = items
+        .iter()
+        .map(|object| object.protobuf.get(item, &object.value))
+        .collect();
+    let metadata = Value::Object(metadata.clone());
+    let mut out = Vec::new();
+    encode::write_list(&mut out, api_version, list_kind, list, &metadata, &messages).then_some(out)
 }
 
 /// One frame of a protobuf watch stream: the 4-byte big-endian length, then a bare (not
 /// enveloped) `meta.v1.WatchEvent` whose `object.raw` is the enveloped object — the stream
 /// serializer of kube-apiserver is the raw protobuf one, its embedded encoder the enveloping one.
 pub(crate) fn watch_frame(event_type: &str, object: &Value) -> Option<Vec<u8>> {
-    let object = encode_object(object)?;
-    let event_descriptor = POOL.get_message_by_name(&format!("{META}.WatchEvent"))?;
-    let mut raw_extension = DynamicMessage::new(
-        POOL.get_message_by_name("k8s.io.apimachinery.pkg.runtime.RawExtension")?,
-    );
-    raw_extension.set_field_by_name("raw", Pb::Bytes(object.into()));
-    let mut event = DynamicMessage::new(event_descriptor);
-    event.set_field_by_name("type", Pb::String(event_type.into()));
-    event.set_field_by_name("object", Pb::Message(raw_extension));
-    let bytes = event.encode_to_vec();
-    let mut out = Vec::with_capacity(bytes.len() + 4);
-    out.extend_from_slice(&(u32::try_from(bytes.len()).ok()?).to_be_bytes());
-    out.extend(bytes);
-    Some(out)
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let message = encode::message_index(&message_for(api_version, kind)?)?;
+    let mut out = Vec::with_capacity(512);
+    encode::write_frame(&mut out, event_type, api_version, kind, message, object).then_some(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,193 +344,4 @@ fn scalar_json(field: &FieldDescriptor, value: &Pb, keep_zero: bool) -> Option<V
         _ => false,
     };
     (keep_zero || !zero).then_some(json)
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON -> message
-
-fn json_to_message(descriptor: &MessageDescriptor, value: &Value) -> DynamicMessage {
-    let mut message = DynamicMessage::new(descriptor.clone());
-    if let Some(kind) = special(descriptor) {
-        fill_special(&mut message, kind, value);
-        return message;
-    }
-    let Some(object) = value.as_object() else {
-        return message;
-    };
-    for field in descriptor.fields() {
-        if is_inline(&field) {
-            if let Kind::Message(inner) = field.kind() {
-                let child = json_to_message(&inner, value);
-                if child.fields().next().is_some() {
-                    message.set_field(&field, Pb::Message(child));
-                }
-            }
-            continue;
-        }
-        let Some(json) = object.get(field.name()) else {
-            continue;
-        };
-        if json.is_null() {
-            continue;
-        }
-        if field.is_map() {
-            let (Some(entries), Kind::Message(entry)) = (json.as_object(), field.kind()) else {
-                continue;
-            };
-            let value_field = entry.map_entry_value_field();
-            let map = entries
-                .iter()
-                .filter_map(|(k, v)| {
-                    Some((MapKey::String(k.clone()), json_to_value(&value_field, v)?))
-                })
-                .collect();
-            message.set_field(&field, Pb::Map(map));
-        } else if field.is_list() {
-            let Some(items) = json.as_array() else {
-                continue;
-            };
-            let list = items
-                .iter()
-                .filter_map(|item| json_to_value(&field, item))
-                .collect();
-            message.set_field(&field, Pb::List(list));
-        } else if let Some(v) = json_to_value(&field, json) {
-            message.set_field(&field, v);
-        }
-    }
-    message
-}
-
-fn json_to_value(field: &FieldDescriptor, json: &Value) -> Option<Pb> {
-    Some(match field.kind() {
-        Kind::Message(inner) => Pb::Message(json_to_message(&inner, json)),
-        Kind::String => Pb::String(json.as_str()?.to_owned()),
-        Kind::Bool => Pb::Bool(json.as_bool()?),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Pb::I32(i32::try_from(json.as_i64()?).ok()?),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Pb::I64(json.as_i64()?),
-        Kind::Uint32 | Kind::Fixed32 => Pb::U32(u32::try_from(json.as_u64()?).ok()?),
-        Kind::Uint64 | Kind::Fixed64 => Pb::U64(json.as_u64()?),
-        Kind::Double => Pb::F64(json.as_f64()?),
-        Kind::Float => Pb::F32(json.as_f64()? as f32),
-        Kind::Bytes => Pb::Bytes(
-            base64::engine::general_purpose::STANDARD
-                .decode(json.as_str()?)
-                .ok()?
-                .into(),
-        ),
-        Kind::Enum(_) => Pb::EnumNumber(i32::try_from(json.as_i64()?).ok()?),
-    })
-}
-
-fn fill_special(message: &mut DynamicMessage, kind: &str, value: &Value) {
-    match kind {
-        "Time" | "MicroTime" => {
-            let Some(time) = value
-                .as_str()
-                .and_then(|s| s.parse::<jiff::Timestamp>().ok())
-            else {
-                return;
-            };
-            message.set_field_by_name("seconds", Pb::I64(time.as_second()));
-            let nanos = time.subsec_nanosecond();
-            let nanos = if kind == "Time" {
-                0
-            } else {
-                nanos - nanos % 1000
-            };
-            message.set_field_by_name("nanos", Pb::I32(nanos));
-        }
-        "Duration" => {
-            if let Some(d) = value
-                .as_str()
-                .and_then(|s| crate::duration::parse_go_duration(s).ok())
-            {
-                let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
-                message.set_field_by_name("duration", Pb::I64(nanos));
-            }
-        }
-        "Quantity" => {
-            let text = match value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            message.set_field_by_name("string", Pb::String(text));
-        }
-        "IntOrString" => match value {
-            Value::String(s) => {
-                message.set_field_by_name("type", Pb::I64(1));
-                message.set_field_by_name("strVal", Pb::String(s.clone()));
-            }
-            other => {
-                message.set_field_by_name("type", Pb::I64(0));
-                let n = other.as_i64().and_then(|n| i32::try_from(n).ok());
-                message.set_field_by_name("intVal", Pb::I32(n.unwrap_or(0)));
-            }
-        },
-        _ => {
-            message.set_field_by_name("raw", Pb::Bytes(value.to_string().into_bytes().into()));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_served_kinds_have_messages() {
-        for (v, k) in [
-            ("v1", "Pod"),
-            ("v1", "PodList"),
-            ("v1", "ConfigMap"),
-            ("v1", "Secret"),
-            ("v1", "Namespace"),
-            ("v1", "Node"),
-            ("coordination.k8s.io/v1", "Lease"),
-            ("coordination.k8s.io/v1", "LeaseList"),
-            ("v1", "Status"),
-        ] {
-            assert!(message_for(v, k).is_some(), "{v} {k}");
-        }
-        assert!(message_for("example.com/v1", "Widget").is_none());
-    }
-
-    #[test]
-    fn a_pod_round_trips_through_protobuf() {
-        let pod = serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
-                         "creationTimestamp": "2024-01-02T03:04:05Z",
-                         "managedFields": [{"manager": "m", "operation": "Update",
-                             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}},
-                             "time": "2024-01-02T03:04:05Z"}]},
-            "spec": {
-                "containers": [{"name": "c", "image": "i",
-                    "ports": [{"containerPort": 80}],
-                    "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}},
-                    "livenessProbe": {"httpGet": {"port": "http", "path": "/"}},
-                    "readinessProbe": {"tcpSocket": {"port": 8080}},
-                    "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}]}],
-                "volumes": [{"name": "v", "emptyDir": {}}, {"name": "s", "secret": {"secretName": "x", "defaultMode": 420}}],
-                "terminationGracePeriodSeconds": 0,
-                "securityContext": {"runAsUser": 0}
-            },
-            "status": {"phase": "Running", "startTime": "2024-01-02T03:04:05Z"}
-        });
-        let bytes = encode_object(&pod).expect("a pod encodes");
-        assert_eq!(decode_object(&bytes).expect("and decodes"), pod);
-    }
-
-    #[test]
-    fn micro_time_keeps_microseconds_and_durations_read_as_go_writes_them() {
-        let lease = serde_json::json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "l"},
-            "spec": {"holderIdentity": "me", "renewTime": "2024-01-02T03:04:05.123456Z",
-                     "leaseDurationSeconds": 15, "leaseTransitions": 0}
-        });
-        let bytes = encode_object(&lease).expect("a lease encodes");
-        assert_eq!(decode_object(&bytes).expect("and decodes"), lease);
-    }
 }

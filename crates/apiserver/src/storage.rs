@@ -23,10 +23,18 @@ use crate::resource::ResourceInfo;
 
 /// A stored object: its JSON (without `kind`/`apiVersion`, which come from the resource) and
 /// that JSON pre-serialised, so that lists and watches never serialise on the hot path.
+///
+/// With the `protobuf` feature it also keeps its protobuf message, written the first time a
+/// protobuf client reads it and then shared by every list and watch event that carries it, as
+/// kube-apiserver's watch cache keeps an object's serializations. A stored object is never
+/// changed (a write stores a new one), so the message stays right; it lives as long as the
+/// object (in the current state or the history), which bounds the memory it takes.
 #[derive(Debug)]
 pub(crate) struct StoredObject {
     pub(crate) value: Value,
     pub(crate) body: Bytes,
+    #[cfg(feature = "protobuf")]
+    pub(crate) protobuf: crate::protobuf::MessageCache,
 }
 
 /// How revisions are written as `resourceVersion` strings, and read back from requests.
@@ -78,7 +86,12 @@ impl RvCodec {
 impl StoredObject {
     pub(crate) fn new(value: Value) -> Self {
         let body = Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|_| b"{}".to_vec()));
-        StoredObject { value, body }
+        StoredObject {
+            value,
+            body,
+            #[cfg(feature = "protobuf")]
+            protobuf: crate::protobuf::MessageCache::default(),
+        }
     }
 }
 

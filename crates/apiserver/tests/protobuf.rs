@@ -464,3 +464,50 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// A protobuf list, written from the objects' cached messages, is the protobuf encoding of the
+/// JSON list: whole and in pages, again after a read filled the caches, and after a write.
+#[tokio::test]
+async fn protobuf_lists_are_the_json_lists_encoded() {
+    let server = start().await;
+    for i in 0..5 {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("p{i}"), "namespace": "default",
+                         "labels": {"app": "web", "idx": i.to_string(), "tier": "a"},
+                         "annotations": {"b": "2", "a": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}]}
+        });
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod).unwrap();
+        server.create(&pod).expect("create");
+    }
+    let same = |path: String| {
+        let server = &server;
+        async move {
+            let (status, kind, body) =
+                request(server, "GET", &path, &[("Accept", PROTOBUF)], b"").await;
+            assert_eq!((status, kind.as_str()), (200, PROTOBUF));
+            let json = get_json(server, &path).await;
+            let expected = informer_apiserver::encode_protobuf(&json).expect("a pod list");
+            assert_eq!(body, expected, "{path}");
+            json
+        }
+    };
+    for _ in 0..2 {
+        same("/api/v1/pods".to_owned()).await;
+        same("/api/v1/namespaces/default/pods?labelSelector=tier%3Da".to_owned()).await;
+        let page = same("/api/v1/pods?limit=2".to_owned()).await;
+        let token = page["metadata"]["continue"]
+            .as_str()
+            .expect("a token")
+            .to_owned();
+        same(format!("/api/v1/pods?limit=2&continue={token}")).await;
+    }
+    let patch = json!({"metadata": {"labels": {"app": "db"}}});
+    server
+        .patch::<k8s_openapi::api::core::v1::Pod>(Some("default"), "p1", &patch)
+        .expect("patch");
+    let list = same("/api/v1/pods".to_owned()).await;
+    assert_eq!(list["items"][1]["metadata"]["labels"]["app"], "db");
+}
