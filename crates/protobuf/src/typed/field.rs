@@ -55,10 +55,8 @@ impl<'de> At<'de> {
         msg: u16,
         index: usize,
     ) -> Result<(), Error> {
-        match self.single(msg, index)? {
-            Some(v) => T::decode_option(slot, v),
-            None => Ok(()),
-        }
+        let (message, field) = entry(msg, index);
+        T::decode_field(slot, message, field, self.raw)
     }
 
     /// A singular field into a required field.
@@ -69,10 +67,8 @@ impl<'de> At<'de> {
         msg: u16,
         index: usize,
     ) -> Result<(), Error> {
-        match self.single(msg, index)? {
-            Some(v) => T::decode_required(slot, v),
-            None => Ok(()),
-        }
+        let (message, field) = entry(msg, index);
+        T::decode_field_required(slot, message, field, self.raw)
     }
 
     /// The run of a repeated or map field that starts here, `r` moved past it: refused if the

@@ -19,14 +19,66 @@ use serde::de::DeserializeOwned;
 
 use super::{Level, Merge};
 use crate::Error;
-use crate::de::ValueDe;
 use crate::de::repeated::{Elements, Entries};
-use crate::schema::Kind;
-use crate::wire::Reader;
+use crate::de::{ValueDe, kind_of, single, utf8};
+use crate::schema::{Field, KEEP_EMPTY, Kind, Message, Special, Value};
+use crate::wire::{Raw, Reader};
 
 /// A type a k8s-openapi field holds, read from the value the serde path would hand its
 /// `Deserialize`. Every method defaults to that `Deserialize`.
 pub(crate) trait Decode: DeserializeOwned {
+    /// A singular field of `message` into an `Option<Self>`, from its value as the wire holds
+    /// it: through the value the serde path would read ([`single`]), unless the type reads
+    /// its usual wire form straight ([`Fast`]), to the same result.
+    #[inline(always)]
+    fn decode_field(
+        slot: &mut Option<Self>,
+        message: &'static Message,
+        field: &'static Field,
+        raw: Raw<'_>,
+    ) -> Result<(), Error> {
+        match Self::fast(field, raw)? {
+            Fast::Value(value) => *slot = Some(value),
+            Fast::Left => {}
+            Fast::General => {
+                if let Some(v) = single(message, field, kind_of(field), raw)? {
+                    Self::decode_option(slot, v)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`decode_field`](Self::decode_field) into a required field.
+    #[inline(always)]
+    fn decode_field_required(
+        slot: &mut Self,
+        message: &'static Message,
+        field: &'static Field,
+        raw: Raw<'_>,
+    ) -> Result<(), Error>
+    where
+        Self: Default,
+    {
+        match Self::fast(field, raw)? {
+            Fast::Value(value) => *slot = value,
+            Fast::Left => {}
+            Fast::General => {
+                if let Some(v) = single(message, field, kind_of(field), raw)? {
+                    Self::decode_required(slot, v)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of a singular field whose wire form this type reads straight: a string, a
+    /// number, a bool. [`Fast::General`] for any other.
+    #[inline(always)]
+    fn fast(_field: &'static Field, _raw: Raw<'_>) -> Result<Fast<Self>, Error> {
+        Ok(Fast::General)
+    }
+
     /// The value.
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
         Self::deserialize(v)
@@ -66,6 +118,16 @@ pub(crate) trait Decode: DeserializeOwned {
         list.push(Self::decode(v)?);
         Ok(())
     }
+}
+
+/// What [`Decode::fast`] made of a singular field.
+pub(crate) enum Fast<T> {
+    /// Its value.
+    Value(T),
+    /// A value JSON leaves out (an empty string): the field is left as it is.
+    Left,
+    /// Not a wire form read straight: the general path reads it.
+    General,
 }
 
 /// `Decode` for a type that keeps serde's decoding (its `Deserialize` over the table-driven
@@ -120,10 +182,84 @@ macro_rules! message {
             ) -> Result<(), $crate::Error> {
                 $crate::typed::kinds::message_element(list, v)
             }
+
+            #[inline(always)]
+            fn decode_field(
+                slot: &mut Option<Self>,
+                message: &'static $crate::schema::Message,
+                field: &'static $crate::schema::Field,
+                raw: $crate::wire::Raw<'_>,
+            ) -> Result<(), $crate::Error> {
+                match $crate::typed::kinds::own_bytes::<Self>(field, raw) {
+                    Some(bytes) => {
+                        $crate::typed::kinds::merge_nested(slot.insert(Self::default()), bytes)
+                    }
+                    None => $crate::typed::kinds::general_option(slot, message, field, raw),
+                }
+            }
+
+            #[inline(always)]
+            fn decode_field_required(
+                slot: &mut Self,
+                message: &'static $crate::schema::Message,
+                field: &'static $crate::schema::Field,
+                raw: $crate::wire::Raw<'_>,
+            ) -> Result<(), $crate::Error> {
+                match $crate::typed::kinds::own_bytes::<Self>(field, raw) {
+                    Some(bytes) => {
+                        *slot = Self::default();
+                        $crate::typed::kinds::merge_nested(slot, bytes)
+                    }
+                    None => $crate::typed::kinds::general_required(slot, message, field, raw),
+                }
+            }
         }
     };
 }
 pub(crate) use message;
+
+/// The bytes of a singular field that holds a message of `T`'s own type (not one of the
+/// special messages whose JSON form is not an object): what the serde path would read as that
+/// message, and [`message_option`] merge in place.
+#[inline(always)]
+pub(crate) fn own_bytes<'de, T: Merge>(field: &'static Field, raw: Raw<'de>) -> Option<&'de [u8]> {
+    match (&field.kind, raw) {
+        (Kind::Value(Value::Msg(index)), Raw::Bytes(bytes))
+            if *index == T::MESSAGE && Value::message(*index).special == Special::None =>
+        {
+            Some(bytes)
+        }
+        _ => None,
+    }
+}
+
+/// A singular field into an `Option`, through the value the serde path reads.
+#[inline(never)]
+pub(crate) fn general_option<T: Decode>(
+    slot: &mut Option<T>,
+    message: &'static Message,
+    field: &'static Field,
+    raw: Raw<'_>,
+) -> Result<(), Error> {
+    match single(message, field, kind_of(field), raw)? {
+        Some(v) => T::decode_option(slot, v),
+        None => Ok(()),
+    }
+}
+
+/// A singular field into a required field, through the value the serde path reads.
+#[inline(never)]
+pub(crate) fn general_required<T: Decode + Default>(
+    slot: &mut T,
+    message: &'static Message,
+    field: &'static Field,
+    raw: Raw<'_>,
+) -> Result<(), Error> {
+    match single(message, field, kind_of(field), raw)? {
+        Some(v) => T::decode_required(slot, v),
+        None => Ok(()),
+    }
+}
 
 /// The bytes of a message of `T`'s type, if `v` is one.
 #[inline(always)]
@@ -146,7 +282,7 @@ const STACK_SEGMENT: usize = 2 * 1024 * 1024;
 /// stack segment if the thread's stack runs low: the levels are bounded, their frames are not
 /// small).
 #[inline(always)]
-fn merge_nested<T: Merge>(target: &mut T, bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn merge_nested<T: Merge>(target: &mut T, bytes: &[u8]) -> Result<(), Error> {
     let _nested = crate::de::Nested::enter()?;
     stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || {
         target.merge(bytes, &mut Level::default())
@@ -223,6 +359,21 @@ pub(crate) fn message_element<T: Merge + DeserializeOwned>(
 }
 
 impl Decode for String {
+    #[inline(always)]
+    fn fast(field: &'static Field, raw: Raw<'_>) -> Result<Fast<Self>, Error> {
+        Ok(match (&field.kind, raw) {
+            (Kind::Value(Value::Str), Raw::Bytes(bytes)) => {
+                let text = utf8(bytes)?;
+                if text.is_empty() && !field.has(KEEP_EMPTY) {
+                    Fast::Left
+                } else {
+                    Fast::Value(text.to_owned())
+                }
+            }
+            _ => Fast::General,
+        })
+    }
+
     #[inline]
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
         match v {
@@ -233,6 +384,14 @@ impl Decode for String {
 }
 
 impl Decode for bool {
+    #[inline(always)]
+    fn fast(field: &'static Field, raw: Raw<'_>) -> Result<Fast<Self>, Error> {
+        Ok(match (&field.kind, raw) {
+            (Kind::Value(Value::Bool), Raw::Varint(n)) => Fast::Value(n != 0),
+            _ => Fast::General,
+        })
+    }
+
     #[inline]
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
         match v {
@@ -243,6 +402,15 @@ impl Decode for bool {
 }
 
 impl Decode for i32 {
+    #[inline(always)]
+    fn fast(field: &'static Field, raw: Raw<'_>) -> Result<Fast<Self>, Error> {
+        Ok(match (&field.kind, raw) {
+            // int32 is sign-extended to 64 bits on the wire: its low half is the value.
+            (Kind::Value(Value::I32), Raw::Varint(n)) => Fast::Value(n as i64 as i32),
+            _ => Fast::General,
+        })
+    }
+
     #[inline]
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
         match v {
@@ -253,6 +421,14 @@ impl Decode for i32 {
 }
 
 impl Decode for i64 {
+    #[inline(always)]
+    fn fast(field: &'static Field, raw: Raw<'_>) -> Result<Fast<Self>, Error> {
+        Ok(match (&field.kind, raw) {
+            (Kind::Value(Value::I64), Raw::Varint(n)) => Fast::Value(n as i64),
+            _ => Fast::General,
+        })
+    }
+
     #[inline]
     fn decode(v: ValueDe<'_>) -> Result<Self, Error> {
         match v {
