@@ -17,7 +17,7 @@ use crate::wire::{Raw, Reader};
 pub(crate) mod repeated;
 mod value;
 
-pub(crate) use self::value::{ValueDe, kind_of, single, utf8};
+pub(crate) use self::value::{ValueDe, element, kind_of, single, utf8};
 
 /// How deep messages may nest: each message inside another, and each object enveloped in a
 /// `RawExtension`, is a level (serde_json's limit for JSON is as many). Every level is a few

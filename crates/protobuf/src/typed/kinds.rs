@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use super::{Level, Merge};
 use crate::Error;
 use crate::de::repeated::{Elements, Entries};
-use crate::de::{ValueDe, kind_of, single, utf8};
+use crate::de::{ValueDe, element, kind_of, single, utf8};
 use crate::schema::{Field, KEEP_EMPTY, Kind, Message, Special, Value};
 use crate::wire::{Raw, Reader};
 
@@ -118,6 +118,20 @@ pub(crate) trait Decode: DeserializeOwned {
         list.push(Self::decode(v)?);
         Ok(())
     }
+
+    /// One element of a list of values (not packed scalars) from its wire form, appended to
+    /// it: through the value the serde path would read, unless the type reads its usual wire
+    /// form straight, to the same result.
+    #[inline(always)]
+    fn push_raw(
+        list: &mut Vec<Self>,
+        message: &'static Message,
+        field: &'static Field,
+        value: &'static Value,
+        raw: Raw<'_>,
+    ) -> Result<(), Error> {
+        Self::push_element(list, element(message, field, value, raw)?)
+    }
 }
 
 /// What [`Decode::fast`] made of a singular field.
@@ -213,6 +227,26 @@ macro_rules! message {
                     None => $crate::typed::kinds::general_required(slot, message, field, raw),
                 }
             }
+
+            #[inline(always)]
+            fn push_raw(
+                list: &mut Vec<Self>,
+                message: &'static $crate::schema::Message,
+                field: &'static $crate::schema::Field,
+                value: &'static $crate::schema::Value,
+                raw: $crate::wire::Raw<'_>,
+            ) -> Result<(), $crate::Error> {
+                match $crate::typed::kinds::own_element::<Self>(value, raw) {
+                    Some(bytes) => {
+                        let at = list.len();
+                        list.push(Self::default());
+                        $crate::typed::kinds::merge_nested(&mut list[at], bytes)
+                    }
+                    None => {
+                        Self::push_element(list, $crate::de::element(message, field, value, raw)?)
+                    }
+                }
+            }
         }
     };
 }
@@ -225,6 +259,22 @@ pub(crate) use message;
 pub(crate) fn own_bytes<'de, T: Merge>(field: &'static Field, raw: Raw<'de>) -> Option<&'de [u8]> {
     match (&field.kind, raw) {
         (Kind::Value(Value::Msg(index)), Raw::Bytes(bytes))
+            if *index == T::MESSAGE && Value::message(*index).special == Special::None =>
+        {
+            Some(bytes)
+        }
+        _ => None,
+    }
+}
+
+/// The bytes of a list element that is a message of `T`'s own type (not a special one).
+#[inline(always)]
+pub(crate) fn own_element<'de, T: Merge>(
+    value: &'static Value,
+    raw: Raw<'de>,
+) -> Option<&'de [u8]> {
+    match (value, raw) {
+        (Value::Msg(index), Raw::Bytes(bytes))
             if *index == T::MESSAGE && Value::message(*index).special == Special::None =>
         {
             Some(bytes)
@@ -359,6 +409,24 @@ pub(crate) fn message_element<T: Merge + DeserializeOwned>(
 }
 
 impl Decode for String {
+    #[inline(always)]
+    fn push_raw(
+        list: &mut Vec<Self>,
+        message: &'static Message,
+        field: &'static Field,
+        value: &'static Value,
+        raw: Raw<'_>,
+    ) -> Result<(), Error> {
+        match (value, raw) {
+            // A list keeps its empty strings.
+            (Value::Str, Raw::Bytes(bytes)) => {
+                list.push(utf8(bytes)?.to_owned());
+                Ok(())
+            }
+            _ => Self::push_element(list, element(message, field, value, raw)?),
+        }
+    }
+
     #[inline(always)]
     fn fast(field: &'static Field, raw: Raw<'_>) -> Result<Fast<Self>, Error> {
         Ok(match (&field.kind, raw) {
@@ -554,17 +622,27 @@ impl<T: Decode> Decode for Vec<T> {
         let Kind::Value(value) = &field.kind else {
             return Self::deserialize(v);
         };
-        let mut elements = Elements {
-            reader: Reader::new(run),
-            field,
-            message,
-            value,
-            packed: None,
-            left: count,
-        };
         let mut list = Vec::with_capacity(count);
-        while let Some(v) = elements.next_value()? {
-            T::push_element(&mut list, v)?;
+        if let Value::Bool | Value::I32 | Value::I64 = value {
+            // Scalars may come packed: the serde path's walk reads both forms.
+            let mut elements = Elements {
+                reader: Reader::new(run),
+                field,
+                message,
+                value,
+                packed: None,
+                left: count,
+            };
+            while let Some(v) = elements.next_value()? {
+                T::push_element(&mut list, v)?;
+            }
+        } else {
+            // As that walk reads a run of other values: one element per occurrence.
+            let mut reader = Reader::new(run);
+            while !reader.is_empty() {
+                let (_, raw) = reader.field()?;
+                T::push_raw(&mut list, message, field, value, raw)?;
+            }
         }
         Ok(list)
     }
