@@ -1,8 +1,10 @@
 //! One side of W-HTTP client only, a few times over, in a process of its own (for a profiler,
 //! and for the report's rows of each side in its own process):
-//! `w_http_client [ours|ours-without-managed-fields|kube-runtime] [runs] [synthetic|realistic]
-//! [listed events]`. Prints each run's list and watch times, and a line `run <list s> <watch s>`
-//! per run for the report; `realistic`: on realistic pods, at a tenth of the sizes.
+//! `w_http_client [ours|ours-protobuf|ours-without-managed-fields|kube-runtime] [runs]
+//! [synthetic|realistic] [listed events]`. Prints each run's list and watch times, and a line
+//! `run <list s> <watch s>` per run for the report; `realistic`: on realistic pods, at a tenth of
+//! the sizes; `ours-protobuf`: the server answers protobuf, as it does to the adapter's default
+//! request (every other side reads JSON).
 
 use std::sync::Arc;
 
@@ -31,7 +33,13 @@ fn main() {
     } else {
         w_inf::Data::new(sizes.listed, sizes.events)
     };
-    let encoded = Arc::new(Encoded::new(&data));
+    let protobuf = side == "ours-protobuf";
+    let encoded = Encoded::new(&data);
+    let encoded = Arc::new(if protobuf {
+        encoded.with_protobuf(&data)
+    } else {
+        encoded
+    });
     let (pages, watch) = encoded.sizes();
     println!("{pages} bytes of list pages, {watch} bytes of watch stream");
     let rt = w_inf::runtime();
@@ -42,7 +50,7 @@ fn main() {
             "ours-without-managed-fields" => {
                 w_http::ours(&rt, &data, 4, backend, ManagedFields::Skipped)
             }
-            _ => w_http::ours(&rt, &data, 4, backend, ManagedFields::Kept),
+            _ => w_http::ours_reading(&rt, &data, 4, backend, ManagedFields::Kept, protobuf),
         };
         println!("{side}: list {:?}, watch {:?}", run.list, run.watch);
         println!("run {} {}", run.list.as_secs_f64(), run.watch.as_secs_f64());

@@ -19,7 +19,7 @@ use crate::{replay, w_http, w_inf};
 /// own rows as the cold start (what an informer starting in a new process feels). Medians.
 pub(super) fn http_process_rows(opts: &Options, out: &mut Rows<'_>) {
     let s = opts.sizes;
-    let [ours, peer] = process_sides(opts);
+    let [json, protobuf, peer] = process_sides(opts);
     let fig = |r: Option<&Runs>, f: Phase| {
         r.filter(|r| !r.is_empty())
             .map_or(Figure::NotApplicable, |r| {
@@ -33,25 +33,33 @@ pub(super) fn http_process_rows(opts: &Options, out: &mut Rows<'_>) {
         ),
         ("its second run (warm: after the first)", |r| &r.1),
     ] {
-        let (ours, peer) = (ours.as_ref().map(pick), peer.as_ref().map(pick));
-        let phases: [(&str, Phase, usize); 3] = [
-            ("list", |r| r.0, s.listed),
-            ("watch", |r| r.1, s.events),
-            ("list + watch", |r| r.0 + r.1, s.listed + s.events),
-        ];
-        for (phase, f, objects) in phases {
-            let row = Row::new(
-                "W-HTTP",
-                format!("client only, each side in its own process, {which}: {phase}"),
-                fig(ours, f),
-                fig(peer, f),
-            )
-            .rate_over(objects);
-            out.emit(if phase == "list + watch" {
-                row.target("≥ 2× kube-runtime")
-            } else {
-                row
-            });
+        let peer = peer.as_ref().map(pick);
+        for (reading, ours) in [
+            (", ours reading JSON", &json),
+            (", ours reading protobuf", &protobuf),
+        ] {
+            let ours = ours.as_ref().map(pick);
+            let phases: [(&str, Phase, usize); 3] = [
+                ("list", |r| r.0, s.listed),
+                ("watch", |r| r.1, s.events),
+                ("list + watch", |r| r.0 + r.1, s.listed + s.events),
+            ];
+            for (phase, f, objects) in phases {
+                let row = Row::new(
+                    "W-HTTP",
+                    format!(
+                        "client only, each side in its own process, {which}: {phase}{reading} (kube-runtime: JSON)"
+                    ),
+                    fig(ours, f),
+                    fig(peer, f),
+                )
+                .rate_over(objects);
+                out.emit(if phase == "list + watch" {
+                    row.target("≥ 2× kube-runtime")
+                } else {
+                    row
+                });
+            }
         }
     }
 }
@@ -62,15 +70,16 @@ type Runs = Vec<(f64, f64)>;
 /// A run's figure in one phase: its list, its watch, or both.
 type Phase = fn(&(f64, f64)) -> f64;
 
-/// [`Options::reps`] processes of each side, the sides alternating: their cold runs and their
+/// [`Options::reps`] processes of each side (ours reading JSON, ours reading protobuf,
+/// kube-runtime), the sides alternating: their cold runs and their
 /// warm runs; `None` for a side whose process failed once (the failure is printed).
-fn process_sides(opts: &Options) -> [Option<(Runs, Runs)>; 2] {
-    let mut sides = [
-        Some((Vec::new(), Vec::new())),
-        Some((Vec::new(), Vec::new())),
-    ];
+fn process_sides(opts: &Options) -> [Option<(Runs, Runs)>; 3] {
+    let mut sides = [(); 3].map(|()| Some((Vec::new(), Vec::new())));
     for _ in 0..opts.reps.max(1) {
-        for (side, runs) in ["ours", "kube-runtime"].into_iter().zip(&mut sides) {
+        for (side, runs) in ["ours", "ours-protobuf", "kube-runtime"]
+            .into_iter()
+            .zip(&mut sides)
+        {
             if let Some((cold, warm)) = runs {
                 match process(opts, side) {
                     Some((c, w)) => {
