@@ -25,8 +25,9 @@ use crate::resource::ResourceInfo;
 /// that JSON pre-serialised, so that lists and watches never serialise on the hot path.
 ///
 /// With the `protobuf` feature it also keeps its protobuf message, written the first time a
-/// protobuf client reads it and then shared by every list and watch event that carries it, as
-/// kube-apiserver's watch cache keeps an object's serializations. A stored object is never
+/// protobuf client lists it and then shared by every list that carries it, as kube-apiserver's
+/// watch cache keeps an object's serializations (a protobuf watch event still encodes the
+/// object from its JSON). A stored object is never
 /// changed (a write stores a new one), so the message stays right; it lives as long as the
 /// object (in the current state or the history), which bounds the memory it takes.
 #[derive(Debug)]

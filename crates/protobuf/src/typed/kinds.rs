@@ -40,11 +40,7 @@ pub(crate) trait Decode: DeserializeOwned {
         match Self::fast(field, raw)? {
             Fast::Value(value) => *slot = Some(value),
             Fast::Left => {}
-            Fast::General => {
-                if let Some(v) = single(message, field, kind_of(field), raw)? {
-                    Self::decode_option(slot, v)?;
-                }
-            }
+            Fast::General => general_option(slot, message, field, raw)?,
         }
         Ok(())
     }
@@ -63,11 +59,7 @@ pub(crate) trait Decode: DeserializeOwned {
         match Self::fast(field, raw)? {
             Fast::Value(value) => *slot = value,
             Fast::Left => {}
-            Fast::General => {
-                if let Some(v) = single(message, field, kind_of(field), raw)? {
-                    Self::decode_required(slot, v)?;
-                }
-            }
+            Fast::General => general_required(slot, message, field, raw)?,
         }
         Ok(())
     }
@@ -257,13 +249,9 @@ pub(crate) use message;
 /// message, and [`message_option`] merge in place.
 #[inline(always)]
 pub(crate) fn own_bytes<'de, T: Merge>(field: &'static Field, raw: Raw<'de>) -> Option<&'de [u8]> {
-    match (&field.kind, raw) {
-        (Kind::Value(Value::Msg(index)), Raw::Bytes(bytes))
-            if *index == T::MESSAGE && Value::message(*index).special == Special::None =>
-        {
-            Some(bytes)
-        }
-        _ => None,
+    match &field.kind {
+        Kind::Value(value) => own_element::<T>(value, raw),
+        Kind::Map(_) => None,
     }
 }
 
