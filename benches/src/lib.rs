@@ -29,6 +29,7 @@ pub mod realistic;
 pub mod relist;
 pub mod replay;
 pub mod report;
+pub mod sync;
 pub mod w_ctrl;
 pub mod w_fifo;
 pub mod w_http;

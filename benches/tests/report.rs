@@ -62,6 +62,10 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         only: Vec::new(),
         mem_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_mem"))),
         w_http_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_w_http_client"))),
+        sync_exes: Some((
+            PathBuf::from(env!("CARGO_BIN_EXE_sync_server")),
+            PathBuf::from(env!("CARGO_BIN_EXE_sync_client")),
+        )),
     };
     let beat = watchdog();
     let mut seen = 0;
@@ -218,6 +222,39 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.target.contains("1.3×"), "{row:?}");
         assert!(matches!(row.ours, Figure::Factor(x) if x >= 1.0), "{row:?}");
     }
+    // SYNC: every side of ours against kube-runtime, each in fresh processes, in each shape and
+    // mode; the anchors only at the sizes they were measured at.
+    for shape in ["40 realistic pods", "200 small pods"] {
+        for mode in ["list (pages of 500) then watch", "streaming list"] {
+            for figure in ["time to synced", "RSS grown by the sync"] {
+                for side in [
+                    "ours by default",
+                    "ours reading JSON",
+                    "managed fields kept",
+                ] {
+                    let row = rows
+                        .iter()
+                        .find(|r| {
+                            r.workload == "SYNC"
+                                && r.phase.starts_with(&format!("{shape}, {mode}: {figure}"))
+                                && r.phase.contains(side)
+                        })
+                        .unwrap_or_else(|| panic!("SYNC {shape} {mode} {figure} {side}"));
+                    // A resident set may not grow at all for a few pods: measured, not zero.
+                    let taken = |f: Figure| f != Figure::NotApplicable;
+                    assert!(taken(row.ours) && taken(row.kube_runtime), "{row:?}");
+                    if figure == "time to synced" {
+                        assert!(measured(row.ours) && measured(row.kube_runtime), "{row:?}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.workload == "SYNC" && r.phase.contains("client-go"))
+    );
 
     let table = report::render(&rows);
     assert_eq!(table.lines().count(), rows.len() + 2);
@@ -240,6 +277,7 @@ fn only_selects_by_part_of_a_name_and_reports_unknown_ones() {
         only: vec!["fifo-b".into(), "nonsense".into()],
         mem_exe: None,
         w_http_exe: None,
+        sync_exes: None,
     };
     assert_eq!(opts.unknown_names(), ["nonsense"]);
     let selected: Vec<_> = WORKLOADS.iter().filter(|w| opts.selected(w)).collect();
@@ -257,6 +295,7 @@ fn without_the_mem_binary_mem_rows_say_not_measured() {
         only: vec!["mem".into()],
         mem_exe: None,
         w_http_exe: None,
+        sync_exes: None,
     };
     let rows = report::run(&opts, &mut |_| {});
     assert!(!rows.is_empty());

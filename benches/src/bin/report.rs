@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-wq, w-idx,
-    /// w-inf, w-http, w-ctrl, mem); repeatable.
+    /// w-inf, w-http, w-ctrl, mem, sync); repeatable.
     #[arg(long, value_name = "NAME")]
     only: Vec<String>,
     /// Repetitions of each workload (figures are medians).
@@ -111,6 +111,7 @@ fn main() -> ExitCode {
         only: args.only,
         mem_exe: None,
         w_http_exe: None,
+        sync_exes: None,
     };
     let unknown = opts.unknown_names();
     if !unknown.is_empty() {
@@ -132,6 +133,11 @@ fn main() -> ExitCode {
         },
         w_http_exe: if opts.selected("w-http-process") {
             sibling_exe("w_http_client")
+        } else {
+            None
+        },
+        sync_exes: if opts.selected("sync") {
+            sibling_exe("sync_server").zip(sibling_exe("sync_client"))
         } else {
             None
         },

@@ -24,6 +24,7 @@ mod lean;
 mod mem;
 mod mem_projection;
 mod mem_relist;
+mod sync;
 mod wq;
 
 pub use child::{CHILD_LIMIT, mem_sample, output_within};
@@ -120,6 +121,12 @@ pub const TABLE: &[Workload] = &[
         rows: mem_relist::mem_relist_rows,
     },
     Workload {
+        name: "sync",
+        measures: "list-and-sync from the simulator in its own process, each client a fresh \
+                   process: time to synced and resident set, list and streaming list",
+        rows: sync::sync_rows,
+    },
+    Workload {
         name: "lean",
         measures: "the read costs of the compact cache against the default cache",
         rows: lean::lean_rows,
@@ -153,6 +160,8 @@ pub struct Options {
     /// The `w_http_client` binary; without it, W-HTTP's rows of each side in its own process
     /// are not measured.
     pub w_http_exe: Option<PathBuf>,
+    /// The `sync_server` and `sync_client` binaries; without them, SYNC is not measured.
+    pub sync_exes: Option<(PathBuf, PathBuf)>,
 }
 
 impl Options {

@@ -1,0 +1,298 @@
+//! SYNC: list-and-sync as users run it. The simulator serves its pods from a process of its own
+//! (`sync_server`), and each client is a fresh process (`sync_client`): the time from starting
+//! the client to a synced cache, and the process's resident set after sync over before it.
+//!
+//! * [`Shape`]: 10,000 realistic pods (`benches/fixtures/pod-realistic.json`, renamed) or
+//!   50,000 small pods (the workloads' pod: one container, three labels);
+//! * [`Side`]: ours as the factory builds it by default (protobuf, managed fields left out by
+//!   the decoder), ours reading JSON, ours keeping managed fields, and kube-runtime's
+//!   `watcher` into a `reflector` store (JSON, managed fields kept: its default);
+//! * [`Mode`]: a list in pages of 500 then a watch, or a streaming list (`sendInitialEvents`).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use informer_apiserver::{ApiServer, Config};
+use informer_kube::{KubeInformerFactory, KubeSource};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube_runtime::{reflector, watcher};
+
+use crate::realistic::realistic_pod;
+use crate::relist::rss_now;
+use crate::workload;
+
+/// The pods the server holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Realistic running pods (13 KB of JSON each, managed fields included).
+    Realistic,
+    /// The workloads' small pod (one container, three labels).
+    Small,
+}
+
+impl Shape {
+    /// The shape named `name` (`realistic`, `small`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "realistic" => Some(Self::Realistic),
+            "small" => Some(Self::Small),
+            _ => None,
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Realistic => "realistic",
+            Self::Small => "small",
+        }
+    }
+
+    /// Pod number `i` of this shape, as written to the server (no resource version).
+    pub fn pod(self, i: usize) -> Pod {
+        let mut pod = match self {
+            Self::Realistic => realistic_pod(i),
+            Self::Small => workload::pod(i),
+        };
+        pod.metadata.resource_version = None;
+        pod
+    }
+}
+
+/// A client of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Ours as `KubeInformerFactory` builds it by default: protobuf for built-in types,
+    /// managed fields left out as objects are decoded.
+    Ours,
+    /// Ours reading JSON (`KubeSource::json_only`), managed fields left out.
+    OursJson,
+    /// Ours reading protobuf and keeping managed fields (`KubeSource::with_managed_fields`).
+    OursManagedFields,
+    /// kube-runtime's `watcher` into a `reflector` store: JSON, managed fields kept.
+    KubeRuntime,
+}
+
+impl Side {
+    /// Every side, in the order the report runs them.
+    pub const ALL: [Side; 4] = [
+        Self::Ours,
+        Self::OursJson,
+        Self::OursManagedFields,
+        Self::KubeRuntime,
+    ];
+
+    /// The side named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ours => "ours",
+            Self::OursJson => "ours-json",
+            Self::OursManagedFields => "ours-managed-fields",
+            Self::KubeRuntime => "kube-runtime",
+        }
+    }
+}
+
+/// How the client fills its cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A list in pages of 500, then a watch.
+    List,
+    /// A streaming list: a watch with `sendInitialEvents=true`, synced at its end bookmark.
+    Streaming,
+}
+
+impl Mode {
+    /// The mode named `name` (`list`, `streaming`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "list" => Some(Self::List),
+            "streaming" => Some(Self::Streaming),
+            _ => None,
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::List => "list",
+            Self::Streaming => "streaming",
+        }
+    }
+}
+
+/// A simulator holding `n` pods of `shape` in namespaces `ns-0` to `ns-99`.
+pub async fn server(shape: Shape, n: usize) -> ApiServer {
+    let config = Config {
+        history_size: n + 1_000,
+        ..Config::default().register::<Pod>().register::<Namespace>()
+    };
+    let server = ApiServer::start(config).await.expect("the server starts");
+    for i in 0..n {
+        server.create(&shape.pod(i)).expect("a pod is created");
+    }
+    server
+}
+
+/// One client's sync.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Synced {
+    /// From starting the client to a synced cache.
+    pub time: Duration,
+    /// The objects in the cache once synced.
+    pub objects: usize,
+    /// The process's resident set once synced, bytes.
+    pub rss_after: u64,
+    /// The process's resident set before the client started (the runtime alone), bytes.
+    pub rss_before: u64,
+}
+
+impl Synced {
+    /// The line `sync_client` prints, which [`Synced::parse`] reads back.
+    pub fn line(&self) -> String {
+        format!(
+            "synced {} {} {} {}",
+            self.time.as_secs_f64(),
+            self.objects,
+            self.rss_after,
+            self.rss_before
+        )
+    }
+
+    /// The figures of a [`line`](Self::line).
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut words = line.strip_prefix("synced ")?.split(' ');
+        Some(Self {
+            time: Duration::from_secs_f64(words.next()?.parse().ok()?),
+            objects: words.next()?.parse().ok()?,
+            rss_after: words.next()?.parse().ok()?,
+            rss_before: words.next()?.parse().ok()?,
+        })
+    }
+}
+
+/// A kube client for the server at `url`, without kube-client's retry layer.
+fn client(url: &str) -> kube::Client {
+    let mut config = kube::Config::new(url.parse().expect("a server URL"));
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("a client")
+}
+
+/// Syncs every pod of the server at `url` into a cache, as `side` does in `mode`; `None` if it
+/// has not synced within `limit`. The client is stopped once the figures are taken.
+pub async fn sync(url: &str, side: Side, mode: Mode, limit: Duration) -> Option<Synced> {
+    let rss_before = rss_now().unwrap_or(0);
+    let started = Instant::now();
+    let measure = |objects| Synced {
+        time: started.elapsed(),
+        objects,
+        rss_after: rss_now().unwrap_or(0),
+        rss_before,
+    };
+    match side {
+        Side::KubeRuntime => kube_runtime_sync(url, mode, limit, measure).await,
+        _ => ours_sync(url, side, mode, limit, measure).await,
+    }
+}
+
+/// Ours: a factory's pod informer, started and waited for, measured by `measure` with the
+/// cache's length, then shut down.
+async fn ours_sync(
+    url: &str,
+    side: Side,
+    mode: Mode,
+    limit: Duration,
+    measure: impl FnOnce(usize) -> Synced,
+) -> Option<Synced> {
+    let source = KubeSource::new(client(url));
+    let source = match side {
+        Side::OursJson => source.json_only(),
+        Side::OursManagedFields => source.with_managed_fields(),
+        _ => source,
+    };
+    let factory = KubeInformerFactory::new(source).with_streaming_list(mode == Mode::Streaming);
+    let _pods = factory.informer::<Pod>();
+    factory.start().expect("the factory starts");
+    let report = factory.wait_for_cache_sync(Some(limit)).await;
+    let synced = report
+        .all_synced()
+        .then(|| measure(factory.lister::<Pod>().len()));
+    factory.shutdown().await.expect("the factory shuts down");
+    synced
+}
+
+/// kube-runtime: its `watcher` (pages of 500, or a streaming list) into a `reflector` store,
+/// waited for, measured by `measure` with the store's length, then stopped.
+async fn kube_runtime_sync(
+    url: &str,
+    mode: Mode,
+    limit: Duration,
+    measure: impl FnOnce(usize) -> Synced,
+) -> Option<Synced> {
+    let config = match mode {
+        Mode::List => watcher::Config::default(),
+        Mode::Streaming => watcher::Config::default().streaming_lists(),
+    };
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = watcher::watcher(Api::<Pod>::all(client(url)), config);
+    let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
+    let ready = tokio::time::timeout(limit, reader.wait_until_ready()).await;
+    let synced = matches!(ready, Ok(Ok(()))).then(|| measure(reader.state().len()));
+    crate::w_http::end_tasks(vec![driver]).await;
+    synced
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_reads_back_as_its_figures() {
+        let synced = Synced {
+            time: Duration::from_millis(1250),
+            objects: 10_000,
+            rss_after: 300 << 20,
+            rss_before: 20 << 20,
+        };
+        assert_eq!(Synced::parse(&synced.line()), Some(synced));
+        assert_eq!(Synced::parse("synced 1.0 10"), None);
+    }
+
+    #[test]
+    fn names_read_back_as_what_they_name() {
+        for side in Side::ALL {
+            assert_eq!(Side::parse(side.name()), Some(side));
+        }
+        for mode in [Mode::List, Mode::Streaming] {
+            assert_eq!(Mode::parse(mode.name()), Some(mode));
+        }
+        for shape in [Shape::Realistic, Shape::Small] {
+            assert_eq!(Shape::parse(shape.name()), Some(shape));
+        }
+        assert_eq!(Side::parse("client-go"), None);
+    }
+
+    /// Every side syncs every pod of a small server, in both modes.
+    #[test]
+    fn every_side_syncs_every_pod_in_both_modes() {
+        let rt = crate::w_inf::runtime();
+        rt.block_on(async {
+            let server = server(Shape::Small, 40).await;
+            for side in Side::ALL {
+                for mode in [Mode::List, Mode::Streaming] {
+                    let synced = sync(&server.url(), side, mode, Duration::from_secs(60))
+                        .await
+                        .unwrap_or_else(|| panic!("{side:?} {mode:?} synced"));
+                    assert_eq!(synced.objects, 40, "{side:?} {mode:?}");
+                }
+            }
+            server.shutdown().await;
+        });
+    }
+}
