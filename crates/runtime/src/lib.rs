@@ -86,13 +86,17 @@
 //! ```
 
 mod action;
+#[cfg(feature = "kube")]
+mod client;
 mod controller;
 mod deleted;
 mod error;
+mod gate;
 mod handlers;
 mod observer;
 mod request;
 mod worker;
+mod written;
 
 #[cfg(feature = "kube")]
 pub mod events;
@@ -103,16 +107,19 @@ mod finalizer;
 pub mod predicates;
 
 pub use action::Action;
+#[cfg(feature = "kube")]
+pub use client::{Client, ClientError, ClientObject, ClientStats, Deletion, ObjectScope};
 pub use controller::Controller;
 pub use deleted::STANDBY_DELETIONS;
 pub use error::RuntimeError;
+pub use gate::READ_YOUR_WRITES_TIMEOUT;
 pub use expectations::Expectations;
 #[cfg(feature = "kube")]
 pub use finalizer::{Finalize, FinalizerError, finalizer};
 #[cfg(feature = "kube")]
 pub use informer_leaderelection::KubeLease;
 pub use informer_leaderelection::{LeaderElector, Term};
-pub use observer::{ReconcileObserver, ReconcileOutcome};
+pub use observer::{ReconcileObserver, ReconcileOutcome, WritesAwaited};
 pub use request::{Request, Target};
 
 /// For the crate docs' link.
