@@ -1,42 +1,6 @@
 //! A client for reconcilers: reads from the informers' caches, writes through kube-client, and
 //! records what it wrote so that the key's next reconcile waits until the caches show it
 //! (read-your-own-writes, see [`Controller::read_your_writes`](crate::Controller::read_your_writes)).
-//!
-//! ```no_run
-//! use std::sync::Arc;
-//! use informer_kube::{KubeInformerFactory, KubeSource};
-//! use informer_runtime::{Action, Client, ClientError, Controller, Request, Target};
-//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-//! use kube::api::PostParams;
-//! use tokio_util::sync::CancellationToken;
-//!
-//! async fn reconcile(request: Request<ConfigMap>, client: Arc<Client>) -> Result<Action, ClientError> {
-//!     let Target::Live(owner) = &request.target else { return Ok(Action::await_change()) };
-//!     let namespace = owner.metadata.namespace.as_deref();
-//!     // From the cache; it shows every write of this key's previous reconciles.
-//!     if client.get::<Secret>(namespace, "credentials")?.is_none() {
-//!         let mut secret = Secret::default();
-//!         secret.metadata.name = Some("credentials".into());
-//!         secret.metadata.namespace = owner.metadata.namespace.clone();
-//!         // Through the API server; the answer's resource version is recorded.
-//!         client.create(&PostParams::default(), &secret).await?;
-//!     }
-//!     Ok(Action::await_change())
-//! }
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let source = KubeSource::try_default().await?;
-//! let factory = KubeInformerFactory::new(source.clone());
-//! let owners = factory.informer::<ConfigMap>();
-//! let client = Client::new(source.client().clone())
-//!     .with_cache(Arc::clone(&owners))
-//!     .with_cache(factory.informer::<Secret>());
-//! factory.start()?;
-//! Controller::new(owners)
-//!     .run(CancellationToken::new(), Arc::new(client), reconcile, |_, _, _| Action::backoff())
-//!     .await?;
-//! # Ok(()) }
-//! ```
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::{BTreeMap, HashMap};
@@ -130,9 +94,44 @@ mod sealed {
 
 /// A client for reconcilers (controller-runtime's default client): reads come from the
 /// informers' caches, writes go to the API server through kube-client, and each write made in
-/// a reconcile is recorded for the key's next reconcile to wait for (see the
-/// [module docs](self) and
+/// a reconcile is recorded for the key's next reconcile to wait for (see
 /// [`Controller::read_your_writes`](crate::Controller::read_your_writes)).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use informer_kube::{KubeInformerFactory, KubeSource};
+/// use informer_runtime::{Action, Client, ClientError, Controller, Request, Target};
+/// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+/// use kube::api::PostParams;
+/// use tokio_util::sync::CancellationToken;
+///
+/// async fn reconcile(request: Request<ConfigMap>, client: Arc<Client>) -> Result<Action, ClientError> {
+///     let Target::Live(owner) = &request.target else { return Ok(Action::await_change()) };
+///     let namespace = owner.metadata.namespace.as_deref();
+///     // From the cache; it shows every write of this key's previous reconciles.
+///     if client.get::<Secret>(namespace, "credentials")?.is_none() {
+///         let mut secret = Secret::default();
+///         secret.metadata.name = Some("credentials".into());
+///         secret.metadata.namespace = owner.metadata.namespace.clone();
+///         // Through the API server; the answer's resource version is recorded.
+///         client.create(&PostParams::default(), &secret).await?;
+///     }
+///     Ok(Action::await_change())
+/// }
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let source = KubeSource::try_default().await?;
+/// let factory = KubeInformerFactory::new(source.clone());
+/// let owners = factory.informer::<ConfigMap>();
+/// let client = Client::new(source.client().clone())
+///     .with_cache(Arc::clone(&owners))
+///     .with_cache(factory.informer::<Secret>());
+/// factory.start()?;
+/// Controller::new(owners)
+///     .run(CancellationToken::new(), Arc::new(client), reconcile, |_, _, _| Action::backoff())
+///     .await?;
+/// # Ok(()) }
+/// ```
 ///
 /// One informer per type (a later [`with_cache`](Self::with_cache) of the same type replaces
 /// the earlier). Reads of a type without one fail with [`ClientError::NoInformer`]; writes of
@@ -153,6 +152,11 @@ mod sealed {
 /// Only writes in a reconcile's own task are recorded: the futures it awaits, joined or not,
 /// but not a task it spawns (`tokio::spawn`). A write elsewhere is made, with nothing to
 /// record it in, and counted ([`ClientStats::unattributed`]).
+///
+/// Give it informers that see what it writes. A write outside an informer's selection (its
+/// namespace, label or field selectors) never reaches that cache: its version is shown only
+/// when the cache applies a later change, so the key's next reconcile may wait the whole
+/// timeout (and count a stale read).
 #[derive(Clone)]
 pub struct Client {
     kube: kube::Client,

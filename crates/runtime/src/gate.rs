@@ -120,7 +120,11 @@ async fn awaited(written: &Written, timeout: Duration) -> WritesAwaited {
     let started = Instant::now();
     // `None`: later than the clock can tell, never.
     let deadline = started.checked_add(timeout);
-    let left = || deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+    let left = || {
+        deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        })
+    };
     let mut outcome = WritesAwaited {
         waited: Duration::ZERO,
         awaited: written.versions.len() + written.gone.len(),
@@ -141,7 +145,10 @@ async fn awaited(written: &Written, timeout: Duration) -> WritesAwaited {
         Shown::Stopped => outcome.stopped = true,
     };
     for (cache, version) in &written.versions {
-        note(cache.wait_for_version(version, left()).await.into(), &**cache);
+        note(
+            cache.wait_for_version(version, left()).await.into(),
+            &**cache,
+        );
     }
     for gone in &written.gone {
         note(dropped(gone, &left).await, &*gone.cache);

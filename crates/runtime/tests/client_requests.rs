@@ -122,7 +122,10 @@ async fn a_refused_apply_is_an_apply_conflict_naming_the_fields() {
     assert!(error.is_apply_conflict(), "{error:?}");
     assert_eq!(error.conflicting_fields(), [".data.a"]);
     assert_eq!(error.status().map(|s| s.code), Some(409));
-    let error = client.apply_status(&desired(), "ours", false).await.unwrap_err();
+    let error = client
+        .apply_status(&desired(), "ours", false)
+        .await
+        .unwrap_err();
     assert!(error.is_apply_conflict(), "{error:?}");
     // The same answer to a patch that is no apply (a replace's stale version, say) stays an
     // API error: transient, for a backoff.

@@ -294,8 +294,8 @@ impl Forgetful {
         let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
             let inner = inner.clone();
             async move {
-                let forget = request.method() != http::Method::GET
-                    || matches!(self, Self::WritesAndLists);
+                let forget =
+                    request.method() != http::Method::GET || matches!(self, Self::WritesAndLists);
                 let response = inner.send(request).await?;
                 if !forget {
                     return Ok(response);
@@ -366,7 +366,10 @@ struct Deleting {
 async fn deletion_seen(timeout: Duration, release: bool) -> (Vec<bool>, Vec<WritesAwaited>) {
     let world = World::new().await;
     world.server.create(&named::<Secret>("doomed")).unwrap();
-    until("the secret in the cache", || world.children.lister().len() == 1).await;
+    until("the secret in the cache", || {
+        world.children.lister().len() == 1
+    })
+    .await;
     let waits = Arc::new(Waits::default());
     let controller = Controller::new(Arc::clone(&world.owners))
         .read_your_writes(timeout)
@@ -466,15 +469,21 @@ async fn a_stop_cancels_a_wait_for_writes_and_the_reconcile_does_not_run() {
 async fn reads_of_a_type_without_an_informer_are_a_typed_error() {
     let world = World::new().await;
     let client = Client::new(world.kube.clone()).with_cache(Arc::clone(&world.owners));
-    until("the owner in the cache", || world.owners.lister().len() == 1).await;
+    until("the owner in the cache", || {
+        world.owners.lister().len() == 1
+    })
+    .await;
     let owner = client.get::<ConfigMap>(Some("demo"), "owner").unwrap();
     assert!(owner.is_some());
     assert_eq!(client.list::<ConfigMap>(None).unwrap().len(), 1);
-    assert_eq!(client.list::<ConfigMap>(Some("elsewhere")).unwrap().len(), 0);
-    let no_informer = |e: ClientError| {
-        matches!(e, ClientError::NoInformer { kind } if kind.ends_with("::Secret"))
-    };
-    assert!(no_informer(client.get::<Secret>(Some("demo"), "x").unwrap_err()));
+    assert_eq!(
+        client.list::<ConfigMap>(Some("elsewhere")).unwrap().len(),
+        0
+    );
+    let no_informer = |e: ClientError| matches!(e, ClientError::NoInformer { kind } if kind.ends_with("::Secret"));
+    assert!(no_informer(
+        client.get::<Secret>(Some("demo"), "x").unwrap_err()
+    ));
     assert!(no_informer(client.list::<Secret>(None).unwrap_err()));
     assert!(no_informer(
         client.by_index::<Secret>(OWNER_UID_INDEX, "u").unwrap_err()

@@ -255,7 +255,10 @@ impl Client {
         let cache: Arc<dyn WrittenCache> = cache;
         let version = match answer {
             Answer::Version(Some(version)) => version,
-            Answer::Gone { key, uid: Some(uid) } => {
+            Answer::Gone {
+                key,
+                uid: Some(uid),
+            } => {
                 written::record(|w| w.gone(cache, key, uid));
                 return Ok(());
             }
