@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use informer::SharedIndexInformer;
 use informer_apiserver::{ApiServer, Config, Faults};
-use informer_kube::{KubeInformerFactory, KubeSource, OWNER_UID_INDEX, owner_uid_index_func};
+use informer_kube::{
+    KubeInformerFactory, KubeSource, OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func,
+    uid_index_func,
+};
 use informer_runtime::{
-    Action, Client, ClientError, ClientStats, Controller, Deletion, ReconcileObserver,
-    ReconcileOutcome, Target, WritesAwaited,
+    Action, Client, ClientError, ClientStats, Controller, Deletion, Expectations,
+    ReconcileObserver, ReconcileOutcome, Target, WritesAwaited,
 };
 use informer_workqueue::WorkQueue;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -512,5 +515,78 @@ async fn reads_of_a_type_without_an_informer_are_a_typed_error() {
         client.create(&PostParams::default(), &homeless).await,
         Err(ClientError::NoNamespace { .. })
     ));
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_and_expectations_together_create_nothing_twice_and_settle() {
+    let world = World::new().await;
+    world
+        .owners
+        .add_index(UID_INDEX, uid_index_func::<ConfigMap>())
+        .unwrap();
+    let expectations = Expectations::new();
+    let owner_lister = world.owners.lister();
+    let controller = Controller::new(Arc::clone(&world.owners))
+        .read_your_writes(Duration::MAX)
+        .owns_expecting(
+            Arc::clone(&world.children),
+            move |secret: &Secret| owner_keys(&owner_lister, secret),
+            &expectations,
+        );
+    let queue = controller.queue().clone();
+    let ctx = Arc::new((
+        world.client(world.kube.clone()),
+        world.server.faults(),
+        expectations.clone(),
+        AtomicUsize::new(0),
+    ));
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(controller.run(
+        stop.clone(),
+        Arc::clone(&ctx),
+        |request, ctx| async move {
+            let (client, faults, expectations, reconciles) = &*ctx;
+            reconciles.fetch_add(1, Ordering::SeqCst);
+            let Target::Live(owner) = &request.target else {
+                return Ok(Action::await_change());
+            };
+            if !expectations.satisfied(&request.key) {
+                return Ok(Action::await_change());
+            }
+            let uid = owner.metadata.uid.as_deref().unwrap_or_default();
+            let missing =
+                CHILDREN.saturating_sub(client.by_index::<Secret>(OWNER_UID_INDEX, uid)?.len());
+            if missing > 0 {
+                faults.set_cache_delay(HELD);
+                expectations.expect_creations(&request.key, missing);
+                for _ in 0..missing {
+                    client.create(&PostParams::default(), &child(owner)).await?;
+                }
+            }
+            Ok::<_, ClientError>(Action::await_change())
+        },
+        |_, _, _| Action::backoff(),
+    ));
+    let reconciles = || ctx.3.load(Ordering::SeqCst);
+    until("the first reconcile", || reconciles() >= 1).await;
+    reconcile_again(&queue, "demo/owner", || reconciles() >= 2).await;
+    world.server.faults().set_cache_delay(Duration::ZERO);
+    // Each child lowers the expectations and wakes the owner; whichever reconcile the gate lets
+    // through first finds either the expectations unmet or every child cached.
+    until(
+        "every child cached, the expectations met, nothing queued",
+        || {
+            world.children.lister().len() == CHILDREN
+                && expectations.satisfied("demo/owner")
+                && queue.is_empty()
+                && queue.in_flight() == 0
+        },
+    )
+    .await;
+    assert_eq!(world.secrets_on_server(), CHILDREN);
+    assert_eq!(expectations.expired(), 0);
+    stop.cancel();
+    running.await.unwrap().unwrap();
     world.shutdown().await;
 }
