@@ -262,6 +262,25 @@ mod tests {
         assert!(!gate.wait(&key).await.unwrap().timed_out, "gone");
     }
 
+    #[tokio::test]
+    async fn opaque_versions_are_not_waited_for_however_long_the_bound() {
+        let gate = Gate::new(Duration::MAX);
+        let key: Arc<str> = Arc::from("ns/a");
+        let opaque = cache("etcd-7f3a");
+        opaque.holds.store(true, Ordering::SeqCst);
+        let mut w = Written::default();
+        w.version(opaque.clone(), "etcd-7f3b".into());
+        w.gone(opaque.clone(), "ns/child".into(), "u1".into());
+        gate.keep(&key, w);
+        // On the real clock: an answer at once, not after the bound.
+        let wait = tokio::time::timeout(Duration::from_secs(60), gate.wait(&key))
+            .await
+            .expect("no wait")
+            .unwrap();
+        assert!(wait.not_comparable && !wait.timed_out);
+        assert_eq!(wait.awaited, 2);
+    }
+
     #[test]
     fn records_already_shown_are_pruned_as_keys_accumulate() {
         let gate = Gate::new(READ_YOUR_WRITES_TIMEOUT);
