@@ -226,9 +226,10 @@ async fn a_status_written_is_the_one_the_next_reconciles_target_shows() {
     ));
     let seen = || ctx.2.lock().len();
     until("the first reconcile", || seen() == 1).await;
-    reconcile_again(&queue, "demo/web-0", || seen() == 2).await;
+    reconcile_again(&queue, "demo/web-0", || seen() >= 2).await;
     server.faults().set_cache_delay(Duration::ZERO);
-    until("the second reconcile", || seen() == 2).await;
+    // (The status's update event queues the pod once more: a third reconcile may follow.)
+    until("the second reconcile", || seen() >= 2).await;
     assert_eq!(ctx.2.lock()[1].as_deref(), Some("Running"));
     stop.cancel();
     running.await.unwrap().unwrap();
