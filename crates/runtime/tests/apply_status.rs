@@ -183,6 +183,9 @@ fn pod(name: &str) -> Pod {
     }
 }
 
+/// The context of the status-writing controller: the phase each reconcile's target showed.
+type Phases = (Client, Faults, Mutex<Vec<Option<String>>>);
+
 fn phase(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
@@ -202,7 +205,7 @@ async fn a_status_written_is_the_one_the_next_reconciles_target_shows() {
     let running = tokio::spawn(controller.run(
         stop.clone(),
         Arc::clone(&ctx),
-        |request, ctx: Arc<(Client, Faults, Mutex<Vec<Option<String>>>)>| async move {
+        |request, ctx: Arc<Phases>| async move {
             let (client, faults, seen) = &*ctx;
             let Target::Live(pod) = &request.target else {
                 return Ok(Action::await_change());
