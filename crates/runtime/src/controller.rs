@@ -40,6 +40,8 @@ pub struct Controller<K> {
     concurrency: usize,
     shutdown_timeout: Duration,
     reconcile_timeout: Option<Duration>,
+    /// How long a reconcile waits for the caches to show its key's previous writes.
+    read_your_writes: Duration,
     elector: Option<LeaderElector>,
     observer: Option<Arc<dyn ReconcileObserver>>,
 }

@@ -40,6 +40,28 @@
 //! ([`expect_deletions_of`](Expectations::expect_deletions_of) and
 //! [`deletion_of_observed`](Expectations::deletion_of_observed)), so that one deletion seen
 //! twice (marked for deletion, then gone) lowers the count once.
+//!
+//! # Expectations and read-your-own-writes
+//!
+//! The controller's read-your-own-writes gate
+//! ([`Controller::read_your_writes`](crate::Controller::read_your_writes)) guards against the
+//! same thing, a cache behind the reconcile's own writes, another way; the two are kept side
+//! by side, not one folded into the other, since each covers what the other cannot:
+//!
+//! * the gate waits, before a reconcile starts, on resource versions: every write made through
+//!   the `Client` (a feature of `kube`), of any type (creations, updates, status, deletions),
+//!   with nothing to wire or check by hand; but only those writes, and only on a server whose
+//!   versions are integers (Kubernetes 1.35 and later promise it);
+//! * expectations count, inside the reconcile, the creations and deletions the child informer's
+//!   handler observes: writes made by any path, on any server; but only creations and deletions
+//!   of children the handler maps to their owner, set and checked by the reconcile.
+//!
+//! Used together they agree. A cache applies a change before it tells the handlers, so a
+//! reconcile the gate lets through may find its expectations not yet met: it returns, and the
+//! handler that meets them wakes it again; it never acts twice. A gate that timed out runs the
+//! reconcile on a stale read, and unmet expectations still hold it back, for up to their own,
+//! longer, timeout. When the owner is deleted both let go of it: the deletion's reconcile
+//! replaces what the gate kept for the key, and the handler drops the expectations.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -26,9 +26,19 @@
 //!   leading, stops the instant a term ends, and keeps its caches warm meanwhile (standing by,
 //!   it queues nothing and remembers only its [latest deletions](Controller::standby_deletions),
 //!   so its memory stays bounded however long it waits);
-//! * **writes not yet in the cache**: [`Expectations`] records the children a reconcile created
-//!   or deleted until the child informer has observed them, so that a reconcile run again
-//!   meanwhile does not act on a cache that lags its own writes.
+//! * **read-your-own-writes**: a reconcile of a key starts only once the caches show what the
+//!   key's previous reconcile wrote through a [`Client`] (with the `kube` feature): every
+//!   informer written to has applied the resource version the server answered with, and no
+//!   deleted object's UID is still cached. The wait is bounded
+//!   ([`read_your_writes`](Controller::read_your_writes), 5 s by default); past it the
+//!   reconcile runs on what the caches have, and the stale read is counted
+//!   ([`ReconcileObserver::writes_awaited`]);
+//! * **writes not yet in the cache, counted**: [`Expectations`] records the children a
+//!   reconcile created or deleted until the child informer has observed them, so that a
+//!   reconcile run again meanwhile does not act on a cache that lags its own writes. It works
+//!   where the gate above cannot (writes made without the [`Client`], a server whose resource
+//!   versions cannot be compared), and the two agree: see the
+//!   [`expectations`] module.
 //!
 //! With the `kube` feature (on by default), helpers for reconcilers of Kubernetes objects,
 //! through kube-client:
@@ -39,7 +49,13 @@
 //!   client-go's series for repeats;
 //! * [`finalizer()`] runs a reconcile behind a finalizer: added first, the cleanup run when the
 //!   object is being deleted, the finalizer removed once the cleanup succeeds;
-//! * [`KubeLease`], the leader election's lock on a `coordination.k8s.io/v1` Lease.
+//! * [`KubeLease`], the leader election's lock on a `coordination.k8s.io/v1` Lease;
+//! * [`Client`], for reconcilers: reads from the informers' caches (`get`, `list`,
+//!   `list_matching`, `by_index`, [`ClientError::NoInformer`] for a type it has no informer
+//!   of), writes through kube-client (`create`, `replace`, `patch`, server-side `apply`,
+//!   `patch_status`, `replace_status`, `apply_status`, `delete`), each answer's resource
+//!   version (or a deleted object's UID) recorded for the read-your-own-writes gate; an
+//!   apply's 409 Conflict is [`ClientError::ApplyConflict`].
 //!
 //! Without it, the crate knows nothing of Kubernetes' API: any object, any source.
 //!
@@ -86,13 +102,17 @@
 //! ```
 
 mod action;
+#[cfg(feature = "kube")]
+mod client;
 mod controller;
 mod deleted;
 mod error;
+mod gate;
 mod handlers;
 mod observer;
 mod request;
 mod worker;
+mod written;
 
 #[cfg(feature = "kube")]
 pub mod events;
@@ -103,16 +123,19 @@ mod finalizer;
 pub mod predicates;
 
 pub use action::Action;
+#[cfg(feature = "kube")]
+pub use client::{Client, ClientError, ClientObject, ClientStats, Deletion, ObjectScope};
 pub use controller::Controller;
 pub use deleted::STANDBY_DELETIONS;
 pub use error::RuntimeError;
 pub use expectations::Expectations;
 #[cfg(feature = "kube")]
 pub use finalizer::{Finalize, FinalizerError, finalizer};
+pub use gate::READ_YOUR_WRITES_TIMEOUT;
 #[cfg(feature = "kube")]
 pub use informer_leaderelection::KubeLease;
 pub use informer_leaderelection::{LeaderElector, Term};
-pub use observer::{ReconcileObserver, ReconcileOutcome};
+pub use observer::{ReconcileObserver, ReconcileOutcome, WritesAwaited};
 pub use request::{Request, Target};
 
 /// For the crate docs' link.

@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::action::Next;
 use crate::deleted::Deleted;
+use crate::gate::Gate;
+use crate::written::{self, Written};
 use crate::{Action, Expectations, ReconcileObserver, ReconcileOutcome, Request, Target};
 
 /// Marks a key done when its reconcile ends, finished or cancelled.
@@ -39,6 +41,8 @@ pub(crate) struct Worker<K, Ctx, R, P> {
     pub(crate) observer: Option<Arc<dyn ReconcileObserver>>,
     /// How long one reconcile may take.
     pub(crate) reconcile_timeout: Option<Duration>,
+    /// What each key's last reconcile wrote, for its next one to wait for.
+    pub(crate) gate: Gate,
 }
 
 impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
@@ -131,8 +135,12 @@ where
         }
     }
 
-    /// Reconciles `key` with its object's state now, and queues it again as the outcome says.
+    /// Reconciles `key` with its object's state now (once the caches show what its previous
+    /// reconcile wrote), and queues it again as the outcome says.
     async fn reconcile_one(&self, key: &Arc<str>, cancel: &CancellationToken) {
+        if !self.await_writes(key, cancel).await {
+            return;
+        }
         let request = Request {
             key: Arc::clone(key),
             target: self.target(key),
@@ -140,13 +148,19 @@ where
         };
         let deleted = matches!(request.target, Target::Deleted { .. });
         let begun = Instant::now();
-        let running = (self.reconcile)(request.clone(), Arc::clone(&self.ctx));
+        let writes = Arc::new(Mutex::new(Written::default()));
+        let running = written::recording(
+            Arc::clone(&writes),
+            (self.reconcile)(request.clone(), Arc::clone(&self.ctx)),
+        );
         let outcome = match self.reconcile_timeout {
             // tokio takes a deadline past its clock's range as never.
             Some(limit) => tokio::time::timeout(limit, running).await.ok(),
             None => Some(running.await),
         };
         let duration = begun.elapsed();
+        // Whatever it wrote, finished or not, the key's next reconcile waits for.
+        self.gate.keep(key, std::mem::take(&mut *writes.lock()));
         let succeeded = matches!(outcome, Some(Ok(_)));
         let timed_out = outcome.is_none();
         let action = match outcome {
@@ -173,6 +187,20 @@ where
             });
         }
         self.schedule(key, succeeded, action);
+    }
+
+    /// Waits until the caches show what the last reconcile of `key` wrote, or the gate's time
+    /// is up (see [`Controller::read_your_writes`](crate::Controller::read_your_writes));
+    /// `false` if the reconcile is cancelled meanwhile (a stop, a term's end): it does not run.
+    async fn await_writes(&self, key: &str, cancel: &CancellationToken) -> bool {
+        let awaited = tokio::select! {
+            awaited = self.gate.wait(key) => awaited,
+            () = cancel.cancelled() => return false,
+        };
+        if let (Some(awaited), Some(observer)) = (awaited, &self.observer) {
+            observer.writes_awaited(awaited);
+        }
+        true
     }
 
     /// Level-triggered: the object as the cache has it now, or the last known state of a

@@ -62,6 +62,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             concurrency: 1,
             shutdown_timeout: Duration::from_secs(30),
             reconcile_timeout: None,
+            read_your_writes: crate::READ_YOUR_WRITES_TIMEOUT,
             elector: None,
             observer: None,
         }
@@ -131,6 +132,34 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// default) is no limit; any other duration is one, however long.
     pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
         self.reconcile_timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
+
+    /// How long a reconcile of a key waits, before it starts, for the caches to show what the
+    /// key's previous reconcile wrote through a [`Client`](crate::Client) (read-your-own-writes;
+    /// default [`READ_YOUR_WRITES_TIMEOUT`](crate::READ_YOUR_WRITES_TIMEOUT), 5 s).
+    ///
+    /// Each write through the client, made in the reconcile's task, records the resource
+    /// version the server answered with, per informer, and each deletion the deleted object's
+    /// UID; the key's next reconcile starts once every such informer's cache has applied that
+    /// version or a later one and no longer holds a deleted UID. A later reconcile therefore
+    /// never reads a cache older than its key's own writes: a child it created is in the
+    /// cache, a status it wrote is the one its target shows. At the timeout it runs anyway, on
+    /// what the caches have: a stale read, counted
+    /// ([`WritesAwaited::timed_out`](crate::WritesAwaited::timed_out), through
+    /// [`ReconcileObserver::writes_awaited`](crate::ReconcileObserver::writes_awaited)) and
+    /// logged at debug level. A cache whose resource versions are not decimal integers (a
+    /// server older than Kubernetes 1.35 may have opaque ones) cannot be compared and is not
+    /// waited for ([`WritesAwaited::not_comparable`](crate::WritesAwaited::not_comparable)): for
+    /// those, [`Expectations`] still count creations and deletions.
+    ///
+    /// `Duration::ZERO` does not wait: the reconcile starts at once, and a cache behind its
+    /// writes is counted as a stale read. Any other duration is a bound, however long (a stop
+    /// or a term's end cancels the wait, and the reconcile does not start). The wait is not
+    /// part of the [`reconcile_timeout`](Self::reconcile_timeout); it holds one of the
+    /// [`concurrency`](Self::concurrency) workers while it lasts.
+    pub fn read_your_writes(mut self, timeout: Duration) -> Self {
+        self.read_your_writes = timeout;
         self
     }
 

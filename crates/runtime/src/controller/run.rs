@@ -8,6 +8,7 @@ use informer::InformerError;
 use tokio_util::sync::CancellationToken;
 
 use super::Controller;
+use crate::gate::Gate;
 use crate::handlers::Watched;
 use crate::worker::Worker;
 use crate::{Action, Request, RuntimeError};
@@ -52,6 +53,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 ctx,
                 observer: this.observer.clone(),
                 reconcile_timeout: this.reconcile_timeout,
+                gate: Gate::new(this.read_your_writes),
             });
             let (concurrency, timeout) = (this.concurrency, this.shutdown_timeout);
             let reconcile_until = |until: CancellationToken| {
