@@ -19,7 +19,7 @@
 //!   read from the queues' own numbers at each scrape;
 //! * **reconcilers**: [`reconcile_observer`](Metrics::reconcile_observer) for
 //!   `Controller::observer`: reconciles by result, errors, durations (controller-runtime's
-//!   names).
+//!   names), and the read-your-own-writes waits (their results and durations).
 //!
 //! With the feature `http`, `Endpoints` serves `/metrics`, `/readyz` and `/livez` (from the
 //! factories' health) as an axum router.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use informer_runtime::{ReconcileObserver, ReconcileOutcome};
+use informer_runtime::{ReconcileObserver, ReconcileOutcome, WritesAwaited};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -19,6 +19,8 @@ pub(crate) struct Families {
     reconciles: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     duration: Family<Labels, Histogram, fn() -> Histogram>,
+    writes_waits: Family<Labels, Counter>,
+    writes_wait: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
 impl Families {
@@ -27,6 +29,8 @@ impl Families {
             reconciles: Family::default(),
             errors: Family::default(),
             duration: Family::new_with_constructor(histogram),
+            writes_waits: Family::default(),
+            writes_wait: Family::new_with_constructor(histogram),
         };
         registry.register(
             "controller_runtime_reconcile",
@@ -43,6 +47,17 @@ impl Families {
             "Seconds per reconcile",
             families.duration.clone(),
         );
+        registry.register(
+            "controller_runtime_read_your_writes_waits",
+            "Reconciles that waited for their key's previous writes to reach the caches, by \
+             result (caught_up, timed_out: run on a stale read, not_comparable, stopped)",
+            families.writes_waits.clone(),
+        );
+        registry.register(
+            "controller_runtime_read_your_writes_wait_seconds",
+            "Seconds a reconcile waited for its key's previous writes to reach the caches",
+            families.writes_wait.clone(),
+        );
         families
     }
 }
@@ -53,6 +68,8 @@ pub(crate) struct Observer {
     success: Labels,
     requeue: Labels,
     error: Labels,
+    /// The read-your-own-writes waits' labels, by result.
+    waits: [Labels; 4],
 }
 
 impl Observer {
@@ -64,6 +81,7 @@ impl Observer {
             l
         };
         Self {
+            waits: ["caught_up", "timed_out", "not_comparable", "stopped"].map(with),
             success: with("success"),
             requeue: with("requeue_after"),
             error: with("error"),
@@ -88,5 +106,26 @@ impl ReconcileObserver for Observer {
             .duration
             .get_or_create(&self.labels)
             .observe(outcome.duration.as_secs_f64());
+    }
+
+    fn writes_awaited(&self, wait: WritesAwaited) {
+        // A stale read first: it is what a user must know of; then why a cache was skipped.
+        let result = if wait.timed_out {
+            1
+        } else if wait.not_comparable {
+            2
+        } else if wait.stopped {
+            3
+        } else {
+            0
+        };
+        self.families
+            .writes_waits
+            .get_or_create(&self.waits[result])
+            .inc();
+        self.families
+            .writes_wait
+            .get_or_create(&self.labels)
+            .observe(wait.waited.as_secs_f64());
     }
 }
