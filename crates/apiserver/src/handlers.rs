@@ -133,8 +133,13 @@ fn watch(
         select_name(&mut opts, name)?;
     }
     opts.validate()?;
-    let response = shared.watch(route.resource, route.namespace.as_deref(), &opts, client)?;
-    Ok(codec::watch_response(response, output))
+    shared.watch(
+        route.resource,
+        route.namespace.as_deref(),
+        &opts,
+        client,
+        output,
+    )
 }
 
 /// A named watch is a watch of the collection restricted to that name: `metadata.name=<name>`

@@ -194,6 +194,56 @@ pub(crate) fn watch_frame(event_type: &str, object: &Value) -> Option<Vec<u8>> {
     encode::write_frame(&mut out, event_type, api_version, kind, message, object).then_some(out)
 }
 
+/// What a protobuf watch writes its events' frames with: the message of its kind, the objects'
+/// messages taken from their caches ([`StoredObject`]), so that an event costs no more than
+/// the JSON line it stands for.
+#[derive(Debug, Clone)]
+pub(crate) struct Frames {
+    message: usize,
+    api_version: String,
+    kind: String,
+}
+
+impl Frames {
+    /// The frames of a watch of `kind` objects; `None` when the kind has no protobuf form.
+    pub(crate) fn new(api_version: &str, kind: &str) -> Option<Self> {
+        let message = encode::message_index(&message_for(api_version, kind)?)?;
+        Some(Self {
+            message,
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+
+    /// Appends the frame of an event of type `event_type` about `object`: the bytes
+    /// [`watch_frame`] writes for its JSON.
+    pub(crate) fn write_event(&self, out: &mut Vec<u8>, event_type: &str, object: &StoredObject) {
+        let message = object.protobuf.get(self.message, &object.value);
+        encode::write_frame_of(out, event_type, &self.api_version, &self.kind, &message);
+    }
+}
+
+/// A JSON event line (a bookmark, an `ERROR`) as a frame; a line that is no event of a kind
+/// with a protobuf form (the garbage fault's) as it is.
+pub(crate) fn line_frame(line: &[u8]) -> Vec<u8> {
+    serde_json::from_slice::<Value>(line)
+        .ok()
+        .and_then(|event| {
+            let ty = event.get("type").and_then(Value::as_str).unwrap_or("");
+            watch_frame(ty, event.get("object")?)
+        })
+        .unwrap_or_else(|| line.to_vec())
+}
+
+/// A frame cut short, as a stream torn inside an event ends: a length of twice the bytes that
+/// follow, then `bytes`.
+pub(crate) fn torn_frame(bytes: &[u8]) -> Vec<u8> {
+    let claimed = u32::try_from(bytes.len() * 2).unwrap_or(u32::MAX);
+    let mut out = claimed.to_be_bytes().to_vec();
+    out.extend_from_slice(bytes);
+    out
+}
+
 // ---------------------------------------------------------------------------------------------
 // message -> JSON
 

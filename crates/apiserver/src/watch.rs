@@ -18,13 +18,14 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::codec::Output;
 use crate::config::ExpiredWatch;
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::StatusError;
 use crate::storage::{Change, Storage, StoredObject};
-use crate::watch_events::event_line;
+use crate::watch_events::{Encoding, event_line};
 use crate::watch_stream::{Chunk, FLUSH_BYTES, Filter, OpenWatch, Start, WatchTask};
 
 /// The response body: the task's chunks, and an abort that happens only after the bytes before
@@ -71,6 +72,7 @@ impl Shared {
         namespace: Option<&str>,
         opts: &ListOptions,
         client: Option<String>,
+        output: Output,
     ) -> Result<Response, StatusError> {
         let storage = self.storage.read();
         storage.check_served(r)?;
@@ -88,11 +90,12 @@ impl Shared {
         let timeout = self.watch_timeout(opts);
         self.open_watches.fetch_add(1, Ordering::SeqCst);
         let guard = OpenWatch(self.clone());
-        let response = stream_response(rx)?;
+        let encoding = Encoding::new(output, &info.api_version(), &info.kind);
+        let response = stream_response(rx, encoding.content_type())?;
 
         if let Some(status) = early_error {
             drop(guard);
-            let line = event_line("ERROR", &status.to_json());
+            let line = encoding.line(event_line("ERROR", &status.to_json()));
             tokio::spawn(async move {
                 let _ = tx.send(Chunk::Data(line)).await;
             });
@@ -116,6 +119,7 @@ impl Shared {
             shared: self.clone(),
             resource: r,
             typed_prefix: state.typed_prefix.clone(),
+            encoding,
             kind: info.kind.clone(),
             api_version: info.api_version(),
             is_pod: info.group.is_empty() && info.plural == "pods",
@@ -259,14 +263,17 @@ fn sends_initial_events(opts: &ListOptions, requested: RequestedRv) -> bool {
 }
 
 /// The `200` whose chunked body the watch task feeds through `rx`.
-fn stream_response(rx: mpsc::Receiver<Chunk>) -> Result<Response, StatusError> {
+fn stream_response(
+    rx: mpsc::Receiver<Chunk>,
+    content_type: &'static str,
+) -> Result<Response, StatusError> {
     let body = Body::from_stream(BodyStream {
         rx,
         aborting: false,
     });
     Response::builder()
         .status(200)
-        .header("content-type", "application/json")
+        .header("content-type", content_type)
         .body(body)
         .map_err(|e| StatusError::internal(&e.to_string()))
 }

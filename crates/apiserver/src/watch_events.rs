@@ -4,8 +4,9 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::codec::Output;
 use crate::config::{BookmarkShape, Config};
-use crate::storage::write_typed;
+use crate::storage::{StoredObject, write_typed};
 
 /// The annotation that marks the end of a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
@@ -72,4 +73,77 @@ pub(crate) fn bookmark_line(
         object.insert("status".into(), serde_json::json!({}));
     }
     event_line("BOOKMARK", &Value::Object(object))
+}
+
+/// How a watch writes its stream: JSON lines, or protobuf frames (a 4-byte length, then a
+/// `meta.v1.WatchEvent`) written from the objects' cached messages.
+#[derive(Debug, Clone)]
+pub(crate) enum Encoding {
+    /// `{"type":..,"object":..}` lines.
+    Json,
+    /// Length-prefixed `meta.v1.WatchEvent` frames.
+    #[cfg(feature = "protobuf")]
+    Protobuf(crate::protobuf::Frames),
+}
+
+impl Encoding {
+    /// The encoding of a watch answered in `output`, of `kind` objects: protobuf when it was
+    /// negotiated and the kind has a protobuf form, JSON otherwise.
+    pub(crate) fn new(output: Output, api_version: &str, kind: &str) -> Self {
+        #[cfg(feature = "protobuf")]
+        if output == Output::Protobuf
+            && let Some(frames) = crate::protobuf::Frames::new(api_version, kind)
+        {
+            return Self::Protobuf(frames);
+        }
+        let _ = (output, api_version, kind);
+        Self::Json
+    }
+
+    /// The response's content type.
+    pub(crate) fn content_type(&self) -> &'static str {
+        match self {
+            Self::Json => "application/json",
+            #[cfg(feature = "protobuf")]
+            Self::Protobuf(_) => "application/vnd.kubernetes.protobuf",
+        }
+    }
+
+    /// Appends the event of type `ty` about a stored object (typed with `typed_prefix` as
+    /// JSON) to `buffer`, and returns its bytes.
+    pub(crate) fn write_event(
+        &self,
+        buffer: &mut Vec<u8>,
+        ty: &str,
+        typed_prefix: &[u8],
+        object: &StoredObject,
+    ) -> Bytes {
+        match self {
+            Self::Json => write_event(buffer, ty, typed_prefix, &object.body),
+            #[cfg(feature = "protobuf")]
+            Self::Protobuf(frames) => {
+                let start = buffer.len();
+                frames.write_event(buffer, ty, object);
+                Bytes::copy_from_slice(&buffer[start..])
+            }
+        }
+    }
+
+    /// A JSON event line (a bookmark, an `ERROR`, a garbage line) in this encoding.
+    pub(crate) fn line(&self, line: Bytes) -> Bytes {
+        match self {
+            Self::Json => line,
+            #[cfg(feature = "protobuf")]
+            Self::Protobuf(_) => Bytes::from(crate::protobuf::line_frame(&line)),
+        }
+    }
+
+    /// What a stream torn inside an event ends with: half a line, or a frame cut short.
+    pub(crate) fn half_event(&self) -> Bytes {
+        match self {
+            Self::Json => Bytes::from_static(HALF_EVENT),
+            #[cfg(feature = "protobuf")]
+            Self::Protobuf(_) => Bytes::from(crate::protobuf::torn_frame(HALF_EVENT)),
+        }
+    }
 }

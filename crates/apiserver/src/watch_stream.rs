@@ -16,7 +16,7 @@ use crate::faults::{Control, Isolation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::storage::{CacheDelay, Change, ChangeType, StoredObject};
-use crate::watch_events::{HALF_EVENT, bookmark_line, event_line, write_event};
+use crate::watch_events::{Encoding, bookmark_line, event_line};
 
 /// Bytes gathered before a write is handed to the connection.
 pub(crate) const FLUSH_BYTES: usize = 64 * 1024;
@@ -70,6 +70,8 @@ pub(crate) struct WatchTask {
     pub(crate) shared: Arc<Shared>,
     pub(crate) resource: usize,
     pub(crate) typed_prefix: Bytes,
+    /// JSON lines or protobuf frames.
+    pub(crate) encoding: Encoding,
     pub(crate) kind: String,
     pub(crate) api_version: String,
     pub(crate) is_pod: bool,
@@ -184,7 +186,7 @@ impl WatchTask {
 
     async fn send_initial(&mut self, objects: Vec<Arc<StoredObject>>) -> Result<(), ()> {
         for object in objects {
-            self.push_event("ADDED", &object.body);
+            self.push_event("ADDED", &object);
             if self.buffer.len() >= FLUSH_BYTES {
                 self.flush().await?;
             }
@@ -196,9 +198,11 @@ impl WatchTask {
         self.flush().await
     }
 
-    fn push_event(&mut self, ty: &str, body: &[u8]) {
-        let line = write_event(&mut self.buffer, ty, &self.typed_prefix, body);
-        self.last_event = Some(line);
+    fn push_event(&mut self, ty: &str, object: &StoredObject) {
+        let event = self
+            .encoding
+            .write_event(&mut self.buffer, ty, &self.typed_prefix, object);
+        self.last_event = Some(event);
     }
 
     fn push_bookmark(&mut self, rv: u64, end_marker: bool) {
@@ -211,6 +215,7 @@ impl WatchTask {
             rv,
             end_marker,
         );
+        let line = self.encoding.line(line);
         self.buffer.extend_from_slice(&line);
     }
 
@@ -262,11 +267,11 @@ impl WatchTask {
             .as_ref()
             .is_some_and(|p| self.filter.matches(&change.key, p));
         match change.ty {
-            ChangeType::Added if now => self.push_event("ADDED", &change.object.body),
+            ChangeType::Added if now => self.push_event("ADDED", &change.object),
             ChangeType::Modified if now && before => {
-                self.push_event("MODIFIED", &change.object.body);
+                self.push_event("MODIFIED", &change.object);
             }
-            ChangeType::Modified if now => self.push_event("ADDED", &change.object.body),
+            ChangeType::Modified if now => self.push_event("ADDED", &change.object),
             ChangeType::Modified if before => {
                 if let Some(previous) = &change.previous {
                     let mut value = previous.value.clone();
@@ -277,11 +282,11 @@ impl WatchTask {
                         );
                     }
                     let stamped = StoredObject::new(value);
-                    self.push_event("DELETED", &stamped.body);
+                    self.push_event("DELETED", &stamped);
                 }
             }
             ChangeType::Deleted if self.filter.matches(&change.key, &change.object) => {
-                self.push_event("DELETED", &change.object.body);
+                self.push_event("DELETED", &change.object);
             }
             _ => {}
         }
@@ -387,7 +392,7 @@ impl WatchTask {
             }
             Control::DropMidEvent => {
                 let _ = self.flush().await;
-                let _ = self.write(Bytes::from_static(HALF_EVENT)).await;
+                let _ = self.write(self.encoding.half_event()).await;
                 let _ = self.out.send(Chunk::Abort).await;
                 Flow::Stop
             }
@@ -397,16 +402,20 @@ impl WatchTask {
             }
             Control::Error(object) => {
                 let _ = self.flush().await;
-                let _ = self.write(event_line("ERROR", &object)).await;
+                let line = self.encoding.line(event_line("ERROR", &object));
+                let _ = self.write(line).await;
                 Flow::Stop
             }
             Control::Torn => {
                 let _ = self.flush().await;
-                let _ = self.write(Bytes::from_static(HALF_EVENT)).await;
+                let _ = self.write(self.encoding.half_event()).await;
                 Flow::Stop
             }
             Control::Garbage => {
-                Flow::after(self.write(Bytes::from_static(b"this is not json\n")).await)
+                let garbage = self
+                    .encoding
+                    .line(Bytes::from_static(b"this is not json\n"));
+                Flow::after(self.write(garbage).await)
             }
             Control::Duplicate => {
                 let Some(last) = self.last_event.clone() else {

@@ -316,12 +316,43 @@ pub(super) fn write_frame(
     message: usize,
     value: &Value,
 ) -> bool {
+    write_frame_with(out, event_type, api_version, kind, |out| {
+        SCHEMA.message(out, message, value);
+    })
+}
+
+/// [`write_frame`] from the bytes of the object's message, written before (a stored object's
+/// cached message).
+pub(super) fn write_frame_of(
+    out: &mut Vec<u8>,
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    message: &[u8],
+) -> bool {
+    write_frame_with(out, event_type, api_version, kind, |out| {
+        out.extend_from_slice(message);
+    })
+}
+
+/// A frame whose object's message `write_message` appends.
+fn write_frame_with(
+    out: &mut Vec<u8>,
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    write_message: impl FnOnce(&mut Vec<u8>),
+) -> bool {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     put_str(out, key(1, LEN), event_type);
     let object = open(out, key(2, LEN));
     let raw = open(out, key(1, LEN));
-    write_envelope(out, api_version, kind, message, value);
+    write_type_meta(out, api_version, kind);
+    let at = open(out, key(2, LEN));
+    write_message(out);
+    close(out, at);
+    write_content_fields(out);
     close(out, raw);
     close(out, object);
     let Ok(len) = u32::try_from(out.len() - start - 4) else {

@@ -47,6 +47,20 @@ fn a_pod_round_trips_through_protobuf() {
 }
 
 #[test]
+fn event_lines_become_frames_and_other_lines_stay_as_they_are() {
+    let bookmark = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"resourceVersion": "12", "annotations": {"k8s.io/initial-events-end": "true"}}});
+    let line = format!("{{\"type\":\"BOOKMARK\",\"object\":{bookmark}}}\n");
+    assert_eq!(
+        line_frame(line.as_bytes()),
+        watch_frame("BOOKMARK", &bookmark).expect("a pod frame")
+    );
+    assert_eq!(line_frame(b"this is not json\n"), b"this is not json\n");
+    let torn = torn_frame(b"abc");
+    assert_eq!(torn, [0, 0, 0, 6, b'a', b'b', b'c']);
+}
+
+#[test]
 fn micro_time_keeps_microseconds_and_durations_read_as_go_writes_them() {
     let lease = serde_json::json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -119,6 +133,15 @@ fn assert_same_object(object: &Value) {
     assert_same_envelope(&old, &new);
     let old = reflect::watch_frame("MODIFIED", object).expect("old frame");
     let new = watch_frame("MODIFIED", object).expect("new frame");
+    // A watch writes its frames from the stored object's cached message: the same bytes.
+    let kind = |field: &str| object[field].as_str().unwrap_or_default().to_owned();
+    if let Some(frames) = Frames::new(&kind("apiVersion"), &kind("kind")) {
+        let stored = StoredObject::new(object.clone());
+        let mut cached = vec![7];
+        frames.write_event(&mut cached, "MODIFIED", &stored);
+        assert_eq!(cached[0], 7, "appended");
+        assert_eq!(cached[1..], new[..], "{object}");
+    }
     assert_eq!(old.len(), new.len());
     assert_eq!(old[..4], new[..4], "the frame length");
     let event = POOL
