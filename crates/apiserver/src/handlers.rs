@@ -8,11 +8,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::apply::{Apply, WriteOptions, decode_config};
 use crate::codec::{self, json_response, parse_body};
 use crate::deletion::{DeleteOptions, Deleted};
 use crate::faults::Verb;
-use crate::objects::Target;
-use crate::patch::Patch;
+use crate::objects::{Target, Write};
+use crate::patch::{APPLY_PATCH, Patch};
 use crate::query::ListOptions;
 use crate::resource::ResourceInfo;
 use crate::state::Shared;
@@ -26,6 +27,8 @@ pub(crate) struct ResourceRoute {
     pub(crate) name: Option<String>,
     /// Whether the path was a `/watch/` one (the deprecated watch paths).
     pub(crate) watch_path: bool,
+    /// Whether the path is the object's `/status` subresource.
+    pub(crate) status: bool,
 }
 
 /// A resource request, read and routed, ready to be served.
@@ -38,6 +41,9 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) body: Bytes,
     /// Who sent it (see [`crate::isolation::client_of`]).
     pub(crate) client: Option<String>,
+    /// The `User-Agent` header, whose first token names the field manager of a write that
+    /// names none.
+    pub(crate) user_agent: Option<String>,
     /// The negotiated response encoding.
     pub(crate) output: codec::Output,
 }
@@ -55,6 +61,7 @@ pub(crate) async fn serve(
         content_type,
         body,
         client,
+        user_agent,
         output,
     } = request;
     // Routed just before the resource was unregistered: answered as if routed after.
@@ -84,11 +91,15 @@ pub(crate) async fn serve(
             if route.namespace.is_none() && reply.info().namespaced {
                 return Err(StatusError::unknown_path());
             }
-            let stored = shared.create(target, reply.read_object(media, &body)?)?;
+            let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
+            let body = reply.read_object(media, &body)?;
+            let stored = shared.create_as(target, body, &Write::by(manager, false))?;
             Ok(reply.object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let replaced = shared.update(target, name, reply.read_object(media, &body)?)?;
+            let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
+            let write = Write::by(manager, route.status);
+            let replaced = shared.update_as(target, name, reply.read_object(media, &body)?, &write)?;
             let code = if replaced.created {
                 StatusCode::CREATED
             } else {
@@ -97,9 +108,16 @@ pub(crate) async fn serve(
             Ok(reply.object(&replaced.object, code))
         }
         Verb::Patch => {
-            let patch = Patch::decode(&reply.info(), media, &body)?;
-            let stored = shared.patch(target, name, &patch)?;
-            Ok(reply.object(&stored, StatusCode::OK))
+            let request = PatchRequest {
+                target,
+                name,
+                media,
+                body: &body,
+                query,
+                user_agent: user_agent.as_deref(),
+                status: route.status,
+            };
+            patch(shared, &reply, request)
         }
         Verb::Delete if route.name.is_none() => {
             opts.validate()?;
@@ -119,6 +137,47 @@ pub(crate) async fn serve(
         }
         Verb::Any => Err(StatusError::unknown_path()),
     }
+}
+
+/// A `PATCH`: its type accepted (`415` otherwise), its options checked, then a server-side
+/// apply or a patch of the stored object.
+struct PatchRequest<'a> {
+    target: Target<'a>,
+    name: &'a str,
+    media: &'a str,
+    body: &'a [u8],
+    query: &'a str,
+    user_agent: Option<&'a str>,
+    /// To the `/status` subresource.
+    status: bool,
+}
+
+fn patch(shared: &Shared, reply: &Reply<'_>, request: PatchRequest<'_>) -> Result<Response, StatusError> {
+    let info = reply.info();
+    crate::patch::check_media_type(&info, request.media)?;
+    let options = WriteOptions::parse(request.query);
+    let apply = request.media == APPLY_PATCH;
+    options.check_patch(apply)?;
+    if apply {
+        let config = decode_config(request.body)?;
+        let apply = Apply {
+            config: &config,
+            manager: options.field_manager.as_deref().unwrap_or_default(),
+            force: options.force == Some(true),
+            status: request.status,
+        };
+        let (stored, created) = shared.apply(request.target, request.name, apply)?;
+        let code = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        return Ok(reply.object(&stored, code));
+    }
+    let patch = Patch::decode(&info, request.media, request.body)?;
+    let write = Write::by(options.manager(request.user_agent), request.status);
+    let stored = shared.patch_as(request.target, request.name, &patch, &write)?;
+    Ok(reply.object(&stored, StatusCode::OK))
 }
 
 /// A watch: of the collection, or of one object by name.

@@ -95,13 +95,15 @@
 // 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
 // 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
 //    served by its verb);
-// 3. the operations on the shared state: `deletion` over `objects` (creates, replaces,
-//    patches, reads), `list`, `watch` (opening one) over `watch_stream` (a running one,
-//    writing the lines of `watch_events`), `isolation` (the gate of an isolated client);
+// 3. the operations on the shared state: `apply` (server-side apply) and `deletion` over
+//    `objects` (creates, replaces, patches, reads), `list`, `watch` (opening one) over
+//    `watch_stream` (a running one, writing the lines of `watch_events`), `isolation` (the
+//    gate of an isolated client);
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
 //    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
-//    `defaults`), `discovery`, `storage`, `status`, `faults` (the fault descriptions and the
+//    `defaults`, `object_meta`), field ownership (`managed` over `structured` over
+//    `fieldpath`), `discovery`, `storage`, `status`, `faults` (the fault descriptions and the
 //    injected state), `config`, `resource`, `kubeconfig`.
 
 // Handles.
@@ -115,6 +117,7 @@ mod handlers;
 mod router;
 
 // Operations on the shared state.
+mod apply;
 mod deletion;
 mod isolation;
 mod list;
@@ -133,7 +136,10 @@ mod defaults;
 mod discovery;
 mod duration;
 mod faults;
+mod fieldpath;
 mod kubeconfig;
+mod managed;
+mod object_meta;
 mod patch;
 #[cfg(feature = "protobuf")]
 mod protobuf;
@@ -143,6 +149,7 @@ mod selector;
 mod status;
 mod storage;
 mod strategy;
+mod structured;
 
 pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
 pub use fault_control::Faults;
@@ -151,7 +158,7 @@ pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};
 pub use server::{ApiServer, Error};
 pub use state::RecordedRequest;
-pub use status::{FieldError, FieldErrorKind, StatusError};
+pub use status::{DeletePrecondition, FieldError, FieldErrorKind, StatusError};
 
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch_events::INITIAL_EVENTS_END;

@@ -74,30 +74,44 @@ fn route(shared: &Shared, path: &str) -> Route {
         _ => (false, rest),
     };
     let lookup = |plural: &str| storage.lookup(group, version, plural);
-    let (resource, namespace, name) = match rest {
+    let namespaced = |r: usize| storage.resource(r).info.namespaced;
+    let has_status = |r: usize| storage.resource(r).info.status_subresource;
+    // (resource, namespace, name, status subresource)
+    let found = match rest {
         ["namespaces", ns, plural] => match lookup(plural) {
-            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), None),
-            _ => return Route::NotFound,
+            Some(r) if namespaced(r) => Some((r, Some(*ns), None, false)),
+            // `/api/v1/namespaces/{name}/status`: the namespace's own subresource.
+            _ => lookup("namespaces")
+                .filter(|&r| *plural == "status" && !namespaced(r) && has_status(r))
+                .map(|r| (r, None, Some(*ns), true)),
         },
-        ["namespaces", ns, plural, name] => match lookup(plural) {
-            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), Some(*name)),
-            _ => return Route::NotFound,
-        },
-        [plural] => match lookup(plural) {
-            Some(r) => (r, None, None),
-            None => return Route::NotFound,
-        },
-        [plural, name] => match lookup(plural) {
-            Some(r) if !storage.resource(r).info.namespaced => (r, None, Some(*name)),
-            _ => return Route::NotFound,
-        },
-        _ => return Route::NotFound,
+        ["namespaces", ns, plural, name] => lookup(plural)
+            .filter(|&r| namespaced(r))
+            .map(|r| (r, Some(*ns), Some(*name), false)),
+        ["namespaces", ns, plural, name, "status"] => lookup(plural)
+            .filter(|&r| namespaced(r) && has_status(r))
+            .map(|r| (r, Some(*ns), Some(*name), true)),
+        [plural] => lookup(plural).map(|r| (r, None, None, false)),
+        [plural, name] => lookup(plural)
+            .filter(|&r| !namespaced(r))
+            .map(|r| (r, None, Some(*name), false)),
+        [plural, name, "status"] => lookup(plural)
+            .filter(|&r| !namespaced(r) && has_status(r))
+            .map(|r| (r, None, Some(*name), true)),
+        _ => None,
     };
+    let Some((resource, namespace, name, status)) = found else {
+        return Route::NotFound;
+    };
+    if status && watch_path {
+        return Route::NotFound;
+    }
     Route::Resource(ResourceRoute {
         resource,
         namespace: namespace.map(str::to_owned),
         name: name.map(str::to_owned),
         watch_path,
+        status,
     })
 }
 
@@ -134,6 +148,15 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     };
     opts.watch |= route.watch_path;
     let verb = match (&parts.method, route.name.is_some(), opts.watch) {
+        // `/status`: get, update and patch only.
+        (&Method::GET, _, false) if route.status => Verb::Get,
+        (&Method::PUT, _, _) if route.status => Verb::Update,
+        (&Method::PATCH, _, _) if route.status => Verb::Patch,
+        (method, _, _) if route.status => {
+            let storage = shared.storage.read();
+            let info = storage.resource(route.resource).info.clone();
+            return StatusError::method_not_allowed(&info, method.as_str()).into_response();
+        }
         (&Method::GET, false, true) | (&Method::GET, true, true) => Verb::Watch,
         (&Method::GET, false, false) => Verb::List,
         (&Method::GET, true, false) => Verb::Get,
@@ -265,6 +288,11 @@ async fn handle_resource(
         content_type: &content_type,
         body,
         client: crate::isolation::client_of(&parts.headers),
+        user_agent: parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         output,
     };
     match serve(&shared, request).await {

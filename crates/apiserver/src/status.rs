@@ -141,8 +141,45 @@ impl StatusError {
         .with_details(resource.details(name))
     }
 
-    /// The conflict a write gets when its `uid` precondition (a delete's option, a `PUT`'s
-    /// `metadata.uid`) names another object than the one stored under the name.
+    /// The conflict a delete gets when one of its preconditions (`uid`, `resourceVersion`) is
+    /// not the stored object's, as `rest.BeforeDelete` words it: `NewConflict` is given the
+    /// *kind* as the resource, so the message says `ConfigMap "x"` (`Lease.coordination.k8s.io
+    /// "x"` in a named group) and `details.kind` is the kind.
+    pub fn delete_precondition_failed(
+        resource: &ResourceInfo,
+        name: &str,
+        field: DeletePrecondition,
+        requested: &str,
+        stored: &str,
+    ) -> Self {
+        let qualified = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        let why = match field {
+            DeletePrecondition::Uid => format!(
+                "the UID in the precondition ({requested}) does not match the UID in record ({stored}). The object might have been deleted and then recreated"
+            ),
+            DeletePrecondition::ResourceVersion => format!(
+                "the ResourceVersion in the precondition ({requested}) does not match the ResourceVersion in record ({stored}). The object might have been modified"
+            ),
+        };
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(StatusDetails {
+            group: Some(resource.group.clone()).filter(|g| !g.is_empty()),
+            kind: Some(resource.kind.clone()),
+            name: Some(name.to_owned()),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// The conflict a write gets when its `uid` precondition (a `PUT`'s `metadata.uid`) names
+    /// another object than the one stored under the name.
     pub fn uid_precondition_failed(
         resource: &ResourceInfo,
         name: &str,
@@ -155,6 +192,45 @@ impl StatusError {
             &format!(
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
             ),
+        )
+    }
+
+    /// 409 `Conflict` of a server-side apply that would change fields other managers own
+    /// (`NewApplyConflict`): the message names them, and `details` holds only the causes, one
+    /// `FieldManagerConflict` per field (`message`, `field`).
+    pub(crate) fn apply_conflict(message: String, causes: Vec<(String, String)>) -> Self {
+        Self::new(409, "Conflict", message).with_details(StatusDetails {
+            causes: Some(
+                causes
+                    .into_iter()
+                    .map(|(message, field)| StatusCause {
+                        reason: Some("FieldManagerConflict".into()),
+                        message: Some(message),
+                        field: Some(field),
+                    })
+                    .collect(),
+            ),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// An error kube-apiserver answers as it is, because no layer turned it into a `Status`:
+    /// the code (`500`) and the message, without a reason or details.
+    pub(crate) fn unclassified(code: u16, message: impl Into<String>) -> Self {
+        let mut status = Self::new(code, "", message);
+        status.status.reason = None;
+        status
+    }
+
+    /// 422 `Invalid` for request options (`PatchOptions.meta.k8s.io "" is invalid: ...`), as
+    /// the handlers validate `metav1` options.
+    pub(crate) fn invalid_options(kind: &str, errors: Vec<FieldError>) -> Self {
+        Self::invalid(
+            &format!("{kind}.meta.k8s.io"),
+            "meta.k8s.io",
+            kind,
+            "",
+            errors,
         )
     }
 
@@ -405,6 +481,15 @@ impl fmt::Display for StatusError {
 }
 
 impl std::error::Error for StatusError {}
+
+/// The precondition of a delete that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeletePrecondition {
+    /// `preconditions.uid`.
+    Uid,
+    /// `preconditions.resourceVersion`.
+    ResourceVersion,
+}
 
 /// One validation failure, as apimachinery's `field.Error` prints it.
 #[derive(Clone, Debug, PartialEq, Eq)]
