@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::field_manager;
 use crate::managed::{self, ApplyError, Change, ManagedFields, Manager, Operation};
 use crate::object_meta::{meta_mut, meta_str, now_rfc3339};
 use crate::objects::{Fields, Replace, Target, WRITE_ATTEMPTS, Write, pin_version};
@@ -104,7 +105,9 @@ pub(crate) fn decode_config(body: &[u8]) -> Result<Value, StatusError> {
 fn check_config(info: &ResourceInfo, config: &Value) -> Result<(), StatusError> {
     let text = |name: &str| config.get(name).and_then(Value::as_str).unwrap_or("");
     if text("apiVersion") != info.api_version() || text("kind") != info.kind {
-        let (group, version) = text("apiVersion").split_once('/').unwrap_or(("", text("apiVersion")));
+        let (group, version) = text("apiVersion")
+            .split_once('/')
+            .unwrap_or(("", text("apiVersion")));
         return Err(StatusError::bad_request(format!(
             "invalid object type: {group}/{version}, Kind={}",
             text("kind")
@@ -114,7 +117,9 @@ fn check_config(info: &ResourceInfo, config: &Value) -> Result<(), StatusError> 
         .pointer("/metadata/managedFields")
         .is_some_and(|m| !m.is_null())
     {
-        return Err(StatusError::bad_request("metadata.managedFields must be nil"));
+        return Err(StatusError::bad_request(
+            "metadata.managedFields must be nil",
+        ));
     }
     Ok(())
 }
@@ -164,7 +169,12 @@ impl Shared {
             let retry = match &result {
                 Err(e) if e.reason() == "AlreadyExists" => true,
                 Err(e) => {
-                    e.reason() == "Conflict" && !precondition && e.status().details.as_ref().is_none_or(|d| d.causes.is_none())
+                    e.reason() == "Conflict"
+                        && !precondition
+                        && e.status()
+                            .details
+                            .as_ref()
+                            .is_none_or(|d| d.causes.is_none())
                 }
                 Ok(_) => false,
             };
@@ -259,11 +269,12 @@ fn run_apply(
     managed
         .apply(change, apply.config, manager, apply.force)
         .map_err(|e| match e {
-            ApplyError::Invalid(why) => {
-                StatusError::unclassified(500, managed::invalid_config_message(apply.config, &why))
-            }
+            ApplyError::Invalid(why) => StatusError::unclassified(
+                500,
+                field_manager::invalid_config_message(apply.config, &why),
+            ),
             ApplyError::Conflicts(conflicts) => {
-                let (message, causes) = managed::conflict_report(&conflicts);
+                let (message, causes) = field_manager::conflict_report(&conflicts);
                 StatusError::apply_conflict(message, causes)
             }
         })

@@ -48,9 +48,8 @@ impl PathElement {
 
     /// Reads a `FieldsV1` key.
     fn from_fields_v1_key(key: &str) -> Result<PathElement, String> {
-        let parse = |text: &str| {
-            serde_json::from_str::<Value>(text).map_err(|e| format!("{key:?}: {e}"))
-        };
+        let parse =
+            |text: &str| serde_json::from_str::<Value>(text).map_err(|e| format!("{key:?}: {e}"));
         if let Some(name) = key.strip_prefix("f:") {
             Ok(PathElement::Field(name.to_owned()))
         } else if let Some(text) = key.strip_prefix("k:") {
@@ -381,19 +380,29 @@ mod tests {
 
     #[test]
     fn set_operations_follow_members() {
-        let a = FieldSet::of(&[&[field("a"), field("x")], &[field("a"), field("y")], &[field("b")]]);
+        let a = FieldSet::of(&[
+            &[field("a"), field("x")],
+            &[field("a"), field("y")],
+            &[field("b")],
+        ]);
         let b = FieldSet::of(&[&[field("a"), field("x")], &[field("c")]]);
         assert_eq!(
             a.difference(&b),
             FieldSet::of(&[&[field("a"), field("y")], &[field("b")]])
         );
-        assert_eq!(a.intersection(&b), FieldSet::of(&[&[field("a"), field("x")]]));
+        assert_eq!(
+            a.intersection(&b),
+            FieldSet::of(&[&[field("a"), field("x")]])
+        );
         assert_eq!(a.union(&b).paths().len(), 4);
         let whole_a = FieldSet::of(&[&[field("a")]]);
-        assert_eq!(a.recursive_difference(&whole_a), FieldSet::of(&[&[field("b")]]));
+        assert_eq!(
+            a.recursive_difference(&whole_a),
+            FieldSet::of(&[&[field("b")]])
+        );
         assert_eq!(a.difference(&whole_a), a);
-        let named = FieldSet::of(&[&[field("s"), key("name", json!("c")), field("i")]])
-            .with_named_fields();
+        let named =
+            FieldSet::of(&[&[field("s"), key("name", json!("c")), field("i")]]).with_named_fields();
         assert!(named.is_member(&field("s")));
         let below = named.below(&field("s")).unwrap();
         assert!(!below.is_member(&key("name", json!("c"))));

@@ -77,6 +77,9 @@ pub(crate) async fn serve(
         namespace: route.namespace.as_deref(),
     };
     let name = route.name.as_deref().unwrap_or_default();
+    // Who writes, for creates and replaces (patches read their own options).
+    let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
+    let write = Write::by(manager, route.status);
     match verb {
         Verb::List => {
             opts.validate()?;
@@ -91,21 +94,13 @@ pub(crate) async fn serve(
             if route.namespace.is_none() && reply.info().namespaced {
                 return Err(StatusError::unknown_path());
             }
-            let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
-            let body = reply.read_object(media, &body)?;
-            let stored = shared.create_as(target, body, &Write::by(manager, false))?;
+            let stored = shared.create_as(target, reply.read_object(media, &body)?, &write)?;
             Ok(reply.object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
-            let write = Write::by(manager, route.status);
-            let replaced = shared.update_as(target, name, reply.read_object(media, &body)?, &write)?;
-            let code = if replaced.created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(reply.object(&replaced.object, code))
+            let replaced =
+                shared.update_as(target, name, reply.read_object(media, &body)?, &write)?;
+            Ok(reply.object(&replaced.object, created_or_ok(replaced.created)))
         }
         Verb::Patch => {
             let request = PatchRequest {
@@ -152,7 +147,11 @@ struct PatchRequest<'a> {
     status: bool,
 }
 
-fn patch(shared: &Shared, reply: &Reply<'_>, request: PatchRequest<'_>) -> Result<Response, StatusError> {
+fn patch(
+    shared: &Shared,
+    reply: &Reply<'_>,
+    request: PatchRequest<'_>,
+) -> Result<Response, StatusError> {
     let info = reply.info();
     crate::patch::check_media_type(&info, request.media)?;
     let options = WriteOptions::parse(request.query);
@@ -167,17 +166,21 @@ fn patch(shared: &Shared, reply: &Reply<'_>, request: PatchRequest<'_>) -> Resul
             status: request.status,
         };
         let (stored, created) = shared.apply(request.target, request.name, apply)?;
-        let code = if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        };
-        return Ok(reply.object(&stored, code));
+        return Ok(reply.object(&stored, created_or_ok(created)));
     }
     let patch = Patch::decode(&info, request.media, request.body)?;
     let write = Write::by(options.manager(request.user_agent), request.status);
     let stored = shared.patch_as(request.target, request.name, &patch, &write)?;
     Ok(reply.object(&stored, StatusCode::OK))
+}
+
+/// `201 Created` for a write that created its object, else `200 OK`.
+fn created_or_ok(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
 }
 
 /// A watch: of the collection, or of one object by name.

@@ -102,8 +102,9 @@
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
 //    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
-//    `defaults`, `object_meta`), field ownership (`managed` over `structured` over
-//    `fieldpath`), `discovery`, `storage`, `status`, `faults` (the fault descriptions and the
+//    `defaults`, `object_meta`), field ownership (`field_manager` over `managed` over
+//    `structured` over `fieldpath`), `discovery`, `storage`, `status` (with `field_error`),
+//    `faults` (the fault descriptions and the
 //    injected state), `config`, `resource`, `kubeconfig`.
 
 // Handles.
@@ -136,6 +137,8 @@ mod defaults;
 mod discovery;
 mod duration;
 mod faults;
+mod field_error;
+mod field_manager;
 mod fieldpath;
 mod kubeconfig;
 mod managed;

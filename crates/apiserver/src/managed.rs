@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::fieldpath::{FieldSet, PathElement, field, path_string};
+use crate::fieldpath::{FieldSet, PathElement, field};
 use crate::resource::ResourceInfo;
 use crate::structured::{self, Shape};
 
@@ -47,12 +47,21 @@ pub(crate) struct Manager {
 
 impl Manager {
     /// The manager `name` writing objects of `info`, on `/status` when `status`.
-    pub(crate) fn of(info: &ResourceInfo, name: &str, operation: Operation, status: bool) -> Manager {
+    pub(crate) fn of(
+        info: &ResourceInfo,
+        name: &str,
+        operation: Operation,
+        status: bool,
+    ) -> Manager {
         Manager {
             name: name.to_owned(),
             operation,
             api_version: info.api_version(),
-            subresource: if status { "status".to_owned() } else { String::new() },
+            subresource: if status {
+                "status".to_owned()
+            } else {
+                String::new()
+            },
         }
     }
 
@@ -69,10 +78,16 @@ impl Manager {
         let mut map = vec![format!("\"manager\":{}", Value::from(self.name.as_str()))];
         map.push(format!("\"operation\":\"{}\"", self.operation.as_str()));
         if self.operation == Operation::Update && !self.api_version.is_empty() {
-            map.push(format!("\"apiVersion\":{}", Value::from(self.api_version.as_str())));
+            map.push(format!(
+                "\"apiVersion\":{}",
+                Value::from(self.api_version.as_str())
+            ));
         }
         if !self.subresource.is_empty() {
-            map.push(format!("\"subresource\":{}", Value::from(self.subresource.as_str())));
+            map.push(format!(
+                "\"subresource\":{}",
+                Value::from(self.subresource.as_str())
+            ));
         }
         format!("{{{}}}", map.join(","))
     }
@@ -82,7 +97,10 @@ impl Manager {
     pub(crate) fn printed(&self) -> String {
         let mut out = Value::from(self.name.as_str()).to_string();
         if !self.subresource.is_empty() {
-            out = format!("{out} with subresource {}", Value::from(self.subresource.as_str()));
+            out = format!(
+                "{out} with subresource {}",
+                Value::from(self.subresource.as_str())
+            );
         }
         match self.operation {
             Operation::Update => format!("{out} using {}", self.api_version),
@@ -125,7 +143,11 @@ pub(crate) enum ApplyError {
 
 /// The fields no entry ever holds (`stripMetaManager`).
 fn stripped() -> FieldSet {
-    let mut set = FieldSet::of(&[&[field("apiVersion")], &[field("kind")], &[field("metadata")]]);
+    let mut set = FieldSet::of(&[
+        &[field("apiVersion")],
+        &[field("kind")],
+        &[field("metadata")],
+    ]);
     for name in [
         "name",
         "namespace",
@@ -174,7 +196,9 @@ impl ManagedFields {
         let items = value.as_array().ok_or("managedFields must be a list")?;
         let mut out = ManagedFields::default();
         for (i, item) in items.iter().enumerate() {
-            let entry = item.as_object().ok_or("a managedFields entry must be an object")?;
+            let entry = item
+                .as_object()
+                .ok_or("a managedFields entry must be an object")?;
             let text = |name: &str| entry.get(name).and_then(Value::as_str).unwrap_or("");
             let operation = match text("operation") {
                 "Apply" => Operation::Apply,
@@ -187,7 +211,11 @@ impl ManagedFields {
             match text("fieldsType") {
                 "FieldsV1" => {}
                 "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
-                other => return Err(format!("invalid fieldsType {other:?} in managed fields entry {i}")),
+                other => {
+                    return Err(format!(
+                        "invalid fieldsType {other:?} in managed fields entry {i}"
+                    ));
+                }
             }
             let fields = match entry.get("fieldsV1") {
                 None | Some(Value::Null) => FieldSet::default(),
@@ -208,7 +236,11 @@ impl ManagedFields {
     }
 
     fn put(&mut self, entry: Entry) {
-        match self.entries.iter_mut().find(|e| e.manager.same(&entry.manager)) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.manager.same(&entry.manager))
+        {
             Some(existing) => *existing = entry,
             None => self.entries.push(entry),
         }
@@ -225,7 +257,11 @@ impl ManagedFields {
     /// The entries a write over `live` (`None` for a create) starts from (`decodeLiveOrNew`): a
     /// subresource write always the stored object's; else `[]` or `[{}]` in `body` reset them,
     /// entries in `body` that read replace them, and anything else keeps the stored ones.
-    pub(crate) fn for_write(live: Option<&Value>, body: &Value, subresource: bool) -> ManagedFields {
+    pub(crate) fn for_write(
+        live: Option<&Value>,
+        body: &Value,
+        subresource: bool,
+    ) -> ManagedFields {
         let stored = || live.map(Self::of).unwrap_or_default();
         if subresource {
             return stored();
@@ -293,8 +329,8 @@ impl ManagedFields {
     /// fields): the fields it changed leave every other entry and join its own, which takes the
     /// time `now` when it changed any; the fields it removed leave every entry.
     pub(crate) fn record_update(&mut self, change: Change<'_>, manager: Manager) {
-        let comparison = structured::compare(change.live, change.new, change.shape)
-            .without(change.ignored);
+        let comparison =
+            structured::compare(change.live, change.new, change.shape).without(change.ignored);
         let changed = comparison.changed();
         for entry in &mut self.entries {
             entry.fields = entry
@@ -464,107 +500,4 @@ pub(crate) struct Change<'a> {
     pub(crate) ignored: &'a FieldSet,
     pub(crate) shape: Shape,
     pub(crate) now: &'a str,
-}
-
-/// Sets the managed fields of `body`, a write over `live` (`None`: a create), as
-/// kube-apiserver's field manager does for every write but an apply: with a `manager`, its
-/// `Update` entry records what the write changed (on `/status` when `status`), starting from
-/// the entries [`ManagedFields::for_write`] picks; without one (the Rust handle) the object
-/// keeps the entries it carries, else the stored ones.
-pub(crate) fn track_write(
-    info: &ResourceInfo,
-    manager: Option<&str>,
-    status: bool,
-    live: Option<&Value>,
-    body: &mut Value,
-) {
-    let Some(manager) = manager else {
-        if body.pointer("/metadata/managedFields").is_none()
-            && let Some(stored) = live.and_then(|l| l.pointer("/metadata/managedFields"))
-        {
-            let stored = stored.clone();
-            crate::object_meta::meta_mut(body).insert("managedFields".into(), stored);
-        }
-        return;
-    };
-    let mut managed = ManagedFields::for_write(live, body, status);
-    let new = without_managed_fields(body);
-    let live = live.map_or_else(|| empty_object(info, &new), without_managed_fields);
-    let ignored = crate::strategy::reset_fields(info, status);
-    let now = crate::object_meta::now_rfc3339();
-    let change = Change {
-        live: &live,
-        new: &new,
-        ignored: &ignored,
-        shape: Shape::of(info),
-        now: &now,
-    };
-    managed.record_update(change, Manager::of(info, manager, Operation::Update, status));
-    managed.store_in(body);
-}
-
-/// The object a create is compared with: what the decoder makes of an empty object of the
-/// type. Built-in types have their `spec` and `status` (empty structures, and for pods a null
-/// container list); a custom resource has nothing.
-pub(crate) fn empty_object(info: &ResourceInfo, new: &Value) -> Value {
-    let mut zero = json!({"metadata": {}});
-    if crate::strategy::is_builtin(info) {
-        for part in ["spec", "status"] {
-            if new.get(part).is_some_and(Value::is_object) {
-                zero[part] = json!({});
-            }
-        }
-        if info.group.is_empty() && info.plural == "pods" && zero.get("spec").is_some() {
-            zero["spec"]["containers"] = Value::Null;
-        }
-    }
-    zero
-}
-
-/// The message of a configuration structured-merge-diff cannot type (kube-apiserver answers
-/// it as a `500` without a reason): `failed to create typed patch object (ns/name; /v1,
-/// Kind=ConfigMap): ...`.
-pub(crate) fn invalid_config_message(config: &Value, why: &str) -> String {
-    let text = |pointer: &str| config.pointer(pointer).and_then(Value::as_str).unwrap_or("");
-    let (group, version) = match text("/apiVersion").split_once('/') {
-        Some((group, version)) => (group.to_owned(), version.to_owned()),
-        None => (String::new(), text("/apiVersion").to_owned()),
-    };
-    format!(
-        "failed to create typed patch object ({}/{}; {group}/{version}, Kind={}): {why}",
-        text("/metadata/namespace"),
-        text("/metadata/name"),
-        text("/kind"),
-    )
-}
-
-/// The causes and message of an apply's conflicts (`NewConflictError`).
-pub(crate) fn conflict_report(conflicts: &[Conflict]) -> (String, Vec<(String, String)>) {
-    let causes: Vec<(String, String)> = conflicts
-        .iter()
-        .map(|c| (format!("conflict with {}", c.manager.printed()), path_string(&c.path)))
-        .collect();
-    if let [one] = conflicts {
-        let message = format!(
-            "Apply failed with 1 conflict: conflict with {}: {}",
-            one.manager.printed(),
-            path_string(&one.path)
-        );
-        return (message, causes);
-    }
-    let mut lines = Vec::new();
-    let mut previous: Option<&Manager> = None;
-    for conflict in conflicts {
-        if previous != Some(&conflict.manager) {
-            lines.push(format!("conflicts with {}:", conflict.manager.printed()));
-            previous = Some(&conflict.manager);
-        }
-        lines.push(format!("- {}", path_string(&conflict.path)));
-    }
-    let message = format!(
-        "Apply failed with {} conflicts: {}",
-        conflicts.len(),
-        lines.join("\n")
-    );
-    (message, causes)
 }

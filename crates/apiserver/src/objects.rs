@@ -423,7 +423,7 @@ fn track_write(info: &ResourceInfo, write: &Write, live: Option<&Value>, body: &
         Fields::Carried => None,
         Fields::Update(manager) => Some(manager.as_str()),
     };
-    crate::managed::track_write(info, manager, write.status, live, body);
+    crate::field_manager::track_write(info, manager, write.status, live, body);
 }
 
 /// Sets the `resourceVersion` of `value` to the one of `read`, the object it was made from.

@@ -81,8 +81,8 @@ impl ResourceInfo {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        info.status_subresource = BUILTIN_STATUS_SUBRESOURCES
-            .contains(&(info.group.as_str(), info.plural.as_str()));
+        info.status_subresource =
+            BUILTIN_STATUS_SUBRESOURCES.contains(&(info.group.as_str(), info.plural.as_str()));
         info
     }
 
@@ -180,8 +180,14 @@ const BUILTIN_STATUS_SUBRESOURCES: &[(&str, &str)] = &[
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("apiregistration.k8s.io", "apiservices"),
     ("flowcontrol.apiserver.k8s.io", "flowschemas"),
-    ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"),
-    ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    ),
 ];
 
 /// Field labels kube-apiserver accepts for built-in types, besides `metadata.name` and

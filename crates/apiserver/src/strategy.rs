@@ -139,7 +139,8 @@ pub(crate) fn keep_status(info: &ResourceInfo, body: &mut Value, old: &Value) {
 /// from [`crate::defaults::prepare_pod_for_create`]; nodes keep it (the kubelet creates its
 /// node with a status); namespaces keep it here (kube-apiserver sets `phase: Active`).
 pub(crate) fn prepare_status_on_create(info: &ResourceInfo, body: &mut Value) {
-    let keeps = info.group.is_empty() && matches!(info.plural.as_str(), "pods" | "nodes" | "namespaces");
+    let keeps =
+        info.group.is_empty() && matches!(info.plural.as_str(), "pods" | "nodes" | "namespaces");
     if info.status_subresource
         && !keeps
         && let Some(fields) = body.as_object_mut()
@@ -183,9 +184,10 @@ fn copy_field(body: &mut Value, old: &Value, path: &[&str]) {
         if !target.is_object() {
             return;
         }
-        let next = target
-            .as_object_mut()
-            .map(|map| map.entry(name.to_string()).or_insert_with(|| Value::Object(Default::default())));
+        let next = target.as_object_mut().map(|map| {
+            map.entry(name.to_string())
+                .or_insert_with(|| Value::Object(Default::default()))
+        });
         match next {
             Some(next) => target = next,
             None => return,

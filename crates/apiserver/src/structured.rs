@@ -233,15 +233,22 @@ fn compare_walk(
     path: &mut Vec<PathElement>,
     out: &mut Comparison,
 ) {
-    let objects = (old.and_then(Value::as_object), new.and_then(Value::as_object));
+    let objects = (
+        old.and_then(Value::as_object),
+        new.and_then(Value::as_object),
+    );
     let arrays = (old.and_then(Value::as_array), new.and_then(Value::as_array));
-    if (objects.0.is_some() || objects.1.is_some()) && is_object_like(old) && is_object_like(new)
-    {
+    if (objects.0.is_some() || objects.1.is_some()) && is_object_like(old) && is_object_like(new) {
         let empty = objects.0.is_none_or(Map::is_empty) && objects.1.is_none_or(Map::is_empty);
         if empty {
             return compare_leaf(old, new, path, out);
         }
-        let names: BTreeSet<&String> = objects.0.into_iter().chain(objects.1).flat_map(Map::keys).collect();
+        let names: BTreeSet<&String> = objects
+            .0
+            .into_iter()
+            .chain(objects.1)
+            .flat_map(Map::keys)
+            .collect();
         for name in names {
             path.push(field(name));
             at.child(name, |at| {
@@ -258,7 +265,10 @@ fn compare_walk(
         return compare_node(old, new, path, out);
     }
     if (arrays.0.is_some() || arrays.1.is_some()) && is_array_like(old) && is_array_like(new) {
-        let (old_items, new_items) = (arrays.0.map_or(&[][..], Vec::as_slice), arrays.1.map_or(&[][..], Vec::as_slice));
+        let (old_items, new_items) = (
+            arrays.0.map_or(&[][..], Vec::as_slice),
+            arrays.1.map_or(&[][..], Vec::as_slice),
+        );
         let keyed = (
             elements(at.list, old_items, false),
             elements(at.list, new_items, false),
@@ -269,15 +279,25 @@ fn compare_walk(
         if old_items.is_empty() && new_items.is_empty() {
             return compare_leaf(old, new, path, out);
         }
-        let old_by: BTreeMap<&PathElement, &Value> = old_elements.iter().map(|(e, v)| (e, *v)).collect();
-        let new_by: BTreeMap<&PathElement, &Value> = new_elements.iter().map(|(e, v)| (e, *v)).collect();
-        let order = old_elements
-            .iter()
-            .map(|(e, _)| e)
-            .chain(new_elements.iter().map(|(e, _)| e).filter(|e| !old_by.contains_key(e)));
+        let old_by: BTreeMap<&PathElement, &Value> =
+            old_elements.iter().map(|(e, v)| (e, *v)).collect();
+        let new_by: BTreeMap<&PathElement, &Value> =
+            new_elements.iter().map(|(e, v)| (e, *v)).collect();
+        let order = old_elements.iter().map(|(e, _)| e).chain(
+            new_elements
+                .iter()
+                .map(|(e, _)| e)
+                .filter(|e| !old_by.contains_key(e)),
+        );
         for element in order {
             path.push(element.clone());
-            compare_walk(old_by.get(element).copied(), new_by.get(element).copied(), at.element(), path, out);
+            compare_walk(
+                old_by.get(element).copied(),
+                new_by.get(element).copied(),
+                at.element(),
+                path,
+                out,
+            );
             path.pop();
         }
         return compare_node(old, new, path, out);
@@ -285,7 +305,12 @@ fn compare_walk(
     compare_leaf(old, new, path, out);
 }
 
-fn compare_leaf(old: Option<&Value>, new: Option<&Value>, path: &[PathElement], out: &mut Comparison) {
+fn compare_leaf(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    path: &[PathElement],
+    out: &mut Comparison,
+) {
     if path.is_empty() {
         return;
     }
@@ -298,7 +323,12 @@ fn compare_leaf(old: Option<&Value>, new: Option<&Value>, path: &[PathElement], 
 }
 
 /// An object or list element that appeared or disappeared is a path of its own.
-fn compare_node(old: Option<&Value>, new: Option<&Value>, path: &[PathElement], out: &mut Comparison) {
+fn compare_node(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    path: &[PathElement],
+    out: &mut Comparison,
+) {
     if path.is_empty() {
         return;
     }
@@ -338,11 +368,18 @@ fn merge_walk(live: Option<&Value>, config: &Value, at: At<'_>) -> Value {
             let keyed = match live {
                 Some(Value::Array(old)) => elements(at.list, old, true)
                     .zip(elements(at.list, items, true))
-                    .map(|(old_elements, new_elements)| merge_list(&old_elements, &new_elements, at)),
+                    .map(|(old_elements, new_elements)| {
+                        merge_list(&old_elements, &new_elements, at)
+                    }),
                 _ => None,
             };
             keyed.unwrap_or_else(|| {
-                Value::Array(items.iter().map(|item| merge_walk(None, item, at.element())).collect())
+                Value::Array(
+                    items
+                        .iter()
+                        .map(|item| merge_walk(None, item, at.element()))
+                        .collect(),
+                )
             })
         }
         other => other.clone(),
@@ -350,10 +387,17 @@ fn merge_walk(live: Option<&Value>, config: &Value, at: At<'_>) -> Value {
 }
 
 /// Two keyed lists merged as structured-merge-diff merges them.
-fn merge_list(live: &[(PathElement, &Value)], config: &[(PathElement, &Value)], at: At<'_>) -> Value {
+fn merge_list(
+    live: &[(PathElement, &Value)],
+    config: &[(PathElement, &Value)],
+    at: At<'_>,
+) -> Value {
     let live_by: BTreeMap<&PathElement, &Value> = live.iter().map(|(e, v)| (e, *v)).collect();
     let config_by: BTreeMap<&PathElement, &Value> = config.iter().map(|(e, v)| (e, *v)).collect();
-    let mut shared = config.iter().map(|(e, _)| e).filter(|e| live_by.contains_key(e));
+    let mut shared = config
+        .iter()
+        .map(|(e, _)| e)
+        .filter(|e| live_by.contains_key(e));
     let mut next_shared = shared.next();
     let mut merged: BTreeSet<&PathElement> = BTreeSet::new();
     let mut out = Vec::with_capacity(live.len().max(config.len()));
@@ -389,7 +433,11 @@ fn merge_list(live: &[(PathElement, &Value)], config: &[(PathElement, &Value)], 
         if ci < config.len() {
             let element = &config[ci].0;
             merged.insert(element);
-            out.push(merge_walk(live_by.get(element).copied(), config[ci].1, at.element()));
+            out.push(merge_walk(
+                live_by.get(element).copied(),
+                config[ci].1,
+                at.element(),
+            ));
             ci += 1;
             if next_shared == Some(element) {
                 next_shared = shared.next();
@@ -415,7 +463,9 @@ fn remove_walk(value: &mut Value, remove: &FieldSet, at: At<'_>) {
                 let element = field(&name);
                 if remove.is_member(&element) {
                     map.remove(&name);
-                } else if let (Some(below), Some(child)) = (remove.below(&element), map.get_mut(&name)) {
+                } else if let (Some(below), Some(child)) =
+                    (remove.below(&element), map.get_mut(&name))
+                {
                     at.child(&name, |at| remove_walk(child, below, at));
                 }
             }

@@ -63,16 +63,28 @@ async fn an_apply_to_a_missing_object_creates_it_with_an_apply_entry() {
         entry["fieldsV1"],
         json!({"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {"f:app": {}}}})
     );
-    assert_eq!(created["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        created["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // Read back as stored.
     assert_eq!(get(&server, SETTINGS).await.object(200), created);
 
     // A YAML body, and a pod: created as a create would be (defaults, generation, status).
     let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: demo\n\
                spec:\n  containers:\n  - name: app\n    image: nginx:1\n";
-    let pod = apply(&server, "/api/v1/namespaces/demo/pods/web-0", "deployer", false, pod)
-        .await
-        .object(201);
+    let pod = apply(
+        &server,
+        "/api/v1/namespaces/demo/pods/web-0",
+        "deployer",
+        false,
+        pod,
+    )
+    .await
+    .object(201);
     assert_eq!(pod["metadata"]["generation"], 1);
     assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
     assert_eq!(pod["status"]["phase"], "Pending");
@@ -104,9 +116,15 @@ async fn applies_merge_and_remove_what_their_manager_no_longer_applies() {
             json!({"f:data": {".": {}, "f:keep": {}}})
         )]
     );
-    let merged = apply(&server, SETTINGS, "deployer", false, &config_map(json!({"a": "1", "b": "2"})))
-        .await
-        .object(200);
+    let merged = apply(
+        &server,
+        SETTINGS,
+        "deployer",
+        false,
+        &config_map(json!({"a": "1", "b": "2"})),
+    )
+    .await
+    .object(200);
     assert_eq!(merged["data"], json!({"keep": "1", "a": "1", "b": "2"}));
     // Apply entries come first.
     assert_eq!(
@@ -116,12 +134,21 @@ async fn applies_merge_and_remove_what_their_manager_no_longer_applies() {
             ("creator".to_owned(), "Update".to_owned())
         ]
     );
-    assert_eq!(entries(&merged)[0].3, json!({"f:data": {"f:a": {}, "f:b": {}}}));
+    assert_eq!(
+        entries(&merged)[0].3,
+        json!({"f:data": {"f:a": {}, "f:b": {}}})
+    );
 
     // `b` is no longer applied: removed. `keep` is the creator's: kept.
-    let pruned = apply(&server, SETTINGS, "deployer", false, &config_map(json!({"a": "1"})))
-        .await
-        .object(200);
+    let pruned = apply(
+        &server,
+        SETTINGS,
+        "deployer",
+        false,
+        &config_map(json!({"a": "1"})),
+    )
+    .await
+    .object(200);
     assert_eq!(pruned["data"], json!({"keep": "1", "a": "1"}));
     assert_eq!(entries(&pruned)[0].3, json!({"f:data": {"f:a": {}}}));
 
@@ -132,7 +159,10 @@ async fn applies_merge_and_remove_what_their_manager_no_longer_applies() {
         .await
         .object(200);
     assert_eq!(bare["data"], json!({"keep": "1"}));
-    assert_eq!(managers(&bare), [("creator".to_owned(), "Update".to_owned())]);
+    assert_eq!(
+        managers(&bare),
+        [("creator".to_owned(), "Update".to_owned())]
+    );
 }
 
 #[tokio::test]
@@ -145,12 +175,24 @@ async fn lists_merge_by_their_key_and_elements_are_owned_one_by_one() {
         .to_string()
     };
     let path = "/api/v1/namespaces/demo/pods/web-0";
-    apply(&server, path, "app", false, &pod(json!([{"name": "app", "image": "a:1"}])))
-        .await
-        .object(201);
-    let both = apply(&server, path, "sidecar", false, &pod(json!([{"name": "proxy", "image": "p:1"}])))
-        .await
-        .object(200);
+    apply(
+        &server,
+        path,
+        "app",
+        false,
+        &pod(json!([{"name": "app", "image": "a:1"}])),
+    )
+    .await
+    .object(201);
+    let both = apply(
+        &server,
+        path,
+        "sidecar",
+        false,
+        &pod(json!([{"name": "proxy", "image": "p:1"}])),
+    )
+    .await
+    .object(200);
     let names: Vec<&str> = both["spec"]["containers"]
         .as_array()
         .unwrap()
@@ -159,9 +201,15 @@ async fn lists_merge_by_their_key_and_elements_are_owned_one_by_one() {
         .collect();
     assert_eq!(names, ["app", "proxy"]);
     // Each manager's element is its own; the spec is not a conflict.
-    let apps = apply(&server, path, "app", false, &pod(json!([{"name": "app", "image": "a:2"}])))
-        .await
-        .object(200);
+    let apps = apply(
+        &server,
+        path,
+        "app",
+        false,
+        &pod(json!([{"name": "app", "image": "a:2"}])),
+    )
+    .await
+    .object(200);
     assert_eq!(apps["spec"]["containers"][0]["image"], "a:2");
     assert_eq!(apps["spec"]["containers"][1]["image"], "p:1");
     // The sidecar's manager drops its element: it goes, the other stays.
@@ -187,7 +235,14 @@ async fn a_conflicting_apply_is_a_409_with_its_causes_and_force_takes_the_fields
     .await
     .object(201);
     let before = server.resource_version();
-    let x = apply(&server, SETTINGS, "mgr", false, &config_map(json!({"key": "2"}))).await;
+    let x = apply(
+        &server,
+        SETTINGS,
+        "mgr",
+        false,
+        &config_map(json!({"key": "2"})),
+    )
+    .await;
     assert_eq!(x.status, 409);
     assert_eq!(
         x.text,
@@ -196,7 +251,11 @@ async fn a_conflicting_apply_is_a_409_with_its_causes_and_force_takes_the_fields
          \"kind\":\"Status\",\"message\":\"Apply failed with 1 conflict: conflict with \\\"other\\\" \
          using v1: .data.key\",\"metadata\":{},\"reason\":\"Conflict\",\"status\":\"Failure\"}"
     );
-    assert_eq!(server.resource_version(), before, "a refused apply writes nothing");
+    assert_eq!(
+        server.resource_version(),
+        before,
+        "a refused apply writes nothing"
+    );
 
     let both = config_map(json!({"key": "2", "other": "y"}));
     let status = apply(&server, SETTINGS, "mgr", false, &both)
@@ -209,21 +268,38 @@ async fn a_conflicting_apply_is_a_409_with_its_causes_and_force_takes_the_fields
     assert_eq!(status["details"]["causes"].as_array().unwrap().len(), 2);
 
     // Forced: the fields change hands; the other manager keeps only the map it created.
-    let forced = apply(&server, SETTINGS, "mgr", true, &both).await.object(200);
+    let forced = apply(&server, SETTINGS, "mgr", true, &both)
+        .await
+        .object(200);
     assert_eq!(forced["data"], json!({"key": "2", "other": "y"}));
     assert_eq!(
         entries(&forced),
         [
-            ("mgr".to_owned(), "Apply".to_owned(), String::new(),
-             json!({"f:data": {"f:key": {}, "f:other": {}}})),
-            ("other".to_owned(), "Update".to_owned(), String::new(), json!({"f:data": {}})),
+            (
+                "mgr".to_owned(),
+                "Apply".to_owned(),
+                String::new(),
+                json!({"f:data": {"f:key": {}, "f:other": {}}})
+            ),
+            (
+                "other".to_owned(),
+                "Update".to_owned(),
+                String::new(),
+                json!({"f:data": {}})
+            ),
         ]
     );
 
     // A conflict with another applier names it without a version.
-    let status = apply(&server, SETTINGS, "third", false, &config_map(json!({"key": "3"})))
-        .await
-        .status_of(409, "Conflict");
+    let status = apply(
+        &server,
+        SETTINGS,
+        "third",
+        false,
+        &config_map(json!({"key": "3"})),
+    )
+    .await
+    .status_of(409, "Conflict");
     assert_eq!(
         status["message"],
         "Apply failed with 1 conflict: conflict with \"mgr\": .data.key"
@@ -237,23 +313,45 @@ async fn a_conflicting_apply_is_a_409_with_its_causes_and_force_takes_the_fields
 #[tokio::test]
 async fn the_same_value_applied_by_two_managers_is_owned_by_both() {
     let server = start().await;
-    apply(&server, SETTINGS, "a", false, &config_map(json!({"k": "v"})))
-        .await
-        .object(201);
-    let shared = apply(&server, SETTINGS, "b", false, &config_map(json!({"k": "v"})))
-        .await
-        .object(200);
+    apply(
+        &server,
+        SETTINGS,
+        "a",
+        false,
+        &config_map(json!({"k": "v"})),
+    )
+    .await
+    .object(201);
+    let shared = apply(
+        &server,
+        SETTINGS,
+        "b",
+        false,
+        &config_map(json!({"k": "v"})),
+    )
+    .await
+    .object(200);
     let owners: Vec<Value> = entries(&shared).into_iter().map(|e| e.3).collect();
-    assert_eq!(owners, [json!({"f:data": {"f:k": {}}}), json!({"f:data": {"f:k": {}}})]);
+    assert_eq!(
+        owners,
+        [
+            json!({"f:data": {"f:k": {}}}),
+            json!({"f:data": {"f:k": {}}})
+        ]
+    );
     // One owner lets go: the field stays, the other still owns it.
     let bare = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "settings", "namespace": "demo"}})
     .to_string();
-    let kept = apply(&server, SETTINGS, "a", false, &bare).await.object(200);
+    let kept = apply(&server, SETTINGS, "a", false, &bare)
+        .await
+        .object(200);
     assert_eq!(kept["data"], json!({"k": "v"}));
     assert_eq!(managers(&kept), [("b".to_owned(), "Apply".to_owned())]);
     // The last owner lets go: removed.
-    let gone = apply(&server, SETTINGS, "b", false, &bare).await.object(200);
+    let gone = apply(&server, SETTINGS, "b", false, &bare)
+        .await
+        .object(200);
     assert_eq!(gone.get("data"), None);
     assert_eq!(gone["metadata"].get("managedFields"), None);
 }
@@ -262,9 +360,13 @@ async fn the_same_value_applied_by_two_managers_is_owned_by_both() {
 async fn an_apply_that_changes_nothing_takes_no_revision() {
     let server = start().await;
     let body = config_map(json!({"a": "1"}));
-    let first = apply(&server, SETTINGS, "mgr", false, &body).await.object(201);
+    let first = apply(&server, SETTINGS, "mgr", false, &body)
+        .await
+        .object(201);
     let head = server.resource_version();
-    let again = apply(&server, SETTINGS, "mgr", false, &body).await.object(200);
+    let again = apply(&server, SETTINGS, "mgr", false, &body)
+        .await
+        .object(200);
     assert_eq!(again, first, "the stored object, unchanged, time included");
     assert_eq!(server.resource_version(), head);
 }
@@ -286,13 +388,19 @@ async fn every_other_write_records_an_update_entry_for_its_manager() {
         &server,
         "PUT",
         SETTINGS,
-        &[("Content-Type", JSON), ("User-Agent", "my-tool/1.2 (linux/amd64)")],
+        &[
+            ("Content-Type", JSON),
+            ("User-Agent", "my-tool/1.2 (linux/amd64)"),
+        ],
         config_map(json!({"a": "2", "b": "1"})).as_bytes(),
     )
     .await
     .object(200);
     // (Entries sort by time before manager: the names find them whatever the clock said.)
-    assert_eq!(fields_of(&put, "creator"), json!({"f:data": {".": {}, "f:b": {}}}));
+    assert_eq!(
+        fields_of(&put, "creator"),
+        json!({"f:data": {".": {}, "f:b": {}}})
+    );
     assert_eq!(fields_of(&put, "my-tool"), json!({"f:data": {"f:a": {}}}));
     assert_eq!(entries(&put).len(), 2);
     // Neither: an entry without a manager. A merge patch takes the field it changes.
@@ -325,8 +433,13 @@ async fn every_other_write_records_an_update_entry_for_its_manager() {
         json!({"f:metadata": {"f:labels": {".": {}, "f:x": {}}}})
     );
     // Listed and read with them.
-    let list = get(&server, "/api/v1/namespaces/demo/configmaps").await.object(200);
-    assert_eq!(list["items"][0]["metadata"]["managedFields"], smp["metadata"]["managedFields"]);
+    let list = get(&server, "/api/v1/namespaces/demo/configmaps")
+        .await
+        .object(200);
+    assert_eq!(
+        list["items"][0]["metadata"]["managedFields"],
+        smp["metadata"]["managedFields"]
+    );
 }
 
 #[tokio::test]
@@ -347,7 +460,10 @@ async fn managed_fields_in_a_body_replace_or_reset_the_stored_ones() {
     let kept = write(&server, "PUT", SETTINGS, JSON, &body.to_string())
         .await
         .object(200);
-    assert_eq!(managers(&kept), [("creator".to_owned(), "Update".to_owned())]);
+    assert_eq!(
+        managers(&kept),
+        [("creator".to_owned(), "Update".to_owned())]
+    );
     // Entries that read replace them.
     let given = json!([{"manager": "someone", "operation": "Apply", "apiVersion": "v1",
         "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]);
@@ -359,21 +475,38 @@ async fn managed_fields_in_a_body_replace_or_reset_the_stored_ones() {
     // `[]` resets them: only this write's own entry, if it changed anything.
     body["metadata"]["managedFields"] = json!([]);
     body["data"]["a"] = json!("2");
-    let reset = write(&server, "PUT", &format!("{SETTINGS}?fieldManager=resetter"), JSON, &body.to_string())
-        .await
-        .object(200);
+    let reset = write(
+        &server,
+        "PUT",
+        &format!("{SETTINGS}?fieldManager=resetter"),
+        JSON,
+        &body.to_string(),
+    )
+    .await
+    .object(200);
     assert_eq!(
         entries(&reset),
-        [("resetter".to_owned(), "Update".to_owned(), String::new(), json!({"f:data": {"f:a": {}}}))]
+        [(
+            "resetter".to_owned(),
+            "Update".to_owned(),
+            String::new(),
+            json!({"f:data": {"f:a": {}}})
+        )]
     );
 }
 
 #[tokio::test]
 async fn bad_applies_get_kube_apiservers_answers() {
     let server = start().await;
-    apply(&server, SETTINGS, "mgr", false, &config_map(json!({"a": "1"})))
-        .await
-        .object(201);
+    apply(
+        &server,
+        SETTINGS,
+        "mgr",
+        false,
+        &config_map(json!({"a": "1"})),
+    )
+    .await
+    .object(201);
     // No fieldManager.
     let x = write(&server, "PATCH", SETTINGS, APPLY, &config_map(json!({}))).await;
     assert_eq!(
@@ -385,20 +518,33 @@ async fn bad_applies_get_kube_apiservers_answers() {
          apply patch\",\"metadata\":{},\"reason\":\"Invalid\",\"status\":\"Failure\"}"
     );
     // `force` on another patch type.
-    let status = write(&server, "PATCH", &format!("{SETTINGS}?force=true"), MERGE, "{}")
-        .await
-        .status_of(422, "Invalid");
+    let status = write(
+        &server,
+        "PATCH",
+        &format!("{SETTINGS}?force=true"),
+        MERGE,
+        "{}",
+    )
+    .await
+    .status_of(422, "Invalid");
     assert_eq!(
         status["message"],
         "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
     );
     // A body that is not YAML, or not an object.
-    let status = apply(&server, SETTINGS, "mgr", false, "data: [").await.status_of(400, "BadRequest");
+    let status = apply(&server, SETTINGS, "mgr", false, "data: [")
+        .await
+        .status_of(400, "BadRequest");
     assert!(
-        status["message"].as_str().unwrap().starts_with("error decoding YAML: "),
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("error decoding YAML: "),
         "{status}"
     );
-    let status = apply(&server, SETTINGS, "mgr", false, "- a").await.status_of(400, "BadRequest");
+    let status = apply(&server, SETTINGS, "mgr", false, "- a")
+        .await
+        .status_of(400, "BadRequest");
     assert_eq!(
         status["message"],
         "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"
@@ -409,7 +555,9 @@ async fn bad_applies_get_kube_apiservers_answers() {
         .await
         .status_of(400, "BadRequest");
     assert_eq!(status["message"], "invalid object type: /v1, Kind=Secret");
-    let status = apply(&server, SETTINGS, "mgr", false, "{}").await.status_of(400, "BadRequest");
+    let status = apply(&server, SETTINGS, "mgr", false, "{}")
+        .await
+        .status_of(400, "BadRequest");
     assert_eq!(status["message"], "invalid object type: /, Kind=");
     let mut with_fields: Value = serde_json::from_str(&config_map(json!({}))).unwrap();
     with_fields["metadata"]["managedFields"] = json!([]);
@@ -419,9 +567,15 @@ async fn bad_applies_get_kube_apiservers_answers() {
     assert_eq!(status["message"], "metadata.managedFields must be nil");
     // Another name than the URL's.
     let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
-    let status = apply(&server, "/api/v1/namespaces/demo/configmaps/new", "mgr", false, &other.to_string())
-        .await
-        .status_of(400, "BadRequest");
+    let status = apply(
+        &server,
+        "/api/v1/namespaces/demo/configmaps/new",
+        "mgr",
+        false,
+        &other.to_string(),
+    )
+    .await
+    .status_of(400, "BadRequest");
     assert_eq!(
         status["message"],
         "the name of the object (other) does not match the name on the URL (new)"
@@ -429,7 +583,14 @@ async fn bad_applies_get_kube_apiservers_answers() {
     // A list element without its key: structured-merge-diff's error, a 500 without a reason.
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "demo"},
         "spec": {"containers": [{"image": "x"}]}});
-    let x = apply(&server, "/api/v1/namespaces/demo/pods/p", "mgr", false, &pod.to_string()).await;
+    let x = apply(
+        &server,
+        "/api/v1/namespaces/demo/pods/p",
+        "mgr",
+        false,
+        &pod.to_string(),
+    )
+    .await;
     assert_eq!(x.status, 500, "{}", x.text);
     let status = x.json();
     assert_eq!(status.get("reason"), None);

@@ -74,7 +74,10 @@ async fn kube_client_applies_forces_and_reads_conflicts() {
             other => panic!("unexpected {other:?}"),
         }
     };
-    assert_eq!(added.metadata.managed_fields, applied.metadata.managed_fields);
+    assert_eq!(
+        added.metadata.managed_fields,
+        applied.metadata.managed_fields
+    );
 
     // Another manager changing the field: a 409 Conflict that says who owns it.
     let status = api_error(
@@ -131,7 +134,10 @@ async fn kube_client_writes_and_reads_the_status_subresource() {
         .patch_status("web-0", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    assert_eq!(patched.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+    assert_eq!(
+        patched.status.as_ref().unwrap().phase.as_deref(),
+        Some("Running")
+    );
     assert_eq!(patched.spec, created.spec);
     assert_eq!(patched.metadata.generation, Some(1));
     // replace_status with the current object.
@@ -151,9 +157,13 @@ async fn kube_client_writes_and_reads_the_status_subresource() {
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }))
     .unwrap();
-    pods.patch_status("web-0", &PatchParams::apply("kubelet"), &Patch::Apply(&applied))
-        .await
-        .unwrap();
+    pods.patch_status(
+        "web-0",
+        &PatchParams::apply("kubelet"),
+        &Patch::Apply(&applied),
+    )
+    .await
+    .unwrap();
     let read = pods.get_status("web-0").await.unwrap();
     let conditions = read.status.unwrap().conditions.unwrap();
     assert_eq!(conditions[0].type_, "Ready");
@@ -235,7 +245,10 @@ async fn kubectl_applies_server_side() {
     };
     let (ok, text) = apply(&manifest("v1.yaml", "1"), &[]).await;
     assert!(ok, "{text}");
-    assert!(text.contains("configmap/settings serverside-applied"), "{text}");
+    assert!(
+        text.contains("configmap/settings serverside-applied"),
+        "{text}"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
     let first = cms.get("settings").await.unwrap();
     let entry = &first.metadata.managed_fields.as_ref().unwrap()[0];

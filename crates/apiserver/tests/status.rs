@@ -51,18 +51,27 @@ async fn a_status_write_changes_the_status_and_keeps_the_spec() {
     )
     .await
     .object(200);
-    assert_eq!(updated["spec"], created["spec"], "the spec is the stored one");
+    assert_eq!(
+        updated["spec"], created["spec"],
+        "the spec is the stored one"
+    );
     assert_eq!(
         updated["metadata"]["ownerReferences"],
         created["metadata"]["ownerReferences"]
     );
-    assert_eq!(updated["metadata"]["labels"]["ready"], "yes", "pods let labels through");
+    assert_eq!(
+        updated["metadata"]["labels"]["ready"], "yes",
+        "pods let labels through"
+    );
     // The QoS class the write left out is kept.
     assert_eq!(
         updated["status"],
         json!({"phase": "Running", "qosClass": "BestEffort"})
     );
-    assert_eq!(updated["metadata"]["generation"], 1, "a status write is no spec change");
+    assert_eq!(
+        updated["metadata"]["generation"], 1,
+        "a status write is no spec change"
+    );
     assert_ne!(
         updated["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
@@ -78,7 +87,10 @@ async fn a_status_write_changes_the_status_and_keeps_the_spec() {
         json!({"f:metadata": {"f:labels": {"f:ready": {}}}, "f:status": {"f:phase": {}}})
     );
     // GET of /status is the whole object.
-    assert_eq!(get(&server, &format!("{POD}/status")).await.object(200), updated);
+    assert_eq!(
+        get(&server, &format!("{POD}/status")).await.object(200),
+        updated
+    );
 
     // A merge patch of /status: the spec part is dropped.
     let patched = write(
@@ -139,19 +151,34 @@ async fn the_main_resource_keeps_the_stored_status_and_bumps_generation_on_spec_
         .await
         .object(200);
     assert_eq!(updated["spec"]["containers"][0]["image"], "nginx:2");
-    assert_eq!(updated["status"], created["status"], "the status is the stored one");
+    assert_eq!(
+        updated["status"], created["status"],
+        "the status is the stored one"
+    );
     assert_eq!(updated["metadata"]["generation"], 2);
     // A patch of the status alone changes nothing: no new revision.
     let head = server.resource_version();
-    let same = write(&server, "PATCH", POD, MERGE, r#"{"status":{"phase":"Failed"}}"#)
-        .await
-        .object(200);
+    let same = write(
+        &server,
+        "PATCH",
+        POD,
+        MERGE,
+        r#"{"status":{"phase":"Failed"}}"#,
+    )
+    .await
+    .object(200);
     assert_eq!(same, updated);
     assert_eq!(server.resource_version(), head);
     // A label changes the metadata, not the spec: same generation.
-    let labelled = write(&server, "PATCH", POD, MERGE, r#"{"metadata":{"labels":{"x":"1"}}}"#)
-        .await
-        .object(200);
+    let labelled = write(
+        &server,
+        "PATCH",
+        POD,
+        MERGE,
+        r#"{"metadata":{"labels":{"x":"1"}}}"#,
+    )
+    .await
+    .object(200);
     assert_eq!(labelled["metadata"]["generation"], 2);
     // An apply of the main resource owns no status field.
     let applied = apply(
@@ -186,7 +213,12 @@ async fn types_without_the_subresource_answer_404_and_it_serves_only_reads_and_w
     )
     .await
     .object(201);
-    for (method, content_type) in [("GET", JSON), ("PUT", JSON), ("PATCH", MERGE), ("PATCH", APPLY)] {
+    for (method, content_type) in [
+        ("GET", JSON),
+        ("PUT", JSON),
+        ("PATCH", MERGE),
+        ("PATCH", APPLY),
+    ] {
         let x = write(
             &server,
             method,
@@ -306,9 +338,15 @@ async fn custom_resources_have_a_status_subresource_when_their_definition_declar
     body["spec"]["size"] = json!(5);
     body["metadata"]["labels"] = json!({"x": "1"});
     body["status"] = json!({"ready": true});
-    let status = write(&server, "PUT", &format!("{path}/status"), JSON, &body.to_string())
-        .await
-        .object(200);
+    let status = write(
+        &server,
+        "PUT",
+        &format!("{path}/status"),
+        JSON,
+        &body.to_string(),
+    )
+    .await
+    .object(200);
     assert_eq!(status["status"], json!({"ready": true}));
     assert_eq!(status["spec"], json!({"size": 1}));
     assert_eq!(status["metadata"].get("labels"), None);
@@ -325,9 +363,15 @@ async fn custom_resources_have_a_status_subresource_when_their_definition_declar
     .object(200);
     assert_eq!(main["status"], json!({"ready": true}));
     assert_eq!(main["metadata"]["generation"], 2);
-    let labelled = write(&server, "PATCH", path, MERGE, r#"{"metadata":{"labels":{"a":"b"}}}"#)
-        .await
-        .object(200);
+    let labelled = write(
+        &server,
+        "PATCH",
+        path,
+        MERGE,
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await
+    .object(200);
     assert_eq!(labelled["metadata"]["generation"], 2);
 
     // Without the subresource: /status is 404, and the status is an ordinary field whose
@@ -347,8 +391,14 @@ async fn custom_resources_have_a_status_subresource_when_their_definition_declar
     get(&server, &format!("{gadgets}/g/status"))
         .await
         .status_of(404, "NotFound");
-    let changed = write(&server, "PATCH", &format!("{gadgets}/g"), MERGE, r#"{"status":{"ok":2}}"#)
-        .await
-        .object(200);
+    let changed = write(
+        &server,
+        "PATCH",
+        &format!("{gadgets}/g"),
+        MERGE,
+        r#"{"status":{"ok":2}}"#,
+    )
+    .await
+    .object(200);
     assert_eq!(changed["metadata"]["generation"], 2);
 }

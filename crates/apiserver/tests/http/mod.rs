@@ -148,7 +148,13 @@ pub async fn write(
 }
 
 /// A server-side apply of `body` by `manager` (`&force=true` when `force`).
-pub async fn apply(server: &ApiServer, path: &str, manager: &str, force: bool, body: &str) -> Answer {
+pub async fn apply(
+    server: &ApiServer,
+    path: &str,
+    manager: &str,
+    force: bool,
+    body: &str,
+) -> Answer {
     let force = if force { "&force=true" } else { "" };
     let path = format!("{path}?fieldManager={manager}{force}");
     write(server, "PATCH", &path, APPLY, body).await
