@@ -117,14 +117,7 @@ pub(crate) async fn serve(
         Verb::Delete if route.name.is_none() => {
             opts.validate()?;
             let options = delete_options(query, &body)?;
-            delete_collection(
-                shared,
-                route.resource,
-                route.namespace.as_deref(),
-                &opts,
-                &options,
-            )
-            .await
+            delete_collection(shared, target, &opts, &options).await
         }
         Verb::Delete => {
             let options = delete_options(query, &body)?;
@@ -317,11 +310,11 @@ fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError
 /// finalizers respected; one already gone is skipped), and answers with that list.
 async fn delete_collection(
     shared: &Arc<Shared>,
-    resource: usize,
-    namespace: Option<&str>,
+    collection: Target<'_>,
     opts: &ListOptions,
     options: &DeleteOptions,
 ) -> Result<Response, StatusError> {
+    let (resource, namespace) = (collection.resource, collection.namespace);
     let listed = shared
         .list(resource, namespace, opts, codec::Output::Json)
         .await?
