@@ -10,9 +10,12 @@
 //! * **watch** with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`,
 //!   `sendInitialEvents` (streaming lists ending in the `k8s.io/initial-events-end` bookmark),
 //!   selector transitions;
-//! * **writes** over HTTP (POST, PUT, merge PATCH, DELETE) and from Rust
-//!   ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
+//! * **writes** over HTTP (POST, PUT, JSON, merge and strategic merge PATCH, DELETE) and from
+//!   Rust ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
 //!   [`delete`](ApiServer::delete)...);
+//! * **server-side apply** (`application/apply-patch+yaml`) with kube-apiserver's field
+//!   ownership: `metadata.managedFields` on every object written over HTTP, conflicts, `force`;
+//!   and the **`/status` subresource** of the types that have one;
 //! * one revision counter for every type (like etcd's), a bounded history, compaction, and
 //!   `Status` errors with the codes, reasons and messages kube-apiserver sends;
 //! * the types of [`Config::with_core_types`]: Pod, ConfigMap, Namespace, Node, and

@@ -501,3 +501,165 @@ pub(crate) struct Change<'a> {
     pub(crate) shape: Shape,
     pub(crate) now: &'a str,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::ResourceInfo;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn entry(manager: &str, operation: &str, time: &str, fields: Value) -> Value {
+        json!({"manager": manager, "operation": operation, "apiVersion": "v1", "time": time,
+            "fieldsType": "FieldsV1", "fieldsV1": fields})
+    }
+
+    fn names(managed: &ManagedFields) -> Vec<String> {
+        managed
+            .encode()
+            .unwrap_or_default()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e["manager"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn entries_read_sort_and_write_as_kube_apiserver_keeps_them() {
+        let list = json!([
+            entry(
+                "b",
+                "Update",
+                "2026-01-01T00:00:02Z",
+                json!({"f:data": {"f:b": {}}})
+            ),
+            entry(
+                "z",
+                "Update",
+                "2026-01-01T00:00:01Z",
+                json!({"f:data": {"f:z": {}}})
+            ),
+            entry(
+                "a",
+                "Update",
+                "2026-01-01T00:00:02Z",
+                json!({"f:data": {"f:a": {}}})
+            ),
+            entry(
+                "y",
+                "Apply",
+                "2026-01-01T00:00:09Z",
+                json!({"f:data": {"f:y": {}}})
+            ),
+        ]);
+        let managed = ManagedFields::decode(&list).unwrap();
+        // Apply first, then by time, then by manager.
+        assert_eq!(names(&managed), ["y", "z", "a", "b"]);
+        let body = json!({"metadata": {"managedFields": list}});
+        assert_eq!(ManagedFields::for_write(None, &body, false), managed);
+        // Reset markers, entries that do not read, and a subresource write.
+        let stored = json!({"metadata": {"managedFields": [entry("s", "Update", "2026-01-01T00:00:00Z", json!({"f:a": {}}))]}});
+        let reset = json!({"metadata": {"managedFields": [{}]}});
+        assert_eq!(
+            ManagedFields::for_write(Some(&stored), &reset, false),
+            ManagedFields::default()
+        );
+        let bad =
+            json!({"metadata": {"managedFields": [{"operation": "Bogus", "apiVersion": "v1"}]}});
+        assert_eq!(
+            names(&ManagedFields::for_write(Some(&stored), &bad, false)),
+            ["s"]
+        );
+        assert_eq!(
+            names(&ManagedFields::for_write(Some(&stored), &body, true)),
+            ["s"]
+        );
+        for (entry, error) in [
+            (
+                json!({"operation": "Update"}),
+                "apiVersion must not be empty",
+            ),
+            (
+                json!({"operation": "Update", "apiVersion": "v1"}),
+                "missing fieldsType in managed fields entry 0",
+            ),
+            (
+                json!({"operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV2"}),
+                "invalid fieldsType \"FieldsV2\" in managed fields entry 0",
+            ),
+        ] {
+            assert_eq!(ManagedFields::decode(&json!([entry])).unwrap_err(), error);
+        }
+    }
+
+    #[test]
+    fn past_ten_updaters_the_oldest_merge_into_ancient_changes() {
+        let list: Vec<Value> = (0..12)
+            .map(|i| {
+                entry(
+                    &format!("m{i:02}"),
+                    "Update",
+                    &format!("2026-01-01T00:00:{i:02}Z"),
+                    json!({"f:data": {format!("f:k{i}"): {}}}),
+                )
+            })
+            .collect();
+        let mut managed = ManagedFields::decode(&Value::Array(list)).unwrap();
+        managed.cap_updaters();
+        let encoded = managed.encode().unwrap();
+        let entries = encoded.as_array().unwrap();
+        assert_eq!(entries.len(), 10);
+        let ancient = entries
+            .iter()
+            .find(|e| e["manager"] == ANCIENT_CHANGES)
+            .unwrap();
+        assert_eq!(ancient["time"], "2026-01-01T00:00:02Z");
+        assert_eq!(
+            ancient["fieldsV1"],
+            json!({"f:data": {"f:k0": {}, "f:k1": {}, "f:k2": {}}})
+        );
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["manager"] != "m00" && e["manager"] != "m02")
+        );
+    }
+
+    #[test]
+    fn an_update_takes_the_fields_it_changes_from_every_other_manager() {
+        let info = ResourceInfo::of::<ConfigMap>();
+        let mut managed = ManagedFields::default();
+        let none = FieldSet::default();
+        let write =
+            |managed: &mut ManagedFields, live: &Value, new: &Value, who: &str, now: &str| {
+                let change = Change {
+                    live,
+                    new,
+                    ignored: &none,
+                    shape: Shape::of(&info),
+                    now,
+                };
+                managed.record_update(change, Manager::of(&info, who, Operation::Update, false));
+            };
+        let empty = json!({"metadata": {}});
+        let first = json!({"metadata": {"name": "x"}, "data": {"a": "1", "b": "1"}});
+        write(&mut managed, &empty, &first, "one", "2026-01-01T00:00:00Z");
+        let second = json!({"metadata": {"name": "x"}, "data": {"a": "2"}});
+        write(&mut managed, &first, &second, "two", "2026-01-01T00:00:05Z");
+        let encoded = managed.encode().unwrap();
+        assert_eq!(encoded[0]["manager"], "one");
+        // "one" keeps the map it added; "two" owns what it changed; `b` is gone for both.
+        assert_eq!(encoded[0]["fieldsV1"], json!({"f:data": {}}));
+        assert_eq!(encoded[1]["manager"], "two");
+        assert_eq!(encoded[1]["fieldsV1"], json!({"f:data": {"f:a": {}}}));
+        // A write that changes nothing moves no time and adds no entry.
+        write(
+            &mut managed,
+            &second,
+            &second,
+            "three",
+            "2026-01-01T00:00:09Z",
+        );
+        assert_eq!(managed.encode().unwrap(), encoded);
+    }
+}

@@ -525,3 +525,114 @@ pub(crate) fn prune(merged: &mut Value, last: &FieldSet, owned: &FieldSet, shape
         .recursive_difference(&system);
     remove_fields(merged, &remove, shape);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use serde_json::json;
+
+    fn pods() -> Shape {
+        Shape::of(&ResourceInfo::of::<Pod>())
+    }
+
+    #[test]
+    fn an_applied_configuration_owns_its_leaves_elements_and_atomic_lists() {
+        let config = json!({
+            "metadata": {"name": "p", "labels": {}, "finalizers": ["a"]},
+            "spec": {"containers": [{"name": "c", "args": ["x"], "ports": [{"containerPort": 80}]}],
+                     "tolerations": [], "volumes": []}
+        });
+        let set = field_set(&config, pods()).unwrap();
+        assert_eq!(
+            set.to_fields_v1(),
+            json!({
+                "f:metadata": {"f:name": {}, "f:labels": {}, "f:finalizers": {"v:\"a\"": {}}},
+                "f:spec": {
+                    "f:containers": {"k:{\"name\":\"c\"}": {
+                        ".": {}, "f:name": {}, "f:args": {},
+                        "f:ports": {"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}}}},
+                    "f:tolerations": {}
+                }
+            })
+        );
+        let twice = json!({"spec": {"containers": [{"name": "c"}, {"name": "c"}]}});
+        assert_eq!(
+            field_set(&twice, pods()).unwrap_err(),
+            ".spec.containers: duplicate entries for key [name=\"c\"]"
+        );
+    }
+
+    #[test]
+    fn comparisons_name_new_objects_and_elements_as_paths_of_their_own() {
+        let old = json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "a", "image": "1"}]}});
+        let new = json!({"metadata": {"name": "x", "labels": {"k": "v"}},
+            "spec": {"containers": [{"name": "a", "image": "2"}, {"name": "b"}]}});
+        let c = compare(&old, &new, pods());
+        assert_eq!(
+            c.added.to_fields_v1(),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:k": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"b\"}": {".": {}, "f:name": {}}}}})
+        );
+        assert_eq!(
+            c.modified.to_fields_v1(),
+            json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {"f:image": {}}}}})
+        );
+        let back = compare(&new, &old, pods());
+        assert_eq!(back.removed, c.added);
+    }
+
+    #[test]
+    fn merges_keep_the_live_order_and_place_new_elements_as_the_configuration_does() {
+        let item = |name: &str| json!({"name": name});
+        let live = json!({"spec": {"containers": [item("a"), item("b"), item("c")]}, "keep": 1});
+        let config =
+            json!({"spec": {"containers": [item("c"), item("x"), item("a")]}, "drop": null});
+        let merged = merge(&live, &config, pods());
+        let names: Vec<&str> = merged["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["b", "c", "x", "a"]);
+        assert_eq!(merged["keep"], 1);
+        assert_eq!(merged.get("drop"), None);
+        // A configuration map of a config map replaces values key by key; lists of a custom
+        // resource are replaced whole.
+        let cms = Shape::of(&ResourceInfo::of::<ConfigMap>());
+        let merged = merge(
+            &json!({"data": {"a": "1"}}),
+            &json!({"data": {"b": "2"}}),
+            cms,
+        );
+        assert_eq!(merged, json!({"data": {"a": "1", "b": "2"}}));
+        let crs = Shape::of(&ResourceInfo::custom("e.com", "v1", "W", "ws", true));
+        let merged = merge(
+            &json!({"l": [{"name": "a"}]}),
+            &json!({"l": [{"name": "b"}]}),
+            crs,
+        );
+        assert_eq!(merged, json!({"l": [{"name": "b"}]}));
+    }
+
+    #[test]
+    fn pruning_removes_what_nobody_owns_any_more() {
+        let mut object = json!({"metadata": {"name": "x", "labels": {"a": "1", "b": "2"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d"}]}});
+        let last = field_set(
+            &json!({"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "d"}]}}),
+            pods(),
+        )
+        .unwrap();
+        let owned = json!({"metadata": {"name": "x", "labels": {"b": "2"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let owned = field_set(&owned, pods()).unwrap();
+        prune(&mut object, &last, &owned, pods());
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "x", "labels": {"b": "2"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        );
+    }
+}
