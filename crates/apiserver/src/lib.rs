@@ -98,7 +98,8 @@
 // 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
 // 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
 //    served by its verb);
-// 3. the operations on the shared state: `apply` (server-side apply) and `deletion` over
+// 3. the operations on the shared state: `garbage` (the optional garbage collector) over
+//    `apply` (server-side apply) and `deletion` over
 //    `objects` (creates, replaces, patches, reads), `list`, `watch` (opening one) over
 //    `watch_stream` (a running one, writing the lines of `watch_events`), `isolation` (the
 //    gate of an isolated client);
@@ -123,6 +124,7 @@ mod router;
 // Operations on the shared state.
 mod apply;
 mod deletion;
+mod garbage;
 mod isolation;
 mod list;
 mod objects;

@@ -319,14 +319,21 @@ impl Shared {
         old: Arc<StoredObject>,
     ) -> Arc<StoredObject> {
         let value = old.value.clone();
-        self.commit(
+        let removed = self.commit(
             storage,
             resource,
             key,
             ChangeType::Deleted,
             value,
             Some(old),
-        )
+        );
+        if let Some(queue) = &self.removed
+            && let Some(uid) = meta_str(&removed.value, "uid")
+        {
+            // The collector is gone only when the server is.
+            let _ = queue.send(uid.to_owned());
+        }
+        removed
     }
 
     /// The create branch of a `PUT` to a missing object (`Store.Update` with
