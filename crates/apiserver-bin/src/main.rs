@@ -42,25 +42,34 @@ struct Args {
     #[arg(long)]
     block_slow_watchers: bool,
     /// Serve a custom resource as its CRD would: `group/version/Kind/plural`, with `/cluster`
-    /// appended for a cluster-scoped one (e.g. `example.informers.dev/v1/App/apps`).
-    /// Repeatable.
+    /// appended for a cluster-scoped one and `/status` for one with a status subresource
+    /// (e.g. `example.informers.dev/v1/App/apps/status`). Repeatable.
     #[arg(long = "custom-resource", value_parser = custom_resource)]
     custom_resources: Vec<ResourceInfo>,
 }
 
-/// A `--custom-resource` value: `group/version/Kind/plural[/cluster]`.
+/// A `--custom-resource` value: `group/version/Kind/plural[/cluster][/status]`.
 fn custom_resource(value: &str) -> Result<ResourceInfo, String> {
-    match value.split('/').collect::<Vec<_>>()[..] {
+    let parts: Vec<&str> = value.split('/').collect();
+    let (head, flags) = parts.split_at(parts.len().min(4));
+    let (cluster, status) = match flags {
+        [] => (false, false),
+        ["cluster"] => (true, false),
+        ["status"] => (false, true),
+        ["cluster", "status"] => (true, true),
+        _ => return Err(bad_custom_resource(value)),
+    };
+    match head {
         [group, version, kind, plural] if !group.is_empty() => {
-            Ok(ResourceInfo::custom(group, version, kind, plural, true))
+            Ok(ResourceInfo::custom(group, version, kind, plural, !cluster)
+                .with_status_subresource(status))
         }
-        [group, version, kind, plural, "cluster"] if !group.is_empty() => {
-            Ok(ResourceInfo::custom(group, version, kind, plural, false))
-        }
-        _ => Err(format!(
-            "{value:?} is not group/version/Kind/plural[/cluster]"
-        )),
+        _ => Err(bad_custom_resource(value)),
     }
+}
+
+fn bad_custom_resource(value: &str) -> String {
+    format!("{value:?} is not group/version/Kind/plural[/cluster][/status]")
 }
 
 fn seed_pod(i: usize) -> Pod {

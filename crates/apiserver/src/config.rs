@@ -99,6 +99,13 @@ pub struct Config {
     pub require_namespace: bool,
     /// `gitVersion` reported by `/version`.
     pub git_version: String,
+    /// Collect the dependents of removed objects in the background, as kube-controller-manager's
+    /// garbage collector does: once an object is gone, every object whose
+    /// `metadata.ownerReferences` names its `uid` and no other owner that still exists is
+    /// deleted (as an HTTP `DELETE` deletes: pods gracefully, finalizers respected), and so on
+    /// down; one that has another owner left only loses the reference. Off by default: then
+    /// deletes never cascade.
+    pub garbage_collection: bool,
 }
 
 impl Default for Config {
@@ -122,6 +129,7 @@ impl Default for Config {
             expired_watch: ExpiredWatch::ErrorEvent,
             require_namespace: false,
             git_version: "v1.36.0".to_owned(),
+            garbage_collection: false,
         }
     }
 }

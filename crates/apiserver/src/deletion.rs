@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::objects::{Target, has_finalizers, meta, meta_mut, meta_str};
+use crate::object_meta::{has_finalizers, meta, meta_mut, meta_str};
+use crate::objects::Target;
 use crate::resource::ResourceInfo;
 use crate::state::Shared;
-use crate::status::StatusError;
+use crate::status::{DeletePrecondition, StatusError};
 use crate::storage::{ChangeType, StoredObject};
 
 impl Shared {
@@ -202,35 +203,35 @@ impl Deleted {
     }
 }
 
-/// A delete's preconditions: `uid` and `resourceVersion`, each 409 when it is not the stored
-/// object's.
+/// A delete's preconditions (`rest.BeforeDelete`): `uid`, then `resourceVersion`, each a 409
+/// when it is not the stored object's.
 fn check_delete_preconditions(
     info: &ResourceInfo,
     name: &str,
     old: &Value,
     options: &DeleteOptions,
 ) -> Result<(), StatusError> {
-    if let Some(uid) = options.uid.as_deref()
-        && Some(uid) != meta_str(old, "uid")
-    {
-        return Err(StatusError::uid_precondition_failed(
-            info,
-            name,
-            uid,
-            meta_str(old, "uid").unwrap_or(""),
-        ));
-    }
-    if let Some(rv) = options.resource_version.as_deref()
-        && Some(rv) != meta_str(old, "resourceVersion")
-    {
-        return Err(StatusError::conflict(
-            info,
-            name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta_str(old, "resourceVersion").unwrap_or("")
-            ),
-        ));
+    let checks = [
+        (DeletePrecondition::Uid, options.uid.as_deref(), "uid"),
+        (
+            DeletePrecondition::ResourceVersion,
+            options.resource_version.as_deref(),
+            "resourceVersion",
+        ),
+    ];
+    for (precondition, requested, field) in checks {
+        let stored = meta_str(old, field).unwrap_or("");
+        if let Some(requested) = requested
+            && requested != stored
+        {
+            return Err(StatusError::delete_precondition_failed(
+                info,
+                name,
+                precondition,
+                requested,
+                stored,
+            ));
+        }
     }
     Ok(())
 }

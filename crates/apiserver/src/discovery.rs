@@ -107,14 +107,24 @@ pub(crate) fn resource_list(storage: &Storage, group: &str, version: &str) -> Op
         .filter(|s| s.served)
         .map(|s| &s.info)
         .filter(|i| i.group == group && i.version == version)
-        .map(|i| {
-            json!({
+        .flat_map(|i| {
+            let main = json!({
                 "name": i.plural,
                 "singularName": i.kind.to_lowercase(),
                 "namespaced": i.namespaced,
                 "kind": i.kind,
                 "verbs": VERBS,
-            })
+            });
+            let status = i.status_subresource.then(|| {
+                json!({
+                    "name": format!("{}/status", i.plural),
+                    "singularName": "",
+                    "namespaced": i.namespaced,
+                    "kind": i.kind,
+                    "verbs": ["get", "patch", "update"],
+                })
+            });
+            std::iter::once(main).chain(status)
         })
         .collect();
     if resources.is_empty() && !(group.is_empty() && version == "v1") {

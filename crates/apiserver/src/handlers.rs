@@ -8,11 +8,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::apply::{Apply, WriteOptions, decode_config};
 use crate::codec::{self, json_response, parse_body};
 use crate::deletion::{DeleteOptions, Deleted};
 use crate::faults::Verb;
-use crate::objects::Target;
-use crate::patch::Patch;
+use crate::objects::{Target, Write};
+use crate::patch::{APPLY_PATCH, Patch};
 use crate::query::ListOptions;
 use crate::resource::ResourceInfo;
 use crate::state::Shared;
@@ -26,6 +27,8 @@ pub(crate) struct ResourceRoute {
     pub(crate) name: Option<String>,
     /// Whether the path was a `/watch/` one (the deprecated watch paths).
     pub(crate) watch_path: bool,
+    /// Whether the path is the object's `/status` subresource.
+    pub(crate) status: bool,
 }
 
 /// A resource request, read and routed, ready to be served.
@@ -38,6 +41,9 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) body: Bytes,
     /// Who sent it (see [`crate::isolation::client_of`]).
     pub(crate) client: Option<String>,
+    /// The `User-Agent` header, whose first token names the field manager of a write that
+    /// names none.
+    pub(crate) user_agent: Option<String>,
     /// The negotiated response encoding.
     pub(crate) output: codec::Output,
 }
@@ -55,6 +61,7 @@ pub(crate) async fn serve(
         content_type,
         body,
         client,
+        user_agent,
         output,
     } = request;
     // Routed just before the resource was unregistered: answered as if routed after.
@@ -70,6 +77,9 @@ pub(crate) async fn serve(
         namespace: route.namespace.as_deref(),
     };
     let name = route.name.as_deref().unwrap_or_default();
+    // Who writes, for creates and replaces (patches read their own options).
+    let manager = WriteOptions::parse(query).manager(user_agent.as_deref());
+    let write = Write::by(manager, route.status);
     match verb {
         Verb::List => {
             opts.validate()?;
@@ -84,40 +94,85 @@ pub(crate) async fn serve(
             if route.namespace.is_none() && reply.info().namespaced {
                 return Err(StatusError::unknown_path());
             }
-            let stored = shared.create(target, reply.read_object(media, &body)?)?;
+            let stored = shared.create_as(target, reply.read_object(media, &body)?, &write)?;
             Ok(reply.object(&stored, StatusCode::CREATED))
         }
         Verb::Update => {
-            let replaced = shared.update(target, name, reply.read_object(media, &body)?)?;
-            let code = if replaced.created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(reply.object(&replaced.object, code))
+            let replaced =
+                shared.update_as(target, name, reply.read_object(media, &body)?, &write)?;
+            Ok(reply.object(&replaced.object, created_or_ok(replaced.created)))
         }
         Verb::Patch => {
-            let patch = Patch::decode(&reply.info(), media, &body)?;
-            let stored = shared.patch(target, name, &patch)?;
-            Ok(reply.object(&stored, StatusCode::OK))
+            let request = PatchRequest {
+                target,
+                name,
+                media,
+                body: &body,
+                query,
+                user_agent: user_agent.as_deref(),
+                status: route.status,
+            };
+            patch(shared, &reply, request)
         }
         Verb::Delete if route.name.is_none() => {
             opts.validate()?;
             let options = delete_options(query, &body)?;
-            delete_collection(
-                shared,
-                route.resource,
-                route.namespace.as_deref(),
-                &opts,
-                &options,
-            )
-            .await
+            delete_collection(shared, target, &opts, &options).await
         }
         Verb::Delete => {
             let options = delete_options(query, &body)?;
             Ok(reply.deleted(shared.delete(target, name, &options)?))
         }
         Verb::Any => Err(StatusError::unknown_path()),
+    }
+}
+
+/// A `PATCH`: its type accepted (`415` otherwise), its options checked, then a server-side
+/// apply or a patch of the stored object.
+struct PatchRequest<'a> {
+    target: Target<'a>,
+    name: &'a str,
+    media: &'a str,
+    body: &'a [u8],
+    query: &'a str,
+    user_agent: Option<&'a str>,
+    /// To the `/status` subresource.
+    status: bool,
+}
+
+fn patch(
+    shared: &Shared,
+    reply: &Reply<'_>,
+    request: PatchRequest<'_>,
+) -> Result<Response, StatusError> {
+    let info = reply.info();
+    crate::patch::check_media_type(&info, request.media)?;
+    let options = WriteOptions::parse(request.query);
+    let apply = request.media == APPLY_PATCH;
+    options.check_patch(apply)?;
+    if apply {
+        let config = decode_config(request.body)?;
+        let apply = Apply {
+            config: &config,
+            manager: options.field_manager.as_deref().unwrap_or_default(),
+            force: options.force == Some(true),
+            status: request.status,
+        };
+        let (stored, created) = shared.apply(request.target, request.name, apply)?;
+        return Ok(reply.object(&stored, created_or_ok(created)));
+    }
+    let patch = Patch::decode(&info, request.media, request.body)?;
+    let write = Write::by(options.manager(request.user_agent), request.status);
+    let stored = shared.patch_as(request.target, request.name, &patch, &write)?;
+    Ok(reply.object(&stored, StatusCode::OK))
+}
+
+/// `201 Created` for a write that created its object, else `200 OK`.
+fn created_or_ok(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
     }
 }
 
@@ -260,11 +315,11 @@ fn delete_options(query: &str, body: &[u8]) -> Result<DeleteOptions, StatusError
 /// finalizers respected; one already gone is skipped), and answers with that list.
 async fn delete_collection(
     shared: &Arc<Shared>,
-    resource: usize,
-    namespace: Option<&str>,
+    collection: Target<'_>,
     opts: &ListOptions,
     options: &DeleteOptions,
 ) -> Result<Response, StatusError> {
+    let (resource, namespace) = (collection.resource, collection.namespace);
     let listed = shared
         .list(resource, namespace, opts, codec::Output::Json)
         .await?

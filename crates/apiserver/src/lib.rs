@@ -10,9 +10,12 @@
 //! * **watch** with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`,
 //!   `sendInitialEvents` (streaming lists ending in the `k8s.io/initial-events-end` bookmark),
 //!   selector transitions;
-//! * **writes** over HTTP (POST, PUT, merge PATCH, DELETE) and from Rust
-//!   ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
+//! * **writes** over HTTP (POST, PUT, JSON, merge and strategic merge PATCH, DELETE) and from
+//!   Rust ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
 //!   [`delete`](ApiServer::delete)...);
+//! * **server-side apply** (`application/apply-patch+yaml`) with kube-apiserver's field
+//!   ownership: `metadata.managedFields` on every object written over HTTP, conflicts, `force`;
+//!   and the **`/status` subresource** of the types that have one;
 //! * one revision counter for every type (like etcd's), a bounded history, compaction, and
 //!   `Status` errors with the codes, reasons and messages kube-apiserver sends;
 //! * the types of [`Config::with_core_types`]: Pod, ConfigMap, Namespace, Node, and
@@ -95,13 +98,17 @@
 // 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
 // 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
 //    served by its verb);
-// 3. the operations on the shared state: `deletion` over `objects` (creates, replaces,
-//    patches, reads), `list`, `watch` (opening one) over `watch_stream` (a running one,
-//    writing the lines of `watch_events`), `isolation` (the gate of an isolated client);
+// 3. the operations on the shared state: `garbage` (the optional garbage collector) over
+//    `apply` (server-side apply) and `deletion` over
+//    `objects` (creates, replaces, patches, reads), `list`, `watch` (opening one) over
+//    `watch_stream` (a running one, writing the lines of `watch_events`), `isolation` (the
+//    gate of an isolated client);
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
 //    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
-//    `defaults`), `discovery`, `storage`, `status`, `faults` (the fault descriptions and the
+//    `defaults`, `object_meta`), field ownership (`field_manager` over `managed` over
+//    `structured` over `fieldpath`), `discovery`, `storage`, `status` (with `field_error`),
+//    `faults` (the fault descriptions and the
 //    injected state), `config`, `resource`, `kubeconfig`.
 
 // Handles.
@@ -115,7 +122,9 @@ mod handlers;
 mod router;
 
 // Operations on the shared state.
+mod apply;
 mod deletion;
+mod garbage;
 mod isolation;
 mod list;
 mod objects;
@@ -133,7 +142,12 @@ mod defaults;
 mod discovery;
 mod duration;
 mod faults;
+mod field_error;
+mod field_manager;
+mod fieldpath;
 mod kubeconfig;
+mod managed;
+mod object_meta;
 mod patch;
 #[cfg(feature = "protobuf")]
 mod protobuf;
@@ -143,6 +157,7 @@ mod selector;
 mod status;
 mod storage;
 mod strategy;
+mod structured;
 
 pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
 pub use fault_control::Faults;
@@ -151,7 +166,7 @@ pub use resource::{ResourceInfo, Scope};
 pub use selector::{FieldSelector, LabelSelector};
 pub use server::{ApiServer, Error};
 pub use state::RecordedRequest;
-pub use status::{FieldError, FieldErrorKind, StatusError};
+pub use status::{DeletePrecondition, FieldError, FieldErrorKind, StatusError};
 
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = watch_events::INITIAL_EVENTS_END;

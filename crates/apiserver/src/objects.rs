@@ -1,12 +1,15 @@
 //! Writes and reads of single objects, shared by the HTTP handlers and the Rust handle:
-//! create, replace (with resourceVersion preconditions), JSON merge patch, get; deletes are in
-//! `deletion`, over the commits and metadata helpers here.
+//! create, replace (with resourceVersion preconditions), patches, get; server-side apply is
+//! in `apply` and deletes in `deletion`, over the commits here.
 
 use std::sync::Arc;
 
-use rand::Rng;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::object_meta::{
+    DNS1123_SUBDOMAIN_ERROR, deletes_during_update, is_dns1123_subdomain, keep_system_metadata,
+    meta_mut, meta_str, new_uid, now_rfc3339, random_suffix,
+};
 use crate::patch::Patch;
 use crate::resource::ResourceInfo;
 use crate::state::Shared;
@@ -14,82 +17,47 @@ use crate::status::{FieldError, StatusError};
 use crate::storage::{ChangeType, Storage, StoredObject};
 use crate::strategy;
 
+/// How many times a patch or an apply is tried again after losing a race with another writer
+/// (kube-apiserver's `GuaranteedUpdate` loop, bounded here).
+pub(crate) const WRITE_ATTEMPTS: usize = 16;
+
+/// How a write keeps `metadata.managedFields`, and which part of the object it may change.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Write {
+    pub(crate) fields: Fields,
+    /// A write of the `/status` subresource: only `status` (and what the type's status
+    /// strategy lets through) changes.
+    pub(crate) status: bool,
+}
+
+/// Who owns the fields a write sets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Fields {
+    /// The Rust handle's writes: the object keeps the managed fields it carries (else the
+    /// stored ones), and no entry is recorded, as for a write straight into storage.
+    #[default]
+    Carried,
+    /// An HTTP write by this field manager: an `Update` entry records the fields it changed.
+    Update(String),
+    /// A server-side apply: the object carries the entries the apply computed.
+    Applied,
+}
+
+impl Write {
+    /// An HTTP write of `manager`, to the main resource or to `/status`.
+    pub(crate) fn by(manager: String, status: bool) -> Write {
+        Write {
+            fields: Fields::Update(manager),
+            status,
+        }
+    }
+}
+
 /// Where an object lives: its resource and namespace.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target<'a> {
     pub(crate) resource: usize,
     pub(crate) namespace: Option<&'a str>,
-}
-
-fn now_rfc3339() -> String {
-    let now = jiff::Timestamp::now();
-    // Whole seconds, `Z` suffix: how metav1.Time serialises.
-    jiff::Timestamp::from_second(now.as_second())
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| now.to_string())
-}
-
-fn new_uid() -> String {
-    let mut bytes: [u8; 16] = rand::rng().random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
-    (e.g. 'example.com', regex used for validation is \
-    '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-fn is_dns1123_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
-pub(crate) fn meta(value: &Value) -> Option<&Map<String, Value>> {
-    value.get("metadata").and_then(Value::as_object)
-}
-
-pub(crate) fn meta_str<'v>(value: &'v Value, field: &str) -> Option<&'v str> {
-    meta(value)
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-}
-
-pub(crate) fn meta_mut(value: &mut Value) -> &mut Map<String, Value> {
-    let obj = value.as_object_mut().expect("checked to be an object");
-    let meta = obj
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    meta.as_object_mut().expect("just made an object")
 }
 
 /// The answer to a replace: the stored object, and whether the `PUT` created it (types that
@@ -100,10 +68,10 @@ pub(crate) struct Replaced {
     pub(crate) created: bool,
 }
 
-/// Who replaces an object: a client's `PUT`, or the server applying a patch to the stored
-/// object (which never creates, and needs no resourceVersion).
+/// Who replaces an object: a client's `PUT`, or the server applying a patch (or an apply) to
+/// the stored object (which never creates, and needs no resourceVersion).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Replace {
+pub(crate) enum Replace {
     Put,
     Patch,
 }
@@ -171,10 +139,22 @@ impl Shared {
         Ok(Some(ns))
     }
 
+    /// Creates an object from the Rust handle (no managed fields recorded).
     pub(crate) fn create(
         &self,
         target: Target<'_>,
         body: Value,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        self.create_as(target, body, &Write::default())
+    }
+
+    /// Creates an object: the name (or `generateName`) checked, the type's defaults and the
+    /// server's metadata set, and the managed fields as `write` keeps them.
+    pub(crate) fn create_as(
+        &self,
+        target: Target<'_>,
+        body: Value,
+        write: &Write,
     ) -> Result<Arc<StoredObject>, StatusError> {
         let mut body = self.normalize_body(target.resource, body)?;
         if meta_str(&body, "resourceVersion").is_some() {
@@ -187,35 +167,7 @@ impl Shared {
         let mut storage = self.storage.write();
         storage.check_served(target.resource)?;
         let info = storage.resource(target.resource).info.clone();
-        let name = match (meta_str(&body, "name"), meta_str(&body, "generateName")) {
-            (Some(n), _) => n.to_owned(),
-            (None, Some(prefix)) => format!("{prefix}{}", random_suffix()),
-            (None, None) => {
-                return Err(StatusError::invalid_object(
-                    &info,
-                    "",
-                    vec![FieldError::required(
-                        "metadata.name",
-                        "name or generateName is required",
-                    )],
-                ));
-            }
-        };
-        if !is_dns1123_subdomain(&name) {
-            return Err(StatusError::invalid_object(
-                &info,
-                &name,
-                vec![FieldError::invalid(
-                    "metadata.name",
-                    &name,
-                    DNS1123_SUBDOMAIN_ERROR,
-                )],
-            ));
-        }
-        let invalid = strategy::validate(&info, &body);
-        if !invalid.is_empty() {
-            return Err(StatusError::invalid_object(&info, &name, invalid));
-        }
+        let name = new_object_name(&info, &body)?;
         if self.config.require_namespace
             && let Some(ns) = namespace.as_deref()
             && let Some(ns_resource) = storage.lookup("", "v1", "namespaces")
@@ -228,20 +180,8 @@ impl Shared {
         if storage.get(target.resource, &key).is_some() {
             return Err(StatusError::already_exists(&info, &name));
         }
-        if info.group.is_empty() && info.plural == "pods" {
-            crate::defaults::prepare_pod_for_create(&mut body);
-        }
-        let with_generation = strategy::tracks_generation(&info, &body);
-        let meta = meta_mut(&mut body);
-        meta.insert("name".into(), Value::String(name));
-        meta.insert("uid".into(), Value::String(new_uid()));
-        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
-        meta.remove("deletionTimestamp");
-        if with_generation {
-            meta.insert("generation".into(), Value::from(1));
-        } else {
-            meta.remove("generation");
-        }
+        prepare_new_object(&info, name, &mut body, write);
+        track_write(&info, write, None, &mut body);
         Ok(self.commit(
             &mut storage,
             target.resource,
@@ -277,16 +217,29 @@ impl Shared {
         name: &str,
         body: Value,
     ) -> Result<Replaced, StatusError> {
-        self.replace(target, name, body, Replace::Put)
+        self.update_as(target, name, body, &Write::default())
     }
 
-    /// Replaces an object: the `PUT` of a client, or the write of a patch's result.
-    fn replace(
+    /// [`Shared::update`] with the managed fields and the part of the object `write` says.
+    pub(crate) fn update_as(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        body: Value,
+        write: &Write,
+    ) -> Result<Replaced, StatusError> {
+        self.replace(target, name, body, Replace::Put, write)
+    }
+
+    /// Replaces an object: the `PUT` of a client, or the write of a patch's (or an apply's)
+    /// result.
+    pub(crate) fn replace(
         &self,
         target: Target<'_>,
         name: &str,
         body: Value,
         by: Replace,
+        write: &Write,
     ) -> Result<Replaced, StatusError> {
         let mut body = self.normalize_body(target.resource, body)?;
         let namespace = self.check_namespace(target, &mut body)?;
@@ -304,18 +257,14 @@ impl Shared {
         let key = info.key(namespace.as_deref(), name);
         let policy = strategy::update_policy(&info);
         let Some(old) = storage.get(target.resource, &key).cloned() else {
-            if by == Replace::Put && policy.create_on_update {
+            if by == Replace::Put && policy.create_on_update && !write.status {
                 drop(storage);
-                return self.create_on_update(target, namespace.as_deref(), name, body);
+                return self.create_on_update(target, namespace.as_deref(), name, body, write);
             }
             return Err(StatusError::not_found(&info, name));
         };
         check_update_preconditions(&info, name, &body, &old.value, by, policy.unconditional)?;
-        keep_system_metadata(&info, name, &mut body, &old.value);
-        let invalid = strategy::validate(&info, &body);
-        if !invalid.is_empty() {
-            return Err(StatusError::invalid_object(&info, name, invalid));
-        }
+        prepare_update(&info, name, &mut body, &old.value, write)?;
         let updated = |object| Replaced {
             object,
             created: false,
@@ -370,14 +319,21 @@ impl Shared {
         old: Arc<StoredObject>,
     ) -> Arc<StoredObject> {
         let value = old.value.clone();
-        self.commit(
+        let removed = self.commit(
             storage,
             resource,
             key,
             ChangeType::Deleted,
             value,
             Some(old),
-        )
+        );
+        if let Some(queue) = &self.removed
+            && let Some(uid) = meta_str(&removed.value, "uid")
+        {
+            // The collector is gone only when the server is.
+            let _ = queue.send(uid.to_owned());
+        }
+        removed
     }
 
     /// The create branch of a `PUT` to a missing object (`Store.Update` with
@@ -389,6 +345,7 @@ impl Shared {
         namespace: Option<&str>,
         name: &str,
         mut body: Value,
+        write: &Write,
     ) -> Result<Replaced, StatusError> {
         let retry = body.clone();
         let meta = meta_mut(&mut body);
@@ -398,24 +355,39 @@ impl Shared {
             resource: target.resource,
             namespace: namespace.or(target.namespace),
         };
-        match self.create(target, body) {
+        match self.create_as(target, body, write) {
             Ok(object) => Ok(Replaced {
                 object,
                 created: true,
             }),
             Err(e) if e.reason() == "AlreadyExists" => {
-                self.replace(target, name, retry, Replace::Put)
+                self.replace(target, name, retry, Replace::Put, write)
             }
             Err(e) => Err(e),
         }
     }
 
-    /// Applies a patch. A `metadata.resourceVersion` the patch sets is a precondition.
+    /// Applies a patch from the Rust handle. A `metadata.resourceVersion` the patch sets is a
+    /// precondition.
     pub(crate) fn patch(
         &self,
         target: Target<'_>,
         name: &str,
         patch: &Patch,
+    ) -> Result<Arc<StoredObject>, StatusError> {
+        self.patch_as(target, name, patch, &Write::default())
+    }
+
+    /// Applies a patch to the stored object, and writes the result as `write` says. A
+    /// `metadata.resourceVersion` the patch sets is a precondition; without one, a write that
+    /// lost a race with another is done again from the new state, as the server's
+    /// `GuaranteedUpdate` loop does.
+    pub(crate) fn patch_as(
+        &self,
+        target: Target<'_>,
+        name: &str,
+        patch: &Patch,
+        write: &Write,
     ) -> Result<Arc<StoredObject>, StatusError> {
         if let Patch::Merge(p) | Patch::Strategic(p) = patch
             && !p.is_object()
@@ -424,27 +396,132 @@ impl Shared {
                 "json: cannot unmarshal non-object into Go value of type map[string]interface {}",
             ));
         }
-        let old = self.get(target, name)?;
-        let mut patched = old.value.clone();
-        patch.apply(&mut patched)?;
-        if !patched.is_object() {
-            return Err(StatusError::bad_request(
-                "the patched object is not a JSON object",
-            ));
-        }
         let precondition = patch.sets_resource_version();
-        if !precondition {
-            // No precondition in the patch: the patch applies to the current object.
-            meta_mut(&mut patched).remove("resourceVersion");
-        }
-        match self.replace(target, name, patched, Replace::Patch) {
-            Ok(replaced) => Ok(replaced.object),
-            // Lost a race with another writer between get and update: retry once more from
-            // the new state, as the server's GuaranteedUpdate loop does.
-            Err(e) if e.reason() == "Conflict" && !precondition => self.patch(target, name, patch),
-            Err(e) => Err(e),
+        let mut attempt = 0;
+        loop {
+            let old = self.get(target, name)?;
+            let mut patched = old.value.clone();
+            patch.apply(&mut patched)?;
+            if !patched.is_object() {
+                return Err(StatusError::bad_request(
+                    "the patched object is not a JSON object",
+                ));
+            }
+            if !precondition {
+                // The patch applies to the object read: a write in between is a conflict,
+                // and the patch is applied again.
+                pin_version(&mut patched, &old.value);
+            }
+            match self.replace(target, name, patched, Replace::Patch, write) {
+                Ok(replaced) => return Ok(replaced.object),
+                Err(e) if e.reason() == "Conflict" && !precondition && attempt < WRITE_ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
+}
+
+/// Records the managed fields of a write as `write` says (an apply's are already set).
+fn track_write(info: &ResourceInfo, write: &Write, live: Option<&Value>, body: &mut Value) {
+    let manager = match &write.fields {
+        Fields::Applied => return,
+        Fields::Carried => None,
+        Fields::Update(manager) => Some(manager.as_str()),
+    };
+    crate::field_manager::track_write(info, manager, write.status, live, body);
+}
+
+/// Sets the `resourceVersion` of `value` to the one of `read`, the object it was made from.
+pub(crate) fn pin_version(value: &mut Value, read: &Value) {
+    if let Some(rv) = read.pointer("/metadata/resourceVersion").cloned() {
+        meta_mut(value).insert("resourceVersion".into(), rv);
+    }
+}
+
+/// The name of a new object: its `metadata.name`, else its `generateName` and a random suffix;
+/// `422` without either, or for a name that is not a DNS-1123 subdomain, or for an object the
+/// type's validation refuses.
+fn new_object_name(info: &ResourceInfo, body: &Value) -> Result<String, StatusError> {
+    let name = match (meta_str(body, "name"), meta_str(body, "generateName")) {
+        (Some(n), _) => n.to_owned(),
+        (None, Some(prefix)) => format!("{prefix}{}", random_suffix()),
+        (None, None) => {
+            return Err(StatusError::invalid_object(
+                info,
+                "",
+                vec![FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+    };
+    if !is_dns1123_subdomain(&name) {
+        return Err(StatusError::invalid_object(
+            info,
+            &name,
+            vec![FieldError::invalid(
+                "metadata.name",
+                &name,
+                DNS1123_SUBDOMAIN_ERROR,
+            )],
+        ));
+    }
+    let invalid = strategy::validate(info, body);
+    if !invalid.is_empty() {
+        return Err(StatusError::invalid_object(info, &name, invalid));
+    }
+    Ok(name)
+}
+
+/// The type's create-time preparation (`PrepareForCreate`, defaults; the status rules of the
+/// subresource for HTTP writes only) and the metadata the server sets on a new object.
+fn prepare_new_object(info: &ResourceInfo, name: String, body: &mut Value, write: &Write) {
+    if info.group.is_empty() && info.plural == "pods" {
+        crate::defaults::prepare_pod_for_create(body);
+    }
+    if write.fields != Fields::Carried {
+        strategy::prepare_status_on_create(info, body);
+    }
+    let with_generation = strategy::tracks_generation(info, body);
+    let meta = meta_mut(body);
+    meta.insert("name".into(), Value::String(name));
+    meta.insert("uid".into(), Value::String(new_uid()));
+    meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+    meta.remove("deletionTimestamp");
+    if with_generation {
+        meta.insert("generation".into(), Value::from(1));
+    } else {
+        meta.remove("generation");
+    }
+}
+
+/// What an update may change of the stored object `old`: the part `write` writes (only the
+/// status on `/status`; all but the status on the main resource of a type with the
+/// subresource), the server's metadata kept, validation, and the managed fields.
+fn prepare_update(
+    info: &ResourceInfo,
+    name: &str,
+    body: &mut Value,
+    old: &Value,
+    write: &Write,
+) -> Result<(), StatusError> {
+    if write.status {
+        strategy::prepare_status_write(info, body, old);
+    } else if write.fields != Fields::Carried {
+        // The Rust handle writes into storage: a test sets a pod's status with it, as the
+        // kubelet would through `/status`.
+        strategy::keep_status(info, body, old);
+    }
+    keep_system_metadata(info, name, body, old);
+    let invalid = strategy::validate(info, body);
+    if !invalid.is_empty() {
+        return Err(StatusError::invalid_object(info, name, invalid));
+    }
+    track_write(info, write, Some(old), body);
+    Ok(())
 }
 
 /// The preconditions of a replace. A PUT's `metadata.uid` is a precondition
@@ -487,86 +564,5 @@ fn check_update_preconditions(
             Err(StatusError::resource_version_required(info, name))
         }
         _ => Ok(()),
-    }
-}
-
-/// The metadata an update cannot set, taken from the stored object `old`: the name of the
-/// URL, the system fields and the deletion marks (only a delete sets those), the generation
-/// (bumped when the spec changed, for types that track it) and the resourceVersion.
-fn keep_system_metadata(info: &ResourceInfo, name: &str, body: &mut Value, old: &Value) {
-    let old_meta = meta(old).cloned().unwrap_or_default();
-    let spec_changed = body.get("spec") != old.get("spec");
-    let with_spec = strategy::tracks_generation(info, body);
-    let meta = meta_mut(body);
-    meta.insert("name".into(), Value::String(name.to_owned()));
-    for field in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ] {
-        match old_meta.get(field) {
-            Some(v) => meta.insert(field.into(), v.clone()),
-            None => meta.remove(field),
-        };
-    }
-    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
-    match (with_spec, old_generation) {
-        (true, Some(g)) => {
-            meta.insert(
-                "generation".into(),
-                Value::from(if spec_changed { g + 1 } else { g }),
-            );
-        }
-        (true, None) => {
-            meta.insert("generation".into(), Value::from(1));
-        }
-        (false, _) => {
-            meta.remove("generation");
-        }
-    }
-    meta.insert(
-        "resourceVersion".into(),
-        old_meta
-            .get("resourceVersion")
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
-}
-
-/// `ShouldDeleteDuringUpdate`: whether an update to `body` of `old`, an object marked for
-/// deletion with no grace period left, removed its last finalizer.
-fn deletes_during_update(old: &Value, body: &Value) -> bool {
-    let old_meta = meta(old);
-    old_meta.is_some_and(|m| m.contains_key("deletionTimestamp"))
-        && !has_finalizers(body)
-        && old_meta
-            .and_then(|m| m.get("deletionGracePeriodSeconds"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-            == 0
-}
-
-pub(crate) fn has_finalizers(value: &Value) -> bool {
-    meta(value)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uids_are_version_4_uuids_and_names_are_checked() {
-        let uid = new_uid();
-        assert_eq!(uid.len(), 36);
-        assert_eq!(&uid[14..15], "4");
-        assert!(is_dns1123_subdomain("web-0.example"));
-        assert!(!is_dns1123_subdomain("Web"));
-        assert!(!is_dns1123_subdomain("-a"));
-        assert!(!is_dns1123_subdomain(""));
-        assert!(now_rfc3339().ends_with('Z'));
     }
 }

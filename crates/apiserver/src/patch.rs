@@ -20,6 +20,29 @@ pub(crate) enum Patch {
 const JSON_PATCH: &str = "application/json-patch+json";
 const MERGE_PATCH: &str = "application/merge-patch+json";
 const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+/// The media type of a server-side apply (served by `apply`, not as a [`Patch`]).
+pub(crate) const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// The patch types a resource accepts, in kube-apiserver's order: strategic merge patch for
+/// built-in types only, server-side apply for every type.
+fn accepted(info: &ResourceInfo) -> Vec<&'static str> {
+    if crate::strategy::is_builtin(info) {
+        vec![JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
+    } else {
+        vec![JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+    }
+}
+
+/// `415 UnsupportedMediaType` for a patch type the resource does not accept, listing those it
+/// does (`negotiation.NewUnsupportedMediaTypeError`).
+pub(crate) fn check_media_type(info: &ResourceInfo, media: &str) -> Result<(), StatusError> {
+    let accepted = accepted(info);
+    if accepted.contains(&media) {
+        Ok(())
+    } else {
+        Err(StatusError::unsupported_media_type(&accepted))
+    }
+}
 
 /// kube-apiserver's limit on the operations of one JSON patch.
 const MAX_JSON_PATCH_OPERATIONS: usize = 10000;
@@ -56,14 +79,7 @@ impl Patch {
                 }
                 Ok(Patch::Json(patch))
             }
-            _ => {
-                let accepted: &[&str] = if builtin {
-                    &[JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH]
-                } else {
-                    &[JSON_PATCH, MERGE_PATCH]
-                };
-                Err(StatusError::unsupported_media_type(accepted))
-            }
+            _ => Err(StatusError::unsupported_media_type(&accepted(info))),
         }
     }
 
@@ -150,7 +166,7 @@ fn object_patch(value: Value) -> Result<Value, StatusError> {
 /// How a list field merges in a strategic merge patch: by a key field, as a set of
 /// primitives, or (`None`) replaced whole. The `patchMergeKey`/`patchStrategy` tags of the
 /// built-in types' most used lists; `parent` is the path of the object holding the list.
-fn merge_strategy(parent: &str, field: &str) -> Option<Option<&'static str>> {
+pub(crate) fn merge_strategy(parent: &str, field: &str) -> Option<Option<&'static str>> {
     let key = match field {
         "containers"
         | "initContainers"

@@ -32,7 +32,7 @@ pub(crate) struct ListOptions {
 
 /// kube-apiserver's query bool: absent is false; `0`/`false` (any case) is false; anything
 /// else, even empty, is true.
-fn parse_bool(value: &str) -> bool {
+pub(crate) fn parse_bool(value: &str) -> bool {
     !(value == "0" || value.eq_ignore_ascii_case("false"))
 }
 

@@ -49,6 +49,11 @@ pub struct ResourceInfo {
     /// Field selector labels this type supports besides `metadata.name` and
     /// `metadata.namespace`, as dotted JSON paths (e.g. `spec.nodeName` for pods).
     pub selectable_fields: Vec<String>,
+    /// Whether objects have a `/status` subresource: writes of the main resource then keep the
+    /// stored `status`, and `.../{name}/status` writes change nothing else. Set for the
+    /// built-in types kube-apiserver serves with one; for a custom resource, what its CRD's
+    /// `subresources.status` says ([`ResourceInfo::with_status_subresource`]).
+    pub status_subresource: bool,
 }
 
 impl ResourceInfo {
@@ -70,11 +75,14 @@ impl ResourceInfo {
             namespaced: <K::Scope as Scope>::NAMESPACED,
             typed_list_items: false,
             selectable_fields: Vec::new(),
+            status_subresource: false,
         };
         info.selectable_fields = builtin_selectable_fields(&info.group, &info.plural)
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
+        info.status_subresource =
+            BUILTIN_STATUS_SUBRESOURCES.contains(&(info.group.as_str(), info.plural.as_str()));
         info
     }
 
@@ -90,7 +98,15 @@ impl ResourceInfo {
             namespaced,
             typed_list_items: true,
             selectable_fields: Vec::new(),
+            status_subresource: false,
         }
+    }
+
+    /// The same resource with (or without) a `/status` subresource, as a CRD declares with
+    /// `subresources.status`.
+    pub fn with_status_subresource(mut self, status: bool) -> Self {
+        self.status_subresource = status;
+        self
     }
 
     /// `apiVersion` of the objects: `v1` or `<group>/<version>`.
@@ -137,6 +153,42 @@ impl ResourceInfo {
         }
     }
 }
+
+/// The built-in resources kube-apiserver serves with a `/status` subresource (group, plural).
+const BUILTIN_STATUS_SUBRESOURCES: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("", "namespaces"),
+    ("", "nodes"),
+    ("", "services"),
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "replicationcontrollers"),
+    ("", "resourcequotas"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("batch", "cronjobs"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("policy", "poddisruptionbudgets"),
+    ("networking.k8s.io", "ingresses"),
+    ("networking.k8s.io", "servicecidrs"),
+    ("certificates.k8s.io", "certificatesigningrequests"),
+    ("storage.k8s.io", "volumeattachments"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("apiregistration.k8s.io", "apiservices"),
+    ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    ),
+];
 
 /// Field labels kube-apiserver accepts for built-in types, besides `metadata.name` and
 /// `metadata.namespace` (from each type's `GetAttrs`/field label conversion).

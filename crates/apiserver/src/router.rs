@@ -18,6 +18,7 @@ use crate::handlers::{ResourceRequest, ResourceRoute, serve};
 use crate::query::ListOptions;
 use crate::state::{RecordedRequest, Shared};
 use crate::status::StatusError;
+use crate::storage::Storage;
 
 /// The HTTP application: every request goes to [`handle`].
 pub(crate) fn router(shared: &Arc<Shared>) -> axum::Router {
@@ -73,31 +74,51 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["watch", rest @ ..] => (true, rest),
         _ => (false, rest),
     };
+    locate(&storage, group, version, rest, watch_path).map_or(Route::NotFound, Route::Resource)
+}
+
+/// The resource, namespace, name and subresource the rest of a path names (after the group
+/// version and `watch/`): a collection, an object, or an object's `/status` (the one
+/// subresource served, on the types that have it; never watched).
+fn locate(
+    storage: &Storage,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    watch_path: bool,
+) -> Option<ResourceRoute> {
     let lookup = |plural: &str| storage.lookup(group, version, plural);
-    let (resource, namespace, name) = match rest {
+    let namespaced = |r: usize| storage.resource(r).info.namespaced;
+    let has_status = |r: usize| storage.resource(r).info.status_subresource && !watch_path;
+    let (resource, namespace, name, status) = match rest {
         ["namespaces", ns, plural] => match lookup(plural) {
-            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), None),
-            _ => return Route::NotFound,
+            Some(r) if namespaced(r) => Some((r, Some(*ns), None, false)),
+            // `/api/v1/namespaces/{name}/status`: the namespace's own subresource.
+            _ => lookup("namespaces")
+                .filter(|&r| *plural == "status" && !namespaced(r) && has_status(r))
+                .map(|r| (r, None, Some(*ns), true)),
         },
-        ["namespaces", ns, plural, name] => match lookup(plural) {
-            Some(r) if storage.resource(r).info.namespaced => (r, Some(*ns), Some(*name)),
-            _ => return Route::NotFound,
-        },
-        [plural] => match lookup(plural) {
-            Some(r) => (r, None, None),
-            None => return Route::NotFound,
-        },
-        [plural, name] => match lookup(plural) {
-            Some(r) if !storage.resource(r).info.namespaced => (r, None, Some(*name)),
-            _ => return Route::NotFound,
-        },
-        _ => return Route::NotFound,
-    };
-    Route::Resource(ResourceRoute {
+        ["namespaces", ns, plural, name] => lookup(plural)
+            .filter(|&r| namespaced(r))
+            .map(|r| (r, Some(*ns), Some(*name), false)),
+        ["namespaces", ns, plural, name, "status"] => lookup(plural)
+            .filter(|&r| namespaced(r) && has_status(r))
+            .map(|r| (r, Some(*ns), Some(*name), true)),
+        [plural] => lookup(plural).map(|r| (r, None, None, false)),
+        [plural, name] => lookup(plural)
+            .filter(|&r| !namespaced(r))
+            .map(|r| (r, None, Some(*name), false)),
+        [plural, name, "status"] => lookup(plural)
+            .filter(|&r| !namespaced(r) && has_status(r))
+            .map(|r| (r, None, Some(*name), true)),
+        _ => None,
+    }?;
+    Some(ResourceRoute {
         resource,
         namespace: namespace.map(str::to_owned),
         name: name.map(str::to_owned),
         watch_path,
+        status,
     })
 }
 
@@ -133,32 +154,9 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Err(status) => return status.into_response(),
     };
     opts.watch |= route.watch_path;
-    let verb = match (&parts.method, route.name.is_some(), opts.watch) {
-        (&Method::GET, false, true) | (&Method::GET, true, true) => Verb::Watch,
-        (&Method::GET, false, false) => Verb::List,
-        (&Method::GET, true, false) => Verb::Get,
-        (&Method::POST, false, _) => Verb::Create,
-        (&Method::PUT, true, _) => Verb::Update,
-        (&Method::PATCH, true, _) => Verb::Patch,
-        (&Method::DELETE, true, _) => Verb::Delete,
-        // `deletecollection`: served on namespaced collections in a namespace, and on
-        // cluster-scoped ones.
-        (&Method::DELETE, false, _)
-            if route.namespace.is_some()
-                || !shared
-                    .storage
-                    .read()
-                    .resource(route.resource)
-                    .info
-                    .namespaced =>
-        {
-            Verb::Delete
-        }
-        (method, _, _) => {
-            let storage = shared.storage.read();
-            let info = storage.resource(route.resource).info.clone();
-            return StatusError::method_not_allowed(&info, method.as_str()).into_response();
-        }
+    let verb = match verb_of(&shared, &parts.method, &route, opts.watch) {
+        Ok(verb) => verb,
+        Err(status) => return status.into_response(),
     };
     // `WithRequestDeadline`: `?timeout=` bounds every request but watches.
     let deadline = if verb == Verb::Watch {
@@ -176,6 +174,48 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             .unwrap_or_else(|_| StatusError::request_timeout().into_response()),
         None => work.await,
     }
+}
+
+/// The verb of a request to `route` (`405` for a method the path does not serve).
+fn verb_of(
+    shared: &Shared,
+    method: &Method,
+    route: &ResourceRoute,
+    watch: bool,
+) -> Result<Verb, StatusError> {
+    let named = route.name.is_some();
+    let verb = match (method, named, watch) {
+        // `/status`: get, update and patch only.
+        (&Method::GET, _, false) if route.status => Some(Verb::Get),
+        (&Method::PUT, _, _) if route.status => Some(Verb::Update),
+        (&Method::PATCH, _, _) if route.status => Some(Verb::Patch),
+        _ if route.status => None,
+        (&Method::GET, _, true) => Some(Verb::Watch),
+        (&Method::GET, false, false) => Some(Verb::List),
+        (&Method::GET, true, false) => Some(Verb::Get),
+        (&Method::POST, false, _) => Some(Verb::Create),
+        (&Method::PUT, true, _) => Some(Verb::Update),
+        (&Method::PATCH, true, _) => Some(Verb::Patch),
+        (&Method::DELETE, true, _) => Some(Verb::Delete),
+        // `deletecollection`: served on namespaced collections in a namespace, and on
+        // cluster-scoped ones.
+        (&Method::DELETE, false, _)
+            if route.namespace.is_some()
+                || !shared
+                    .storage
+                    .read()
+                    .resource(route.resource)
+                    .info
+                    .namespaced =>
+        {
+            Some(Verb::Delete)
+        }
+        _ => None,
+    };
+    verb.ok_or_else(|| {
+        let info = shared.storage.read().resource(route.resource).info.clone();
+        StatusError::method_not_allowed(&info, method.as_str())
+    })
 }
 
 /// The longest `?timeout=` honoured: kube-apiserver's `--request-timeout` default.
@@ -265,6 +305,11 @@ async fn handle_resource(
         content_type: &content_type,
         body,
         client: crate::isolation::client_of(&parts.headers),
+        user_agent: parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         output,
     };
     match serve(&shared, request).await {

@@ -118,6 +118,7 @@ impl ApiServer {
         let listener = tokio::net::TcpListener::bind((config.bind, config.port)).await?;
         let addr = listener.local_addr()?;
         let shared = Shared::new(config);
+        crate::garbage::start(&shared);
         let listener = spawn_listener(&shared, listener);
         Ok(ApiServer {
             shared,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +39,10 @@ pub(crate) struct Shared {
     /// Whether resource requests are recorded, and the record.
     pub(crate) recording: AtomicBool,
     pub(crate) recorded: Mutex<Vec<RecordedRequest>>,
+    /// The `uid`s of removed objects, for the garbage collector (with
+    /// [`Config::garbage_collection`]); its end, until the collector takes it.
+    pub(crate) removed: Option<mpsc::UnboundedSender<String>>,
+    pub(crate) removed_queue: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
 }
 
 /// One resource request as it arrived (see
@@ -84,6 +88,12 @@ impl Shared {
         let (control, _) = broadcast::channel(64);
         let (isolation, _) = watch::channel(0);
         let (cache_delay, _) = watch::channel(CacheDelay::default());
+        let (removed, removed_queue) = if config.garbage_collection {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         Arc::new(Shared {
             config,
             storage: RwLock::new(storage),
@@ -97,6 +107,8 @@ impl Shared {
             shutdown: CancellationToken::new(),
             recording: AtomicBool::new(false),
             recorded: Mutex::new(Vec::new()),
+            removed,
+            removed_queue: Mutex::new(removed_queue),
         })
     }
 

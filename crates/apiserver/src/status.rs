@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ListMeta, Status, StatusCause, StatusDetails,
 };
 
+pub use crate::field_error::{DeletePrecondition, FieldError, FieldErrorKind};
 use crate::resource::ResourceInfo;
 
 /// A failed request: the `Status` object the server sends, and its HTTP code.
@@ -141,8 +142,45 @@ impl StatusError {
         .with_details(resource.details(name))
     }
 
-    /// The conflict a write gets when its `uid` precondition (a delete's option, a `PUT`'s
-    /// `metadata.uid`) names another object than the one stored under the name.
+    /// The conflict a delete gets when one of its preconditions (`uid`, `resourceVersion`) is
+    /// not the stored object's, as `rest.BeforeDelete` words it: `NewConflict` is given the
+    /// *kind* as the resource, so the message says `ConfigMap "x"` (`Lease.coordination.k8s.io
+    /// "x"` in a named group) and `details.kind` is the kind.
+    pub fn delete_precondition_failed(
+        resource: &ResourceInfo,
+        name: &str,
+        field: DeletePrecondition,
+        requested: &str,
+        stored: &str,
+    ) -> Self {
+        let qualified = if resource.group.is_empty() {
+            resource.kind.clone()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
+        let why = match field {
+            DeletePrecondition::Uid => format!(
+                "the UID in the precondition ({requested}) does not match the UID in record ({stored}). The object might have been deleted and then recreated"
+            ),
+            DeletePrecondition::ResourceVersion => format!(
+                "the ResourceVersion in the precondition ({requested}) does not match the ResourceVersion in record ({stored}). The object might have been modified"
+            ),
+        };
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(StatusDetails {
+            group: Some(resource.group.clone()).filter(|g| !g.is_empty()),
+            kind: Some(resource.kind.clone()),
+            name: Some(name.to_owned()),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// The conflict a write gets when its `uid` precondition (a `PUT`'s `metadata.uid`) names
+    /// another object than the one stored under the name.
     pub fn uid_precondition_failed(
         resource: &ResourceInfo,
         name: &str,
@@ -155,6 +193,45 @@ impl StatusError {
             &format!(
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
             ),
+        )
+    }
+
+    /// 409 `Conflict` of a server-side apply that would change fields other managers own
+    /// (`NewApplyConflict`): the message names them, and `details` holds only the causes, one
+    /// `FieldManagerConflict` per field (`message`, `field`).
+    pub(crate) fn apply_conflict(message: String, causes: Vec<(String, String)>) -> Self {
+        Self::new(409, "Conflict", message).with_details(StatusDetails {
+            causes: Some(
+                causes
+                    .into_iter()
+                    .map(|(message, field)| StatusCause {
+                        reason: Some("FieldManagerConflict".into()),
+                        message: Some(message),
+                        field: Some(field),
+                    })
+                    .collect(),
+            ),
+            ..StatusDetails::default()
+        })
+    }
+
+    /// An error kube-apiserver answers as it is, because no layer turned it into a `Status`:
+    /// the code (`500`) and the message, without a reason or details.
+    pub(crate) fn unclassified(code: u16, message: impl Into<String>) -> Self {
+        let mut status = Self::new(code, "", message);
+        status.status.reason = None;
+        status
+    }
+
+    /// 422 `Invalid` for request options (`PatchOptions.meta.k8s.io "" is invalid: ...`), as
+    /// the handlers validate `metav1` options.
+    pub(crate) fn invalid_options(kind: &str, errors: Vec<FieldError>) -> Self {
+        Self::invalid(
+            &format!("{kind}.meta.k8s.io"),
+            "meta.k8s.io",
+            kind,
+            "",
+            errors,
         )
     }
 
@@ -405,135 +482,3 @@ impl fmt::Display for StatusError {
 }
 
 impl std::error::Error for StatusError {}
-
-/// One validation failure, as apimachinery's `field.Error` prints it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field path, e.g. `resourceVersionMatch`.
-    pub field: String,
-    /// What is wrong.
-    pub kind: FieldErrorKind,
-}
-
-/// The kinds of [`FieldError`] the server produces.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FieldErrorKind {
-    /// `Forbidden: <detail>`.
-    Forbidden(String),
-    /// `Required value: <detail>`.
-    Required(String),
-    /// `Unsupported value: "<value>": supported values: "a", "b"`.
-    NotSupported {
-        /// The rejected value.
-        value: String,
-        /// The accepted values.
-        supported: Vec<String>,
-    },
-    /// `Invalid value: "<value>": <detail>`.
-    Invalid {
-        /// The rejected value.
-        value: String,
-        /// Why.
-        detail: String,
-    },
-    /// `Invalid value: <value>: <detail>`: a rejected value that is not a string, printed
-    /// without quotes as Go prints it (`0`, `-1`, `0x0` for an unsigned zero).
-    InvalidNonString {
-        /// The rejected value, as printed.
-        value: String,
-        /// Why.
-        detail: String,
-    },
-}
-
-impl FieldErrorKind {
-    fn cause_type(&self) -> &'static str {
-        match self {
-            FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
-            FieldErrorKind::Required(_) => "FieldValueRequired",
-            FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
-            FieldErrorKind::Invalid { .. } | FieldErrorKind::InvalidNonString { .. } => {
-                "FieldValueInvalid"
-            }
-        }
-    }
-}
-
-impl FieldError {
-    /// A `Forbidden` error on `field`.
-    pub fn forbidden(field: &str, detail: &str) -> Self {
-        FieldError {
-            field: field.to_owned(),
-            kind: FieldErrorKind::Forbidden(detail.to_owned()),
-        }
-    }
-
-    /// A `Required value` error on `field`.
-    pub fn required(field: &str, detail: &str) -> Self {
-        FieldError {
-            field: field.to_owned(),
-            kind: FieldErrorKind::Required(detail.to_owned()),
-        }
-    }
-
-    /// An `Unsupported value` error on `field`.
-    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
-        FieldError {
-            field: field.to_owned(),
-            kind: FieldErrorKind::NotSupported {
-                value: value.to_owned(),
-                supported: supported.iter().map(|s| (*s).to_owned()).collect(),
-            },
-        }
-    }
-
-    /// An `Invalid value` error on `field`.
-    pub fn invalid(field: &str, value: &str, detail: &str) -> Self {
-        FieldError {
-            field: field.to_owned(),
-            kind: FieldErrorKind::Invalid {
-                value: value.to_owned(),
-                detail: detail.to_owned(),
-            },
-        }
-    }
-
-    /// An `Invalid value` error on `field` whose value is not a string (printed unquoted).
-    pub fn invalid_non_string(field: &str, value: &str, detail: &str) -> Self {
-        FieldError {
-            field: field.to_owned(),
-            kind: FieldErrorKind::InvalidNonString {
-                value: value.to_owned(),
-                detail: detail.to_owned(),
-            },
-        }
-    }
-
-    /// The message without the field path (`field.Error.ErrorBody`).
-    fn body(&self) -> String {
-        match &self.kind {
-            FieldErrorKind::Forbidden(d) => format!("Forbidden: {d}"),
-            FieldErrorKind::Required(d) => format!("Required value: {d}"),
-            FieldErrorKind::NotSupported { value, supported } => format!(
-                "Unsupported value: \"{value}\": supported values: {}",
-                supported
-                    .iter()
-                    .map(|s| format!("\"{s}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            FieldErrorKind::Invalid { value, detail } => {
-                format!("Invalid value: \"{value}\": {detail}")
-            }
-            FieldErrorKind::InvalidNonString { value, detail } => {
-                format!("Invalid value: {value}: {detail}")
-            }
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.body())
-    }
-}

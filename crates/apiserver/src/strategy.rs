@@ -1,6 +1,7 @@
 //! Where the registries of built-in types depart from the generic store: how a `PUT` is
 //! treated (`AllowCreateOnUpdate`, `AllowUnconditionalUpdate`), whether `metadata.generation`
-//! is kept, and the validation of a type's own fields (`Strategy.Validate`).
+//! is kept, what the `/status` subresource and the main resource may each change, and the
+//! validation of a type's own fields (`Strategy.Validate`).
 //!
 //! Only the types whose strategy the simulator reproduces are listed; every other type gets
 //! the generic answers (no create on update, unconditional updates allowed, a generation for
@@ -8,6 +9,7 @@
 
 use serde_json::Value;
 
+use crate::fieldpath::{FieldSet, field};
 use crate::resource::ResourceInfo;
 use crate::status::FieldError;
 
@@ -54,10 +56,149 @@ pub(crate) fn update_policy(info: &ResourceInfo) -> UpdatePolicy {
     }
 }
 
-/// Whether the server keeps `metadata.generation` on `object`: objects with a `spec`, except
-/// leases (their strategy never sets one).
+/// Whether the server keeps `metadata.generation` on `object`: every custom resource
+/// (`customResourceStrategy.PrepareForCreate` sets 1), and built-in objects with a `spec`,
+/// except leases (their strategy never sets one).
 pub(crate) fn tracks_generation(info: &ResourceInfo, object: &Value) -> bool {
+    if !is_builtin(info) {
+        return true;
+    }
     object.get("spec").is_some() && !is_lease(info)
+}
+
+/// Whether an update from `old` to `new` bumps `metadata.generation`: a change of `spec` for
+/// built-in types; for custom resources a change of anything but `metadata` (and `status`,
+/// when it is a subresource), as `customResourceStrategy.PrepareForUpdate` decides.
+pub(crate) fn generation_changes(info: &ResourceInfo, old: &Value, new: &Value) -> bool {
+    if is_builtin(info) {
+        return new.get("spec") != old.get("spec");
+    }
+    let content = |object: &Value| -> serde_json::Map<String, Value> {
+        let mut map = object.as_object().cloned().unwrap_or_default();
+        map.remove("metadata");
+        if info.status_subresource {
+            map.remove("status");
+        }
+        map
+    };
+    content(old) != content(new)
+}
+
+/// A write of the `/status` subresource, as the type's status strategy prepares it
+/// (`PrepareForUpdate`): only `status` is taken from the custom resource written; a built-in
+/// object keeps the stored `spec` and the metadata its strategy protects (a pod its
+/// `ownerReferences`, and its `qosClass` when the write has none; a deployment its `labels`).
+pub(crate) fn prepare_status_write(info: &ResourceInfo, body: &mut Value, old: &Value) {
+    if !is_builtin(info) {
+        let status = body.get("status").cloned();
+        let managed = body.pointer("/metadata/managedFields").cloned();
+        let version = body.pointer("/metadata/resourceVersion").cloned();
+        *body = old.clone();
+        let Some(fields) = body.as_object_mut() else {
+            return;
+        };
+        match status {
+            Some(status) => fields.insert("status".into(), status),
+            None => fields.remove("status"),
+        };
+        let meta = crate::object_meta::meta_mut(body);
+        for (name, value) in [("managedFields", managed), ("resourceVersion", version)] {
+            match value {
+                Some(value) => meta.insert(name.into(), value),
+                None => meta.remove(name),
+            };
+        }
+        return;
+    }
+    copy_field(body, old, &["spec"]);
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "pods") => {
+            copy_field(body, old, &["metadata", "ownerReferences"]);
+            if body.pointer("/status/qosClass").is_none()
+                && let Some(qos) = old.pointer("/status/qosClass").cloned()
+                && let Some(status) = body.get_mut("status").and_then(Value::as_object_mut)
+            {
+                status.insert("qosClass".into(), qos);
+            }
+        }
+        ("apps", "deployments") => copy_field(body, old, &["metadata", "labels"]),
+        _ => {}
+    }
+}
+
+/// A write of the main resource of a type with a `/status` subresource keeps the stored
+/// `status` (every such strategy's `PrepareForUpdate`).
+pub(crate) fn keep_status(info: &ResourceInfo, body: &mut Value, old: &Value) {
+    if info.status_subresource {
+        copy_field(body, old, &["status"]);
+    }
+}
+
+/// What a create keeps of the client's `status`, for the types with a `/status` subresource
+/// (`PrepareForCreate`): custom resources and most built-in types drop it; pods get theirs
+/// from [`crate::defaults::prepare_pod_for_create`]; nodes keep it (the kubelet creates its
+/// node with a status); namespaces keep it here (kube-apiserver sets `phase: Active`).
+pub(crate) fn prepare_status_on_create(info: &ResourceInfo, body: &mut Value) {
+    let keeps =
+        info.group.is_empty() && matches!(info.plural.as_str(), "pods" | "nodes" | "namespaces");
+    if info.status_subresource
+        && !keeps
+        && let Some(fields) = body.as_object_mut()
+    {
+        fields.remove("status");
+    }
+}
+
+/// The fields a write's manager never owns, because the strategy resets them
+/// (`GetResetFields`): `status` on the main resource of a type with the subresource; on
+/// `/status`, `spec` and what [`prepare_status_write`] keeps of the metadata.
+pub(crate) fn reset_fields(info: &ResourceInfo, status_write: bool) -> FieldSet {
+    let mut set = FieldSet::default();
+    if !status_write {
+        if info.status_subresource {
+            set.insert(&[field("status")]);
+        }
+        return set;
+    }
+    set.insert(&[field("spec")]);
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "pods") => {
+            set.insert(&[field("metadata"), field("deletionTimestamp")]);
+            set.insert(&[field("metadata"), field("ownerReferences")]);
+        }
+        ("apps", "deployments") => set.insert(&[field("metadata"), field("labels")]),
+        _ => {}
+    }
+    set
+}
+
+/// Sets the field at `path` of `body` to the one of `old` (removed when `old` has none).
+fn copy_field(body: &mut Value, old: &Value, path: &[&str]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let source = parents.iter().try_fold(old, |v, name| v.get(name));
+    let value = source.and_then(|parent| parent.get(last)).cloned();
+    let mut target = body;
+    for name in parents {
+        if !target.is_object() {
+            return;
+        }
+        let next = target.as_object_mut().map(|map| {
+            map.entry(name.to_string())
+                .or_insert_with(|| Value::Object(Default::default()))
+        });
+        match next {
+            Some(next) => target = next,
+            None => return,
+        }
+    }
+    if let Some(map) = target.as_object_mut() {
+        match value {
+            Some(value) => map.insert(last.to_string(), value),
+            None => map.remove(*last),
+        };
+    }
 }
 
 /// kube-apiserver's decoding of a Secret: every `data` value is base64 (a JSON `[]byte`; a value

@@ -738,6 +738,16 @@ async fn delete_answers_as_kube_client_reads_them() {
         Err(kube::Error::Api(e)) => {
             assert_eq!(e.code, 409);
             assert_eq!(e.reason, "Conflict");
+            // Worded as `rest.BeforeDelete` words it, about the kind.
+            assert!(
+                e.message.starts_with(
+                    "Operation cannot be fulfilled on ConfigMap \"held\": the ResourceVersion in \
+                     the precondition (1) does not match the ResourceVersion in record ("
+                ),
+                "{}",
+                e.message
+            );
+            assert!(e.message.ends_with("The object might have been modified"));
         }
         other => panic!("expected a 409, got {other:?}"),
     }

@@ -511,3 +511,44 @@ async fn protobuf_lists_are_the_json_lists_encoded() {
     let list = same("/api/v1/pods".to_owned()).await;
     assert_eq!(list["items"][1]["metadata"]["labels"]["app"], "db");
 }
+
+/// The managed fields a write records are part of the object in protobuf too: each entry with
+/// its `fieldsV1` as the JSON it holds.
+#[tokio::test]
+async fn managed_fields_are_served_in_protobuf() {
+    let server = start().await;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "demo"}, "data": {"a": "1"}});
+    let (status, _, created) = request(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/demo/configmaps/settings?fieldManager=deployer",
+        &[
+            ("Content-Type", "application/apply-patch+yaml"),
+            ("Accept", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&created));
+    let (status, kind, bytes) = request(
+        &server,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps/settings",
+        &[("Accept", PROTOBUF)],
+        b"",
+    )
+    .await;
+    assert_eq!((status, kind.as_str()), (200, PROTOBUF));
+    let (kind, raw) = open_envelope(&bytes);
+    assert_eq!(kind, "ConfigMap");
+    let cm = core::ConfigMap::decode(raw.as_slice()).unwrap();
+    let entries = cm.metadata.unwrap().managed_fields;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].manager.as_deref(), Some("deployer"));
+    assert_eq!(entries[0].operation.as_deref(), Some("Apply"));
+    let fields: Value =
+        serde_json::from_slice(entries[0].fields_v1.as_ref().unwrap().raw.as_ref().unwrap())
+            .unwrap();
+    assert_eq!(fields, json!({"f:data": {"f:a": {}}}));
+}

@@ -929,9 +929,19 @@ async fn custom_resources_and_discovery() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
+    // Subresources are listed after their resource, as kube-apiserver lists them.
     assert_eq!(
         names,
-        ["pods", "configmaps", "secrets", "namespaces", "nodes"]
+        [
+            "pods",
+            "pods/status",
+            "configmaps",
+            "secrets",
+            "namespaces",
+            "namespaces/status",
+            "nodes",
+            "nodes/status"
+        ]
     );
     assert_eq!(
         Exchange::get(&server, "/api").await.json()["versions"],
@@ -1194,12 +1204,14 @@ async fn deleting_a_config_map_answers_a_success_status_and_preconditions_are_40
         &body,
     )
     .await;
+    // `rest.BeforeDelete` names the kind, not the resource, in the message and the details.
     assert_eq!(
         x.text(),
         format!(
-            "{{\"apiVersion\":\"v1\",\"code\":409,\"details\":{{\"kind\":\"configmaps\",\"name\":\"settings\"}},\
-             \"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on configmaps \\\"settings\\\": \
-             Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {rv}\",\
+            "{{\"apiVersion\":\"v1\",\"code\":409,\"details\":{{\"kind\":\"ConfigMap\",\"name\":\"settings\"}},\
+             \"kind\":\"Status\",\"message\":\"Operation cannot be fulfilled on ConfigMap \\\"settings\\\": \
+             the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). \
+             The object might have been modified\",\
              \"metadata\":{{}},\"reason\":\"Conflict\",\"status\":\"Failure\"}}"
         )
     );
@@ -1218,12 +1230,12 @@ async fn deleting_a_config_map_answers_a_success_status_and_preconditions_are_40
     assert_eq!(
         status["message"],
         format!(
-            "Operation cannot be fulfilled on configmaps \"settings\": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {uid}"
+            "Operation cannot be fulfilled on ConfigMap \"settings\": the UID in the precondition (not-the-uid) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
         )
     );
     assert_eq!(
         status["details"],
-        json!({"kind": "configmaps", "name": "settings"})
+        json!({"kind": "ConfigMap", "name": "settings"})
     );
 
     // Matching preconditions: deleted, and the answer is a Status, not the object.
@@ -1836,18 +1848,19 @@ async fn json_patch_strategic_merge_and_unsupported_patch_types() {
         json!([{"name": "c", "image": "nginx:2"}, {"name": "side", "image": "s1"}])
     );
 
-    // Server-side apply is not implemented: the 415 lists what is accepted.
+    // A patch type the server does not take: the 415 lists what is accepted, server-side
+    // apply included.
     let x = Exchange::send(
         &server,
         "PATCH",
         "/api/v1/namespaces/demo/pods/web-0",
-        "application/apply-patch+yaml",
+        "application/yaml",
         "metadata: {}",
     )
     .await;
     assert_eq!(
         x.text(),
-        "{\"apiVersion\":\"v1\",\"code\":415,\"kind\":\"Status\",\"message\":\"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json\",\"metadata\":{},\"reason\":\"UnsupportedMediaType\",\"status\":\"Failure\"}"
+        "{\"apiVersion\":\"v1\",\"code\":415,\"kind\":\"Status\",\"message\":\"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml\",\"metadata\":{},\"reason\":\"UnsupportedMediaType\",\"status\":\"Failure\"}"
     );
     // Custom resources take no strategic merge patch, as in kube-apiserver.
     server.register_info(ResourceInfo::custom(
@@ -1874,7 +1887,7 @@ async fn json_patch_strategic_merge_and_unsupported_patch_types() {
     let status = assert_status(&x, 415, "UnsupportedMediaType");
     assert_eq!(
         status["message"],
-        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"
+        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
     );
 }
 
