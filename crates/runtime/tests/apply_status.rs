@@ -90,7 +90,6 @@ fn count(cm: Option<&ConfigMap>) -> u32 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the simulator's server-side apply and /status subresource"]
 async fn an_apply_creates_then_updates_and_the_next_reconcile_reads_each_back() {
     let (server, kube) = start().await;
     server.create(&config_map("owner", &[])).unwrap();
@@ -147,7 +146,6 @@ async fn an_apply_creates_then_updates_and_the_next_reconcile_reads_each_back() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the simulator's server-side apply and /status subresource"]
 async fn an_apply_conflict_is_a_typed_error_until_forced() {
     let (server, kube) = start().await;
     let client = Client::new(kube);
@@ -191,7 +189,6 @@ fn phase(pod: &Pod) -> Option<&str> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the simulator's server-side apply and /status subresource"]
 async fn a_status_written_is_the_one_the_next_reconciles_target_shows() {
     let (server, kube) = start().await;
     server.create(&pod("web-0")).unwrap();
