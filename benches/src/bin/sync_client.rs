@@ -1,5 +1,5 @@
 //! A client of SYNC (see [`informer_benches::sync`]), in a fresh process:
-//! `sync_client <url> [ours|ours-json|ours-managed-fields|kube-runtime] [list|streaming]`.
+//! `sync_client <url> [ours|ours-json|ours-managed-fields|ours-compact|kube-runtime] [list|streaming]`.
 //! Syncs every pod of the server at `url` and prints the figures as one line (`synced <s>
 //! <objects> <rss after> <rss before>`, [`Synced::line`](informer_benches::sync::Synced::line)).
 
@@ -20,8 +20,8 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let url = args.next().expect("the server's URL");
     let side = args.next().unwrap_or_else(|| "ours".into());
-    let side =
-        Side::parse(&side).expect("a side: ours, ours-json, ours-managed-fields, kube-runtime");
+    let side = Side::parse(&side)
+        .expect("a side: ours, ours-json, ours-managed-fields, ours-compact, kube-runtime");
     let mode = args.next().unwrap_or_else(|| "list".into());
     let mode = Mode::parse(&mode).expect("a mode: list or streaming");
     // The runtime of a controller on two cores; built before the figures start.
