@@ -142,6 +142,24 @@ async fn a_refused_apply_is_an_apply_conflict_naming_the_fields() {
     assert!(error.conflicting_fields().is_empty());
 }
 
+/// An apply whose configuration carries a stale `metadata.resourceVersion` is refused with a
+/// 409 Conflict too, but with no field-manager conflict: that one is transient, an API error.
+#[tokio::test]
+async fn an_apply_refused_for_a_stale_version_is_no_apply_conflict() {
+    let stale = json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again",
+        "reason": "Conflict", "code": 409,
+        "details": {"name": "c", "kind": "configmaps"},
+    });
+    let (kube, _) = fake(409, stale);
+    let client = Client::new(kube);
+    let error = client.apply(&desired(), "ours", false).await.unwrap_err();
+    assert!(matches!(error, ClientError::Api(_)), "{error:?}");
+    assert!(!error.is_apply_conflict());
+    assert_eq!(error.status().map(|s| s.code), Some(409));
+}
+
 #[tokio::test]
 async fn status_writes_go_to_the_status_subresource() {
     let (kube, seen) = fake(200, config_map("9"));

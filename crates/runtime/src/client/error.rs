@@ -95,10 +95,19 @@ impl ClientError {
         }
     }
 
-    /// The error of a server-side apply: a 409 Conflict is an [`ApplyConflict`](Self::ApplyConflict).
+    /// The error of a server-side apply: a 409 Conflict naming field-manager conflicts
+    /// (`FieldManagerConflict` causes) is an [`ApplyConflict`](Self::ApplyConflict). Any other
+    /// 409 (an applied configuration carrying a stale `metadata.resourceVersion`: "the object
+    /// has been modified") stays an [`Api`](Self::Api) error: transient, for a backoff.
     pub(super) fn of_apply(error: kube::Error) -> Self {
         match error {
-            kube::Error::Api(status) if status.code == 409 && status.reason == "Conflict" => {
+            kube::Error::Api(status)
+                if status.code == 409
+                    && status.reason == "Conflict"
+                    && status.details.as_ref().is_some_and(|d| {
+                        d.causes.iter().any(|c| c.reason == "FieldManagerConflict")
+                    }) =>
+            {
                 Self::ApplyConflict(status)
             }
             other => Self::Api(other),
