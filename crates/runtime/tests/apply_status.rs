@@ -266,3 +266,28 @@ async fn a_status_written_is_the_one_the_next_reconciles_target_shows() {
     factory.shutdown().await.unwrap();
     server.shutdown().await;
 }
+
+/// A status write to a type without the `/status` subresource (a ConfigMap) is the server's
+/// 404, as a typed API error; nothing is recorded for the gate, and the object is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_to_a_type_without_the_subresource_is_a_404() {
+    let (server, kube) = start().await;
+    server.create(&config_map("plain", &[("a", "1")])).unwrap();
+    let client = Client::new(kube);
+    let error = client
+        .patch_status::<ConfigMap, _>(
+            Some("demo"),
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"x": 1}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ClientError::Api(_)), "{error:?}");
+    assert!(!error.is_apply_conflict());
+    assert_eq!(error.status().map(|s| s.code), Some(404), "{error:?}");
+    assert_eq!(client.stats().writes, 0);
+    let stored: ConfigMap = server.get(Some("demo"), "plain").unwrap();
+    assert_eq!(stored.data, config_map("plain", &[("a", "1")]).data);
+    server.shutdown().await;
+}
