@@ -23,20 +23,13 @@ pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
 }
 
 /// Appends the event of type `ty` about a stored object (its `body`, typed with `typed_prefix`)
-/// to `buffer`, and returns that line.
-pub(crate) fn write_event(
-    buffer: &mut Vec<u8>,
-    ty: &str,
-    typed_prefix: &[u8],
-    body: &[u8],
-) -> Bytes {
-    let start = buffer.len();
+/// to `buffer`.
+pub(crate) fn write_event(buffer: &mut Vec<u8>, ty: &str, typed_prefix: &[u8], body: &[u8]) {
     buffer.extend_from_slice(b"{\"type\":\"");
     buffer.extend_from_slice(ty.as_bytes());
     buffer.extend_from_slice(b"\",\"object\":");
     write_typed(buffer, typed_prefix, body);
     buffer.extend_from_slice(b"}\n");
-    Bytes::copy_from_slice(&buffer[start..])
 }
 
 /// A bookmark at `rv` for a watch of `kind`, in the configured shape; with `end_marker`, the
@@ -110,22 +103,18 @@ impl Encoding {
     }
 
     /// Appends the event of type `ty` about a stored object (typed with `typed_prefix` as
-    /// JSON) to `buffer`, and returns its bytes.
+    /// JSON) to `buffer`.
     pub(crate) fn write_event(
         &self,
         buffer: &mut Vec<u8>,
         ty: &str,
         typed_prefix: &[u8],
         object: &StoredObject,
-    ) -> Bytes {
+    ) {
         match self {
             Self::Json => write_event(buffer, ty, typed_prefix, &object.body),
             #[cfg(feature = "protobuf")]
-            Self::Protobuf(frames) => {
-                let start = buffer.len();
-                frames.write_event(buffer, ty, object);
-                Bytes::copy_from_slice(&buffer[start..])
-            }
+            Self::Protobuf(frames) => frames.write_event(buffer, ty, object),
         }
     }
 

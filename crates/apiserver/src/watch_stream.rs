@@ -92,7 +92,8 @@ pub(crate) struct WatchTask {
     /// first; as many as were committed within the delay.
     pub(crate) pending: VecDeque<Arc<Change>>,
     pub(crate) delays: watch::Receiver<CacheDelay>,
-    pub(crate) last_event: Option<Bytes>,
+    /// The last event sent (its type and object), written again by the duplicate fault.
+    pub(crate) last_event: Option<(&'static str, Arc<StoredObject>)>,
     /// The client that opened the watch (see [`crate::isolation::client_of`]), and the
     /// isolation changes to follow for it.
     pub(crate) client: Option<(String, watch::Receiver<u64>)>,
@@ -198,11 +199,10 @@ impl WatchTask {
         self.flush().await
     }
 
-    fn push_event(&mut self, ty: &str, object: &StoredObject) {
-        let event = self
-            .encoding
+    fn push_event(&mut self, ty: &'static str, object: &Arc<StoredObject>) {
+        self.encoding
             .write_event(&mut self.buffer, ty, &self.typed_prefix, object);
-        self.last_event = Some(event);
+        self.last_event = Some((ty, Arc::clone(object)));
     }
 
     fn push_bookmark(&mut self, rv: u64, end_marker: bool) {
@@ -281,7 +281,7 @@ impl WatchTask {
                             Value::String(self.shared.config.codec().encode(change.rv)),
                         );
                     }
-                    let stamped = StoredObject::new(value);
+                    let stamped = Arc::new(StoredObject::new(value));
                     self.push_event("DELETED", &stamped);
                 }
             }
@@ -418,10 +418,13 @@ impl WatchTask {
                 Flow::after(self.write(garbage).await)
             }
             Control::Duplicate => {
-                let Some(last) = self.last_event.clone() else {
+                let Some((ty, object)) = self.last_event.clone() else {
                     return Flow::Continue;
                 };
-                Flow::after(self.write(last).await)
+                let mut event = Vec::new();
+                self.encoding
+                    .write_event(&mut event, ty, &self.typed_prefix, &object);
+                Flow::after(self.write(Bytes::from(event)).await)
             }
         }
     }
