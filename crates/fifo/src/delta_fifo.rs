@@ -371,10 +371,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     }
 
     fn replace_part(&self, part: Vec<Arc<K>>, parts: &mut ReplaceParts<K>) -> Result<()> {
-        let Some(listed) = self
-            .intake
-            .admit_part(part, parts, || self.shared.lock().populated)
-        else {
+        let Some(listed) = self.intake.admit_part(part, parts) else {
             return Ok(());
         };
         let kind = self.listed_kind();
@@ -393,8 +390,8 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
         };
         let mut state = self.shared.lock();
         let unlisted = self.unlisted(&state, &|key| parts.is_listed(key));
-        let deletions = unlisted.queue(&mut state);
-        state.replaced(deletions);
+        unlisted.queue(&mut state);
+        state.replaced_in_parts();
         self.shared.queued(state, true);
         Ok(())
     }

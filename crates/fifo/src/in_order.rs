@@ -93,8 +93,8 @@ impl<K> fmt::Debug for InOrderFifoOptions<K> {
 ///   holding the list, and a `resync` as one [`SyncAll`](Delta::SyncAll) (one after another
 ///   with nothing between is one). The consumer applies each to its cache in one step, in
 ///   order: it finds the deletions against its cache as it is then, so readers of the cache see
-///   the old list or the new one, never a mix. A relist by page
-///   ([`ReflectorStore::replace_part`]) on a populated queue still queues its pages as
+///   the old list or the new one, never a mix. A list by page
+///   ([`ReflectorStore::replace_part`]) still queues its pages as
 ///   [`Replaced`](DeltaType::Replaced) events as they arrive, and ends with a
 ///   [`ReplacedAll`](Delta::ReplacedAll) that deletes what no page listed
 ///   ([`ReplacedAll::is_by_pages`]). The rules below for writes hold in both modes; a refused
@@ -407,10 +407,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
     }
 
     fn replace_part(&self, part: Vec<Arc<K>>, parts: &mut ReplaceParts<K>) -> Result<()> {
-        let Some(listed) = self
-            .intake
-            .admit_part(part, parts, || self.shared.lock().populated)
-        else {
+        let Some(listed) = self.intake.admit_part(part, parts) else {
             return Ok(());
         };
         let mut state = self.shared.lock();
@@ -433,6 +430,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
             state
                 .pending
                 .push_whole(Delta::ReplacedAll(Box::new(end)), 0);
+            state.replaced_in_parts();
             self.shared.queued(state, false);
             return Ok(());
         }
@@ -440,6 +438,7 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
         // the listed ones may be processed already.
         let deletions = self.unlisted(&state, &|key| parts.is_listed(key));
         state.pending.0.extend(deletions);
+        state.replaced_in_parts();
         self.shared.queued(state, true);
         Ok(())
     }

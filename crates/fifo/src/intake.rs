@@ -56,21 +56,17 @@ impl<K> Intake<K> {
         listed
     }
 
-    /// The first half of a queue's `replace_part`: `None` if the part is held for the end (the
-    /// queue was not `populated` when the first part came, so the initial list stays one
-    /// replace and `has_synced` counts all of it), else the part admitted as
-    /// [`admit_listed`](Self::admit_listed) admits a list, its keys noted in `parts`.
+    /// The first half of a queue's `replace_part`: the part admitted as
+    /// [`admit_listed`](Self::admit_listed) admits a list, its keys noted in `parts`. A queue
+    /// applies every part as it comes, the initial list's too (its `has_synced` waits for the
+    /// end: see [`Guarded::replaced_in_parts`](crate::shared::Guarded::replaced_in_parts));
+    /// `None` only if the parts were decided held before the first came here.
     pub(crate) fn admit_part(
         &self,
         part: Vec<Arc<K>>,
         parts: &mut ReplaceParts<K>,
-        populated: impl FnOnce() -> bool,
     ) -> Option<Vec<(String, Arc<K>)>> {
-        let applying = match parts.applying() {
-            Some(applying) => applying,
-            None => parts.decide(populated()),
-        };
-        if !applying {
+        if !parts.decide(true) {
             parts.hold(part);
             return None;
         }

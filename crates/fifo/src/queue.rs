@@ -109,7 +109,11 @@ pub struct QueueClosed;
 ///   cache holds an older version. Without known objects there is no cache to read and these
 ///   rules are as without a change in flight.
 /// * [`has_synced`](Self::has_synced) turns true only once `process` has returned for the last
-///   change of the first relist, so whoever sees it true finds that change in the cache.
+///   change of the first relist, so whoever sees it true finds that change in the cache. A
+///   first relist delivered in parts ([`ReflectorStore::replace_part`]) is queued part by part
+///   and may be processed while it arrives, but it ends only with
+///   [`replace_parts_done`](ReflectorStore::replace_parts_done): `has_synced` waits for that
+///   end and then for every change queued or in flight.
 /// * `process` may call the queue's writes (and [`has_synced`](Self::has_synced),
 ///   [`close`](Self::close)); it must not pop from the same queue: its pop would wait for its own
 ///   batch to end (this crate's queues panic instead of deadlocking).

@@ -155,6 +155,15 @@ impl<K> InFlight<K> {
         }
     }
 
+    /// Counts every change in flight towards the initial list; returns how many are in flight.
+    fn count_all(&mut self) -> usize {
+        for flying in &mut self.flying[..self.len] {
+            flying.counted = true;
+        }
+        self.counted = self.len;
+        self.len
+    }
+
     /// How many of the first `n` changes in flight count towards the initial list.
     fn counted_among_first(&self, n: usize) -> usize {
         self.active()[..n].iter().filter(|f| f.counted).count()
@@ -259,6 +268,20 @@ impl<K, S> Guarded<K, S> {
             self.populated = true;
             // Nothing in flight counts yet: the queue was not populated when it was taken.
             self.initial_population_count = count;
+        }
+    }
+
+    /// Records the end of a replace applied in parts. If it is the first, the initial list is
+    /// everything queued or in flight now: its parts were queued (and may be processed
+    /// already) before the queue was populated, and `has_synced` waits for what is left of
+    /// them, and of the deletions the end queued.
+    pub(crate) fn replaced_in_parts(&mut self)
+    where
+        S: Pending<K>,
+    {
+        if !self.populated {
+            self.populated = true;
+            self.initial_population_count = self.pending.len() + self.in_flight.count_all();
         }
     }
 

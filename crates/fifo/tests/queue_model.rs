@@ -89,3 +89,38 @@ proptest! {
         run(config, &ops);
     }
 }
+
+fn named(name: &str) -> Obj {
+    Obj {
+        name: name.to_owned(),
+        version: 1,
+        poison: false,
+    }
+}
+
+/// An initial list in parts whose end comes while its first part is in flight: that change
+/// counts towards `has_synced` although it was taken before the queue was populated, so
+/// `has_synced` stays false until its `process` returns (it turned true at the end with
+/// nothing queued, while the change was still in flight).
+#[test]
+fn an_initial_list_in_parts_ends_synced_only_after_its_changes_in_flight() {
+    let ops = [
+        Op::ReplacePart(vec![named("a")]),
+        Op::PopDuring {
+            apply_first: false,
+            writes: vec![Op::Replace(vec![])],
+        },
+    ];
+    for (in_order, atomic) in [(false, false), (true, false), (true, true)] {
+        for known_objects in [false, true] {
+            let config = Config {
+                known_objects,
+                emit_replaced: true,
+                transform: false,
+                in_order,
+                atomic,
+            };
+            run(config, &ops);
+        }
+    }
+}

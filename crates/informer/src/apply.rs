@@ -172,8 +172,8 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
 /// The pop loop is the store's only writer, so what is read before the swap is what it
 /// replaces. A list the store refuses as a whole (an index function failing on one object) is
 /// applied object by object instead, each refused object withdrawn (`refused`), the rest
-/// applied. The end of a relist by page deletes what no page listed, key by key (that mode
-/// gives up the one step for its lower peak memory).
+/// applied. The end of a list by page deletes what no page listed, key by key (that mode
+/// gives up the one step for its lower peak memory), and records the list's version.
 pub(crate) fn apply_replaced_all<K, S, H>(
     sink: &H,
     store: &S,
@@ -185,7 +185,10 @@ pub(crate) fn apply_replaced_all<K, S, H>(
     H: Sink<K> + ?Sized,
 {
     if all.is_by_pages() {
-        return apply_changes(sink, store, &all, is_in_initial_list, refused);
+        apply_changes(sink, store, &all, is_in_initial_list, refused);
+        // The pages carried no version: the cache is at the list's from its end on.
+        let _ = store.bookmark(all.resource_version());
+        return;
     }
     let listed: HashSet<&str> = all.objects().iter().map(|(k, _)| k.as_str()).collect();
     let unique = listed.len() == all.objects().len();

@@ -150,8 +150,11 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
     /// Whether to apply each page of a relist as it arrives, instead of holding the whole list
     /// until its last page: the objects a relist replaces are freed as it goes, so its peak
     /// memory is the cache and a few pages rather than two copies of the collection (default:
-    /// off). The first list is held whole either way; a relist that fails part way leaves its
-    /// first pages applied, with nothing deleted until a list succeeds (see
+    /// off). The first list (or streaming list) goes by page either way: the informer is not
+    /// synced before its end, and its pages are cached as they arrive, so that a cache which
+    /// keeps objects in another form (a compact cache) never holds the whole list decoded. A
+    /// relist that fails part way leaves its first pages applied, with nothing deleted until a
+    /// list succeeds (see
     /// [`Reflector::with_relist_by_page`](informer_reflector::Reflector::with_relist_by_page)).
     /// It trades the atomic relist of the default queue for that memory: the cache's readers
     /// see the pages land one by one, and the deletions after the last.

@@ -1,7 +1,6 @@
 //! How a reflector gets a collection's state: a list (paginated, each page handed on or held
 //! whole), or a streaming list (a watch that sends the initial state first).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -90,6 +89,10 @@ where
         let mut page = page?;
         self.observe_response();
         let rest = std::mem::take(&mut page.items);
+        if page.resource_version.is_empty() && page.continue_token.is_none() {
+            // The list is an error (see `list`): its last page changes nothing.
+            return Ok(page);
+        }
         listed.count += rest.len();
         if !rest.is_empty() {
             store.replace_part(rest, parts).map_err(to_store)?;
@@ -138,14 +141,36 @@ where
             ))));
         }
         tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "listed");
+        self.end_listing(listed)
+    }
+
+    /// Whether this list is handed to the store by page as it arrives: always the first
+    /// (nothing is cached yet, so applying it page by page frees each page's objects while the
+    /// rest arrives, and the queue counts as synced only at its end), and every relist with
+    /// [`with_relist_by_page`](Self::with_relist_by_page).
+    fn new_listing(&self) -> Listed<K> {
+        let by_page = self.config.relist_by_page || self.last_sync_resource_version().is_empty();
+        Listed {
+            items: if by_page {
+                Collected::Parts(ReplaceParts::new())
+            } else {
+                Collected::Whole(Vec::new())
+            },
+            count: 0,
+            resource_version: String::new(),
+        }
+    }
+
+    /// Ends a list (or a streaming list) at its resource version: replaces the store's content
+    /// with it, or ends its parts.
+    fn end_listing(&self, listed: Listed<K>) -> Result<(), Error> {
+        let rv = listed.resource_version;
         let result = match listed.items {
-            Collected::Whole(items) => self.store.replace(items, listed.resource_version.clone()),
-            Collected::Parts(parts) => self
-                .store
-                .replace_parts_done(parts, listed.resource_version.clone()),
+            Collected::Whole(items) => self.store.replace(items, rv.clone()),
+            Collected::Parts(parts) => self.store.replace_parts_done(parts, rv.clone()),
         };
         result.map_err(|e| Error::Store(Box::new(e)))?;
-        self.set_last_sync_resource_version(&listed.resource_version);
+        self.set_last_sync_resource_version(&rv);
         Ok(())
     }
 
@@ -171,15 +196,7 @@ where
             resource_version: rv,
             resource_version_match,
         };
-        let mut listed = Listed {
-            items: if self.config.relist_by_page {
-                Collected::Parts(ReplaceParts::new())
-            } else {
-                Collected::Whole(Vec::new())
-            },
-            count: 0,
-            resource_version: String::new(),
-        };
+        let mut listed = self.new_listing();
         let mut page = self.list_page(&first, &mut listed).await?;
         loop {
             listed.resource_version = page.resource_version;
@@ -245,16 +262,13 @@ where
             }
             let failure = match opened {
                 Ok(mut stream) => match self.collect_initial_events(&mut stream, key).await {
-                    Ok(Some((items, rv))) => {
-                        state.observe_list(true, begun, Ok(items.len()));
+                    Ok(Some(listed)) => {
+                        state.observe_list(true, begun, Ok(listed.count));
                         state.ready();
                         self.mark_served();
                         state.rv_unavailable = false;
-                        tracing::debug!(reflector = %self.name, items = items.len(), resource_version = %rv, "streamed the initial list");
-                        self.store
-                            .replace(items, rv.clone())
-                            .map_err(|e| Error::Store(Box::new(e)))?;
-                        self.set_last_sync_resource_version(&rv);
+                        tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "streamed the initial list");
+                        self.end_listing(listed)?;
                         // The stream goes on as the watch: told as one, as its end will be.
                         if let Some(observer) = &self.config.observer {
                             observer.watch_started();
@@ -292,45 +306,107 @@ where
         }
     }
 
-    /// Reads the initial events of a streaming list into a temporary set; `None` if the stream
-    /// ended before the end bookmark.
+    /// Reads the initial events of a streaming list: handed to the store a page size at a
+    /// time as they arrive when the list goes by page ([`new_listing`](Self::new_listing)),
+    /// else collected into a temporary set for one replace. `None` if the stream ended before
+    /// the end bookmark (what was handed over stays, as after a list that failed part way).
     async fn collect_initial_events(
         &self,
         stream: &mut WatchStream<K>,
         key: &KeyFunc<K>,
-    ) -> Result<Option<(Vec<Arc<K>>, String)>, Error> {
-        let mut initial: HashMap<String, Arc<K>> = HashMap::new();
+    ) -> Result<Option<Listed<K>>, Error> {
+        let mut listed = self.new_listing();
+        let mut initial = Initial::default();
+        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
         while let Some(event) = stream.next().await {
             match event? {
                 WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
-                    match key(&object) {
-                        Ok(k) => {
-                            let object = match &self.config.list_interner {
-                                Some(intern) => intern(object),
-                                None => object,
-                            };
-                            initial.insert(k, object);
-                        }
-                        Err(err) => {
-                            tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
-                        }
+                    let Ok(k) = key(&object).inspect_err(|err| {
+                        tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
+                    }) else {
+                        continue;
+                    };
+                    let object = match &self.config.list_interner {
+                        Some(intern) => intern(object),
+                        None => object,
+                    };
+                    initial.add(k, object);
+                    if let (Collected::Parts(parts), Some(batch)) =
+                        (&mut listed.items, initial.full(every))
+                    {
+                        listed.count += batch.len();
+                        self.store
+                            .replace_part(batch, parts)
+                            .map_err(|e| Error::Store(Box::new(e)))?;
                     }
                 }
                 WatchEvent::Deleted { object, .. } => {
                     if let Ok(k) = key(&object) {
-                        initial.remove(&k);
+                        initial.remove(&k, &mut listed.items, key);
                     }
                 }
                 WatchEvent::Bookmark {
                     resource_version,
                     initial_events_end: true,
                 } => {
-                    return Ok(Some((initial.into_values().collect(), resource_version)));
+                    let rest = initial.into_rest();
+                    listed.count += rest.len();
+                    match &mut listed.items {
+                        Collected::Whole(all) => *all = rest,
+                        Collected::Parts(parts) if !rest.is_empty() => self
+                            .store
+                            .replace_part(rest, parts)
+                            .map_err(|e| Error::Store(Box::new(e)))?,
+                        Collected::Parts(_) => {}
+                    }
+                    listed.resource_version = resource_version;
+                    return Ok(Some(listed));
                 }
                 WatchEvent::Bookmark { .. } => {}
                 WatchEvent::Error(status) => return Err(Error::Api(status)),
             }
         }
         Ok(None)
+    }
+}
+
+/// The initial events of a streaming list not handed to the store yet, in their order, with
+/// their keys (a later one of a key wins, in the store as in a list).
+struct Initial<K> {
+    objects: Vec<(String, Arc<K>)>,
+}
+
+impl<K> Default for Initial<K> {
+    fn default() -> Self {
+        Self {
+            objects: Vec::new(),
+        }
+    }
+}
+
+impl<K> Initial<K> {
+    fn add(&mut self, key: String, object: Arc<K>) {
+        self.objects.push((key, object));
+    }
+
+    /// The objects to hand over, once there are `every` of them.
+    fn full(&mut self, every: usize) -> Option<Vec<Arc<K>>> {
+        (self.objects.len() >= every.max(1)).then(|| self.take())
+    }
+
+    /// Forgets `key`, here and in the parts handed over before.
+    fn remove(&mut self, key: &str, items: &mut Collected<K>, key_of: &KeyFunc<K>) {
+        self.objects.retain(|(k, _)| k != key);
+        if let Collected::Parts(parts) = items {
+            parts.unlist(key, |object| key_of(object).ok());
+        }
+    }
+
+    fn take(&mut self) -> Vec<Arc<K>> {
+        self.objects.drain(..).map(|(_, object)| object).collect()
+    }
+
+    fn into_rest(mut self) -> Vec<Arc<K>> {
+        self.take()
     }
 }

@@ -343,13 +343,18 @@ where
         self
     }
 
-    /// Hands each page of a list to the store as it arrives ([`ReflectorStore::replace_part`],
+    /// Hands each page of every relist to the store as it arrives ([`ReflectorStore::replace_part`],
     /// then [`ReflectorStore::replace_parts_done`] after the last page) instead of collecting
-    /// every page and calling [`ReflectorStore::replace`] once. A queue that is already populated
-    /// applies each page at once, so the objects a relist replaces are freed while the rest of
-    /// the list arrives: the relist's peak memory is the cache and a few pages, not two copies of
-    /// the collection. The first list, and a store that cannot apply parts, still replace at
-    /// once. Off by default (client-go collects the whole list).
+    /// every page and calling [`ReflectorStore::replace`] once. A queue applies each page at
+    /// once, so the objects a relist replaces are freed while the rest of the list arrives: the
+    /// relist's peak memory is the cache and a few pages, not two copies of the collection. A
+    /// store that cannot apply parts still replaces at once. Off by default (client-go collects
+    /// the whole list).
+    ///
+    /// The first list (until a list has succeeded), and the first streaming list, go by page
+    /// whatever this says: nothing is cached yet, so there is nothing to replace atomically,
+    /// and a queue counts as synced only at the end (client-go collects the whole first list:
+    /// its peak is the list decoded, where ours is what its consumer keeps of it and a page).
     ///
     /// What changes for the consumer: the listed objects of a relist are delivered while it is
     /// still listing, the deletions of what it lacks after its last page (as with one
@@ -358,7 +363,7 @@ where
     /// A page longer than the page size (a server that ignores the limit and answers with
     /// everything) is handed to the store a page size at a time as its objects are decoded
     /// ([`ListSink`](crate::ListSink)). A streaming list ([`with_streaming_list`](Self::with_streaming_list))
-    /// still replaces at once, at its end bookmark.
+    /// is handed over a page size of initial events at a time, and ended at its end bookmark.
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.config.relist_by_page = enabled;
         self

@@ -40,9 +40,13 @@ async fn first_list_is_at_0_in_pages_of_500_then_watches_from_the_list_version()
     let timeout = watch.timeout.unwrap().as_secs();
     assert!((300..600).contains(&timeout), "timeout {timeout}");
 
+    // The first list is handed to the store page by page, then ended at its version.
     assert_eq!(
         h.store.ops(),
-        [Op::Replace(vec!["a".into(), "b".into()], "10".into())]
+        [
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::PartsDone(vec![], "10".into())
+        ]
     );
     assert_eq!(h.store.content(), [("a".into(), 1), ("b".into(), 1)]);
     assert_eq!(h.last_rv(), "10");
@@ -76,7 +80,11 @@ async fn pages_are_followed_with_continue_and_without_a_resource_version() {
     assert_eq!(watch_params(&requests[3]).resource_version, "20");
     assert_eq!(
         h.store.ops(),
-        [Op::Replace(vec!["a".into(), "c".into()], "20".into())]
+        [
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["c".into()]),
+            Op::PartsDone(vec![], "20".into())
+        ]
     );
     h.stop().await;
 }
@@ -352,7 +360,13 @@ async fn a_list_without_a_resource_version_is_an_error_and_changes_nothing() {
 
     let requests = h.requests(3).await;
     assert_eq!(shape(&requests[1]), "list@0");
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "3".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "3".into())
+        ]
+    );
     assert_eq!(h.errors.lock().len(), 1);
     assert_eq!(gap(requests[0].at(), requests[1].at()), 0.8);
     h.stop().await;

@@ -50,7 +50,13 @@ async fn a_resource_not_served_is_listed_every_five_seconds_without_backoff_unti
     // The cadence stays calm and flat: every gap in [5 s, 6 s), never growing like a backoff.
     assert_listed_every(&requests, 9, NOT_SERVED_POLL);
     // Nothing was written while it was not served; then the list is the first replace.
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "10".into())
+        ]
+    );
     assert_eq!(h.reflector.availability(), Availability::Served);
     assert_eq!(h.reflector.not_served_since(), None);
     h.stop().await;
@@ -120,7 +126,8 @@ async fn a_resource_that_goes_away_has_its_objects_deleted_and_is_waited_for() {
     assert_eq!(
         h.store.ops(),
         [
-            Op::Replace(vec!["a".into(), "b".into()], "10".into()),
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::PartsDone(vec![], "10".into()),
             Op::Update("a".into()),
             // Gone: everything cached is deleted, once, at the version last synced.
             Op::Replace(vec![], "11".into()),
@@ -151,7 +158,13 @@ async fn told_to_stop_a_reflector_ends_its_run_when_its_resource_goes_away() {
         .expect("the run ends by itself")
         .expect("no panic");
     assert_eq!(lists(&h.fake.requests()), 3);
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "10".into())
+        ]
+    );
     assert_eq!(h.reflector.availability(), Availability::NotServed);
 }
 
@@ -171,6 +184,12 @@ async fn a_not_served_resource_with_streaming_lists_falls_back_quietly_and_waits
     assert!(gap(requests[1].at(), requests[2].at()) >= NOT_SERVED_POLL.as_secs_f64());
     // A 404 is not the server refusing streaming lists.
     assert_eq!(h.reflector.streaming_fallbacks(), 0);
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "10".into())
+        ]
+    );
     h.stop().await;
 }

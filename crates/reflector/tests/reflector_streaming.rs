@@ -56,7 +56,8 @@ async fn the_initial_state_is_streamed_then_the_same_stream_goes_on_as_the_watch
     assert_eq!(
         h.store.ops(),
         [
-            Op::Replace(vec!["a".into(), "b".into()], "12".into()),
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::PartsDone(vec![], "12".into()),
             Op::Update("a".into()),
         ]
     );
@@ -101,7 +102,13 @@ async fn a_stream_that_ends_before_its_end_bookmark_is_discarded_and_retried() {
     let waited = gap(requests[0].at(), requests[1].at());
     assert!((0.25..0.3125).contains(&waited), "{waited}");
     h.until("synced", |h| h.last_rv() == "6").await;
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "6".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "6".into())
+        ]
+    );
     h.stop().await;
 }
 
@@ -152,5 +159,39 @@ async fn a_lister_watcher_that_cannot_stream_is_listed_and_watched() {
     assert!(requests[0].is_list(), "{requests:?}");
     assert!(!watch_params(&requests[1]).send_initial_events);
     assert_eq!(h.reflector.streaming_fallbacks(), 0, "not a fallback");
-    assert_eq!(h.store.ops(), [Op::Replace(vec!["a".into()], "10".into())]);
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::PartsDone(vec![], "10".into())
+        ]
+    );
+}
+
+/// The first streaming list is handed to the store a page size of initial events at a time;
+/// an object deleted after its page was handed over is taken back, so the end deletes it.
+#[tokio::test(start_paused = true)]
+async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_handed_over_key() {
+    let fake = Fake::new();
+    fake.push_watch(vec![
+        added("a", 1, "3"),
+        added("b", 1, "4"),
+        added("c", 1, "5"),
+        deleted("a", 1, "6"),
+        end("7"),
+        WatchStep::Hang,
+    ]);
+    let h = Harness::new(fake, |r| streaming(r).with_page_size(2)).start();
+    h.requests(1).await;
+    h.until("synced", |h| h.last_rv() == "7").await;
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into(), "b".into()]),
+            Op::Part(vec!["c".into()]),
+            Op::PartsDone(vec!["a".into()], "7".into()),
+        ]
+    );
+    assert_eq!(h.store.content(), [("b".into(), 1), ("c".into(), 1)]);
+    h.stop().await;
 }

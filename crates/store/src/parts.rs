@@ -80,6 +80,15 @@ impl<K> ReplaceParts<K> {
         self.listed.contains(key)
     }
 
+    /// Takes back the listing of `key` (a streaming list that reported the object deleted
+    /// after a part listed it): an applied part's key stops counting as listed, so the end
+    /// deletes it; a held object with that key (`key_of` tells each one's) is dropped.
+    pub fn unlist(&mut self, key: &str, key_of: impl Fn(&K) -> Option<String>) {
+        self.listed.remove(key);
+        self.held
+            .retain(|object| key_of(object).is_none_or(|held| held != key));
+    }
+
     /// Takes the keys the applied parts listed, leaving none: for an implementation that ends a
     /// replace applied in parts by handing them on (a queue that leaves the deletions to its
     /// consumer).
@@ -163,5 +172,25 @@ mod tests {
         taken.sort();
         assert_eq!(taken, ["a", "b"]);
         assert!(!parts.is_listed("a"), "taken, not copied");
+    }
+
+    #[test]
+    fn unlist_takes_back_a_listed_key_and_drops_held_objects_with_it() {
+        let mut applied: ReplaceParts<i32> = ReplaceParts::new();
+        applied.decide(true);
+        applied.note_listed("1");
+        applied.note_listed("2");
+        applied.unlist("1", |n| Some(n.to_string()));
+        assert!(!applied.is_listed("1") && applied.is_listed("2"));
+
+        let mut held = ReplaceParts::new();
+        held.hold(vec![Arc::new(1), Arc::new(2), Arc::new(1), Arc::new(3)]);
+        held.unlist("1", |n| (*n != 3).then(|| n.to_string()));
+        let left: Vec<i32> = held.take_held().iter().map(|n| **n).collect();
+        assert_eq!(
+            left,
+            [2, 3],
+            "every object with the key, none without a key"
+        );
     }
 }

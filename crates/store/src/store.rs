@@ -43,8 +43,9 @@ pub trait ReflectorStore<K>: Send + Sync {
     ///
     /// The default holds the part, for [`replace_parts_done`](Self::replace_parts_done) to
     /// [`replace`](Self::replace) the whole content at once. An implementation may instead
-    /// apply each part as it comes (a queue does, once populated: see
-    /// [`ReplaceParts`]), so that what the list replaces can be freed before the list is over.
+    /// apply each part as it comes (the queues do, the initial list's parts too, counting as
+    /// synced only at the end: see [`ReplaceParts`]), so that what the list replaces can be
+    /// freed, and what it lists consumed, before the list is over.
     fn replace_part(
         &self,
         part: Vec<Arc<K>>,

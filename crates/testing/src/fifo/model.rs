@@ -334,12 +334,9 @@ impl Model {
         deletions
     }
 
-    /// `replace_part`: held until the end if the queue was not populated when the first part
-    /// came, else queued as `replace` queues its list.
+    /// `replace_part`: queued as `replace` queues its list, the initial list's parts too.
     pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        if !Parts::applies(&mut self.parts, self.populated, list) {
-            return Ok(());
-        }
+        Parts::start(&mut self.parts);
         let kind = self.listed_kind();
         for obj in list {
             let (Ok(key), Ok(obj)) = (Self::key(obj), self.transform(obj)) else {
@@ -351,16 +348,23 @@ impl Model {
         Ok(())
     }
 
-    /// `replace_parts_done`: the held parts replace at once; applied parts delete what they
-    /// did not list.
+    /// `replace_parts_done`: with no part, `replace` of nothing; else the deletions of what no
+    /// part listed, and, if it is the first, the initial list is everything queued or in
+    /// flight.
     pub fn replace_parts_done(&mut self) -> Result<(), Failure> {
-        let parts = self.parts.take().unwrap_or_else(|| Parts::new(false));
-        if !parts.applying {
-            return self.replace(&parts.held);
-        }
+        let Some(parts) = self.parts.take() else {
+            return self.replace(&[]);
+        };
         for (key, obj) in self.unlisted(&parts.listed) {
             self.push(&key, Delta::tombstone(key.as_str(), obj));
         }
+        let queued = self.queue.len();
+        populate_from_parts(
+            &mut self.populated,
+            &mut self.initial,
+            &mut self.in_flight,
+            queued,
+        );
         Ok(())
     }
 
@@ -568,12 +572,9 @@ impl InOrderModel {
         deletions
     }
 
-    /// `replace_part`: held until the end if the queue was not populated when the first part
-    /// came, else queued as Replaced events.
+    /// `replace_part`: queued as Replaced events, the initial list's parts too.
     pub fn replace_part(&mut self, list: &[Obj]) -> Result<(), Failure> {
-        if !Parts::applies(&mut self.parts, self.populated, list) {
-            return Ok(());
-        }
+        Parts::start(&mut self.parts);
         let listed: Vec<_> = list.iter().filter_map(|obj| self.admit(obj).ok()).collect();
         for (key, obj) in listed {
             Parts::note(&mut self.parts, &key);
@@ -582,22 +583,29 @@ impl InOrderModel {
         Ok(())
     }
 
-    /// `replace_parts_done`: the held parts replace at once; applied parts queue the
-    /// tombstones of what they did not list after their own events.
+    /// `replace_parts_done`: with no part, `replace` of nothing; else the tombstones of what
+    /// the parts did not list after their own events (atomic: one `ReplacedAll` that deletes
+    /// them), and, if it is the first, the initial list is everything queued or in flight.
     pub fn replace_parts_done(&mut self) -> Result<(), Failure> {
-        let parts = self.parts.take().unwrap_or_else(|| Parts::new(false));
-        if !parts.applying {
-            return self.replace(&parts.held);
-        }
+        let Some(parts) = self.parts.take() else {
+            return self.replace(&[]);
+        };
         if self.config.atomic {
             let listed: HashSet<String> = parts.listed.into_iter().collect();
             let end = ReplacedAll::after_pages(listed, String::new());
             self.events
                 .push_back((String::new(), Delta::ReplacedAll(Box::new(end))));
-            return Ok(());
+        } else {
+            let deletions = self.unlisted(&parts.listed);
+            self.events.extend(deletions);
         }
-        let deletions = self.unlisted(&parts.listed);
-        self.events.extend(deletions);
+        let queued = self.events.len();
+        populate_from_parts(
+            &mut self.populated,
+            &mut self.initial,
+            &mut self.in_flight,
+            queued,
+        );
         Ok(())
     }
 
@@ -672,39 +680,42 @@ fn tombstone(key: &str, obj: Option<Arc<Obj>>) -> (String, Delta<Obj>) {
     (key.to_owned(), Delta::tombstone(key, obj))
 }
 
-/// A replace in parts, as a model keeps it between its parts.
+/// A replace in parts, as a model keeps it between its parts: the keys its parts listed.
 #[derive(Debug, Default)]
 struct Parts {
-    /// Decided on the first part: applied as they come (the queue was populated), else held.
-    applying: bool,
-    held: Vec<Obj>,
     listed: BTreeSet<String>,
 }
 
 impl Parts {
-    fn new(applying: bool) -> Self {
-        Self {
-            applying,
-            ..Self::default()
-        }
+    /// Starts a replace in parts in `slot` if none is under way.
+    fn start(slot: &mut Option<Parts>) {
+        slot.get_or_insert_with(Parts::default);
     }
 
-    /// The first half of `replace_part`: starts a replace in parts in `slot` if none is under
-    /// way (applied if the queue is `populated`), holds `list` if its parts are held; whether
-    /// `list` is to be applied.
-    fn applies(slot: &mut Option<Parts>, populated: bool, list: &[Obj]) -> bool {
-        let parts = slot.get_or_insert_with(|| Parts::new(populated));
-        if !parts.applying {
-            parts.held.extend_from_slice(list);
-        }
-        parts.applying
-    }
-
-    /// Records that an applied part listed `key`.
+    /// Records that a part listed `key`.
     fn note(slot: &mut Option<Parts>, key: &str) {
         if let Some(parts) = slot {
             parts.listed.insert(key.to_owned());
         }
+    }
+}
+
+/// The end of a replace in parts for `has_synced`: the first makes the initial list the
+/// `queued` entries and the change in flight.
+fn populate_from_parts(
+    populated: &mut bool,
+    initial: &mut usize,
+    in_flight: &mut Option<InFlight>,
+    queued: usize,
+) {
+    if *populated {
+        return;
+    }
+    *populated = true;
+    *initial = queued;
+    if let Some(flying) = in_flight {
+        flying.counted = true;
+        *initial += 1;
     }
 }
 
