@@ -44,7 +44,9 @@
 //!
 //! * **Hash**: 64-bit FNV-1a over the bytes of the field's value as the object stores it (the
 //!   UID string as written, hyphens included; the namespace name; `""` for a cluster-scoped
-//!   object's namespace). Ranges compare the hash as an unsigned number.
+//!   object's namespace). Ranges compare the hash as an unsigned number. Random (v4) UIDs
+//!   spread evenly; but FNV-1a's top bits depend little on a value's last bytes, so values that
+//!   differ only at their end (`team-1`, `team-2`, ...) can crowd into a few ranges.
 //! * **Fields**: `object.metadata.uid` and `object.metadata.namespace` only (CEL paths rooted at
 //!   `object`, not field-selector paths). All ranges of one selector hash the same field.
 //! * **Ranges**: half-open, `[start, end)`; `start < end`. Each bound is a quoted string of
