@@ -54,7 +54,14 @@
 //!   bound `'0x10000000000000000'`. `'0x0'`, upper-case digits and `0X` are refused.
 //! * **Grammar**: a CEL expression that is one `shardRange(field, start, end)` call or several
 //!   joined by `||` (overlapping ranges allowed), with any whitespace between tokens; no other
-//!   function or operator. See the grammar in [`ShardSelector`]'s `FromStr`.
+//!   function or operator:
+//!
+//!   ```text
+//!   selector := term ( "||" term )*
+//!   term     := "(" selector ")" | "shardRange" "(" path "," bound "," bound ")"
+//!   path     := "object.metadata.uid" | "object.metadata.namespace"
+//!   bound    := '0x' and 16 lower-case hex digits, or '0x10000000000000000' (either quote)
+//!   ```
 //! * **Absent / empty**: no `shardSelector` (or an empty one) selects everything; one of only
 //!   whitespace is refused.
 //! * **Errors**: a malformed selector fails the list or watch with `400 BadRequest`, the

@@ -156,7 +156,8 @@ impl fmt::Display for ShardSelector {
     }
 }
 
-/// Parses the `shardSelector` grammar as kube-apiserver v1.36 does; see the crate docs.
+/// Parses the `shardSelector` grammar as kube-apiserver v1.36 does (see the crate docs); a
+/// malformed selector is a [`ParseError`] naming the problem.
 impl FromStr for ShardSelector {
     type Err = ParseError;
 
