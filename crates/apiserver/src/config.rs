@@ -46,6 +46,21 @@ pub enum SlowWatcher {
     Block,
 }
 
+/// What the server does with the `shardSelector` of a list or watch (server-side sharded list
+/// and watch, KEP-5866).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShardSelectorSupport {
+    /// Served as kube-apiserver v1.36 serves it with the `ShardedListAndWatch` feature gate on:
+    /// lists and watches carry only the objects whose hashed field is in a range, a list says
+    /// so in `metadata.shardInfo`, and a malformed selector is a `400 BadRequest`.
+    #[default]
+    Served,
+    /// Not known, as by a server before v1.36 or with the feature gate off: the parameter is
+    /// ignored, every object is sent and no list has `shardInfo`, so that a client can be tested
+    /// for noticing and filtering by itself.
+    Ignored,
+}
+
 /// Configuration of an [`ApiServer`](crate::ApiServer).
 ///
 /// The defaults are kube-apiserver's where it has one (bookmarks every minute and 2 s before a
@@ -106,6 +121,10 @@ pub struct Config {
     /// down; one that has another owner left only loses the reference. Off by default: then
     /// deletes never cascade.
     pub garbage_collection: bool,
+    /// Whether `shardSelector` is served or ignored. Served by default, as by a v1.36 server
+    /// with the `ShardedListAndWatch` feature gate on (kube-apiserver leaves the alpha gate off
+    /// by default; [`ShardSelectorSupport::Ignored`] is that server).
+    pub shard_selector: ShardSelectorSupport,
 }
 
 impl Default for Config {
@@ -130,6 +149,7 @@ impl Default for Config {
             require_namespace: false,
             git_version: "v1.36.0".to_owned(),
             garbage_collection: false,
+            shard_selector: ShardSelectorSupport::Served,
         }
     }
 }
@@ -167,6 +187,12 @@ impl Config {
             .register::<Namespace>()
             .register::<Node>()
             .register::<Lease>()
+    }
+
+    /// Serves or ignores `shardSelector` (see [`ShardSelectorSupport`]).
+    pub fn with_shard_selector(mut self, support: ShardSelectorSupport) -> Self {
+        self.shard_selector = support;
+        self
     }
 
     /// Short intervals for tests: bookmarks every `interval`, a 1 s too-large wait.

@@ -5,8 +5,9 @@
 //! (`fuzz/`) and the corpus replay test share one harness. [`check`] decodes the bytes (the first
 //! byte picks a check, the rest is its input) and panics when a property fails:
 //!
-//! * **query**: any query string parses to options or is a 400 `BadRequest`; validation passes or
-//!   is a 422 `Invalid`; `resourceVersion` is unset, `"0"`, a number, or a 400.
+//! * **query**: any query string parses to options or is a 400 `BadRequest`; its `shardSelector`
+//!   decodes or is a 400; validation passes or is a 422 `Invalid`; `resourceVersion` is unset,
+//!   `"0"`, a number, or a 400.
 //! * **label selector**: any string parses or is refused, without a panic; a selector built from
 //!   the bytes (every operator, optional spaces) always parses and selects exactly what a tiny
 //!   model matcher selects, on label sets also built from the bytes.
@@ -65,13 +66,16 @@ pub fn check(data: &[u8]) {
 }
 
 fn query(q: &str) {
-    let opts = match ListOptions::parse(q) {
+    let mut opts = match ListOptions::parse(q) {
         Ok(opts) => opts,
         Err(e) => {
             assert_eq!((e.code(), e.reason()), (400, "BadRequest"), "{q:?}: {e}");
             return;
         }
     };
+    if let Err(e) = opts.decode_shard_selector(crate::ShardSelectorSupport::Served) {
+        assert_eq!((e.code(), e.reason()), (400, "BadRequest"), "{q:?}: {e}");
+    }
     if let Err(e) = opts.validate() {
         assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{q:?}: {e}");
     }

@@ -56,7 +56,7 @@ pub(crate) async fn serve(
     let ResourceRequest {
         route,
         verb,
-        opts,
+        mut opts,
         query,
         content_type,
         body,
@@ -82,6 +82,7 @@ pub(crate) async fn serve(
     let write = Write::by(manager, route.status);
     match verb {
         Verb::List => {
+            opts.decode_shard_selector(shared.config.shard_selector)?;
             opts.validate()?;
             let body = shared
                 .list(route.resource, route.namespace.as_deref(), &opts, output)
@@ -115,6 +116,7 @@ pub(crate) async fn serve(
             patch(shared, &reply, request)
         }
         Verb::Delete if route.name.is_none() => {
+            opts.decode_shard_selector(shared.config.shard_selector)?;
             opts.validate()?;
             let options = delete_options(query, &body)?;
             delete_collection(shared, target, &opts, &options).await
@@ -184,6 +186,7 @@ fn watch(
     client: Option<String>,
     output: codec::Output,
 ) -> Result<Response, StatusError> {
+    opts.decode_shard_selector(shared.config.shard_selector)?;
     if let Some(name) = route.name.as_deref() {
         select_name(&mut opts, name)?;
     }

@@ -10,6 +10,9 @@
 //! * **watch** with `resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`,
 //!   `sendInitialEvents` (streaming lists ending in the `k8s.io/initial-events-end` bookmark),
 //!   selector transitions;
+//! * **sharded lists and watches** (KEP-5866): `shardSelector`, the objects whose FNV-1a hash
+//!   of `metadata.uid` or `metadata.namespace` falls in a range, echoed in a list's
+//!   `metadata.shardInfo` (or ignored, as by an older server: [`ShardSelectorSupport`]);
 //! * **writes** over HTTP (POST, PUT, JSON, merge and strategic merge PATCH, DELETE) and from
 //!   Rust ([`ApiServer::create`], [`update`](ApiServer::update), [`patch`](ApiServer::patch),
 //!   [`delete`](ApiServer::delete)...);
@@ -105,7 +108,7 @@
 //    gate of an isolated client);
 // 4. the shared state: `state`;
 // 5. what knows no server state: encodings (`codec`, `protobuf`), the request's parts
-//    (`query`, `selector`, `patch`, `duration`), the registries' rules (`strategy`,
+//    (`query`, `selector`, `shard`, `patch`, `duration`), the registries' rules (`strategy`,
 //    `defaults`, `object_meta`), field ownership (`field_manager` over `managed` over
 //    `structured` over `fieldpath`), `discovery`, `storage`, `status` (with `field_error`),
 //    `faults` (the fault descriptions and the
@@ -154,12 +157,13 @@ mod protobuf;
 mod query;
 mod resource;
 mod selector;
+mod shard;
 mod status;
 mod storage;
 mod strategy;
 mod structured;
 
-pub use config::{BookmarkShape, Config, ExpiredWatch, SlowWatcher};
+pub use config::{BookmarkShape, Config, ExpiredWatch, ShardSelectorSupport, SlowWatcher};
 pub use fault_control::Faults;
 pub use faults::{Failure, Isolation, RemainingItemCount, SlowStream, Verb};
 pub use resource::{ResourceInfo, Scope};

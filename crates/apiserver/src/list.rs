@@ -1,4 +1,5 @@
-//! `GET <collection>`: resourceVersion semantics, pagination with continue tokens, selectors.
+//! `GET <collection>`: resourceVersion semantics, pagination with continue tokens, selectors
+//! (label, field and shard).
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use crate::codec::Output;
 use crate::faults::RemainingItemCount;
 use crate::query::{ListOptions, RequestedRv};
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::shard::selects;
 use crate::state::Shared;
 use crate::status::StatusError;
 use crate::storage::{ResourceState, Storage, StoredObject};
@@ -143,7 +145,8 @@ impl Shared {
             .unwrap_or_default();
         let full_start = start.as_ref().map(|s| format!("{ns_prefix}{s}"));
         let typed = info.typed_list_items || self.config.list_items_typed;
-        let selective = !labels.is_empty() || !fields.is_empty();
+        let shard = opts.shard.as_ref();
+        let selective = !labels.is_empty() || !fields.is_empty() || shard.is_some();
 
         // The page's objects, found first and written once their size is known.
         let mut page = Page {
@@ -156,7 +159,10 @@ impl Shared {
                 page.more = true;
                 return false;
             }
-            if !labels.matches(&obj.value) || !fields.matches(&obj.value) {
+            if !labels.matches(&obj.value)
+                || !fields.matches(&obj.value)
+                || !selects(shard, &obj.value)
+            {
                 return true;
             }
             page.items.push(obj);
@@ -187,6 +193,10 @@ impl Shared {
                     metadata.insert("remainingItemCount".into(), remaining);
                 }
             }
+        }
+        if let Some(shard) = shard {
+            // On every page: the client learns from each that the server filtered it.
+            metadata.insert("shardInfo".into(), shard.info());
         }
         Ok(write_page(state, metadata, &page.items, typed, output))
     }

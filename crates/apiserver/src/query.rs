@@ -1,6 +1,8 @@
 //! Query-string parsing for list and watch (`metav1.ListOptions`), with kube-apiserver's
 //! boolean rules and its validation (`ValidateListOptions`).
 
+use crate::config::ShardSelectorSupport;
+use crate::shard::ShardFilter;
 use crate::status::{FieldError, StatusError};
 use crate::storage::RvCodec;
 
@@ -28,6 +30,10 @@ pub(crate) struct ListOptions {
     pub(crate) allow_watch_bookmarks: bool,
     pub(crate) timeout_seconds: Option<i64>,
     pub(crate) send_initial_events: Option<bool>,
+    /// `shardSelector` as sent.
+    pub(crate) shard_selector: String,
+    /// `shardSelector` decoded (see [`ListOptions::decode_shard_selector`]); `None` selects all.
+    pub(crate) shard: Option<ShardFilter>,
 }
 
 /// kube-apiserver's query bool: absent is false; `0`/`false` (any case) is false; anything
@@ -59,10 +65,22 @@ impl ListOptions {
                 "allowWatchBookmarks" => o.allow_watch_bookmarks = parse_bool(&v),
                 "timeoutSeconds" => o.timeout_seconds = Some(parse_int("timeoutSeconds", &v)?),
                 "sendInitialEvents" => o.send_initial_events = Some(parse_bool(&v)),
+                "shardSelector" => o.shard_selector = v.into_owned(),
                 _ => {}
             }
         }
         Ok(o)
+    }
+
+    /// Decodes `shardSelector` as a server with `support` does, as kube-apiserver decodes the
+    /// list options of a list, watch or collection delete: before [`ListOptions::validate`], a
+    /// malformed one a `400`.
+    pub(crate) fn decode_shard_selector(
+        &mut self,
+        support: ShardSelectorSupport,
+    ) -> Result<(), StatusError> {
+        self.shard = ShardFilter::decode(&self.shard_selector, support)?;
+        Ok(())
     }
 
     /// The parsed `resourceVersion` (400 when it is not one `codec` writes).

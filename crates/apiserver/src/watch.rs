@@ -112,6 +112,7 @@ impl Shared {
                 .map(|ns| format!("{ns}/")),
             labels,
             fields,
+            shard: opts.shard.clone(),
         };
         let (initial, replay, skip_through) =
             self.starting_point(&storage, r, namespace, &start, requested, &filter);

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use crate::config::SlowWatcher;
 use crate::faults::{Control, Isolation};
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::shard::{ShardFilter, selects};
 use crate::state::Shared;
 use crate::storage::{CacheDelay, Change, ChangeType, StoredObject};
 use crate::watch_events::{Encoding, bookmark_line, event_line};
@@ -44,6 +45,10 @@ pub(crate) struct Filter {
     pub(crate) namespace_prefix: Option<String>,
     pub(crate) labels: LabelSelector,
     pub(crate) fields: FieldSelector,
+    /// The shard selector. It hashes `metadata.uid` or `metadata.namespace`, which no update
+    /// changes: an object never moves in or out of a watch's shard, so no event turns into
+    /// another for it (unlike a label selector's transitions).
+    pub(crate) shard: Option<ShardFilter>,
 }
 
 impl Filter {
@@ -53,6 +58,7 @@ impl Filter {
             .is_none_or(|p| key.starts_with(p))
             && self.labels.matches(&object.value)
             && self.fields.matches(&object.value)
+            && selects(self.shard.as_ref(), &object.value)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The simulator as kube-client sees it: lists, pagination, selectors, watches, bookmarks,
 //! streaming lists, 410s after compaction, and watch faults.
 
+mod kube_setup;
+
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -10,6 +12,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, ListParams, PostParams, VersionMatch, WatchEvent, WatchParams};
 use serde_json::json;
 
+use kube_setup::start_with;
+
 /// Generous bound for anything that should happen "at once".
 const WAIT: Duration = Duration::from_secs(10);
 /// How long a request of a hung client is watched for an answer that must not come (the
@@ -18,16 +22,6 @@ const STILL_PENDING: Duration = Duration::from_secs(1);
 
 async fn start() -> (ApiServer, kube::Client) {
     start_with(Config::for_tests(Duration::from_millis(100))).await
-}
-
-async fn start_with(config: Config) -> (ApiServer, kube::Client) {
-    let server = ApiServer::start(config).await.expect("server starts");
-    let mut config = kube::Config::new(server.url().parse().expect("a valid URL"));
-    // kube-client retries 429/503/504 by itself (15 times, honouring Retry-After); these tests
-    // look at the responses themselves.
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).expect("a client");
-    (server, client)
 }
 
 fn pod(ns: &str, name: &str, labels: serde_json::Value, node: &str) -> Pod {

@@ -1,0 +1,213 @@
+//! The selector: a hashed field and the ranges ORed together.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::range::hex;
+use crate::{ParseError, RangeError, ShardRange, hash};
+
+/// A field kube-apiserver can hash for sharding (v1.36: these two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ShardField {
+    /// `object.metadata.uid`: spreads objects evenly, whatever their namespace.
+    Uid,
+    /// `object.metadata.namespace`: keeps a namespace's objects together (`""` for
+    /// cluster-scoped objects, which all land in the same shard).
+    Namespace,
+}
+
+impl ShardField {
+    /// The path a selector names the field by (`object.metadata.uid`).
+    pub fn path(self) -> &'static str {
+        match self {
+            ShardField::Uid => "object.metadata.uid",
+            ShardField::Namespace => "object.metadata.namespace",
+        }
+    }
+
+    /// The field named by `path`, if it is one that can be hashed.
+    pub fn from_path(path: &str) -> Option<Self> {
+        [ShardField::Uid, ShardField::Namespace]
+            .into_iter()
+            .find(|f| f.path() == path)
+    }
+
+    /// The field's name inside `metadata` (`uid`, `namespace`).
+    pub fn metadata_key(self) -> &'static str {
+        match self {
+            ShardField::Uid => "uid",
+            ShardField::Namespace => "namespace",
+        }
+    }
+}
+
+impl fmt::Display for ShardField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.path())
+    }
+}
+
+/// A `shardSelector`: the objects whose [`hash`] of `field` falls in one of the ranges.
+///
+/// Written (and parsed) as kube-apiserver takes it:
+/// `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || …`.
+/// The ranges keep the order they were given in, so that parsing what [`Display`](fmt::Display)
+/// writes gives the selector back; they may touch or overlap.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShardSelector {
+    field: ShardField,
+    ranges: Vec<ShardRange>,
+}
+
+impl ShardSelector {
+    /// The objects whose `field` hashes into one of `ranges` (at least one).
+    pub fn new(
+        field: ShardField,
+        ranges: impl IntoIterator<Item = ShardRange>,
+    ) -> Result<Self, RangeError> {
+        let ranges: Vec<ShardRange> = ranges.into_iter().collect();
+        if ranges.is_empty() {
+            return Err(RangeError::NoRanges);
+        }
+        Ok(ShardSelector { field, ranges })
+    }
+
+    /// The union of shards `shards` of `count` equal ones ([`ShardRange::shard`]), adjacent
+    /// shards merged into one range, in hash order: what a replica that owns those shards
+    /// lists and watches.
+    ///
+    /// ```
+    /// use informer_shard::{ShardField, ShardSelector};
+    ///
+    /// let owned = ShardSelector::for_shards(ShardField::Uid, 4, [3, 0, 1])?;
+    /// assert_eq!(
+    ///     owned.to_string(),
+    ///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || \
+    ///      shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')"
+    /// );
+    /// # Ok::<(), informer_shard::RangeError>(())
+    /// ```
+    pub fn for_shards(
+        field: ShardField,
+        count: u32,
+        shards: impl IntoIterator<Item = u32>,
+    ) -> Result<Self, RangeError> {
+        let mut ranges = shards
+            .into_iter()
+            .map(|index| ShardRange::shard(index, count))
+            .collect::<Result<Vec<_>, _>>()?;
+        ranges.sort();
+        let mut merged: Vec<ShardRange> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            if let Some(last) = merged.last_mut()
+                && let Some(wider) = last.merged(range)
+            {
+                *last = wider;
+            } else {
+                merged.push(range);
+            }
+        }
+        ShardSelector::new(field, merged)
+    }
+
+    /// A selector of ranges already checked to be at least one.
+    pub(crate) fn from_parts(field: ShardField, ranges: Vec<ShardRange>) -> Self {
+        ShardSelector { field, ranges }
+    }
+
+    /// The field hashed.
+    pub fn field(&self) -> ShardField {
+        self.field
+    }
+
+    /// The ranges, ORed.
+    pub fn ranges(&self) -> &[ShardRange] {
+        &self.ranges
+    }
+
+    /// Whether an object whose field is `value` is selected: its [`hash`] is in a range.
+    pub fn matches(&self, value: &str) -> bool {
+        self.matches_hash(hash(value))
+    }
+
+    /// Whether a hash is in one of the ranges.
+    pub fn matches_hash(&self, hash: u64) -> bool {
+        self.ranges.iter().any(|r| r.contains(hash))
+    }
+}
+
+/// The form kube-apiserver accepts and echoes in `ListMeta.shardInfo.selector`: each range as
+/// `shardRange(<path>, '0x<16 digits>', '0x<16 digits>')` (17 for 2^64), joined by ` || `.
+impl fmt::Display for ShardSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, range) in self.ranges.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" || ")?;
+            }
+            write!(
+                f,
+                "shardRange({}, '{}', '{}')",
+                self.field,
+                hex(range.start().into()),
+                hex(range.end())
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses the `shardSelector` grammar as kube-apiserver v1.36 does (see the crate docs); a
+/// malformed selector is a [`ParseError`] naming the problem.
+impl FromStr for ShardSelector {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::parse::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_named_by_their_object_rooted_paths() {
+        for field in [ShardField::Uid, ShardField::Namespace] {
+            assert_eq!(ShardField::from_path(field.path()), Some(field));
+        }
+        assert_eq!(ShardField::from_path("metadata.uid"), None);
+        assert_eq!(ShardField::from_path("object.metadata.name"), None);
+        assert_eq!(ShardField::Namespace.metadata_key(), "namespace");
+    }
+
+    #[test]
+    fn a_selector_matches_the_hashes_in_any_of_its_ranges() {
+        let low = ShardRange::new(0, 0x4000_0000_0000_0000).unwrap();
+        let high = ShardRange::from_start(0xc000_0000_0000_0000);
+        let s = ShardSelector::new(ShardField::Uid, [low, high]).unwrap();
+        assert!(s.matches_hash(0));
+        assert!(!s.matches_hash(0x8000_0000_0000_0000));
+        assert!(s.matches_hash(u64::MAX));
+        // FNV-1a of "" is 0xcbf29ce484222325: in the high range.
+        assert!(s.matches(""));
+        // and of "a" 0xaf63dc4c8601ec8c: in neither.
+        assert!(!s.matches("a"));
+        assert_eq!(
+            ShardSelector::new(ShardField::Uid, []),
+            Err(RangeError::NoRanges)
+        );
+    }
+
+    #[test]
+    fn owned_shards_merge_when_adjacent() {
+        let all = ShardSelector::for_shards(ShardField::Namespace, 3, [2, 1, 0, 1]).unwrap();
+        assert_eq!(all.ranges(), &[ShardRange::FULL]);
+        let apart = ShardSelector::for_shards(ShardField::Uid, 8, [1, 5, 6]).unwrap();
+        assert_eq!(apart.ranges().len(), 2);
+        assert_eq!(
+            ShardSelector::for_shards(ShardField::Uid, 2, []),
+            Err(RangeError::NoRanges)
+        );
+        assert!(ShardSelector::for_shards(ShardField::Uid, 2, [2]).is_err());
+    }
+}
