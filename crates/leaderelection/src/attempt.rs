@@ -40,7 +40,16 @@ impl Seen {
     pub(crate) fn expiry(&self) -> Option<Instant> {
         let observed = self.observed.as_ref()?;
         observed.record.holder.as_ref()?;
-        Some(self.at + observed.record.lease_duration)
+        Some(self.expiry_of(&observed.record))
+    }
+
+    /// When `record`, first seen at `self.at`, expires (a duration past what a clock can
+    /// count, as only a broken record states, is taken as about 68 years).
+    fn expiry_of(&self, record: &LeaderRecord) -> Instant {
+        const LONGEST: Duration = Duration::from_secs(i32::MAX as u64);
+        self.at
+            .checked_add(record.lease_duration)
+            .unwrap_or(self.at + LONGEST)
     }
 
     /// Notes a record seen: the instant is reset only for a version not seen before.
@@ -106,7 +115,7 @@ impl Claim<'_> {
         };
         self.observe(seen, current.clone());
         let holder = current.record.holder.as_deref();
-        let expired = Instant::now() >= seen.at + current.record.lease_duration;
+        let expired = Instant::now() >= seen.expiry_of(&current.record);
         if holder.is_some_and(|h| h != me) && !expired {
             return Ok(Attempt::Taken);
         }

@@ -74,7 +74,8 @@ impl ElectionConfig {
     /// Checks client-go's constraints: a non-empty identity, a lease longer than the renew
     /// deadline, a renew deadline longer than the retry period, a retry period above zero,
     /// and a lease of at least a second (a Lease's `leaseDurationSeconds` is whole seconds: a
-    /// fraction is written rounded up, which only makes others wait longer).
+    /// fraction is written rounded up, which only makes others wait longer) and at most
+    /// `i32::MAX` seconds.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.identity.is_empty() {
             return Err(ConfigError::NoIdentity);
@@ -83,9 +84,12 @@ impl ElectionConfig {
     }
 }
 
+/// The longest lease a Lease can state: `leaseDurationSeconds` is a 32-bit integer.
+const MAX_LEASE: Duration = Duration::from_secs(i32::MAX as u64);
+
 /// The timing constraints shared by the election and the shard assignment: a retry period
-/// above zero, a renew deadline longer than it, a lease longer than the deadline and of at
-/// least a second.
+/// above zero, a renew deadline longer than it, a lease longer than the deadline, of at least
+/// a second and at most `i32::MAX` seconds.
 pub(crate) fn validate_timings(
     lease_duration: Duration,
     renew_deadline: Duration,
@@ -102,6 +106,9 @@ pub(crate) fn validate_timings(
     }
     if lease_duration < Duration::from_secs(1) {
         return Err(ConfigError::LeaseUnderASecond);
+    }
+    if lease_duration > MAX_LEASE {
+        return Err(ConfigError::LeaseTooLong);
     }
     Ok(())
 }
@@ -125,6 +132,9 @@ pub enum ConfigError {
     /// The lease is under a second (a Lease counts it in whole seconds).
     #[error("the lease duration must be at least a second")]
     LeaseUnderASecond,
+    /// The lease is longer than a Lease can state (`i32::MAX` seconds, about 68 years).
+    #[error("the lease duration must be at most 2147483647 seconds")]
+    LeaseTooLong,
     /// The shard count is zero.
     #[error("the shard count must be at least 1")]
     NoShards,
@@ -397,7 +407,7 @@ impl LeaderElector {
         let mine = Some(self.inner.config.identity.as_str());
         match &seen.observed {
             Some(o) if o.record.holder.is_some() && o.record.holder.as_deref() != mine => {
-                let expiry = seen.at + o.record.lease_duration;
+                let expiry = seen.expiry().unwrap_or_else(Instant::now);
                 match expiry.saturating_duration_since(Instant::now()) {
                     // Already expired and still not ours (the attempt failed): a full wait, so
                     // that a failing server is not hammered.

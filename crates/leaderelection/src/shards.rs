@@ -10,8 +10,8 @@
 //! * **Membership**: one Lease per replica, `{prefix}-member-{hash of identity}`, held and
 //!   renewed by that replica as a leader holds its lease. The *live members*, for a replica,
 //!   are those whose membership Lease names a holder and changed within its lease duration, by
-//!   this replica's own clock, from when it observed the change (it lists them every retry
-//!   period).
+//!   this replica's own clock, from when it observed the change (it lists the Leases every
+//!   retry period).
 //! * **Fencing**: one Lease per shard, `{prefix}-shard-{index}`. A replica owns a shard only
 //!   while it holds that Lease, acquired and renewed with the election's rules (LE-3, LE-4):
 //!   acquired only when it is free, released, or observed unchanged for a whole lease
@@ -30,7 +30,9 @@
 //! briefly disagree on the members — and ownership is decided by the shard Leases alone, so a
 //! disagreement delays a move but never makes two owners.
 //!
-//! Each retry period a replica renews its membership, lists the membership Leases, then works
+//! Each retry period a replica renews its membership, lists the Leases (membership and shards,
+//! one request: so it sees every shard Lease change, and one whose owner stopped renewing
+//! expires a lease duration after its last write, for every replica), then works
 //! all its shard Leases in one pass (concurrent requests): renews those it holds, tries those
 //! it is the desired owner of, releases those it has handed off. The write load is one write
 //! per held Lease per retry period — `(replicas + shards) / retry_period` for the whole
@@ -166,12 +168,22 @@ impl ShardConfig {
 
     /// The name of shard `shard`'s Lease.
     pub fn shard_lease(&self, shard: u32) -> String {
-        format!("{}-shard-{shard}", self.name)
+        format!("{}{shard}", self.shard_lease_prefix())
     }
 
     /// What every membership Lease's name starts with.
     fn member_prefix(&self) -> String {
         format!("{}-member-", self.name)
+    }
+
+    /// What every shard Lease's name starts with.
+    fn shard_lease_prefix(&self) -> String {
+        format!("{}-shard-", self.name)
+    }
+
+    /// What every Lease's name starts with.
+    fn lease_prefix(&self) -> String {
+        format!("{}-", self.name)
     }
 }
 

@@ -149,12 +149,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// One pass: the membership Lease and the members' listing, then every shard's Lease.
+    /// One pass: the membership Lease and the listing of the Leases, then every shard's
+    /// Lease.
     pub(super) async fn pass(&mut self, stop: &CancellationToken) {
         let mut set = JoinSet::new();
         if !self.leaving {
             self.spawn(&mut set, Target::Member, Kind::Renew);
-            let prefix = self.runner.inner.config.member_prefix();
+            let prefix = self.runner.inner.config.lease_prefix();
             let (runner, bound) = (self.runner.clone(), self.runner.inner.config.renew_deadline);
             set.spawn(async move {
                 let listed = tokio::time::timeout(bound, runner.inner.store.list(&prefix)).await;
@@ -288,7 +289,7 @@ impl<'a> Run<'a> {
 
     fn apply(&mut self, outcome: Outcome) {
         match outcome {
-            Outcome::Listed(Ok(listed)) => self.note_members(listed),
+            Outcome::Listed(Ok(listed)) => self.note_listed(listed),
             Outcome::Listed(Err(e)) => {
                 tracing::debug!(store = %self.runner.inner.store.describe(), "listing the members: {e}");
             }
@@ -393,19 +394,32 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Notes the membership Leases listed (other than ours).
-    fn note_members(&mut self, listed: Vec<(String, Observed)>) {
-        let prefix = self.runner.inner.config.member_prefix();
-        let own = self.runner.inner.config.member_lease();
+    /// Notes the Leases listed: the other replicas' membership Leases, and every shard's
+    /// Lease, so that a shard whose owner stopped renewing is seen expired a lease duration
+    /// after its last write, not after this replica first looked at it.
+    fn note_listed(&mut self, listed: Vec<(String, Observed)>) {
+        let config = &self.runner.inner.config;
+        let (prefix, own) = (config.member_prefix(), config.member_lease());
+        let shard_prefix = config.shard_lease_prefix();
         let mut members = BTreeMap::new();
         for (name, observed) in listed {
-            let suffix = name.strip_prefix(&prefix).unwrap_or_default();
-            if name == own || suffix.len() != 16 || !suffix.bytes().all(|b| b.is_ascii_hexdigit()) {
-                continue;
+            if let Some(suffix) = name.strip_prefix(&prefix) {
+                if name != own
+                    && suffix.len() == 16
+                    && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    let mut seen = self.members.remove(&name).unwrap_or_default();
+                    seen.note(observed);
+                    members.insert(name, seen);
+                }
+            } else if let Some(shard) = name
+                .strip_prefix(&shard_prefix)
+                .and_then(|index| index.parse::<u32>().ok())
+                .filter(|shard| config.shard_lease(*shard) == name)
+                && let Some(slot) = self.shards.get_mut(shard as usize)
+            {
+                slot.seen.note(observed);
             }
-            let mut seen = self.members.remove(&name).unwrap_or_default();
-            seen.note(observed);
-            members.insert(name, seen);
         }
         self.members = members;
     }
