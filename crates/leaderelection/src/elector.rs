@@ -43,11 +43,12 @@ impl ElectionConfig {
     /// client-go's defaults for `identity`: 15 s lease, 10 s renew deadline, 2 s retry
     /// period, release on graceful stop.
     pub fn new(identity: impl Into<String>) -> Self {
+        let defaults = Timings::default();
         Self {
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: defaults.lease_duration,
+            renew_deadline: defaults.renew_deadline,
+            retry_period: defaults.retry_period,
             release_on_cancel: true,
         }
     }
@@ -80,37 +81,69 @@ impl ElectionConfig {
         if self.identity.is_empty() {
             return Err(ConfigError::NoIdentity);
         }
-        validate_timings(self.lease_duration, self.renew_deadline, self.retry_period)
+        Timings::new(self.lease_duration, self.renew_deadline, self.retry_period).validate()
     }
 }
 
 /// The longest lease a Lease can state: `leaseDurationSeconds` is a 32-bit integer.
 const MAX_LEASE: Duration = Duration::from_secs(i32::MAX as u64);
 
-/// The timing constraints shared by the election and the shard assignment: a retry period
-/// above zero, a renew deadline longer than it, a lease longer than the deadline, of at least
-/// a second and at most `i32::MAX` seconds.
-pub(crate) fn validate_timings(
-    lease_duration: Duration,
-    renew_deadline: Duration,
-    retry_period: Duration,
-) -> Result<(), ConfigError> {
-    if retry_period.is_zero() {
-        return Err(ConfigError::ZeroRetryPeriod);
+/// A lease's three timings, shared by the election and the shard assignment. The defaults are
+/// client-go's: a 15 s lease, a 10 s renew deadline, a 2 s retry period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// How long a lease holds without renewal, as written into the record; others wait this
+    /// long, by their own clock, after they last saw the record change.
+    pub lease_duration: Duration,
+    /// How long a holder keeps retrying a failing renewal before its term ends, counted from
+    /// the start of its last successful renewal.
+    pub renew_deadline: Duration,
+    /// How often a holder renews, and at most how long a candidate waits between attempts.
+    pub retry_period: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self::new(
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2),
+        )
     }
-    if lease_duration <= renew_deadline {
-        return Err(ConfigError::LeaseNotLongerThanDeadline);
+}
+
+impl Timings {
+    /// The three timings.
+    pub fn new(lease_duration: Duration, renew_deadline: Duration, retry_period: Duration) -> Self {
+        Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        }
     }
-    if renew_deadline <= retry_period {
-        return Err(ConfigError::DeadlineNotLongerThanRetry);
+
+    /// Checks client-go's constraints: a retry period above zero, a renew deadline longer
+    /// than it, a lease longer than the deadline, of at least a second (a Lease's
+    /// `leaseDurationSeconds` is whole seconds: a fraction is written rounded up) and at most
+    /// `i32::MAX` seconds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.retry_period.is_zero() {
+            return Err(ConfigError::ZeroRetryPeriod);
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(ConfigError::LeaseNotLongerThanDeadline);
+        }
+        if self.renew_deadline <= self.retry_period {
+            return Err(ConfigError::DeadlineNotLongerThanRetry);
+        }
+        if self.lease_duration < Duration::from_secs(1) {
+            return Err(ConfigError::LeaseUnderASecond);
+        }
+        if self.lease_duration > MAX_LEASE {
+            return Err(ConfigError::LeaseTooLong);
+        }
+        Ok(())
     }
-    if lease_duration < Duration::from_secs(1) {
-        return Err(ConfigError::LeaseUnderASecond);
-    }
-    if lease_duration > MAX_LEASE {
-        return Err(ConfigError::LeaseTooLong);
-    }
-    Ok(())
 }
 
 /// A configuration the elector refuses.

@@ -117,7 +117,7 @@ pub mod shards;
 mod store;
 
 pub use crate::callbacks::{LeaderCallbackFuncs, LeaderCallbacks};
-pub use crate::elector::{ConfigError, ElectionConfig, LeaderElector, Status, Term};
+pub use crate::elector::{ConfigError, ElectionConfig, LeaderElector, Status, Term, Timings};
 #[cfg(feature = "kube")]
 pub use crate::kube::{KubeLease, KubeLeases};
 pub use crate::lock::{LeaderRecord, LeaseLock, LockError, MemoryLease, Observed};

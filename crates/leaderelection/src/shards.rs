@@ -72,9 +72,8 @@ mod runner;
 mod term;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use crate::elector::{ConfigError, validate_timings};
+use crate::elector::{ConfigError, Timings};
 
 pub use self::rendezvous::{desired_owner, shard_weight};
 pub use self::runner::ShardRunner;
@@ -97,12 +96,8 @@ pub struct ShardConfig {
     /// How many shards the hash space is split into (`1..=MAX_SHARDS`), the same for all
     /// replicas: shard `i` is `ShardRange::shard(i, shards)`.
     pub shards: u32,
-    /// How long a Lease holds without renewal.
-    pub lease_duration: Duration,
-    /// How long a holder keeps retrying a failing renewal before its terms end.
-    pub renew_deadline: Duration,
-    /// How often the Leases are renewed and the members listed.
-    pub retry_period: Duration,
+    /// The Leases' timings; the retry period is also how often the Leases are listed.
+    pub timings: Timings,
 }
 
 impl ShardConfig {
@@ -113,23 +108,14 @@ impl ShardConfig {
             name: name.into(),
             identity: identity.into(),
             shards,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timings: Timings::default(),
         }
     }
 
-    /// Sets the three timings.
+    /// Sets the timings.
     #[must_use]
-    pub fn timings(
-        mut self,
-        lease_duration: Duration,
-        renew_deadline: Duration,
-        retry_period: Duration,
-    ) -> Self {
-        self.lease_duration = lease_duration;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry_period;
+    pub fn timings(mut self, timings: Timings) -> Self {
+        self.timings = timings;
         self
     }
 
@@ -154,7 +140,7 @@ impl ShardConfig {
         {
             return Err(ConfigError::BadLeasePrefix(self.name.clone()));
         }
-        validate_timings(self.lease_duration, self.renew_deadline, self.retry_period)
+        self.timings.validate()
     }
 
     /// The name of this replica's membership Lease.

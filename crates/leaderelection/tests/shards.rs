@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use informer_leaderelection::{
     ConfigError, LeaderRecord, LeaseLock, LeaseStore, LockError, MAX_SHARDS, MemoryLeases,
-    Observed, ShardConfig, ShardRunner, desired_owner,
+    Observed, ShardConfig, ShardRunner, Timings, desired_owner,
 };
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
@@ -197,11 +197,11 @@ impl Replica {
             rate,
             conflicts: Arc::default(),
         };
-        let config = ShardConfig::new(NAME, name, shards).timings(
+        let config = ShardConfig::new(NAME, name, shards).timings(Timings::new(
             LEASE.div_f64(rate),
             DEADLINE.div_f64(rate),
             RETRY.div_f64(rate),
-        );
+        ));
         let runner = ShardRunner::new(link.clone(), config).expect("a valid config");
         tokio::spawn(consume(
             runner.clone(),
@@ -279,6 +279,14 @@ fn assert_settled(replicas: &[Replica], shards: u32) {
             replica.name
         );
     }
+}
+
+/// Stops every replica gracefully, then checks the whole history.
+async fn stop_all(all: &mut [Replica], history: &History) {
+    for r in all.iter_mut() {
+        r.stop().await;
+    }
+    assert_no_overlap(history);
 }
 
 /// Who owns each shard now.
@@ -364,10 +372,7 @@ async fn a_join_moves_only_the_shards_rendezvous_hashing_moves() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_settled(&all, SHARDS);
     assert_eq!(owners(&all, SHARDS), before);
-    for r in &mut all {
-        r.stop().await;
-    }
-    assert_no_overlap(&history);
+    stop_all(&mut all, &history).await;
     assert!(
         history.lock().iter().all(|h| h.dropped.is_some()),
         "every term ended"
@@ -412,10 +417,7 @@ async fn a_moving_shard_is_released_once_its_term_is_dropped_and_taken_at_once()
             new.start - dropped
         );
     }
-    for r in [&mut a, &mut b] {
-        r.stop().await;
-    }
-    assert_no_overlap(&history);
+    stop_all(&mut [a, b], &history).await;
 }
 
 /// A partitioned owner's terms end at its renew deadline; another replica takes its shards a
@@ -475,10 +477,7 @@ async fn a_partitioned_owner_stops_at_its_deadline_before_its_shards_are_taken()
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_settled(&all, SHARDS);
     assert_eq!(all[0].owned(), a_shards, "a got its shards back");
-    for r in &mut all {
-        r.stop().await;
-    }
-    assert_no_overlap(&history);
+    stop_all(&mut all, &history).await;
 }
 
 /// The worst case the bounds allow: an owner whose clock runs 15 % slow (its deadline lasts
@@ -506,10 +505,7 @@ async fn clocks_running_fast_or_slow_within_the_bounds_never_make_two_owners() {
         assert_no_overlap(&history);
         all[0].link.leases.set_reachable(true);
     }
-    for r in &mut all {
-        r.stop().await;
-    }
-    assert_no_overlap(&history);
+    stop_all(&mut all, &history).await;
 }
 
 /// 409 Conflicts on the newcomer's writes (others writing first) are lost races: retried, the
@@ -543,10 +539,7 @@ async fn write_conflicts_during_a_move_are_retried() {
     }
     assert_eq!(all[0].runner.stats().lost, 0);
     assert!(all[0].owned().contains(&shard));
-    for r in &mut all {
-        r.stop().await;
-    }
-    assert_no_overlap(&history);
+    stop_all(&mut all, &history).await;
 }
 
 /// Seeded schedules on five replicas, clocks within ±10 %: joins, graceful leaves, crashes,
@@ -595,10 +588,7 @@ async fn seeded_schedules_never_give_a_shard_two_owners_and_settle() {
         }
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_settled(&all, SHARDS);
-        for r in &mut all {
-            r.stop().await;
-        }
-        assert_no_overlap(&history);
+        stop_all(&mut all, &history).await;
         assert!(leases.writes() > 0, "seed {seed}");
     }
 }
@@ -615,7 +605,8 @@ async fn one_shard_many_shards_and_a_day_long_lease_all_work() {
         let runners: Vec<ShardRunner> = ["a", "b", "c"]
             .iter()
             .map(|n| {
-                let config = ShardConfig::new(NAME, *n, shards).timings(lease, deadline, retry);
+                let config = ShardConfig::new(NAME, *n, shards)
+                    .timings(Timings::new(lease, deadline, retry));
                 ShardRunner::new(leases.handle(), config).expect("valid")
             })
             .collect();
@@ -693,11 +684,11 @@ fn configurations_that_break_the_assignment_are_refused() {
             ConfigError::BadLeasePrefix("c".repeat(201)),
         ),
         (
-            ShardConfig::new("ctl", "a", 4).timings(DEADLINE, DEADLINE, RETRY),
+            ShardConfig::new("ctl", "a", 4).timings(Timings::new(DEADLINE, DEADLINE, RETRY)),
             ConfigError::LeaseNotLongerThanDeadline,
         ),
         (
-            ShardConfig::new("ctl", "a", 4).timings(Duration::MAX, DEADLINE, RETRY),
+            ShardConfig::new("ctl", "a", 4).timings(Timings::new(Duration::MAX, DEADLINE, RETRY)),
             ConfigError::LeaseTooLong,
         ),
     ];

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use informer_apiserver::{ApiServer, Config, Failure, Isolation};
 use informer_leaderelection::{
     ElectionConfig, KubeLease, KubeLeases, LeaderCallbacks, LeaderElector, LeaderRecord, LeaseLock,
-    LockError, ShardConfig, ShardRunner, desired_owner,
+    LockError, ShardConfig, ShardRunner, Timings, desired_owner,
 };
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
@@ -354,7 +354,8 @@ async fn shard_assignment_on_real_leases_survives_a_partition_and_a_stop() {
     let runners: Vec<ShardRunner> = names
         .iter()
         .map(|name| {
-            let config = ShardConfig::new("sharded", *name, SHARDS).timings(LEASE, DEADLINE, RETRY);
+            let config = ShardConfig::new("sharded", *name, SHARDS)
+                .timings(Timings::new(LEASE, DEADLINE, RETRY));
             ShardRunner::new(
                 KubeLeases::new(client(&server, name), "kube-system"),
                 config,

@@ -98,15 +98,18 @@ enum Kind {
     Release,
 }
 
-/// A request and how it went.
+/// A request on a Lease and how it went.
+struct Answer {
+    target: Target,
+    kind: Kind,
+    start: Instant,
+    seen: Seen,
+    result: Result<Attempt, LockError>,
+}
+
+/// What a request of a pass gave.
 enum Outcome {
-    Lease {
-        target: Target,
-        kind: Kind,
-        start: Instant,
-        seen: Seen,
-        result: Result<Attempt, LockError>,
-    },
+    Lease(Answer),
     Listed(Result<Vec<(String, Observed)>, LockError>),
 }
 
@@ -156,7 +159,10 @@ impl<'a> Run<'a> {
         if !self.leaving {
             self.spawn(&mut set, Target::Member, Kind::Renew);
             let prefix = self.runner.inner.config.lease_prefix();
-            let (runner, bound) = (self.runner.clone(), self.runner.inner.config.renew_deadline);
+            let (runner, bound) = (
+                self.runner.clone(),
+                self.runner.inner.config.timings.renew_deadline,
+            );
             set.spawn(async move {
                 let listed = tokio::time::timeout(bound, runner.inner.store.list(&prefix)).await;
                 Outcome::Listed(listed.unwrap_or_else(|_| {
@@ -264,7 +270,7 @@ impl<'a> Run<'a> {
         let lock = Arc::clone(&slot.lock);
         let inner = &self.runner.inner;
         let identity = Arc::clone(&inner.identity);
-        let (lease, bound) = (inner.record_lease, inner.config.renew_deadline);
+        let (lease, bound) = (inner.record_lease, inner.config.timings.renew_deadline);
         set.spawn(async move {
             let start = Instant::now();
             let request = request(lock.as_ref(), &identity, lease, kind, seen);
@@ -277,13 +283,13 @@ impl<'a> Run<'a> {
                     )),
                 ),
             };
-            Outcome::Lease {
+            Outcome::Lease(Answer {
                 target,
                 kind,
                 start,
                 seen,
                 result,
-            }
+            })
         });
     }
 
@@ -291,37 +297,26 @@ impl<'a> Run<'a> {
         match outcome {
             Outcome::Listed(Ok(listed)) => self.note_listed(listed),
             Outcome::Listed(Err(e)) => {
-                tracing::debug!(store = %self.runner.inner.store.describe(), "listing the members: {e}");
+                tracing::debug!(store = %self.runner.inner.store.describe(), "listing the Leases: {e}");
             }
-            Outcome::Lease {
-                target,
-                kind,
-                start,
-                seen,
-                result,
-            } => {
-                if let Err(e) = &result {
+            Outcome::Lease(answer) => {
+                if let Err(e) = &answer.result {
+                    let (target, kind) = (answer.target, answer.kind);
                     tracing::debug!(identity = %self.runner.inner.identity, ?target, ?kind, "a Lease request failed: {e}");
                 }
-                match target {
-                    Target::Member => self.apply_member(kind, start, seen, result),
-                    Target::Shard(shard) => self.apply_shard(shard, kind, start, seen, result),
+                match answer.target {
+                    Target::Member => self.apply_member(answer),
+                    Target::Shard(shard) => self.apply_shard(shard, answer),
                 }
             }
         }
         self.runner.publish(None, self.is_member());
     }
 
-    fn apply_member(
-        &mut self,
-        kind: Kind,
-        start: Instant,
-        seen: Seen,
-        result: Result<Attempt, LockError>,
-    ) {
-        let holder = seen.holder().map(str::to_owned);
-        self.member.seen = seen;
-        match (kind, result) {
+    fn apply_member(&mut self, answer: Answer) {
+        let (start, holder) = (answer.start, answer.seen.holder().map(str::to_owned));
+        self.member.seen = answer.seen;
+        match (answer.kind, answer.result) {
             (Kind::Release, Ok(_)) => self.member.hold = Hold::Free,
             (_, Ok(Attempt::Held)) => {
                 let renewed_at = self
@@ -345,19 +340,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn apply_shard(
-        &mut self,
-        shard: u32,
-        kind: Kind,
-        start: Instant,
-        seen: Seen,
-        result: Result<Attempt, LockError>,
-    ) {
+    fn apply_shard(&mut self, shard: u32, answer: Answer) {
         let runner = self.runner;
-        let deadline = runner.inner.config.renew_deadline;
+        let (start, deadline) = (answer.start, runner.inner.config.timings.renew_deadline);
         let slot = &mut self.shards[shard as usize];
-        slot.seen = seen;
-        match (kind, result, &mut slot.hold) {
+        slot.seen = answer.seen;
+        match (answer.kind, answer.result, &mut slot.hold) {
             (_, Err(_), _) => {}
             // An acquisition answered too late for a term is left to the next pass.
             (Kind::Acquire, Ok(Attempt::Held), Hold::Free)
@@ -469,7 +457,7 @@ impl<'a> Run<'a> {
 
     /// The earliest renew deadline of the Leases held.
     fn next_deadline(&self) -> Option<Instant> {
-        let deadline = self.runner.inner.config.renew_deadline;
+        let deadline = self.runner.inner.config.timings.renew_deadline;
         std::iter::once(&self.member)
             .chain(&self.shards)
             .filter_map(|slot| slot.hold.renewed_at())
@@ -480,7 +468,7 @@ impl<'a> Run<'a> {
     /// Cuts the terms (and the membership) whose renew deadline has passed.
     fn expire(&mut self) {
         let now = Instant::now();
-        let deadline = self.runner.inner.config.renew_deadline;
+        let deadline = self.runner.inner.config.timings.renew_deadline;
         let past = |hold: &Hold| hold.renewed_at().is_some_and(|r| now >= r + deadline);
         if past(&self.member.hold) {
             self.member.hold = Hold::Free;

@@ -61,7 +61,7 @@ impl ShardRunner {
             inner: Arc::new(Inner {
                 store: Box::new(store),
                 identity: config.identity.as_str().into(),
-                record_lease: record_lease(config.lease_duration),
+                record_lease: record_lease(config.timings.lease_duration),
                 ranges,
                 config,
                 status: watch::Sender::new(ShardStatus::default()),
@@ -134,7 +134,7 @@ impl ShardRunner {
             if run.leaving && run.done_leaving() {
                 return;
             }
-            run.wait(pass_start + self.inner.config.retry_period, &stop)
+            run.wait(pass_start + self.inner.config.timings.retry_period, &stop)
                 .await;
         }
     }
