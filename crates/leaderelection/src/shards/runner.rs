@@ -141,15 +141,26 @@ impl ShardRunner {
 
     pub(super) fn publish(&self, members: Option<Vec<String>>, member: bool) {
         let owned: BTreeSet<u32> = self.inner.terms.lock().keys().copied().collect();
-        self.inner.status.send_if_modified(|s| {
-            let before = (s.owned.clone(), s.member, s.members.clone());
+        let changed = self.inner.status.send_if_modified(|s| {
+            let members = members.filter(|m| *m != s.members);
+            let changed = s.owned != owned || s.member != member || members.is_some();
             s.owned = owned;
             s.member = member;
             if let Some(members) = members {
                 s.members = members;
             }
-            before != (s.owned.clone(), s.member, s.members.clone())
+            changed
         });
+        if changed {
+            let status = self.inner.status.borrow();
+            tracing::info!(
+                identity = %self.inner.identity,
+                owned = status.owned.len(),
+                shards = self.inner.config.shards,
+                members = status.members.len(),
+                "shard ownership changed"
+            );
+        }
     }
 
     pub(super) fn start_term(&self, shard: u32, number: u64) {
@@ -163,7 +174,7 @@ impl ShardRunner {
         );
         self.inner.terms.lock().insert(shard, term);
         self.inner.started.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(identity = %self.inner.identity, shard, term = number, "started owning the shard");
+        tracing::debug!(identity = %self.inner.identity, shard, term = number, "started owning the shard");
     }
 
     /// Ends the current term on `shard`: cancelled, and the runner's clone dropped. Returns
@@ -173,7 +184,7 @@ impl ShardRunner {
     pub(super) fn end_term(&self, shard: u32) -> Option<Arc<AtomicBool>> {
         let term = self.inner.terms.lock().remove(&shard)?;
         term.end();
-        tracing::info!(identity = %self.inner.identity, shard, term = term.number(), "stopped owning the shard");
+        tracing::debug!(identity = %self.inner.identity, shard, term = term.number(), "stopped owning the shard");
         let done = term.done_flag();
         drop(term);
         Some(done)
