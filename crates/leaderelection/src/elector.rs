@@ -3,15 +3,16 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::attempt::{Attempt, Claim, Seen, record_lease};
 use crate::callbacks::LeaderCallbacks;
-use crate::lock::{LeaderRecord, LeaseLock, LockError, Observed};
+use crate::lock::LeaseLock;
 
 /// The timings and identity of one candidate.
 ///
@@ -42,11 +43,12 @@ impl ElectionConfig {
     /// client-go's defaults for `identity`: 15 s lease, 10 s renew deadline, 2 s retry
     /// period, release on graceful stop.
     pub fn new(identity: impl Into<String>) -> Self {
+        let defaults = Timings::default();
         Self {
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: defaults.lease_duration,
+            renew_deadline: defaults.renew_deadline,
+            retry_period: defaults.retry_period,
             release_on_cancel: true,
         }
     }
@@ -73,11 +75,58 @@ impl ElectionConfig {
     /// Checks client-go's constraints: a non-empty identity, a lease longer than the renew
     /// deadline, a renew deadline longer than the retry period, a retry period above zero,
     /// and a lease of at least a second (a Lease's `leaseDurationSeconds` is whole seconds: a
-    /// fraction is written rounded up, which only makes others wait longer).
+    /// fraction is written rounded up, which only makes others wait longer) and at most
+    /// `i32::MAX` seconds.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.identity.is_empty() {
             return Err(ConfigError::NoIdentity);
         }
+        Timings::new(self.lease_duration, self.renew_deadline, self.retry_period).validate()
+    }
+}
+
+/// The longest lease a Lease can state: `leaseDurationSeconds` is a 32-bit integer.
+const MAX_LEASE: Duration = Duration::from_secs(i32::MAX as u64);
+
+/// A lease's three timings, shared by the election and the shard assignment. The defaults are
+/// client-go's: a 15 s lease, a 10 s renew deadline, a 2 s retry period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// How long a lease holds without renewal, as written into the record; others wait this
+    /// long, by their own clock, after they last saw the record change.
+    pub lease_duration: Duration,
+    /// How long a holder keeps retrying a failing renewal before its term ends, counted from
+    /// the start of its last successful renewal.
+    pub renew_deadline: Duration,
+    /// How often a holder renews, and at most how long a candidate waits between attempts.
+    pub retry_period: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self::new(
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2),
+        )
+    }
+}
+
+impl Timings {
+    /// The three timings.
+    pub fn new(lease_duration: Duration, renew_deadline: Duration, retry_period: Duration) -> Self {
+        Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        }
+    }
+
+    /// Checks client-go's constraints: a retry period above zero, a renew deadline longer
+    /// than it, a lease longer than the deadline, of at least a second (a Lease's
+    /// `leaseDurationSeconds` is whole seconds: a fraction is written rounded up) and at most
+    /// `i32::MAX` seconds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.retry_period.is_zero() {
             return Err(ConfigError::ZeroRetryPeriod);
         }
@@ -89,6 +138,9 @@ impl ElectionConfig {
         }
         if self.lease_duration < Duration::from_secs(1) {
             return Err(ConfigError::LeaseUnderASecond);
+        }
+        if self.lease_duration > MAX_LEASE {
+            return Err(ConfigError::LeaseTooLong);
         }
         Ok(())
     }
@@ -113,6 +165,21 @@ pub enum ConfigError {
     /// The lease is under a second (a Lease counts it in whole seconds).
     #[error("the lease duration must be at least a second")]
     LeaseUnderASecond,
+    /// The lease is longer than a Lease can state (`i32::MAX` seconds, about 68 years).
+    #[error("the lease duration must be at most 2147483647 seconds")]
+    LeaseTooLong,
+    /// The shard count is zero.
+    #[error("the shard count must be at least 1")]
+    NoShards,
+    /// The shard count is above [`MAX_SHARDS`](crate::MAX_SHARDS).
+    #[error("the shard count {0} is above the maximum of {max}", max = crate::MAX_SHARDS)]
+    TooManyShards(u32),
+    /// The Leases' name prefix is not a lowercase DNS label start (`a-z`, `0-9`, `-`, `.`,
+    /// starting and ending with a letter or digit) or too long for the names made from it.
+    #[error(
+        "{0:?} cannot prefix Lease names (lowercase letters, digits, '-' and '.', at most 200 characters)"
+    )]
+    BadLeasePrefix(String),
 }
 
 /// What a candidate knows: whether it leads, and who it last saw leading.
@@ -203,24 +270,6 @@ impl Drop for RunGuard<'_> {
     }
 }
 
-/// What the candidate has seen of the record.
-struct Seen {
-    observed: Option<Observed>,
-    /// When this candidate first saw `observed`'s version, by its own clock.
-    at: Instant,
-    reported: Option<Option<String>>,
-}
-
-/// How an attempt to acquire or renew went.
-enum Attempt {
-    /// The lease is ours (acquired or renewed).
-    Held,
-    /// Another candidate holds an unexpired lease.
-    Taken,
-    /// The write lost a race, or the storage failed.
-    Failed,
-}
-
 impl LeaderElector {
     /// A candidate for the lease behind `lock`.
     pub fn new(lock: impl LeaseLock, config: ElectionConfig) -> Result<Self, ConfigError> {
@@ -228,7 +277,7 @@ impl LeaderElector {
         Ok(Self {
             inner: Arc::new(Inner {
                 lock: Box::new(lock),
-                record_lease: Duration::from_secs(config.lease_duration.as_secs_f64().ceil() as u64),
+                record_lease: record_lease(config.lease_duration),
                 config,
                 status: watch::Sender::new(Status::default()),
                 term: Mutex::new(None),
@@ -304,11 +353,7 @@ impl LeaderElector {
             elector: self,
             term: None,
         };
-        let mut seen = Seen {
-            observed: None,
-            at: Instant::now(),
-            reported: None,
-        };
+        let mut seen = Seen::default();
         loop {
             // A candidate: attempt, then wait a jittered retry period (never past the moment
             // the observed lease expires).
@@ -395,7 +440,7 @@ impl LeaderElector {
         let mine = Some(self.inner.config.identity.as_str());
         match &seen.observed {
             Some(o) if o.record.holder.is_some() && o.record.holder.as_deref() != mine => {
-                let expiry = seen.at + o.record.lease_duration;
+                let expiry = seen.expiry().unwrap_or_else(Instant::now);
                 match expiry.saturating_duration_since(Instant::now()) {
                     // Already expired and still not ours (the attempt failed): a full wait, so
                     // that a failing server is not hammered.
@@ -409,7 +454,8 @@ impl LeaderElector {
 
     /// One attempt: renew our lease, or acquire a free or expired one.
     async fn try_acquire_or_renew(&self, seen: &mut Seen) -> Attempt {
-        match self.attempt(seen).await {
+        let report = |holder: Option<&str>| self.report_leader(holder);
+        match self.claim(&report).attempt(seen).await {
             Ok(attempt) => attempt,
             Err(e) if e.is_lost_race() => {
                 tracing::debug!(lock = %self.inner.lock.describe(), "lost a race for the lease: {e}");
@@ -422,65 +468,21 @@ impl LeaderElector {
         }
     }
 
-    async fn attempt(&self, seen: &mut Seen) -> Result<Attempt, LockError> {
-        let config = &self.inner.config;
-        let me = config.identity.as_str();
-        let wall = SystemTime::now();
-        let ours = |acquire_time: Option<SystemTime>, transitions: u32| LeaderRecord {
-            holder: Some(me.to_owned()),
-            lease_duration: self.inner.record_lease,
-            acquire_time,
-            renew_time: Some(wall),
-            transitions,
-        };
-        // The fast path: our record unchanged since we wrote it; replace it directly.
-        if let Some(o) = seen
-            .observed
-            .as_ref()
-            .filter(|o| o.record.holder.as_deref() == Some(me))
-        {
-            let record = ours(o.record.acquire_time, o.record.transitions);
-            if let Ok(written) = self.inner.lock.update(&o.version, &record).await {
-                self.observe(seen, written);
-                return Ok(Attempt::Held);
-            }
+    fn claim<'a>(&'a self, report: &'a (dyn Fn(Option<&str>) + Send + Sync)) -> Claim<'a> {
+        Claim {
+            lock: self.inner.lock.as_ref(),
+            identity: &self.inner.config.identity,
+            lease: self.inner.record_lease,
+            report,
         }
-        let Some(current) = self.inner.lock.get().await? else {
-            let written = self.inner.lock.create(&ours(Some(wall), 0)).await?;
-            self.observe(seen, written);
-            return Ok(Attempt::Held);
-        };
-        let changed = seen.observed.as_ref().map(|o| &o.version) != Some(&current.version);
-        if changed {
-            self.observe(seen, current.clone());
-        }
-        let holder = current.record.holder.as_deref();
-        let expired = Instant::now() >= seen.at + current.record.lease_duration;
-        if holder.is_some_and(|h| h != me) && !expired {
-            return Ok(Attempt::Taken);
-        }
-        let record = if holder == Some(me) {
-            ours(current.record.acquire_time, current.record.transitions)
-        } else {
-            ours(Some(wall), current.record.transitions.saturating_add(1))
-        };
-        let written = self.inner.lock.update(&current.version, &record).await?;
-        self.observe(seen, written);
-        Ok(Attempt::Held)
     }
 
-    /// Notes a record version seen for the first time (now, by our clock), and reports a new
-    /// holder.
-    fn observe(&self, seen: &mut Seen, observed: Observed) {
-        let holder = observed.record.holder.clone();
-        seen.observed = Some(observed);
-        seen.at = Instant::now();
-        if seen.reported.as_ref() != Some(&holder) {
-            seen.reported = Some(holder.clone());
-            self.inner.status.send_modify(|s| s.leader = holder.clone());
-            for callbacks in self.callbacks() {
-                callbacks.new_leader(holder.as_deref());
-            }
+    /// Tells of a new holder.
+    fn report_leader(&self, holder: Option<&str>) {
+        let holder = holder.map(str::to_owned);
+        self.inner.status.send_modify(|s| s.leader = holder.clone());
+        for callbacks in self.callbacks() {
+            callbacks.new_leader(holder.as_deref());
         }
     }
 
@@ -528,47 +530,17 @@ impl LeaderElector {
     /// Frees the lease if we still hold it, so a successor need not wait for it to expire.
     /// Bounded by the renew deadline; a conflict means someone wrote in between: read again.
     async fn release(&self, seen: &mut Seen) {
-        let me = self.inner.config.identity.as_str();
-        let released = tokio::time::timeout(self.inner.config.renew_deadline, async {
-            loop {
-                let current = match self.inner.lock.get().await {
-                    Ok(Some(current)) => current,
-                    Ok(None) => return true,
-                    Err(e) => {
-                        tracing::warn!(lock = %self.inner.lock.describe(), "releasing the lease: {e}");
-                        return false;
-                    }
-                };
-                if current.record.holder.as_deref() != Some(me) {
-                    return true; // someone else's now
-                }
-                let now = SystemTime::now();
-                let record = LeaderRecord {
-                    holder: None,
-                    lease_duration: Duration::from_secs(1),
-                    acquire_time: Some(now),
-                    renew_time: Some(now),
-                    transitions: current.record.transitions,
-                };
-                match self.inner.lock.update(&current.version, &record).await {
-                    Ok(written) => {
-                        self.observe(seen, written);
-                        return true;
-                    }
-                    Err(LockError::Conflict) => continue,
-                    Err(e) => {
-                        tracing::warn!(lock = %self.inner.lock.describe(), "releasing the lease: {e}");
-                        return false;
-                    }
-                }
-            }
-        })
-        .await;
-        if !matches!(released, Ok(true)) {
-            tracing::warn!(
-                lock = %self.inner.lock.describe(),
-                "the lease was not released; a successor takes over once it expires"
-            );
-        }
+        let report = |holder: Option<&str>| self.report_leader(holder);
+        let claim = self.claim(&report);
+        let released = tokio::time::timeout(self.inner.config.renew_deadline, claim.release(seen));
+        let failure = match released.await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within the renew deadline".to_owned(),
+        };
+        tracing::warn!(
+            lock = %self.inner.lock.describe(),
+            "the lease was not released ({failure}); a successor takes over once it expires"
+        );
     }
 }

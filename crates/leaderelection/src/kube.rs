@@ -1,13 +1,17 @@
-//! The lock on a `coordination.k8s.io/v1` Lease, through kube-client.
+//! The lock on a `coordination.k8s.io/v1` Lease, and the Leases of a namespace as a
+//! [`LeaseStore`], through kube-client.
 
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use std::sync::Arc;
+
+use kube::api::{Api, ListParams, PostParams};
 
 use crate::lock::{LeaderRecord, LeaseLock, LockError, Observed};
+use crate::store::LeaseStore;
 
 /// A [`LeaseLock`] on the Lease `namespace/name`: reads with `GET`, acquires a missing lease
 /// with `POST`, and writes with `PUT` carrying the `resourceVersion` read, so that a write
@@ -119,5 +123,59 @@ impl LeaseLock for KubeLease {
 
     fn describe(&self) -> String {
         format!("leases/{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The Leases of one namespace as a [`LeaseStore`]: [`KubeLease`] locks by name, and a list of
+/// the namespace's Leases filtered by name prefix (keep sharded controllers' Leases in a
+/// namespace without thousands of others: every replica lists them each retry period).
+#[derive(Clone)]
+pub struct KubeLeases {
+    client: kube::Client,
+    api: Api<Lease>,
+    namespace: String,
+}
+
+impl std::fmt::Debug for KubeLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KubeLeases({})", self.describe())
+    }
+}
+
+impl KubeLeases {
+    /// The Leases of `namespace`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client.clone(), namespace),
+            client,
+            namespace: namespace.to_owned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LeaseStore for KubeLeases {
+    fn lock(&self, name: &str) -> Arc<dyn LeaseLock> {
+        Arc::new(KubeLease::new(self.client.clone(), &self.namespace, name))
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<(String, Observed)>, LockError> {
+        let leases = self
+            .api
+            .list(&ListParams::default())
+            .await
+            .map_err(lock_error)?;
+        Ok(leases
+            .items
+            .into_iter()
+            .filter_map(|lease| {
+                let name = lease.metadata.name.clone()?;
+                name.starts_with(prefix).then(|| (name, observed(lease)))
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("leases/{}", self.namespace)
     }
 }

@@ -55,15 +55,74 @@
 //! # drop(next); stop_b.cancel();
 //! # }
 //! ```
+//!
+//! # Shards
+//!
+//! The same Leases can split work rather than elect one worker: with a [`ShardRunner`] per
+//! replica, the replicas agree on which of them owns each of N shards of the hash space
+//! (`informer_shard::ShardRange::shard(i, N)`), so that each caches and reconciles only its own.
+//! Every replica holds a membership Lease; each shard has a Lease held by its owner with the
+//! election's rules; the desired owner of a shard is chosen by rendezvous hashing over the live
+//! members, so a replica joining or leaving moves only the shards it must. A shard changes
+//! owner only after its previous owner's term ended: by a hand-over (the consumer drops the
+//! shard's [`ShardTerm`], then the Lease is released) or at the renew deadline. The
+//! [`shards`] module has the design and the reasons for it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use informer_leaderelection::{MemoryLeases, ShardConfig, ShardRunner};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let leases = MemoryLeases::new(); // on Kubernetes: KubeLeases::new(client, "my-namespace")
+//! let config = |identity| ShardConfig::new("my-controller", identity, 8);
+//! let a = ShardRunner::new(leases.handle(), config("replica-a")).unwrap();
+//! let b = ShardRunner::new(leases.handle(), config("replica-b")).unwrap();
+//! let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+//! let running_a = tokio::spawn({ let (a, s) = (a.clone(), stop_a.clone()); async move { a.run(s).await } });
+//! tokio::time::sleep(Duration::from_secs(5)).await;
+//! assert_eq!(a.status().owned.len(), 8, "alone, a owns every shard");
+//!
+//! // The consumer follows its shards (`a.subscribe()` tells of each change): a term per
+//! // shard, held while working on it and dropped once that work has stopped.
+//! let term = a.term(0).expect("a owns shard 0");
+//! let work = tokio::spawn(async move {
+//!     term.ended().await; // (work on the shard's objects until then)
+//!     drop(term); // the work stopped: the shard may move
+//! });
+//!
+//! tokio::spawn({ let (b, s) = (b.clone(), stop_b.clone()); async move { b.run(s).await } });
+//! tokio::time::sleep(Duration::from_secs(10)).await;
+//! let (mine, theirs) = (a.status().owned, b.status().owned);
+//! assert_eq!(mine.len() + theirs.len(), 8, "b took the shards it weighs the most for");
+//! assert!(mine.is_disjoint(&theirs) && !theirs.is_empty());
+//!
+//! stop_a.cancel(); // a hands every shard over, then leaves
+//! running_a.await.unwrap();
+//! work.await.unwrap();
+//! tokio::time::sleep(Duration::from_secs(5)).await;
+//! assert_eq!(b.status().owned.len(), 8);
+//! assert_eq!(a.stats().handed_off, 8);
+//! # stop_b.cancel();
+//! # }
+//! ```
 
+mod attempt;
 mod callbacks;
 mod elector;
 #[cfg(feature = "kube")]
 mod kube;
 mod lock;
+pub mod shards;
+mod store;
 
 pub use crate::callbacks::{LeaderCallbackFuncs, LeaderCallbacks};
-pub use crate::elector::{ConfigError, ElectionConfig, LeaderElector, Status, Term};
+pub use crate::elector::{ConfigError, ElectionConfig, LeaderElector, Status, Term, Timings};
 #[cfg(feature = "kube")]
-pub use crate::kube::KubeLease;
+pub use crate::kube::{KubeLease, KubeLeases};
 pub use crate::lock::{LeaderRecord, LeaseLock, LockError, MemoryLease, Observed};
+pub use crate::shards::{
+    MAX_SHARDS, ShardConfig, ShardRunner, ShardStats, ShardStatus, ShardTerm, desired_owner,
+    shard_weight,
+};
+pub use crate::store::{LeaseStore, MemoryLeases};

@@ -114,9 +114,14 @@ impl MemoryLease {
 
     /// Another way to the same record, reachable, with a switch of its own.
     pub fn handle(&self) -> Self {
+        self.with_switch(Arc::default())
+    }
+
+    /// Another way to the same record, through the reachability switch `unreachable`.
+    pub(crate) fn with_switch(&self, unreachable: Arc<std::sync::atomic::AtomicBool>) -> Self {
         Self {
             state: Arc::clone(&self.state),
-            unreachable: Arc::default(),
+            unreachable,
         }
     }
 

@@ -4,6 +4,9 @@
 //! history: at no instant do two replicas lead, and after each fault a replica leads again
 //! within a lease duration and a retry period (plus a request's worth of slack).
 //!
+//! Then the shard assignment on the same server: three replicas agree on eight shards through
+//! real Leases, one cut off, one stopped.
+//!
 //! `ELECTION_SEEDS` sets how many seeds run (default 4), `ELECTION_FIRST_SEED` the first.
 
 use std::sync::Arc;
@@ -11,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use informer_apiserver::{ApiServer, Config, Failure, Isolation};
 use informer_leaderelection::{
-    ElectionConfig, KubeLease, LeaderCallbacks, LeaderElector, LeaderRecord, LeaseLock, LockError,
+    ElectionConfig, KubeLease, KubeLeases, LeaderCallbacks, LeaderElector, LeaderRecord, LeaseLock,
+    LockError, ShardConfig, ShardRunner, Timings, desired_owner,
 };
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
@@ -301,4 +305,138 @@ async fn three_replicas_under_faults_never_lead_at_once_and_recover_in_bound() {
         );
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Polls (every 20 ms, up to `bound`) until every shard is owned by its desired owner among
+/// `members`; at every poll, no shard has two owners. Returns how long it took.
+async fn settle(
+    runners: &[ShardRunner],
+    members: &[&str],
+    bound: Duration,
+) -> Result<Duration, String> {
+    let begun = Instant::now();
+    loop {
+        let owned: Vec<_> = runners.iter().map(|r| r.status().owned).collect();
+        let mut settled = true;
+        for shard in 0..SHARDS {
+            let owners: Vec<&str> = runners
+                .iter()
+                .zip(&owned)
+                .filter(|(_, o)| o.contains(&shard))
+                .map(|(r, _)| r.config().identity.as_str())
+                .collect();
+            if owners.len() > 1 {
+                return Err(format!("shard {shard} owned by {owners:?}"));
+            }
+            settled &= owners.first().copied() == desired_owner(members.iter().copied(), shard);
+        }
+        if settled {
+            return Ok(begun.elapsed());
+        }
+        if begun.elapsed() > bound {
+            return Err(format!(
+                "not settled on {members:?} within {bound:?}: {owned:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const SHARDS: u32 = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_assignment_on_real_leases_survives_a_partition_and_a_stop() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let server = ApiServer::start(Config::default().with_core_types())
+        .await
+        .expect("server");
+    let names = ["a", "b", "c"];
+    let runners: Vec<ShardRunner> = names
+        .iter()
+        .map(|name| {
+            let config = ShardConfig::new("sharded", *name, SHARDS)
+                .timings(Timings::new(LEASE, DEADLINE, RETRY));
+            ShardRunner::new(
+                KubeLeases::new(client(&server, name), "kube-system"),
+                config,
+            )
+            .expect("valid")
+        })
+        .collect();
+    let stops: Vec<CancellationToken> = names.iter().map(|_| CancellationToken::new()).collect();
+    let mut tasks: Vec<Option<JoinHandle<()>>> = runners
+        .iter()
+        .zip(&stops)
+        .map(|(r, s)| {
+            let (r, s) = (r.clone(), s.clone());
+            Some(tokio::spawn(async move { r.run(s).await }))
+        })
+        .collect();
+    settle(&runners, &names, LEASE + SLACK)
+        .await
+        .expect("settled on a, b, c");
+
+    // The Leases on the server: one per shard, held by its desired owner, one per member.
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client(&server, "reader"), "kube-system");
+    let listed = leases.list(&Default::default()).await.expect("list");
+    let holder = |name: &str| {
+        listed
+            .items
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(name))
+            .and_then(|l| l.spec.as_ref()?.holder_identity.clone())
+    };
+    for shard in 0..SHARDS {
+        let name = format!("sharded-shard-{shard}");
+        assert_eq!(
+            holder(&name).as_deref(),
+            desired_owner(names, shard),
+            "{name}"
+        );
+    }
+    for runner in &runners {
+        let config = runner.config();
+        assert_eq!(
+            holder(&config.member_lease()).as_deref(),
+            Some(config.identity.as_str())
+        );
+    }
+
+    // c cut off: its terms end at its deadline; a and b take its shards once their Leases expire.
+    let c_shards = runners[2].status().owned;
+    server
+        .faults()
+        .isolate("c", Isolation::Fail(Failure::unavailable()));
+    let took = settle(&runners, &["a", "b"], 2 * LEASE + 2 * RETRY + SLACK)
+        .await
+        .expect("settled on a, b");
+    assert!(
+        c_shards.is_empty() || took >= LEASE - RETRY,
+        "c's shards taken after {took:?}"
+    );
+    assert!(runners[2].status().owned.is_empty());
+    server.faults().heal_all();
+    settle(&runners, &names, LEASE + SLACK)
+        .await
+        .expect("c back");
+
+    // b stopped: it hands its shards over and releases their Leases; a and c take them at once.
+    stops[1].cancel();
+    tasks[1].take().expect("b runs").await.expect("b stopped");
+    let took = settle(&runners, &["a", "c"], 3 * RETRY + SLACK)
+        .await
+        .expect("settled on a, c");
+    assert!(
+        took < LEASE,
+        "released Leases are taken without waiting for them to expire"
+    );
+    assert!(runners[1].stats().handed_off > 0);
+
+    for (stop, task) in stops.iter().zip(&mut tasks) {
+        stop.cancel();
+        if let Some(task) = task.take() {
+            task.await.expect("stopped");
+        }
+    }
+    server.shutdown().await;
 }
