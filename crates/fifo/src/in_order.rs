@@ -418,6 +418,10 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for InOrderFifo<K> {
         Ok(())
     }
 
+    fn backlog(&self) -> Option<usize> {
+        Some(self.shared.lock().pending.len())
+    }
+
     fn replace_parts_done(&self, parts: ReplaceParts<K>, resource_version: String) -> Result<()> {
         let mut parts = match parts.into_held() {
             Ok(held) => return self.replace(held, resource_version),

@@ -2,6 +2,7 @@
 //! whole), or a streaming list (a watch that sends the initial state first).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
@@ -97,7 +98,23 @@ where
         if !rest.is_empty() {
             store.replace_part(rest, parts).map_err(to_store)?;
         }
+        self.wait_for_backlog().await;
         Ok(page)
+    }
+
+    /// Waits, after a page of a list by page, while the store is a queue whose consumer has
+    /// more than two pages' worth of changes still to take: the decoding never runs ahead of
+    /// the consumer (a cache that packs, indexes or hands each object to handlers) by more
+    /// than that, so the decoded objects in flight stay bounded whatever the list's size.
+    /// Polls the backlog every millisecond, then up to every 10 ms; a stop ends the wait with
+    /// the run.
+    async fn wait_for_backlog(&self) {
+        let bound = 2 * self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let mut pause = Duration::from_millis(1);
+        while self.store.backlog().is_some_and(|queued| queued > bound) {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
     }
 
     /// The list: at `"0"` the first time, at the last synced version after that, at `""` once
@@ -338,6 +355,7 @@ where
                         self.store
                             .replace_part(batch, parts)
                             .map_err(|e| Error::Store(Box::new(e)))?;
+                        self.wait_for_backlog().await;
                     }
                 }
                 WatchEvent::Deleted { object, .. } => {

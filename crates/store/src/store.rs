@@ -80,6 +80,14 @@ pub trait ReflectorStore<K>: Send + Sync {
         let _ = resource_version;
         Ok(())
     }
+
+    /// How many changes it holds that its consumer has not taken yet, if it is a queue; `None`
+    /// (the default) for a store, which applies each write itself. A reflector handing a list
+    /// over by page waits, between pages, while a queue's backlog is above a bound, so that a
+    /// consumer slower than the decoding never lets decoded pages pile up.
+    fn backlog(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// What a queue needs to read back from the cache it feeds: the keys and the object per key.
@@ -202,6 +210,7 @@ macro_rules! forward_through {
             fn bookmark(&self, resource_version: &str) -> Result<(), T::Error> {
                 (**self).bookmark(resource_version)
             }
+            fn backlog(&self) -> Option<usize> { (**self).backlog() }
         }
 
         impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for $ptr {

@@ -58,6 +58,8 @@ pub struct RecordingStore {
     pub inner: ThreadSafeStore<Obj>,
     pub ops: Mutex<Vec<(Op, Instant)>>,
     pub fail_resync: Mutex<bool>,
+    /// What `backlog` answers: `None`, a store's answer, unless a test makes it a queue's.
+    pub backlog: Mutex<Option<usize>>,
 }
 
 impl RecordingStore {
@@ -66,6 +68,7 @@ impl RecordingStore {
             inner: ThreadSafeStore::new(key_func(|o: &Obj| meta_namespace_key(None, &o.name))),
             ops: Mutex::new(Vec::new()),
             fail_resync: Mutex::new(false),
+            backlog: Mutex::new(None),
         }
     }
 
@@ -150,6 +153,9 @@ impl ReflectorStore<Obj> for RecordingStore {
         }
         self.log(Op::PartsDone(deleted, resource_version.clone()));
         self.inner.bookmark(&resource_version)
+    }
+    fn backlog(&self) -> Option<usize> {
+        *self.backlog.lock()
     }
     fn resync(&self) -> StoreResult<()> {
         self.log(Op::Resync);
