@@ -9,7 +9,8 @@
 //! before it kept each object's message: the JSON list read back into a `Value`, then encoded.
 //! The `served-list` group asks a running simulator for the whole list over loopback HTTP, in
 //! JSON and in protobuf (from the objects' cached messages once the first protobuf list has
-//! written them).
+//! written them); `served-watch` reads a streaming list's initial events the same way, to its
+//! end bookmark: per watch event as served.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -167,6 +168,60 @@ fn served_list(c: &mut Criterion) {
     g.finish();
 }
 
+/// The initial events of a streaming list of every pod (a watch with `sendInitialEvents`),
+/// read until the end bookmark: the bytes read. The connection is dropped after it.
+async fn stream_initial(server: &ApiServer, accept: &str) -> usize {
+    const MARK: &[u8] = b"initial-events-end";
+    let path = "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true\
+                &resourceVersionMatch=NotOlderThan";
+    let mut stream = TcpStream::connect(server.addr()).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: b\r\nAccept: {accept}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut buffer = vec![0u8; 1 << 20];
+    let (mut read, mut tail) = (0, Vec::new());
+    loop {
+        let n = stream.read(&mut buffer).await.expect("read");
+        assert!(n > 0, "the stream ended before its end bookmark");
+        read += n;
+        // The mark may straddle two reads: look in the end of the last one and this one.
+        tail.extend_from_slice(&buffer[..n]);
+        if tail.windows(MARK.len()).any(|w| w == MARK) {
+            return read;
+        }
+        tail.drain(..tail.len().saturating_sub(MARK.len()));
+    }
+}
+
+/// Per watch event as served: a streaming list's initial events over loopback HTTP, in JSON
+/// and in protobuf (frames written from the objects' cached messages).
+fn served_watch(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut g = c.benchmark_group("apiserver-encode/served-watch");
+    g.sample_size(10);
+    let lists: [ListOf<Pod>; 2] = [
+        ("synthetic-50k", pod, SYNTHETIC_LIST),
+        ("realistic-10k", realistic_pod, REALISTIC_LIST),
+    ];
+    for (name, make, n) in lists {
+        let server = rt.block_on(filled(make, n));
+        for (accept, label) in [
+            ("application/json", "json"),
+            ("application/vnd.kubernetes.protobuf", "protobuf"),
+        ] {
+            // Every object's message written once, as a first list would.
+            rt.block_on(stream_initial(&server, accept));
+            g.throughput(Throughput::Elements(n as u64));
+            g.bench_function(BenchmarkId::new(label, name), |b| {
+                b.iter(|| rt.block_on(stream_initial(&server, accept)));
+            });
+        }
+    }
+    g.finish();
+}
+
 /// A simulator holding pods `0..n` made by `make`.
 async fn filled(make: fn(usize) -> Pod, n: usize) -> ApiServer {
     let server = ApiServer::start(Config::default().with_core_types())
@@ -180,5 +235,12 @@ async fn filled(make: fn(usize) -> Pod, n: usize) -> ApiServer {
     server
 }
 
-criterion_group!(benches, object, watch_event, list, served_list);
+criterion_group!(
+    benches,
+    object,
+    watch_event,
+    list,
+    served_list,
+    served_watch
+);
 criterion_main!(benches);

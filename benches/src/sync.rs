@@ -23,6 +23,10 @@ use crate::realistic::realistic_pod;
 use crate::relist::rss_now;
 use crate::workload;
 
+/// How many objects the compact cache keeps decoded (the ones written or read last), as in
+/// the MEM rows.
+pub const COMPACT_HOT: usize = 100;
+
 /// The pods the server holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -71,7 +75,7 @@ pub enum Side {
     OursJson,
     /// Ours reading protobuf and keeping managed fields (`KubeSource::with_managed_fields`).
     OursManagedFields,
-    /// Ours by default on the compact cache (`informer_kube::compact_cache`, the 1,000 objects
+    /// Ours by default on the compact cache (`informer_kube::compact_cache`, the 100 objects
     /// written or read last kept decoded): for memory over read time.
     OursCompact,
     /// kube-runtime's `watcher` into a `reflector` store: JSON, managed fields kept.
@@ -224,7 +228,9 @@ async fn ours_sync(
     };
     let factory = KubeInformerFactory::new(source).with_streaming_list(mode == Mode::Streaming);
     let pods = if side == Side::OursCompact {
-        factory.informer_with::<Pod>(InformerOptions::new().cache("compact", compact_cache(1_000)))
+        factory.informer_with::<Pod>(
+            InformerOptions::new().cache("compact", compact_cache(COMPACT_HOT)),
+        )
     } else {
         factory.informer::<Pod>()
     };

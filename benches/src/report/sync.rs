@@ -177,7 +177,7 @@ fn side_label(side: Side) -> &'static str {
         Side::Ours => "ours by default (protobuf, managed fields left out)",
         Side::OursJson => "ours reading JSON (managed fields left out)",
         Side::OursManagedFields => "ours reading protobuf, managed fields kept",
-        Side::OursCompact => "ours by default on the compact cache (1,000 kept decoded)",
+        Side::OursCompact => "ours by default on the compact cache (100 kept decoded)",
         Side::KubeRuntime => "kube-runtime (JSON, managed fields kept)",
     }
 }
