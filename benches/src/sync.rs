@@ -7,7 +7,10 @@
 //! * [`Side`]: ours as the factory builds it by default (protobuf, managed fields left out by
 //!   the decoder), ours reading JSON, ours keeping managed fields, and kube-runtime's
 //!   `watcher` into a `reflector` store (JSON, managed fields kept: its default);
-//! * [`Mode`]: a list in pages of 500 then a watch, or a streaming list (`sendInitialEvents`).
+//! * [`Mode`]: a list in pages of 500 then a watch, or a streaming list (`sendInitialEvents`);
+//! * [`Transport`]: HTTP/1.1 as kube-client sends it by default, HTTP/1.1 asking for gzip, or
+//!   HTTP/2 with prior knowledge (h2c); the server may also be given a bandwidth limit
+//!   (`sync_server`'s `bandwidth` command).
 
 use std::time::{Duration, Instant};
 
@@ -137,6 +140,42 @@ impl Mode {
     }
 }
 
+/// How a client's requests travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// HTTP/1.1 without compression: kube-client as `Client::try_from` builds it without its
+    /// `gzip` feature (the workspace's build).
+    Plain,
+    /// HTTP/1.1 asking for gzip: kube-client's stack with the layer its `gzip` feature adds
+    /// (tower-http's `DecompressionLayer`, gzip only), so list responses above 128 KiB come
+    /// compressed; a 1.36 server compresses no watch, streaming lists included.
+    Gzip,
+    /// HTTP/2 with prior knowledge (h2c), no compression: kube's `ClientBuilder` over
+    /// hyper-util's client with `http2_only`, with Go's HTTP/2 flow-control windows. Not
+    /// reachable through `Client::try_from` (kube-client builds hyper for HTTP/1 only and
+    /// offers TLS with no `h2` in ALPN): the figure of what HTTP/2 would give.
+    H2c,
+}
+
+impl Transport {
+    /// Every transport, in the order the report runs them.
+    pub const ALL: [Transport; 3] = [Self::Plain, Self::Gzip, Self::H2c];
+
+    /// The transport named `name` (`plain`, `gzip`, `h2c`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Gzip => "gzip",
+            Self::H2c => "h2c",
+        }
+    }
+}
+
 /// A simulator holding `n` pods of `shape` in namespaces `ns-0` to `ns-99`.
 pub async fn server(shape: Shape, n: usize) -> ApiServer {
     let config = Config {
@@ -187,16 +226,53 @@ impl Synced {
     }
 }
 
-/// A kube client for the server at `url`, without kube-client's retry layer.
-fn client(url: &str) -> kube::Client {
+/// A kube client for the server at `url` over `transport`, without kube-client's retry layer.
+fn client(url: &str, transport: Transport) -> kube::Client {
     let mut config = kube::Config::new(url.parse().expect("a server URL"));
     config.default_retry = false;
-    kube::Client::try_from(config).expect("a client")
+    match transport {
+        Transport::Plain => kube::Client::try_from(config).expect("a client"),
+        Transport::Gzip | Transport::H2c => built_client(&config, transport),
+    }
 }
 
-/// Syncs every pod of the server at `url` into a cache, as `side` does in `mode`; `None` if it
-/// has not synced within `limit`. The client is stopped once the figures are taken.
-pub async fn sync(url: &str, side: Side, mode: Mode, limit: Duration) -> Option<Synced> {
+/// kube's `ClientBuilder` over hyper-util's client, behind the base-URI layer kube-client puts
+/// first: with tower-http's gzip decompression under it for [`Transport::Gzip`] (where
+/// kube-client's `gzip` feature puts it), speaking HTTP/2 with prior knowledge for
+/// [`Transport::H2c`] with the windows of Go's HTTP/2 client (4 MiB a stream, 1 GiB the
+/// connection).
+fn built_client(config: &kube::Config, transport: Transport) -> kube::Client {
+    use hyper_util::client::legacy::{Client, connect::HttpConnector};
+    use kube::client::{Body, ClientBuilder, ConfigExt};
+    let mut builder = Client::builder(hyper_util::rt::TokioExecutor::new());
+    if transport == Transport::H2c {
+        builder
+            .http2_only(true)
+            .http2_initial_stream_window_size(4 << 20)
+            .http2_initial_connection_window_size(1 << 30);
+    }
+    let http = builder.build::<_, Body>(HttpConnector::new());
+    let base = tower::ServiceBuilder::new().layer(config.base_uri_layer());
+    let namespace = config.default_namespace.clone();
+    if transport == Transport::Gzip {
+        let gunzip = tower_http::decompression::DecompressionLayer::new()
+            .no_br()
+            .no_deflate()
+            .no_zstd();
+        ClientBuilder::new(base.layer(gunzip).service(http), namespace).build()
+    } else {
+        ClientBuilder::new(base.service(http), namespace).build()
+    }
+}
+
+/// Syncs every pod of the server at `url` into a cache, as `side` does in `mode` over
+/// `transport`; `None` if it has not synced within `limit`. The client is stopped once the
+/// figures are taken.
+pub async fn sync(
+    url: &str,
+    (side, mode, transport): (Side, Mode, Transport),
+    limit: Duration,
+) -> Option<Synced> {
     let rss_before = rss_now().unwrap_or(0);
     let started = Instant::now();
     let measure = |objects| Synced {
@@ -205,22 +281,23 @@ pub async fn sync(url: &str, side: Side, mode: Mode, limit: Duration) -> Option<
         rss_after: rss_now().unwrap_or(0),
         rss_before,
     };
+    let client = client(url, transport);
     match side {
-        Side::KubeRuntime => kube_runtime_sync(url, mode, limit, measure).await,
-        _ => ours_sync(url, side, mode, limit, measure).await,
+        Side::KubeRuntime => kube_runtime_sync(client, mode, limit, measure).await,
+        _ => ours_sync(client, side, mode, limit, measure).await,
     }
 }
 
 /// Ours: a factory's pod informer, started and waited for, measured by `measure` with the
 /// cache's length, then shut down.
 async fn ours_sync(
-    url: &str,
+    client: kube::Client,
     side: Side,
     mode: Mode,
     limit: Duration,
     measure: impl FnOnce(usize) -> Synced,
 ) -> Option<Synced> {
-    let source = KubeSource::new(client(url));
+    let source = KubeSource::new(client);
     let source = match side {
         Side::OursJson => source.json_only(),
         Side::OursManagedFields => source.with_managed_fields(),
@@ -244,7 +321,7 @@ async fn ours_sync(
 /// kube-runtime: its `watcher` (pages of 500, or a streaming list) into a `reflector` store,
 /// waited for, measured by `measure` with the store's length, then stopped.
 async fn kube_runtime_sync(
-    url: &str,
+    client: kube::Client,
     mode: Mode,
     limit: Duration,
     measure: impl FnOnce(usize) -> Synced,
@@ -254,7 +331,7 @@ async fn kube_runtime_sync(
         Mode::Streaming => watcher::Config::default().streaming_lists(),
     };
     let (reader, writer) = reflector::store::<Pod>();
-    let stream = watcher::watcher(Api::<Pod>::all(client(url)), config);
+    let stream = watcher::watcher(Api::<Pod>::all(client), config);
     let driver = tokio::spawn(reflector::reflector(writer, stream).for_each(|_| async {}));
     let ready = tokio::time::timeout(limit, reader.wait_until_ready()).await;
     let synced = matches!(ready, Ok(Ok(()))).then(|| measure(reader.state().len()));
@@ -300,10 +377,33 @@ mod tests {
             let server = server(Shape::Small, 40).await;
             for side in Side::ALL {
                 for mode in [Mode::List, Mode::Streaming] {
-                    let synced = sync(&server.url(), side, mode, Duration::from_secs(60))
+                    let how = (side, mode, Transport::Plain);
+                    let synced = sync(&server.url(), how, Duration::from_secs(60))
                         .await
                         .unwrap_or_else(|| panic!("{side:?} {mode:?} synced"));
                     assert_eq!(synced.objects, 40, "{side:?} {mode:?}");
+                }
+            }
+            server.shutdown().await;
+        });
+    }
+
+    /// Ours syncs every pod over every transport, a list large enough to be gzipped included,
+    /// from a server behind a bandwidth limit.
+    #[test]
+    fn ours_syncs_over_every_transport() {
+        let rt = crate::w_inf::runtime();
+        rt.block_on(async {
+            let server = server(Shape::Small, 2_000).await;
+            server.faults().set_bandwidth(Some(1 << 30));
+            for transport in Transport::ALL {
+                assert_eq!(Transport::parse(transport.name()), Some(transport));
+                for mode in [Mode::List, Mode::Streaming] {
+                    let how = (Side::OursJson, mode, transport);
+                    let synced = sync(&server.url(), how, Duration::from_secs(60))
+                        .await
+                        .unwrap_or_else(|| panic!("{transport:?} {mode:?} synced"));
+                    assert_eq!(synced.objects, 2_000, "{transport:?} {mode:?}");
                 }
             }
             server.shutdown().await;

@@ -255,6 +255,25 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
             .iter()
             .any(|r| r.workload == "SYNC" && r.phase.contains("client-go"))
     );
+    // SYNC-WIRE: gzip and h2c against plain HTTP/1.1, on both links, in both modes, timed.
+    for link in ["loopback, no limit", "a 100 MB/s link"] {
+        for mode in ["list (pages of 500) then watch", "streaming list"] {
+            for transport in ["asking for gzip", "HTTP/2 (h2c)"] {
+                for side in ["ours by default", "ours reading JSON"] {
+                    let phase = format!("200 small pods, {mode}, {link}: time to synced, {side}");
+                    let row = rows
+                        .iter()
+                        .find(|r| {
+                            r.workload == "SYNC-WIRE"
+                                && r.phase.starts_with(&phase)
+                                && r.phase.contains(transport)
+                        })
+                        .unwrap_or_else(|| panic!("SYNC-WIRE {phase} {transport}"));
+                    assert!(measured(row.ours) && measured(row.kube_runtime), "{row:?}");
+                }
+            }
+        }
+    }
 
     let table = report::render(&rows);
     assert_eq!(table.lines().count(), rows.len() + 2);

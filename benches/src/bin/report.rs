@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-wq, w-idx,
-    /// w-inf, w-http, w-ctrl, mem, sync); repeatable.
+    /// w-inf, w-http, w-ctrl, mem, sync, sync-wire); repeatable.
     #[arg(long, value_name = "NAME")]
     only: Vec<String>,
     /// Repetitions of each workload (figures are medians).
@@ -136,7 +136,7 @@ fn main() -> ExitCode {
         } else {
             None
         },
-        sync_exes: if opts.selected("sync") {
+        sync_exes: if opts.selected("sync") || opts.selected("sync-wire") {
             sibling_exe("sync_server").zip(sibling_exe("sync_client"))
         } else {
             None

@@ -1,6 +1,8 @@
 //! The server of SYNC (see [`informer_benches::sync`]): the simulator in a process of its own,
 //! holding `n` pods of a shape. `sync_server [realistic|small] [n]` prints `url <url>` once
-//! the pods are in, then serves until its standard input ends.
+//! the pods are in, then serves until its standard input ends. A line `bandwidth <bytes/s>` on
+//! its standard input limits its responses to that rate from then on (`0`: no limit), answered
+//! by the same line on its standard output.
 
 use std::io::{BufRead, Write};
 
@@ -26,8 +28,14 @@ fn main() {
     std::io::stdout().flush().expect("stdout");
     // Serves until the parent closes our standard input (or goes away).
     for line in std::io::stdin().lock().lines() {
-        if line.is_err() {
-            break;
+        let Ok(line) = line else { break };
+        if let Some(rate) = line
+            .strip_prefix("bandwidth ")
+            .and_then(|rate| rate.trim().parse::<u64>().ok())
+        {
+            server.faults().set_bandwidth(Some(rate).filter(|&r| r > 0));
+            println!("bandwidth {rate}");
+            std::io::stdout().flush().expect("stdout");
         }
     }
     rt.block_on(server.shutdown());

@@ -25,6 +25,7 @@ mod mem;
 mod mem_projection;
 mod mem_relist;
 mod sync;
+mod sync_wire;
 mod wq;
 
 pub use child::{CHILD_LIMIT, mem_sample, output_within};
@@ -125,6 +126,12 @@ pub const TABLE: &[Workload] = &[
         measures: "list-and-sync from the simulator in its own process, each client a fresh \
                    process: time to synced and resident set, list and streaming list",
         rows: sync::sync_rows,
+    },
+    Workload {
+        name: "sync-wire",
+        measures: "SYNC over plain HTTP/1.1, HTTP/1.1 asking for gzip and HTTP/2 (h2c), on \
+                   loopback and behind a 100 MB/s link",
+        rows: sync_wire::sync_wire_rows,
     },
     Workload {
         name: "lean",

@@ -125,6 +125,17 @@ pub struct Config {
     /// with the `ShardedListAndWatch` feature gate on (kube-apiserver leaves the alpha gate off
     /// by default; [`ShardSelectorSupport::Ignored`] is that server).
     pub shard_selector: ShardSelectorSupport,
+    /// Gzip large responses for the clients that ask, as kube-apiserver's
+    /// `APIResponseCompression` does (on by default since 1.16): a get or list response of more
+    /// than 128 KiB to a request whose `Accept-Encoding` names `gzip` is compressed at level 1,
+    /// JSON and protobuf alike; a watch stream never is (1.36 compresses none). On by default.
+    pub response_compression: bool,
+    /// A bandwidth limit, in bytes per second, on every response body together (lists,
+    /// objects, watch streams), as if the server's clients were behind one network link; the
+    /// bytes counted are those on the wire, after compression. A benchmarking aid: what
+    /// compression or an encoding buys over a slow link. None by default; changed on a running
+    /// server by [`Faults::set_bandwidth`](crate::Faults::set_bandwidth).
+    pub bandwidth: Option<u64>,
 }
 
 impl Default for Config {
@@ -150,6 +161,8 @@ impl Default for Config {
             git_version: "v1.36.0".to_owned(),
             garbage_collection: false,
             shard_selector: ShardSelectorSupport::Served,
+            response_compression: true,
+            bandwidth: None,
         }
     }
 }
@@ -167,6 +180,20 @@ impl Config {
         K::Scope: Scope,
     {
         self.resources.push(ResourceInfo::of::<K>());
+        self
+    }
+
+    /// Gzips large responses as kube-apiserver does (`true`, the default), or never (`false`):
+    /// see [`Config::response_compression`].
+    pub fn with_response_compression(mut self, on: bool) -> Self {
+        self.response_compression = on;
+        self
+    }
+
+    /// Limits the server's responses to `bytes_per_second` together: see
+    /// [`Config::bandwidth`].
+    pub fn with_bandwidth(mut self, bytes_per_second: u64) -> Self {
+        self.bandwidth = Some(bytes_per_second).filter(|&rate| rate > 0);
         self
     }
 

@@ -130,6 +130,13 @@ impl Faults {
         self.shared.faults.lock().latency = latency;
     }
 
+    /// Limits every response body from now on (also of the watches already open) to
+    /// `bytes_per_second` together, or lifts the limit with `None`: see
+    /// [`Config::bandwidth`](crate::Config::bandwidth).
+    pub fn set_bandwidth(&self, bytes_per_second: Option<u64>) {
+        self.shared.link.set_rate(bytes_per_second);
+    }
+
     /// Slows every watch stream (also those already open), or restores full speed with `None`.
     pub fn set_slow_stream(&self, slow: Option<SlowStream>) {
         self.shared.faults.lock().slow_stream = slow.map(|s| SlowStream {

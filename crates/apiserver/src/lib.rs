@@ -24,6 +24,9 @@
 //! * the types of [`Config::with_core_types`]: Pod, ConfigMap, Namespace, Node, and
 //!   `coordination.k8s.io/v1` Lease with its registry's rules (a `PUT` needs a current
 //!   `resourceVersion`, and creates a missing lease);
+//! * **gzip** of responses above 128 KiB for the clients that ask, as kube-apiserver's
+//!   `APIResponseCompression` ([`Config::response_compression`], on by default; never a watch);
+//!   and, as a benchmarking aid, a **bandwidth limit** on every response ([`Config::bandwidth`]);
 //! * [`Faults`]: dropped and torn watches, injected ERROR events, failing and slow requests,
 //!   compaction, restarts, one client isolated ([`Faults::isolate`]: its requests fail or hang
 //!   while the others are served), and more (see `docs/apiserver.md`).
@@ -99,7 +102,8 @@
 // The modules in layers, each importing only modules of the layers below it:
 //
 // 1. the handles: `server` (`ApiServer`) and `fault_control` (`Faults`), and `fuzzing`;
-// 2. HTTP: `router` (paths, and the gates a request passes), over `handlers` (a routed request
+// 2. HTTP: `router` (paths, and the gates a request passes; around it `compression`, gzip as
+//    kube-apiserver does it, and `bandwidth`, the link's limit), over `handlers` (a routed request
 //    served by its verb);
 // 3. the operations on the shared state: `garbage` (the optional garbage collector) over
 //    `apply` (server-side apply) and `deletion` over
@@ -121,6 +125,8 @@ pub mod fuzzing;
 mod server;
 
 // HTTP.
+mod bandwidth;
+mod compression;
 mod handlers;
 mod router;
 

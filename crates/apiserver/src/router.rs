@@ -20,11 +20,23 @@ use crate::state::{RecordedRequest, Shared};
 use crate::status::StatusError;
 use crate::storage::Storage;
 
-/// The HTTP application: every request goes to [`handle`].
+/// The HTTP application: every request goes to [`handle`]; its response is compressed as
+/// kube-apiserver compresses (with [`Config::response_compression`](crate::Config)), then sent
+/// over the server's link (at its bandwidth limit, if any).
 pub(crate) fn router(shared: &Arc<Shared>) -> axum::Router {
-    axum::Router::new()
+    let app = axum::Router::new()
         .fallback(handle)
-        .with_state(shared.clone())
+        .with_state(shared.clone());
+    let app = if shared.config.response_compression {
+        app.layer(crate::compression::layer())
+            .layer(axum::middleware::map_request(crate::compression::negotiate))
+    } else {
+        app
+    };
+    app.layer(axum::middleware::map_response_with_state(
+        shared.link.clone(),
+        crate::bandwidth::limit,
+    ))
 }
 
 /// Where a path leads.

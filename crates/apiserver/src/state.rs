@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     /// [`Config::garbage_collection`]); its end, until the collector takes it.
     pub(crate) removed: Option<mpsc::UnboundedSender<String>>,
     pub(crate) removed_queue: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
+    /// The link every response goes out on (see [`Config::bandwidth`]).
+    pub(crate) link: Arc<crate::bandwidth::Link>,
 }
 
 /// One resource request as it arrived (see
@@ -94,6 +96,7 @@ impl Shared {
         } else {
             (None, None)
         };
+        let link = Arc::new(crate::bandwidth::Link::new(config.bandwidth));
         Arc::new(Shared {
             config,
             storage: RwLock::new(storage),
@@ -109,6 +112,7 @@ impl Shared {
             recorded: Mutex::new(Vec::new()),
             removed,
             removed_queue: Mutex::new(removed_queue),
+            link,
         })
     }
 

@@ -234,6 +234,12 @@ pub async fn default_client() -> Result<Client, kube::Error> {
 /// A `kube::Client` from `config`, with kube-client's own retry layer turned off
 /// (`default_retry = false`).
 ///
+/// The client speaks HTTP/1.1 (kube-client builds no other), uncompressed unless this crate's
+/// `gzip` feature is on; with it, lists ask for gzip unless `config.disable_compression` is
+/// set (watches never do: a 1.37 server's gzip of streaming lists, one gzip member per event,
+/// is more than kube-client's decompression reads). docs/benchmarks.md ("SYNC-WIRE") has what
+/// each costs and buys.
+///
 /// The reflector decides every retry and relist: a 429 waits for its Retry-After and re-watches,
 /// a 503 on a list backs off and lists again, and each of these reaches the watch error handler.
 /// kube-client's retry layer would instead repeat 429/503/504 answers inside one request, out

@@ -30,7 +30,8 @@
 //!   (`informer::<Pod>()`, `informer::<Metadata<Pod>>()`, `lister::<Node>()`, `start`,
 //!   `wait_for_cache_sync`, `shutdown`), on [`KubeSource`]; [`default_client`] builds the
 //!   client from the kubeconfig or the in-cluster service account, and [`LabelSelector`]
-//!   selects from a lister by labels.
+//!   selects from a lister by labels. The feature `gzip` (off by default) has that client
+//!   ask for gzip of large lists, which pays over a slow link ([`client_from_config`]).
 //! * [`DynamicResource`] names a resource known only at run time (an
 //!   [`ApiResource`](kube::discovery::ApiResource) and its scope), whose informer caches
 //!   [`DynamicObject`](kube::api::DynamicObject)s: client-go's `dynamicinformer`.
