@@ -216,6 +216,7 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync + 'static>(
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
         reader.push(&chunk, sink)?;
+        sink.ready().await;
     }
     reader.finish(sink)
 }

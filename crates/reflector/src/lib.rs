@@ -83,8 +83,8 @@ pub use crate::error::{
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    HandOver, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
-    WatchParams, WatchStream,
+    Backlogged, HandOver, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch,
+    WatchEvent, WatchParams, WatchStream,
 };
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{

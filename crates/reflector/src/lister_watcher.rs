@@ -245,8 +245,21 @@ pub type HandOver<'a, K> = &'a mut (dyn FnMut(Vec<Arc<K>>) -> Result<(), Error> 
 pub struct ListSink<'a, K> {
     intern: Option<&'a ListInterner<K>>,
     hand_over: Option<(usize, HandOver<'a, K>)>,
+    backlogged: Option<&'a Backlogged<'a>>,
     kept: Vec<Arc<K>>,
     handed_over: usize,
+}
+
+/// Whether the consumer of a [`ListSink`]'s hand-overs has more than it should still to take.
+pub type Backlogged<'a> = dyn Fn() -> bool + Send + Sync + 'a;
+
+/// Waits while `backlogged` says so: polls it every millisecond, then up to every 10 ms.
+pub(crate) async fn wait_while(backlogged: &Backlogged<'_>) {
+    let mut pause = Duration::from_millis(1);
+    while backlogged() {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
 }
 
 impl<'a, K> ListSink<'a, K> {
@@ -255,6 +268,7 @@ impl<'a, K> ListSink<'a, K> {
         Self {
             intern: None,
             hand_over: None,
+            backlogged: None,
             kept: Vec::new(),
             handed_over: 0,
         }
@@ -272,6 +286,28 @@ impl<'a, K> ListSink<'a, K> {
     pub fn handing_over(mut self, every: usize, hand_over: HandOver<'a, K>) -> Self {
         self.hand_over = Some((every.max(1), hand_over));
         self
+    }
+
+    /// Paces the hand-overs by `backlogged`: [`ready`](Self::ready) waits while it says the
+    /// consumer is behind.
+    #[must_use]
+    pub fn pacing(mut self, backlogged: &'a Backlogged<'a>) -> Self {
+        self.backlogged = Some(backlogged);
+        self
+    }
+
+    /// Waits while the consumer of the hand-overs is behind (see [`pacing`](Self::pacing));
+    /// at once without pacing. A lister-watcher that decodes a response as it arrives calls it
+    /// between the response's chunks, so that one long response (a server that ignores the
+    /// page size) is read no faster than its objects are consumed; one that does not call it
+    /// is paced only between pages.
+    pub fn ready(&self) -> impl Future<Output = ()> + Send + 'a {
+        let backlogged = self.backlogged;
+        async move {
+            if let Some(backlogged) = backlogged {
+                wait_while(backlogged).await;
+            }
+        }
     }
 
     /// Takes one decoded object; an error is the hand-over's, and ends the list.

@@ -2,7 +2,6 @@
 //! whole), or a streaming list (a watch that sends the initial state first).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
@@ -11,7 +10,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::lister_watcher::{
     ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
-    WatchStream,
+    WatchStream, wait_while,
 };
 use crate::observer::ListReason;
 
@@ -81,9 +80,11 @@ where
         let to_store = |e| Error::Store(Box::new(e));
         let mut hand_over = |batch: Vec<Arc<K>>| store.replace_part(batch, parts).map_err(to_store);
         let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let backlogged = || self.backlogged();
         let mut sink = ListSink::new()
             .interning(intern)
-            .handing_over(every, &mut hand_over);
+            .handing_over(every, &mut hand_over)
+            .pacing(&backlogged);
         let page = self.lister_watcher.list_into(params, &mut sink).await;
         listed.count += sink.handed_over();
         drop(sink);
@@ -98,23 +99,28 @@ where
         if !rest.is_empty() {
             store.replace_part(rest, parts).map_err(to_store)?;
         }
-        self.wait_for_backlog().await;
+        if page.continue_token.is_some() {
+            self.wait_for_backlog().await;
+        }
         Ok(page)
     }
 
-    /// Waits, after a page of a list by page, while the store is a queue whose consumer has
-    /// more than two pages' worth of changes still to take: the decoding never runs ahead of
-    /// the consumer (a cache that packs, indexes or hands each object to handlers) by more
-    /// than that, so the decoded objects in flight stay bounded whatever the list's size.
-    /// Polls the backlog every millisecond, then up to every 10 ms; a stop ends the wait with
-    /// the run.
+    /// Waits, before the next page (or part) of a list by page, while the store is a queue
+    /// whose consumer has more than two pages' worth of changes still to take: the decoding
+    /// never runs ahead of the consumer (a cache that packs, indexes or hands each object to
+    /// handlers) by more than that, so the decoded objects in flight stay bounded whatever the
+    /// list's size. Polls the backlog every millisecond, then up to every 10 ms; a stop ends
+    /// the wait with the run. Nothing waits after the last page: the list ends and the watch
+    /// starts whatever the consumer's pace.
     async fn wait_for_backlog(&self) {
+        wait_while(&|| self.backlogged()).await;
+    }
+
+    /// Whether the store is a queue whose consumer has more than two pages' worth of changes
+    /// still to take.
+    fn backlogged(&self) -> bool {
         let bound = 2 * self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
-        let mut pause = Duration::from_millis(1);
-        while self.store.backlog().is_some_and(|queued| queued > bound) {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(10));
-        }
+        self.store.backlog().is_some_and(|queued| queued > bound)
     }
 
     /// The list: at `"0"` the first time, at the last synced version after that, at `""` once

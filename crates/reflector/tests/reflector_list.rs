@@ -497,3 +497,34 @@ async fn a_list_by_page_waits_for_a_lagging_consumer_between_pages() {
     );
     h.stop().await;
 }
+
+/// A sink paced by its consumer's backlog is ready only once the consumer has caught up
+/// (what a lister-watcher awaits between the chunks of one long response); without pacing it
+/// is ready at once.
+#[tokio::test(start_paused = true)]
+async fn a_paced_sink_is_ready_only_once_its_consumer_has_caught_up() {
+    use informer_reflector::ListSink;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    let behind = Arc::new(AtomicBool::new(true));
+    let check = {
+        let behind = Arc::clone(&behind);
+        move || behind.load(Ordering::Relaxed)
+    };
+    let sink: ListSink<'_, Obj> = ListSink::new().pacing(&check);
+    let ready = sink.ready();
+    tokio::pin!(ready);
+    let waited = tokio::time::timeout(Duration::from_secs(60), &mut ready).await;
+    assert!(waited.is_err(), "not ready while the consumer is behind");
+    behind.store(false, Ordering::Relaxed);
+    tokio::time::timeout(Duration::from_secs(1), ready)
+        .await
+        .expect("ready once it has caught up");
+
+    let unpaced: ListSink<'_, Obj> = ListSink::new();
+    tokio::time::timeout(Duration::from_millis(1), unpaced.ready())
+        .await
+        .expect("ready at once without pacing");
+}

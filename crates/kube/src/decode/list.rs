@@ -300,6 +300,7 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync>(
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
         scanner.push(&chunk, sink)?;
+        sink.ready().await;
     }
     scanner.finish(sink.take_kept())
 }
