@@ -228,10 +228,10 @@ async fn the_cache_is_the_servers_objects_in_the_shard_set_whether_or_not_the_se
             })
             .await;
             // Every object told of, deletions included, is one of the shard's.
-            assert!(
-                log.count("DELETE", 0) > 0 && log.count("UPDATE", 0) > 0,
-                "{what}"
-            );
+            eventually(&format!("{what}: deletions and updates told"), || {
+                log.count("DELETE", 0) > 0 && log.count("UPDATE", 0) > 0
+            })
+            .await;
             for (event, uid) in log.0.lock().iter() {
                 assert!(shard.matches(uid), "{what}: {event} outside the shard set");
             }
@@ -304,6 +304,11 @@ async fn complementary_shard_sets_cover_every_object_exactly_once() {
             !Arc::ptr_eq(&informers[0], &informers[1]),
             "one informer per set"
         );
+        let again = InformerOptions::new().shards(Some(sets[0].clone()));
+        assert!(Arc::ptr_eq(
+            &informers[0],
+            &factory.informer_with::<ConfigMap>(again)
+        ));
         let every = factory.informer::<ConfigMap>();
         assert_eq!(factory.informers().len(), 3);
         factory.start().unwrap();

@@ -49,6 +49,15 @@ where
     L: ListerWatcher<K>,
     S: ReflectorStore<K>,
 {
+    /// The label, field and shard selectors to send.
+    pub(crate) fn selectors(&self) -> (Option<String>, Option<String>, Option<String>) {
+        (
+            self.config.label_selector.clone(),
+            self.config.field_selector.clone(),
+            self.shard_selector_param(),
+        )
+    }
+
     /// Lists one page into `listed`, its objects through the interner if there is one: kept
     /// with the pages before, or, listing by page, handed to the store in batches of a page size
     /// as they are decoded (a server that answers with one response of everything still has it

@@ -166,8 +166,8 @@ pub(crate) struct Config<K> {
     pub(crate) min_watch_timeout: Duration,
     pub(crate) backoff: BackoffConfig,
     pub(crate) page_size: Option<u32>,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
     pub(crate) max_internal_error_retry: Duration,
     streaming_list_key: Option<KeyFunc<K>>,
     watch_error_handler: WatchErrorHandler,
@@ -543,15 +543,6 @@ where
                 observer.synced_to(rv);
             }
         }
-    }
-
-    /// The label, field and shard selectors to send.
-    pub(crate) fn selectors(&self) -> (Option<String>, Option<String>, Option<String>) {
-        (
-            self.config.label_selector.clone(),
-            self.config.field_selector.clone(),
-            self.shard_selector_param(),
-        )
     }
 }
 

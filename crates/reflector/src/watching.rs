@@ -120,6 +120,19 @@ where
         }
     }
 
+    /// Tells the observer of an event, before it is applied.
+    fn observe_event(&self, event: &WatchEvent<K>) {
+        if let Some(observer) = &self.config.observer {
+            observer.event(match event {
+                WatchEvent::Added { .. } => EventType::Added,
+                WatchEvent::Modified { .. } => EventType::Modified,
+                WatchEvent::Deleted { .. } => EventType::Deleted,
+                WatchEvent::Bookmark { .. } => EventType::Bookmark,
+                WatchEvent::Error(_) => EventType::Error,
+            });
+        }
+    }
+
     /// Tells the observer how a watch ended.
     fn observe_watch_end(&self, end: &Result<(), Error>, very_short: bool) {
         if let Some(observer) = &self.config.observer {
@@ -166,15 +179,7 @@ where
                 return Ok(());
             };
             let event = event?;
-            if let Some(observer) = &self.config.observer {
-                observer.event(match &event {
-                    WatchEvent::Added { .. } => EventType::Added,
-                    WatchEvent::Modified { .. } => EventType::Modified,
-                    WatchEvent::Deleted { .. } => EventType::Deleted,
-                    WatchEvent::Bookmark { .. } => EventType::Bookmark,
-                    WatchEvent::Error(_) => EventType::Error,
-                });
-            }
+            self.observe_event(&event);
             let written = match &event {
                 // Outside the shard set: dropped, a deletion too (it was never cached); its
                 // version is still a resume point.
