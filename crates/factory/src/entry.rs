@@ -168,6 +168,13 @@ pub(crate) fn describe(resource: &str, selection: &Selection, transform: Option<
     if let Some(f) = &selection.field_selector {
         parts.push(format!("fields={f}"));
     }
+    if let Some(shards) = &selection.shards {
+        let by = match selection.shard_by {
+            informer_reflector::ShardBy::Object => "",
+            informer_reflector::ShardBy::Owner => " by owner",
+        };
+        parts.push(format!("shards={shards}{by}"));
+    }
     if let Some(t) = transform {
         parts.push(format!("transform={t}"));
     }

@@ -440,6 +440,10 @@ impl<S: Send + Sync + 'static> SharedInformerFactory<S> {
         );
         let observer = self.reflector_observers.as_ref().map(|make| make(&name));
         let mut builder = self.builder(parts(&selection), options, observer.clone(), name);
+        if let Some(shards) = &selection.shards {
+            builder = builder.shards(shards.clone());
+        }
+        builder = builder.shard_by(selection.shard_by);
         if let Some(configure) = configure {
             builder = configure(builder);
         }

@@ -5,13 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use informer_fifo::TransformFunc;
+use informer_reflector::{ShardBy, ShardSelector};
 use informer_store::{Indexer, Indexers, KeyFunc};
 
 use crate::source::Selection;
 
 /// Which informer a request to
 /// [`informer_with`](crate::SharedInformerFactory::informer_with) asks for: what it caches
-/// (namespace, selectors, transform, cache kind), each left unset falling back to the
+/// (namespace, selectors, shard set, transform, cache kind), each left unset falling back to the
 /// factory's default.
 ///
 /// Every option is part of the key the informer is shared under (the transform and the cache
@@ -26,6 +27,8 @@ pub struct InformerOptions<O> {
     pub(crate) field_selector: Option<String>,
     pub(crate) transform: Option<(String, TransformFunc<O>)>,
     pub(crate) cache: Option<(String, CacheBuilder<O>)>,
+    pub(crate) shards: Option<Option<ShardSelector>>,
+    pub(crate) shard_by: Option<ShardBy>,
 }
 
 /// Builds an informer's cache from its key function and indexers: how an informer gets a cache
@@ -41,6 +44,8 @@ impl<O> Default for InformerOptions<O> {
             field_selector: None,
             transform: None,
             cache: None,
+            shards: None,
+            shard_by: None,
         }
     }
 }
@@ -53,6 +58,8 @@ impl<O> Clone for InformerOptions<O> {
             field_selector: self.field_selector.clone(),
             transform: self.transform.clone(),
             cache: self.cache.clone(),
+            shards: self.shards.clone(),
+            shard_by: self.shard_by,
         }
     }
 }
@@ -65,6 +72,8 @@ impl<O> fmt::Debug for InformerOptions<O> {
             .field("field_selector", &self.field_selector)
             .field("transform", &self.transform.as_ref().map(|(name, _)| name))
             .field("cache", &self.cache.as_ref().map(|(name, _)| name))
+            .field("shards", &self.shards)
+            .field("shard_by", &self.shard_by)
             .finish()
     }
 }
@@ -113,6 +122,24 @@ impl<O> InformerOptions<O> {
         self
     }
 
+    /// Cache only the objects of `shards` (KEP-5866; `None`: every object, whatever the
+    /// factory's default). Each shard set is its own informer: two replicas' sets, or a
+    /// replica's set and the whole collection, are never shared. See
+    /// `InformerBuilder::shards` for what is sent and filtered.
+    #[must_use]
+    pub fn shards(mut self, shards: Option<ShardSelector>) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Decide an object's shard as `by` says ([`ShardBy::Owner`]: by its controller owner's
+    /// uid, filtered on the client only). Part of the sharing key.
+    #[must_use]
+    pub fn shard_by(mut self, by: ShardBy) -> Self {
+        self.shard_by = Some(by);
+        self
+    }
+
     /// The selection these options give over the factory's `defaults`.
     pub(crate) fn selection(&self, defaults: &Selection) -> Selection {
         let mut selection = defaults.clone();
@@ -124,6 +151,12 @@ impl<O> InformerOptions<O> {
         }
         if let Some(fields) = &self.field_selector {
             selection = selection.fields(fields.as_str());
+        }
+        if let Some(shards) = &self.shards {
+            selection = selection.shards(shards.clone());
+        }
+        if let Some(by) = self.shard_by {
+            selection = selection.shard_by(by);
         }
         selection
     }

@@ -4,13 +4,14 @@
 use std::fmt;
 use std::hash::Hash;
 
-use informer_reflector::ListerWatcher;
+use informer_reflector::{ListerWatcher, ShardBy, ShardSelector};
 use informer_store::SharedIdentity;
 
-/// What an informer lists and watches: a namespace and label / field selectors.
+/// What an informer lists and watches: a namespace, label / field selectors, and a shard set.
 ///
 /// Part of the key under which a factory shares informers: two requests for the same resource
-/// with equal selections (and the same transform) get the same informer.
+/// with equal selections (and the same transform) get the same informer; informers for
+/// different shard sets are different informers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Selection {
     /// The namespace to watch; `None` for all namespaces (and for cluster-scoped resources).
@@ -19,6 +20,12 @@ pub struct Selection {
     pub label_selector: Option<String>,
     /// A field selector (`spec.nodeName=node-1`), in the API server's syntax.
     pub field_selector: Option<String>,
+    /// The shard set (KEP-5866) the informer caches; `None` for every object. The informer
+    /// sends it as `shardSelector` and filters by it on the client too
+    /// (`InformerBuilder::shards`); a source need not apply it.
+    pub shards: Option<ShardSelector>,
+    /// Whose value decides an object's shard (`InformerBuilder::shard_by`).
+    pub shard_by: ShardBy,
 }
 
 impl Selection {
@@ -40,6 +47,20 @@ impl Selection {
     pub fn labels(mut self, selector: impl Into<String>) -> Self {
         let selector = selector.into();
         self.label_selector = (!selector.is_empty()).then_some(selector);
+        self
+    }
+
+    /// The same selection, narrowed to the objects of `shards` (`None` removes it).
+    #[must_use]
+    pub fn shards(mut self, shards: Option<ShardSelector>) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    /// The same selection, its objects' shards decided as `by` says.
+    #[must_use]
+    pub fn shard_by(mut self, by: ShardBy) -> Self {
+        self.shard_by = by;
         self
     }
 

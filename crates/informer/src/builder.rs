@@ -6,12 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer_fifo::TransformFunc;
-use informer_reflector::{BoxListerWatcher, ListerWatcher, WatchErrorHandler};
+use informer_reflector::{
+    BoxListerWatcher, ListerWatcher, ShardBy, ShardSelector, WatchErrorHandler,
+};
 use informer_store::{Identity, Indexer, SharedIdentity, ThreadSafeStore, identity_key_func};
 
 use crate::informer::{InformerReflector, QueueKind, ReflectorConfig, SharedIndexInformer};
 use crate::options::PanicPolicy;
 use crate::pool::DeliveryPool;
+use crate::shards::Shards;
 
 /// How to build a [`SharedIndexInformer`]: its source and the [`Identity`] of its objects, then
 /// any of its settings, each with a default; [`build`](Self::build) freezes them. Nothing about
@@ -49,6 +52,7 @@ pub struct InformerBuilder<K> {
     pub(crate) transform: Option<TransformFunc<K>>,
     pub(crate) watch_error_handler: Option<WatchErrorHandler>,
     pub(crate) reflector_config: Option<ReflectorConfig<K>>,
+    pub(crate) shards: Shards,
 }
 
 impl<K> fmt::Debug for InformerBuilder<K> {
@@ -60,6 +64,7 @@ impl<K> fmt::Debug for InformerBuilder<K> {
             .field("streaming_list", &self.streaming_list)
             .field("relist_by_page", &self.relist_by_page)
             .field("transform", &self.transform.is_some())
+            .field("shards", &self.shards)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +88,7 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
             transform: None,
             watch_error_handler: None,
             reflector_config: None,
+            shards: Shards::default(),
         }
     }
 
@@ -190,6 +196,29 @@ impl<K: Send + Sync + 'static> InformerBuilder<K> {
             Some(before) => Box::new(move |r| f(before(r))),
             None => Box::new(f),
         });
+        self
+    }
+
+    /// Caches only the objects of `shards` (KEP-5866's server-side sharded list and watch, with
+    /// the same filter on the client): sent as `shardSelector` on every list and watch, and
+    /// every listed object and watch event outside it dropped here too, so that a server which
+    /// ignores the selector gives the same cache and events as one which applies it. Default:
+    /// every object. Change it while the informer runs with
+    /// [`SharedIndexInformer::set_shards`]. The identity must read the hashed values
+    /// ([`Identity::uid`], [`Identity::namespace`], [`Identity::controller_uid`]); an object
+    /// without one hashes as `""`.
+    #[must_use]
+    pub fn shards(self, shards: ShardSelector) -> Self {
+        self.shards.selector.send_replace(Some(shards));
+        self
+    }
+
+    /// Whose value decides an object's shard (default: [`ShardBy::Object`], its own uid or
+    /// namespace; [`ShardBy::Owner`] follows the controller owner's uid, filtered on the
+    /// client only).
+    #[must_use]
+    pub fn shard_by(mut self, by: ShardBy) -> Self {
+        self.shards.by = by;
         self
     }
 

@@ -169,6 +169,9 @@ pub struct InformerStats {
     /// Whether the server serves its resource, as its reflector's last list found
     /// ([`SharedIndexInformer::availability`]).
     pub availability: Availability,
+    /// Whether the server filtered its last list by its shard set
+    /// ([`SharedIndexInformer::server_filtering`]).
+    pub server_filtering: informer_reflector::ServerFiltering,
     /// Its consumers now, each with its counters (buffered, delivered, coalesced, lag,
     /// panics).
     pub handlers: Vec<HandlerRegistration>,
@@ -404,6 +407,7 @@ where
                 .collect(),
             caught_panics: self.caught_panics(),
             availability: self.availability(),
+            server_filtering: self.server_filtering(),
             handlers: self.processor.registrations(),
         }
     }

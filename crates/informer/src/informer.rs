@@ -164,6 +164,8 @@ pub struct SharedIndexInformer<K> {
     pub(crate) counters: Arc<Counters>,
     /// The version of the last change the cache applied.
     pub(crate) version: Arc<CacheVersion>,
+    /// The shard set it caches (see [`set_shards`](Self::set_shards)).
+    pub(crate) shards: crate::shards::Shards,
 }
 
 impl<K> fmt::Debug for SharedIndexInformer<K> {
@@ -241,6 +243,7 @@ where
             upstream,
             counters: Arc::new(Counters::default()),
             version: Arc::default(),
+            shards: b.shards,
         }
     }
 

@@ -79,6 +79,7 @@ mod pool;
 mod processor;
 mod registration;
 mod run;
+mod shards;
 mod subscription;
 mod version;
 
@@ -104,6 +105,7 @@ pub use crate::pool::{DeliveryPool, MAX_SPARES, SPARE_IDLE, STUCK_AFTER};
 pub use crate::registration::HandlerRegistration;
 pub use crate::subscription::Subscription;
 pub use crate::version::{VersionWaitError, compare_versions};
+pub use informer_reflector::{ServerFiltering, ShardBy, ShardField, ShardSelector};
 
 #[cfg(test)]
 mod send_sync {

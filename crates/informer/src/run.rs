@@ -196,9 +196,11 @@ where
         adjust: Option<ReflectorConfig<K>>,
     ) -> InformerReflector<K> {
         let config = &self.config;
+        let shards = self.shards.selector.subscribe();
         let mut reflector = Reflector::new(lister_watcher, Arc::clone(queue))
             .with_name(self.name.to_string())
-            .with_relist_by_page(config.relist_by_page);
+            .with_relist_by_page(config.relist_by_page)
+            .with_shards(shards, self.shards.by, Arc::clone(&self.identity));
         if let Some(handler) = config.watch_error_handler.clone() {
             reflector = reflector.with_watch_error_handler(move |e| handler(e));
         }

@@ -10,7 +10,8 @@ use kube::Resource;
 /// The [`Identity`] of every Kubernetes object, typed (`Pod`), metadata only
 /// (`PartialObjectMeta<Pod>`), dynamic (`DynamicObject`) or a projection implementing
 /// [`Resource`]: the key `namespace/name` (client-go's `MetaNamespaceKeyFunc`),
-/// `metadata.resourceVersion`, and the `namespace` index.
+/// `metadata.resourceVersion`, the `namespace` index, and for sharding `metadata.uid`,
+/// `metadata.namespace` and the controller owner's uid.
 ///
 /// ```
 /// use informer_kube::KubeIdentity;
@@ -49,6 +50,22 @@ impl<K: Resource + 'static> Identity<K> for KubeIdentity {
 
     fn indexers(&self) -> Indexers<K> {
         indexers([(NAMESPACE_INDEX, namespace_index_func::<K>())])
+    }
+
+    fn uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        obj.meta().uid.as_deref()
+    }
+
+    fn namespace<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        obj.meta().namespace.as_deref()
+    }
+
+    fn controller_uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        let owners = obj.meta().owner_references.as_deref()?;
+        owners
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.as_str())
     }
 }
 

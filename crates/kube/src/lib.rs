@@ -136,6 +136,7 @@ mod factory;
 mod key;
 mod lister_watcher;
 mod protobuf;
+mod shard;
 mod skip;
 mod transform;
 

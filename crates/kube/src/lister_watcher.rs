@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use crate::decode::{self, Decoding};
 use crate::error::{error_from_kube, status_from_kube};
 use crate::protobuf::{self, Encoding, EncodingCounts, Negotiation};
+use crate::shard::{append_shard_selector, shard_refusal};
 
 /// The annotation that marks the bookmark ending a streaming list's initial events.
 pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
@@ -280,7 +281,8 @@ where
             metadata: false,
             protobuf: protobuf_for::<K>(&negotiation),
         };
-        async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
+        let shard = params.shard_selector.clone();
+        async move { watch(api, (&wp, &rv, shard), ask, decoding, negotiation).await }
     }
 
     /// `json` or `protobuf`, as the last response's `Content-Type` said.
@@ -338,7 +340,8 @@ where
             metadata: true,
             protobuf: false,
         };
-        async move { watch(api, &wp, &rv, ask, decoding, negotiation).await }
+        let shard = params.shard_selector.clone();
+        async move { watch(api, (&wp, &rv, shard), ask, decoding, negotiation).await }
     }
 
     /// `json` or `protobuf`, as the last response's `Content-Type` said.
@@ -391,9 +394,13 @@ where
         }
         *req.uri_mut() = uri.parse().map_err(|e| Error::Other(Box::new(e)))?;
     }
+    let shard = params.shard_selector.as_deref();
+    append_shard_selector(&mut req, shard)?;
     req.extensions_mut().insert("list");
     ask.accept(&mut req);
-    let (body, encoding) = decode::send(&api.clone().into_client(), req).await?;
+    let (body, encoding) = decode::send(&api.clone().into_client(), req)
+        .await
+        .map_err(|e| shard_refusal(e, shard))?;
     negotiation.record(encoding);
     match encoding {
         Encoding::Protobuf => protobuf::list_page(body, decoding, negotiation, sink).await,
@@ -425,8 +432,7 @@ impl Ask {
 /// the api's client, its lines framed and decoded by [`decode::watch_events`].
 async fn watch<K, T>(
     api: Api<K>,
-    wp: &kube::api::WatchParams,
-    rv: &str,
+    (wp, rv, shard): (&kube::api::WatchParams, &str, Option<String>),
     ask: Ask,
     decoding: Decoding,
     negotiation: Arc<Negotiation>,
@@ -442,6 +448,7 @@ where
         request.watch(wp, rv)
     };
     let mut req = built.map_err(|e| error_from_kube(kube::Error::BuildRequest(e)))?;
+    append_shard_selector(&mut req, shard.as_deref())?;
     req.extensions_mut().insert("watch");
     // Watch streams uncompressed, as kube-client asks for them (a gzip member per event is not
     // decoded past the first by its middleware).
@@ -449,7 +456,9 @@ where
         .entry(http::header::ACCEPT_ENCODING)
         .or_insert(http::HeaderValue::from_static("identity"));
     ask.accept(&mut req);
-    let (body, encoding) = decode::send(&api.into_client(), req).await?;
+    let (body, encoding) = decode::send(&api.into_client(), req)
+        .await
+        .map_err(|e| shard_refusal(e, shard.as_deref()))?;
     negotiation.record(encoding);
     Ok(match encoding {
         Encoding::Protobuf => protobuf::watch_events::<T>(body, decoding, negotiation)

@@ -262,19 +262,17 @@ impl<'n, K: DeserializeOwned + Send + Sync + 'static> ListReader<'n, K> {
 
     /// The page, once the body has ended.
     pub(crate) fn finish(self, sink: &mut ListSink<'_, K>) -> Result<ListPage<K>, Error> {
-        let metadata: ListMeta = self
-            .decoder
-            .finish()
-            .map_err(|e| self.negotiation.error("list response", e))?;
+        let failed = |e| self.negotiation.error("list response", e);
+        let shard_info = self.decoder.shard_info().map_err(failed)?;
+        let metadata: ListMeta = self.decoder.finish().map_err(failed)?;
         let resource_version = metadata
             .resource_version
             .filter(|rv| !rv.is_empty())
             .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
-        Ok(ListPage {
-            items: sink.take_kept(),
-            resource_version,
-            continue_token: metadata.continue_.filter(|c| !c.is_empty()),
-        })
+        let mut page = ListPage::new(sink.take_kept(), resource_version);
+        page.continue_token = metadata.continue_.filter(|c| !c.is_empty());
+        page.shard_info = shard_info;
+        Ok(page)
     }
 }
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use informer_reflector::{Availability, EventType, ListOutcome, ReflectorObserver, WatchEnd};
+use informer_reflector::{
+    Availability, EventType, ListOutcome, ReflectorObserver, ServerFiltering, WatchEnd,
+};
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,6 +34,7 @@ pub(crate) struct Families {
     backoff_seconds: Family<Labels, Counter<f64>>,
     throttled: Family<Labels, Counter>,
     not_served: Family<Labels, Gauge>,
+    shard_lists: Family<Labels, Counter>,
     /// When each informer's resourceVersion last moved (read by the collector).
     pub(crate) last_moved: Mutex<HashMap<String, Arc<LastMoved>>>,
 }
@@ -76,6 +79,7 @@ impl Families {
             backoff_seconds: Family::default(),
             throttled: Family::default(),
             not_served: Family::default(),
+            shard_lists: Family::default(),
             last_moved: Mutex::default(),
         };
         registry.register(
@@ -128,6 +132,11 @@ impl Families {
             "1 while the server does not serve the informer's resource (its lists are answered 404: a CRD not installed, or deleted)",
             families.not_served.clone(),
         );
+        registry.register(
+            "informer_reflector_shard_lists",
+            "Lists of a sharded informer, by whether the server filtered them by the shard selector (filtered, not_filtered: it sent everything and the client filtered; unknown: a streaming list)",
+            families.shard_lists.clone(),
+        );
         families
     }
 }
@@ -147,7 +156,8 @@ pub(crate) struct Observer {
     throttled: Counter,
     list_duration: Histogram,
     last_moved: Arc<LastMoved>,
-    /// The label sets of the series found by label set (lists, responses, watch ends), by
+    /// The label sets of the series found by label set (lists, responses, watch ends, shard
+    /// lists), by
     /// family, so that [`retired`](ReflectorObserver::retired) can remove them.
     by_label_set: Mutex<Vec<(Kind, Labels)>>,
 }
@@ -158,6 +168,7 @@ enum Kind {
     Lists,
     Responses,
     WatchEnds,
+    ShardLists,
 }
 
 const EVENT_TYPES: [EventType; 5] = [
@@ -227,6 +238,7 @@ impl Observer {
             Kind::Lists => &self.families.lists,
             Kind::Responses => &self.families.responses,
             Kind::WatchEnds => &self.families.watch_ends,
+            Kind::ShardLists => &self.families.shard_lists,
         }
     }
 
@@ -286,6 +298,10 @@ impl ReflectorObserver for Observer {
 
     fn throttled(&self) {
         self.throttled.inc();
+    }
+
+    fn shard_filtering(&self, filtering: ServerFiltering) {
+        self.count(Kind::ShardLists, self.with("server", filtering.as_str()));
     }
 
     fn availability(&self, availability: Availability) {

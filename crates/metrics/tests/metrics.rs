@@ -392,3 +392,29 @@ async fn refused_deltas_are_counted_by_reason() {
     stop.cancel();
     running.await.expect("no panic").expect("runs");
 }
+
+#[test]
+fn lists_of_a_sharded_informer_are_counted_by_what_the_server_said_and_retired() {
+    use informer_reflector::ServerFiltering;
+
+    let metrics = Metrics::new();
+    let observer = metrics.reflector_observer("pods-shard-1");
+    observer.shard_filtering(ServerFiltering::Filtered);
+    observer.shard_filtering(ServerFiltering::Filtered);
+    observer.shard_filtering(ServerFiltering::NotFiltered);
+    let text = metrics.encode();
+    assert_openmetrics(&text);
+    let series = |server: &str| {
+        let name = "informer_reflector_shard_lists_total";
+        sample(
+            &text,
+            &format!(r#"{name}{{informer="pods-shard-1",server="{server}"}}"#),
+        )
+    };
+    assert_eq!(series("filtered"), Some(2.0));
+    assert_eq!(series("not_filtered"), Some(1.0));
+    assert_eq!(series("unknown"), None, "no series of what was never said");
+
+    observer.retired();
+    assert!(!metrics.encode().contains("pods-shard-1"));
+}

@@ -338,15 +338,70 @@ impl ListDecoder {
         Ok(Progress::Moved)
     }
 
-    /// The list's metadata as an `M` (a `ListMeta`), once the body has ended. A body that
+    /// The selector of the list's `metadata.shardInfo` (`ListMeta` field 5, `ShardInfo` field
+    /// 1: the shard selector the server applied, KEP-5866), once the body has ended; `None`
+    /// when the metadata has none (a list not filtered by shard). Read apart from
+    /// [`finish`](Self::finish), whose `ListMeta` types may predate the field.
+    pub fn shard_info(&self) -> Result<Option<String>, Error> {
+        let Some(info) = last_bytes_field(&self.metadata, LIST_META_SHARD_INFO)? else {
+            return Ok(None);
+        };
+        match last_bytes_field(info, 1)? {
+            Some(selector) => Ok(Some(utf8(selector)?.to_owned())),
+            None => Ok(None),
+        }
+    }
+
+    /// The list's metadata as an `M` (a `ListMeta`), once the body has ended, its
+    /// `shardInfo` left out (read it with [`shard_info`](Self::shard_info)). A body that
     /// ended inside the list is [`Error::Truncated`].
     pub fn finish<M: serde::de::DeserializeOwned>(self) -> Result<M, Error> {
         if self.at != At::Envelope || self.pos != self.buf.len() || !self.seen_raw {
             return Err(Error::Truncated("a list"));
         }
         let shape = self.list.ok_or(Error::Truncated("a list"))?;
-        shape.metadata.1.decode(&self.metadata)
+        shape
+            .metadata
+            .1
+            .decode(&without_field(&self.metadata, LIST_META_SHARD_INFO)?)
     }
+}
+
+/// `ListMeta.shardInfo`'s field number (newer than the schema the table was generated from).
+const LIST_META_SHARD_INFO: u32 = 5;
+
+/// `message` without its fields `number`.
+fn without_field(message: &[u8], number: u32) -> Result<Vec<u8>, Error> {
+    let mut reader = Reader::new(message);
+    let mut kept = Vec::with_capacity(message.len());
+    while !reader.is_empty() {
+        let before = reader.rest();
+        let (n, _) = reader.field()?;
+        if n != number {
+            kept.extend_from_slice(&before[..before.len() - reader.rest().len()]);
+        }
+    }
+    Ok(kept)
+}
+
+/// The bytes of the last field `number` of `message` (the value protobuf keeps when a
+/// singular field repeats); a field of that number that is not length-delimited is an error.
+fn last_bytes_field(message: &[u8], number: u32) -> Result<Option<&[u8]>, Error> {
+    let mut reader = Reader::new(message);
+    let mut last = None;
+    while !reader.is_empty() {
+        match reader.field()? {
+            (n, Raw::Bytes(bytes)) if n == number => last = Some(bytes),
+            (n, raw) if n == number => {
+                return Err(Error::Invalid(format!(
+                    "wire type {} for field {number}",
+                    raw.wire_type()
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(last)
 }
 
 fn list_shape(bytes: &[u8]) -> Result<ListShape, Error> {
@@ -463,6 +518,53 @@ pub fn watch_event(frame: &[u8]) -> Result<WatchEvent<'_>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A length-delimited field.
+    fn field(number: u32, value: &[u8]) -> Vec<u8> {
+        let mut out = vec![u8::try_from(number << 3 | 2).unwrap()];
+        out.push(u8::try_from(value.len()).unwrap());
+        out.extend_from_slice(value);
+        out
+    }
+
+    /// A `ConfigMapList` body with `metadata` as its `ListMeta` and no item.
+    fn list_body(metadata: &[u8]) -> Vec<u8> {
+        let type_meta = [field(1, b"v1"), field(2, b"ConfigMapList")].concat();
+        let list = field(1, metadata);
+        [MAGIC.to_vec(), field(1, &type_meta), field(2, &list)].concat()
+    }
+
+    fn decoded(metadata: &[u8]) -> ListDecoder {
+        let mut decoder = ListDecoder::default();
+        decoder.push(&list_body(metadata));
+        assert!(decoder.next_item().unwrap().is_none());
+        decoder
+    }
+
+    #[test]
+    fn a_list_tells_the_shard_selector_of_its_shard_info() {
+        let selector =
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+        let meta = [field(2, b"7"), field(5, &field(1, selector.as_bytes()))].concat();
+        let decoder = decoded(&meta);
+        assert_eq!(decoder.shard_info().unwrap().as_deref(), Some(selector));
+        let meta: serde_json::Value = decoder.finish().unwrap();
+        assert_eq!(meta["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn a_list_without_shard_info_or_with_an_empty_one_tells_none() {
+        assert_eq!(decoded(&field(2, b"7")).shard_info().unwrap(), None);
+        assert_eq!(decoded(&field(5, b"")).shard_info().unwrap(), None);
+    }
+
+    #[test]
+    fn a_malformed_shard_info_is_an_error() {
+        // Field 5 as a varint, and a selector that is not UTF-8.
+        assert!(decoded(&[5 << 3, 1]).shard_info().is_err());
+        let bad = field(5, &field(1, &[0xff, 0xfe]));
+        assert!(decoded(&bad).shard_info().is_err());
+    }
 
     #[test]
     fn garbage_where_a_frame_length_belongs_is_an_error() {

@@ -209,6 +209,18 @@ pub enum Error {
     #[error("failed to stream the initial list: {0}")]
     StreamingList(#[source] Box<Error>),
 
+    /// The server refused the `shardSelector` of a list or watch (400 BadRequest). The
+    /// selector is written by `informer_shard::ShardSelector`, in the grammar the server
+    /// parses, so this is a bug (of the client or of the server), not a state to wait out: it
+    /// [needs action](Self::needs_action), and the reflector retries only after backoff delays.
+    #[error("the server refused the shard selector {selector:?}: {status}")]
+    ShardSelectorRefused {
+        /// The selector sent.
+        selector: String,
+        /// The server's answer.
+        status: Status,
+    },
+
     /// Something else.
     #[error(transparent)]
     Other(BoxError),
@@ -240,6 +252,7 @@ impl Error {
                 matches!(status.code, 400 | 401 | 403 | 404 | 405 | 406 | 415 | 422)
             }
             Self::List(inner) | Self::StreamingList(inner) => inner.needs_action(),
+            Self::ShardSelectorRefused { .. } => true,
             _ => false,
         }
     }
@@ -251,16 +264,18 @@ impl Error {
             Self::ConnectionRefused(_) => ErrorKind::ConnectionRefused,
             Self::Decode { .. } => ErrorKind::InternalError,
             Self::List(inner) | Self::StreamingList(inner) => inner.kind(),
-            Self::Transport(_) | Self::VeryShortWatch | Self::Store(_) | Self::Other(_) => {
-                ErrorKind::Other
-            }
+            Self::Transport(_)
+            | Self::VeryShortWatch
+            | Self::Store(_)
+            | Self::Other(_)
+            | Self::ShardSelectorRefused { .. } => ErrorKind::Other,
         }
     }
 
     /// The server's status, if this error carries one.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            Self::Api(status) => Some(status),
+            Self::Api(status) | Self::ShardSelectorRefused { status, .. } => Some(status),
             Self::List(inner) | Self::StreamingList(inner) => inner.status(),
             _ => None,
         }

@@ -73,6 +73,7 @@ mod listing;
 mod observer;
 mod reaction;
 mod reflector;
+mod sharding;
 mod watching;
 
 pub use crate::availability::{Availability, NOT_SERVED_POLL};
@@ -83,14 +84,16 @@ pub use crate::error::{
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    Backlogged, HandOver, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch,
-    WatchEvent, WatchParams, WatchStream,
+    Backlogged, HandOver, ListFilter, ListPage, ListParams, ListSink, ListerWatcher,
+    ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
 };
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};
 pub use crate::reflector::{
     DEFAULT_MIN_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, HEALTHY_WATCH, ListInterner, Reflector,
     ShouldResync, WATCH_DOWN_WARNING, WatchErrorHandler, default_watch_error_handler,
 };
+pub use crate::sharding::{ServerFiltering, ShardBy};
+pub use informer_shard::{ShardField, ShardSelector};
 
 /// `Result` with this crate's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

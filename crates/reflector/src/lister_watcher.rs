@@ -47,6 +47,11 @@ pub struct ListParams {
     pub resource_version: String,
     /// `resourceVersionMatch`.
     pub resource_version_match: Option<ResourceVersionMatch>,
+    /// `shardSelector` (KEP-5866), in the server's grammar
+    /// (`informer_shard::ShardSelector`'s `Display`): only the objects of these shards. A server
+    /// without the feature ignores it and sends everything, so the reflector filters what it
+    /// is sent by the same selector.
+    pub shard_selector: Option<String>,
 }
 
 /// One page of a list response.
@@ -59,6 +64,10 @@ pub struct ListPage<K> {
     pub resource_version: String,
     /// The list's `metadata.continue`; `Some` iff more pages follow.
     pub continue_token: Option<String>,
+    /// The list's `metadata.shardInfo.selector`: the shard selector the server applied, as it
+    /// writes it; `None` when the list was not filtered by shard (none was asked for, or the
+    /// server does not serve `shardSelector`).
+    pub shard_info: Option<String>,
 }
 
 /// One watch request.
@@ -79,6 +88,8 @@ pub struct WatchParams {
     pub allow_bookmarks: bool,
     /// `sendInitialEvents`: stream the current state first, then an initial-events-end bookmark.
     pub send_initial_events: bool,
+    /// `shardSelector` (see [`ListParams::shard_selector`]).
+    pub shard_selector: Option<String>,
 }
 
 /// One event of a watch stream.
@@ -219,6 +230,9 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 /// with it.
 pub type HandOver<'a, K> = &'a mut (dyn FnMut(Vec<Arc<K>>) -> Result<(), Error> + Send);
 
+/// Decides whether a listed object is kept (see [`ListSink::filtering`]).
+pub type ListFilter<'a, K> = &'a (dyn Fn(&K) -> bool + Sync);
+
 /// Where a lister-watcher puts a list's objects as it decodes them
 /// ([`ListerWatcher::list_into`]): each goes through the reflector's interner, if any
 /// ([`Reflector::with_list_interner`](crate::Reflector::with_list_interner)), and is kept for
@@ -243,6 +257,8 @@ pub type HandOver<'a, K> = &'a mut (dyn FnMut(Vec<Arc<K>>) -> Result<(), Error> 
 /// assert_eq!((batches, kept.len()), (vec![2, 2], 1));
 /// ```
 pub struct ListSink<'a, K> {
+    filter: Option<ListFilter<'a, K>>,
+    filtered_out: usize,
     intern: Option<&'a ListInterner<K>>,
     hand_over: Option<(usize, HandOver<'a, K>)>,
     backlogged: Option<&'a Backlogged<'a>>,
@@ -266,12 +282,23 @@ impl<'a, K> ListSink<'a, K> {
     /// A sink that keeps every object, as it is.
     pub fn new() -> Self {
         Self {
+            filter: None,
+            filtered_out: 0,
             intern: None,
             hand_over: None,
             backlogged: None,
             kept: Vec::new(),
             handed_over: 0,
         }
+    }
+
+    /// Drops, as soon as it is decoded, every object that `filter` refuses (a sharded
+    /// reflector's objects outside its shards), counting them
+    /// ([`filtered_out`](Self::filtered_out)).
+    #[must_use]
+    pub fn filtering(mut self, filter: Option<ListFilter<'a, K>>) -> Self {
+        self.filter = filter;
+        self
     }
 
     /// Passes every object through `intern` and keeps what it returns.
@@ -312,6 +339,10 @@ impl<'a, K> ListSink<'a, K> {
 
     /// Takes one decoded object; an error is the hand-over's, and ends the list.
     pub fn push(&mut self, object: Arc<K>) -> Result<(), Error> {
+        if self.filter.is_some_and(|keep| !keep(&object)) {
+            self.filtered_out += 1;
+            return Ok(());
+        }
         let object = match self.intern {
             Some(intern) => intern(object),
             None => object,
@@ -329,7 +360,8 @@ impl<'a, K> ListSink<'a, K> {
 
     /// Takes every object of `objects`, in order.
     pub fn extend(&mut self, objects: Vec<Arc<K>>) -> Result<(), Error> {
-        if self.intern.is_none() && self.hand_over.is_none() && self.kept.is_empty() {
+        let plain = self.intern.is_none() && self.filter.is_none() && self.hand_over.is_none();
+        if plain && self.kept.is_empty() {
             self.kept = objects;
             return Ok(());
         }
@@ -345,6 +377,11 @@ impl<'a, K> ListSink<'a, K> {
     pub fn handed_over(&self) -> usize {
         self.handed_over
     }
+
+    /// How many objects the filter dropped so far.
+    pub fn filtered_out(&self) -> usize {
+        self.filtered_out
+    }
 }
 
 impl<K> Default for ListSink<'_, K> {
@@ -356,6 +393,7 @@ impl<K> Default for ListSink<'_, K> {
 impl<K> fmt::Debug for ListSink<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ListSink")
+            .field("filtering", &self.filter.is_some())
             .field("interning", &self.intern.is_some())
             .field("every", &self.hand_over.as_ref().map(|(every, _)| *every))
             .field("kept", &self.kept.len())
@@ -483,12 +521,19 @@ impl<K> ListPage<K> {
             items,
             resource_version: resource_version.into(),
             continue_token: None,
+            shard_info: None,
         }
     }
 
     /// The same page with a continue token: more pages follow.
     pub fn with_continue(mut self, token: impl Into<String>) -> Self {
         self.continue_token = Some(token.into());
+        self
+    }
+
+    /// The same page as the server says it filtered it by shard: `metadata.shardInfo.selector`.
+    pub fn with_shard_info(mut self, selector: impl Into<String>) -> Self {
+        self.shard_info = Some(selector.into());
         self
     }
 }

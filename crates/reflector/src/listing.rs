@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::lister_watcher::{
-    ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent, WatchParams,
-    WatchStream, wait_while,
+    ListFilter, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
+    WatchParams, WatchStream, wait_while,
 };
 use crate::observer::ListReason;
 
@@ -49,6 +49,15 @@ where
     L: ListerWatcher<K>,
     S: ReflectorStore<K>,
 {
+    /// The label, field and shard selectors to send.
+    pub(crate) fn selectors(&self) -> (Option<String>, Option<String>, Option<String>) {
+        (
+            self.config.label_selector.clone(),
+            self.config.field_selector.clone(),
+            self.shard_selector_param(),
+        )
+    }
+
     /// Lists one page into `listed`, its objects through the interner if there is one: kept
     /// with the pages before, or, listing by page, handed to the store in batches of a page size
     /// as they are decoded (a server that answers with one response of everything still has it
@@ -60,9 +69,11 @@ where
         listed: &mut Listed<K>,
     ) -> Result<ListPage<K>, Error> {
         let intern = self.config.list_interner.as_ref();
+        let in_shards = |object: &K| self.in_shards(object);
+        let filter: Option<ListFilter<'_, K>> = self.filters_shards().then_some(&in_shards);
         let parts = match &mut listed.items {
             Collected::Whole(all) => {
-                let mut sink = ListSink::new().interning(intern);
+                let mut sink = ListSink::new().filtering(filter).interning(intern);
                 let mut page = self.lister_watcher.list_into(params, &mut sink).await?;
                 self.observe_response();
                 listed.count += page.items.len();
@@ -82,6 +93,7 @@ where
         let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
         let backlogged = || self.backlogged();
         let mut sink = ListSink::new()
+            .filtering(filter)
             .interning(intern)
             .handing_over(every, &mut hand_over)
             .pacing(&backlogged);
@@ -210,10 +222,11 @@ where
         // what a list at a version means to the reflector.
         let resource_version_match =
             (!rv.is_empty() && rv != "0").then_some(ResourceVersionMatch::NotOlderThan);
-        let (label_selector, field_selector) = self.selectors();
+        let (label_selector, field_selector, shard_selector) = self.selectors();
         let first = ListParams {
             label_selector,
             field_selector,
+            shard_selector,
             limit,
             continue_token: None,
             resource_version: rv,
@@ -221,6 +234,7 @@ where
         };
         let mut listed = self.new_listing();
         let mut page = self.list_page(&first, &mut listed).await?;
+        self.note_server_filtering(false, page.shard_info.as_deref());
         loop {
             listed.resource_version = page.resource_version;
             let Some(token) = page.continue_token else {
@@ -268,10 +282,11 @@ where
             } else {
                 self.last_sync_resource_version()
             };
-            let (label_selector, field_selector) = self.selectors();
+            let (label_selector, field_selector, shard_selector) = self.selectors();
             let params = WatchParams {
                 label_selector,
                 field_selector,
+                shard_selector,
                 resource_version: rv,
                 resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
                 timeout: Some(state.watch_timeout()),
@@ -289,6 +304,7 @@ where
                         state.observe_list(true, begun, Ok(listed.count));
                         state.ready();
                         self.mark_served();
+                        self.note_server_filtering(true, None);
                         state.rv_unavailable = false;
                         tracing::debug!(reflector = %self.name, items = listed.count, resource_version = %listed.resource_version, "streamed the initial list");
                         self.end_listing(listed)?;
@@ -343,6 +359,11 @@ where
         let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
         while let Some(event) = stream.next().await {
             match event? {
+                // Outside the shard set: never cached, so neither added nor removed.
+                WatchEvent::Added { object, .. }
+                | WatchEvent::Modified { object, .. }
+                | WatchEvent::Deleted { object, .. }
+                    if !self.in_shards(&object) => {}
                 WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
                     let Ok(k) = key(&object).inspect_err(|err| {
                         tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");

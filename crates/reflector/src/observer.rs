@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::availability::Availability;
 use crate::error::ErrorKind;
+use crate::sharding::ServerFiltering;
 
 /// Why a list ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,6 +151,13 @@ pub trait ReflectorObserver: Send + Sync + 'static {
     }
     /// The server answered `429 Too Many Requests`.
     fn throttled(&self) {}
+    /// A list of a sharded reflector ended ([`Reflector::with_shards`](crate::Reflector::with_shards)):
+    /// whether the server filtered it by the shard selector sent (its `metadata.shardInfo`),
+    /// [`Unknown`](ServerFiltering::Unknown) after a streaming list or when no selector was
+    /// sent. Told once per list.
+    fn shard_filtering(&self, filtering: ServerFiltering) {
+        let _ = filtering;
+    }
     /// The resource became served (a list succeeded) or not served (a list answered `404`);
     /// told once per change.
     fn availability(&self, availability: Availability) {

@@ -17,6 +17,7 @@ use crate::error::{Error, ErrorKind};
 use crate::lister_watcher::ListerWatcher;
 use crate::observer::{ListReason, ReflectorObserver};
 use crate::reaction::RunState;
+use crate::sharding::ShardState;
 
 /// The page size of a paginated list when none is configured (client-go's pager default).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -145,6 +146,8 @@ pub struct Reflector<K, L, S> {
     watch_down_since: parking_lot::Mutex<Option<Instant>>,
     /// Whether the server serves the resource.
     pub(crate) availability: AvailabilityState,
+    /// The shard set it keeps, if any.
+    pub(crate) shards: ShardState<K>,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -163,8 +166,8 @@ pub(crate) struct Config<K> {
     pub(crate) min_watch_timeout: Duration,
     pub(crate) backoff: BackoffConfig,
     pub(crate) page_size: Option<u32>,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
+    pub(crate) label_selector: Option<String>,
+    pub(crate) field_selector: Option<String>,
     pub(crate) max_internal_error_retry: Duration,
     streaming_list_key: Option<KeyFunc<K>>,
     watch_error_handler: WatchErrorHandler,
@@ -232,6 +235,7 @@ where
             streaming_fallbacks: AtomicU64::new(0),
             watch_down_since: parking_lot::Mutex::new(Some(Instant::now())),
             availability: AvailabilityState::default(),
+            shards: ShardState::default(),
             _object: PhantomData,
         }
     }
@@ -488,6 +492,18 @@ where
     /// One cycle: the initial state (streaming list or list), then watches until one ends in a
     /// way that needs a relist.
     async fn list_and_watch(&self, state: &mut RunState) -> Result<(), Error> {
+        loop {
+            self.begin_shard_cycle();
+            self.list_and_watch_once(state).await?;
+            if !self.shards_changed() {
+                return Ok(());
+            }
+            tracing::debug!(reflector = %self.name, "the shard set changed, relisting");
+        }
+    }
+
+    /// One list (or streaming list) and the watches after it, with the shard set taken.
+    async fn list_and_watch_once(&self, state: &mut RunState) -> Result<(), Error> {
         let mut stream = None;
         if let Some(key) = &self.config.streaming_list_key {
             match self.streaming_list(state, key).await {
@@ -527,13 +543,6 @@ where
                 observer.synced_to(rv);
             }
         }
-    }
-
-    pub(crate) fn selectors(&self) -> (Option<String>, Option<String>) {
-        (
-            self.config.label_selector.clone(),
-            self.config.field_selector.clone(),
-        )
     }
 }
 

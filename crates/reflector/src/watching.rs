@@ -43,6 +43,11 @@ where
                 .handle_watch(stream, propagate_from_start, &mut events)
                 .await;
             self.set_watching(false);
+            if self.shards_changed() {
+                // Ended for the new shard set: the caller relists with it.
+                self.observe_watch_end(&end, false);
+                return Ok(());
+            }
             if started.elapsed() >= HEALTHY_WATCH {
                 // The server was back and serving: the next failure is a new outage.
                 state.backoff.reset();
@@ -84,10 +89,11 @@ where
     ) -> Result<Option<(WatchStream<K>, bool)>, Error> {
         let rv = self.last_sync_resource_version();
         let propagate = !(rv.is_empty() || rv == "0");
-        let (label_selector, field_selector) = self.selectors();
+        let (label_selector, field_selector, shard_selector) = self.selectors();
         let params = WatchParams {
             label_selector,
             field_selector,
+            shard_selector,
             resource_version: rv,
             resource_version_match: None,
             timeout: Some(state.watch_timeout()),
@@ -114,6 +120,19 @@ where
         }
     }
 
+    /// Tells the observer of an event, before it is applied.
+    fn observe_event(&self, event: &WatchEvent<K>) {
+        if let Some(observer) = &self.config.observer {
+            observer.event(match event {
+                WatchEvent::Added { .. } => EventType::Added,
+                WatchEvent::Modified { .. } => EventType::Modified,
+                WatchEvent::Deleted { .. } => EventType::Deleted,
+                WatchEvent::Bookmark { .. } => EventType::Bookmark,
+                WatchEvent::Error(_) => EventType::Error,
+            });
+        }
+    }
+
     /// Tells the observer how a watch ended.
     fn observe_watch_end(&self, end: &Result<(), Error>, very_short: bool) {
         if let Some(observer) = &self.config.observer {
@@ -126,7 +145,8 @@ where
         }
     }
 
-    /// Applies the events of one watch stream until it ends, resyncing on the timer meanwhile.
+    /// Applies the events of one watch stream until it ends, resyncing on the timer meanwhile;
+    /// ends (`Ok`) at once when the shard set changes.
     async fn handle_watch(
         &self,
         mut stream: WatchStream<K>,
@@ -138,37 +158,39 @@ where
             .config
             .resync_period
             .map(|period| Box::pin(tokio::time::sleep(period)));
+        let mut moved = std::pin::pin!(self.shards_moved());
         loop {
-            let event = match &mut resync {
-                Some(timer) => tokio::select! {
-                    event = stream.next() => event,
-                    () = timer.as_mut() => {
-                        if self.config.should_resync.as_ref().is_none_or(|f| f()) {
-                            tracing::trace!(reflector = %self.name, "resync");
-                            self.store.resync().map_err(|e| Error::Store(Box::new(e)))?;
-                        }
-                        if let Some(period) = self.config.resync_period {
-                            timer.as_mut().reset(Instant::now() + period);
-                        }
-                        continue;
+            let event = tokio::select! {
+                biased;
+                () = &mut moved => return Ok(()),
+                event = stream.next() => event,
+                () = tick(&mut resync) => {
+                    if self.config.should_resync.as_ref().is_none_or(|f| f()) {
+                        tracing::trace!(reflector = %self.name, "resync");
+                        self.store.resync().map_err(|e| Error::Store(Box::new(e)))?;
                     }
-                },
-                None => stream.next().await,
+                    if let (Some(timer), Some(period)) = (&mut resync, self.config.resync_period) {
+                        timer.as_mut().reset(Instant::now() + period);
+                    }
+                    continue;
+                }
             };
             let Some(event) = event else {
                 return Ok(());
             };
             let event = event?;
-            if let Some(observer) = &self.config.observer {
-                observer.event(match &event {
-                    WatchEvent::Added { .. } => EventType::Added,
-                    WatchEvent::Modified { .. } => EventType::Modified,
-                    WatchEvent::Deleted { .. } => EventType::Deleted,
-                    WatchEvent::Bookmark { .. } => EventType::Bookmark,
-                    WatchEvent::Error(_) => EventType::Error,
-                });
-            }
+            self.observe_event(&event);
             let written = match &event {
+                // Outside the shard set: dropped, a deletion too (it was never cached); its
+                // version is still a resume point.
+                WatchEvent::Added { object, .. }
+                | WatchEvent::Modified { object, .. }
+                | WatchEvent::Deleted { object, .. }
+                    if !self.in_shards(object) =>
+                {
+                    past_initial |= !matches!(event, WatchEvent::Added { .. });
+                    Ok(())
+                }
                 WatchEvent::Added { object, .. } => self.store.add(object.clone()),
                 WatchEvent::Modified { object, .. } => {
                     past_initial = true;
@@ -197,5 +219,13 @@ where
             }
             *events += 1;
         }
+    }
+}
+
+/// Resolves when the resync timer fires; never without one.
+async fn tick(timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match timer {
+        Some(timer) => timer.as_mut().await,
+        None => std::future::pending().await,
     }
 }

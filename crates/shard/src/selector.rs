@@ -53,7 +53,7 @@ impl fmt::Display for ShardField {
 /// `shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || …`.
 /// The ranges keep the order they were given in, so that parsing what [`Display`](fmt::Display)
 /// writes gives the selector back; they may touch or overlap.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShardSelector {
     field: ShardField,
     ranges: Vec<ShardRange>,

@@ -51,6 +51,29 @@ pub trait Identity<K>: Send + Sync + 'static {
     fn indexers(&self) -> Indexers<K> {
         Indexers::new()
     }
+
+    /// The object's unique id (`metadata.uid`), if it has one (the default: none). A sharded
+    /// informer hashes it to decide whether the object is in its shards.
+    fn uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        let _ = obj;
+        None
+    }
+
+    /// The object's namespace (`metadata.namespace`), if it has one (the default: none; a
+    /// cluster-scoped object has none). A sharded informer hashes it (`""` when there is none,
+    /// as the API server does) when its shards are by namespace.
+    fn namespace<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        let _ = obj;
+        None
+    }
+
+    /// The uid of the object's controller (the owner reference with `controller: true`), if it
+    /// has one (the default: none). A sharded informer whose objects follow their owner's shard
+    /// hashes it.
+    fn controller_uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        let _ = obj;
+        None
+    }
 }
 
 /// A shared identity is an identity.
@@ -65,6 +88,18 @@ impl<K, I: Identity<K> + ?Sized> Identity<K> for Arc<I> {
 
     fn indexers(&self) -> Indexers<K> {
         (**self).indexers()
+    }
+
+    fn uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        (**self).uid(obj)
+    }
+
+    fn namespace<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        (**self).namespace(obj)
+    }
+
+    fn controller_uid<'a>(&self, obj: &'a K) -> Option<&'a str> {
+        (**self).controller_uid(obj)
     }
 }
 

@@ -25,6 +25,24 @@ fn from_bytes<T: DeserializeOwned>(bytes: &[u8], decoding: Decoding) -> Result<T
         .map_err(|e| e.to_string())
 }
 
+/// The fields of a list's `metadata` a page keeps (k8s-openapi's `ListMeta` has `shardInfo`
+/// only from v1.36 on, and the application picks the version).
+#[derive(Debug, Default, serde::Deserialize)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(rename = "continue")]
+    continue_: Option<String>,
+    #[serde(rename = "shardInfo")]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo`: the shard selector the server applied (KEP-5866).
+#[derive(Debug, Default, serde::Deserialize)]
+struct ShardInfo {
+    selector: Option<String>,
+}
+
 /// Where a [`ListScanner`] is in the list object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
@@ -71,7 +89,7 @@ pub(super) struct ListScanner<K> {
     field: Field,
     /// Where the value being scanned ends.
     value: ValueScan,
-    metadata: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>,
+    metadata: Option<ListMeta>,
     /// Items decoded so far.
     decoded: usize,
     /// The items' type (each goes to the sink as it is decoded).
@@ -127,11 +145,10 @@ impl<K: DeserializeOwned> ListScanner<K> {
             .resource_version
             .filter(|rv| !rv.is_empty())
             .ok_or_else(|| Error::decode("list response without metadata.resourceVersion"))?;
-        Ok(ListPage {
-            items,
-            resource_version,
-            continue_token: metadata.continue_.filter(|c| !c.is_empty()),
-        })
+        let mut page = ListPage::new(items, resource_version);
+        page.continue_token = metadata.continue_.filter(|c| !c.is_empty());
+        page.shard_info = metadata.shard_info.and_then(|i| i.selector);
+        Ok(page)
     }
 
     /// Scans what is buffered, a step at a time (each step reads on from `pos` as far as it
@@ -413,6 +430,24 @@ mod tests {
                 prop_assert_eq!(page.resource_version, rv);
             }
         }
+    }
+
+    #[test]
+    fn a_list_tells_the_shard_selector_its_server_applied_and_one_without_tells_none() {
+        let sharded = br#"{"metadata":{"resourceVersion":"5","shardInfo":{"selector":"shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"}},"items":[]}"#;
+        let page = scan(sharded, &[20, 60]).unwrap();
+        assert_eq!(
+            page.shard_info.as_deref(),
+            Some("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
+        );
+        let plain = scan(br#"{"metadata":{"resourceVersion":"5"},"items":[]}"#, &[]).unwrap();
+        assert_eq!(plain.shard_info, None);
+        let empty = scan(
+            br#"{"metadata":{"resourceVersion":"5","shardInfo":{}}}"#,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(empty.shard_info, None);
     }
 
     #[test]
