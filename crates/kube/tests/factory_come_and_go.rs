@@ -128,7 +128,11 @@ async fn a_custom_resource_is_not_served_then_synced_then_emptied_and_waited_for
     server.register_info(apps_info());
     create_app(&server, "a1");
     create_app(&server, "a2");
-    eventually("synced once served", || informer.lister().len() == 2).await;
+    // The first list's pages reach the cache as they come; the informer is synced at its end.
+    eventually("synced once served", || {
+        informer.has_synced() && informer.lister().len() == 2
+    })
+    .await;
     assert!(informer.has_synced());
     assert_eq!(apps_status(&factory).availability, Availability::Served);
     let report = factory.wait_for_cache_sync(Some(LONG)).await;
