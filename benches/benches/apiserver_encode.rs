@@ -13,6 +13,7 @@
 //! end bookmark: per watch event as served.
 
 use std::hint::black_box;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -126,8 +127,8 @@ fn list(c: &mut Criterion) {
 }
 
 /// A GET of `path` with `accept`, read to the end (the server closes): the bytes read.
-async fn get_all(server: &ApiServer, path: &str, accept: &str) -> usize {
-    let mut stream = TcpStream::connect(server.addr()).await.expect("connect");
+async fn get_all(addr: SocketAddr, path: &str, accept: &str) -> usize {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
     let request =
         format!("GET {path} HTTP/1.1\r\nHost: b\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
@@ -138,11 +139,24 @@ async fn get_all(server: &ApiServer, path: &str, accept: &str) -> usize {
 }
 
 fn served_list(c: &mut Criterion) {
+    served(c, "apiserver-encode/served-list", |addr, accept| {
+        get_all(addr, "/api/v1/pods", accept)
+    });
+}
+
+/// Each list (synthetic and realistic pods) served by a simulator over loopback HTTP, in JSON
+/// and in protobuf: `fetch` reads it once (the first time alone, which for protobuf writes every
+/// object's message, printed), then per iteration.
+fn served<F, Fut>(c: &mut Criterion, group: &str, fetch: F)
+where
+    F: Fn(SocketAddr, &'static str) -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    let mut g = c.benchmark_group("apiserver-encode/served-list");
+    let mut g = c.benchmark_group(group);
     g.sample_size(10);
     let lists: [ListOf<Pod>; 2] = [
         ("synthetic-50k", pod, SYNTHETIC_LIST),
@@ -154,14 +168,12 @@ fn served_list(c: &mut Criterion) {
             ("application/json", "json"),
             ("application/vnd.kubernetes.protobuf", "protobuf"),
         ] {
-            // The first list of each encoding, alone: for protobuf, the one that writes every
-            // object's message.
             let started = Instant::now();
-            rt.block_on(get_all(&server, "/api/v1/pods", accept));
-            eprintln!("{name} {label}: first list {:?}", started.elapsed());
+            rt.block_on(fetch(server.addr(), accept));
+            eprintln!("{group} {name} {label}: first {:?}", started.elapsed());
             g.throughput(Throughput::Elements(n as u64));
             g.bench_function(BenchmarkId::new(label, name), |b| {
-                b.iter(|| rt.block_on(get_all(&server, "/api/v1/pods", accept)));
+                b.iter(|| rt.block_on(fetch(server.addr(), accept)));
             });
         }
     }
@@ -170,11 +182,11 @@ fn served_list(c: &mut Criterion) {
 
 /// The initial events of a streaming list of every pod (a watch with `sendInitialEvents`),
 /// read until the end bookmark: the bytes read. The connection is dropped after it.
-async fn stream_initial(server: &ApiServer, accept: &str) -> usize {
+async fn stream_initial(addr: SocketAddr, accept: &str) -> usize {
     const MARK: &[u8] = b"initial-events-end";
     let path = "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true\
                 &resourceVersionMatch=NotOlderThan";
-    let mut stream = TcpStream::connect(server.addr()).await.expect("connect");
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
     let request = format!("GET {path} HTTP/1.1\r\nHost: b\r\nAccept: {accept}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut buffer = vec![0u8; 1 << 20];
@@ -195,31 +207,7 @@ async fn stream_initial(server: &ApiServer, accept: &str) -> usize {
 /// Per watch event as served: a streaming list's initial events over loopback HTTP, in JSON
 /// and in protobuf (frames written from the objects' cached messages).
 fn served_watch(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let mut g = c.benchmark_group("apiserver-encode/served-watch");
-    g.sample_size(10);
-    let lists: [ListOf<Pod>; 2] = [
-        ("synthetic-50k", pod, SYNTHETIC_LIST),
-        ("realistic-10k", realistic_pod, REALISTIC_LIST),
-    ];
-    for (name, make, n) in lists {
-        let server = rt.block_on(filled(make, n));
-        for (accept, label) in [
-            ("application/json", "json"),
-            ("application/vnd.kubernetes.protobuf", "protobuf"),
-        ] {
-            // Every object's message written once, as a first list would.
-            rt.block_on(stream_initial(&server, accept));
-            g.throughput(Throughput::Elements(n as u64));
-            g.bench_function(BenchmarkId::new(label, name), |b| {
-                b.iter(|| rt.block_on(stream_initial(&server, accept)));
-            });
-        }
-    }
-    g.finish();
+    served(c, "apiserver-encode/served-watch", stream_initial);
 }
 
 /// A simulator holding pods `0..n` made by `make`.

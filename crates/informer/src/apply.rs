@@ -187,7 +187,9 @@ pub(crate) fn apply_replaced_all<K, S, H>(
     if all.is_by_pages() {
         apply_changes(sink, store, &all, is_in_initial_list, refused);
         // The pages carried no version: the cache is at the list's from its end on.
-        let _ = store.bookmark(all.resource_version());
+        if let Err(err) = store.bookmark(all.resource_version()) {
+            tracing::debug!(error = %err, "the cache did not record the list's version");
+        }
         return;
     }
     let listed: HashSet<&str> = all.objects().iter().map(|(k, _)| k.as_str()).collect();
