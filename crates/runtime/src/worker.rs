@@ -175,13 +175,16 @@ where
             return;
         };
         let cancel = cancel.child_token();
+        let mut running = Box::pin(self.reconcile_one(key, &cancel, Some((sharded, shard))));
         tokio::select! {
             biased;
             () = term.ended() => {
+                // Told first, then dropped: cancelled at its current await.
                 cancel.cancel();
+                drop(running);
                 tracing::debug!(shard, "the reconcile of {key} is cancelled: the shard's term ended");
             }
-            () = self.reconcile_one(key, &cancel, Some((sharded, shard))) => {}
+            () = &mut running => {}
         }
         // Only now may the shard's Lease go to another replica.
         drop(term);

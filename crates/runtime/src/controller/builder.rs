@@ -250,6 +250,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         self.watched.push(Watched::register(&informer, handler));
         self.informers
             .push(ShardedInformer::new(&informer, relation, arrivals));
+        self.apply_shard_set_to_last();
         // A new term maps every cached object as its initial add would have been.
         let lister = informer.lister();
         self.related_keys.push(Box::new(move || {
