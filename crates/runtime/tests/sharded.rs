@@ -612,3 +612,104 @@ async fn a_sharded_controller_refuses_what_it_cannot_keep() {
         Err(RuntimeError::ShardedAndElected)
     ));
 }
+
+/// A child: in its controller owner's shard (`ShardBy::Owner`), mapped to its owner's key.
+#[derive(Debug)]
+struct Child {
+    name: String,
+    owner: String,
+    owner_uid: String,
+}
+
+struct ChildIdentity;
+
+impl Identity<Child> for ChildIdentity {
+    fn key(&self, child: &Child) -> Result<String, KeyError> {
+        Ok(child.name.clone())
+    }
+    fn resource_version<'a>(&self, _: &'a Child) -> Option<&'a str> {
+        Some("1")
+    }
+    fn controller_uid<'a>(&self, child: &'a Child) -> Option<&'a str> {
+        Some(&child.owner_uid)
+    }
+}
+
+/// A source of fixed objects at version 1, whose watches never send anything.
+struct Fixed<T>(Vec<Arc<T>>);
+
+impl<T: Send + Sync + 'static> ListerWatcher<T> for Fixed<T> {
+    fn list(&self, _: &ListParams) -> impl Future<Output = Result<ListPage<T>, Error>> + Send {
+        let items = self.0.clone();
+        async move { Ok(ListPage::new(items, "1")) }
+    }
+
+    async fn watch(&self, _: &WatchParams) -> Result<WatchStream<T>, Error> {
+        Ok(futures::stream::pending().boxed())
+    }
+}
+
+/// An owner that is gone, woken by its orphaned child, has no object to tell its shard: it is
+/// reconciled (as a deletion) in its child's shard, which is its own, by the replica owning it,
+/// not dropped unreconciled.
+#[tokio::test(start_paused = true)]
+async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
+    let owners = Arc::new(
+        SharedIndexInformer::builder(Arc::new(Fixed::<Obj>(Vec::new())), ObjIdentity)
+            .name("owners")
+            .build(),
+    );
+    let orphan = Child {
+        name: "child-of-gone".into(),
+        owner: "gone".into(),
+        owner_uid: "uid-of-the-gone-owner".into(),
+    };
+    let children = Arc::new(
+        SharedIndexInformer::builder(Arc::new(Fixed(vec![Arc::new(orphan)])), ChildIdentity)
+            .name("children")
+            .shard_by(ShardBy::Owner)
+            .build(),
+    );
+    let runner = ShardRunner::new(MemoryLeases::new(), ShardConfig::new("ctl", "a", SHARDS))
+        .expect("a valid configuration");
+    let controller = Controller::new(Arc::clone(&owners))
+        .owns(Arc::clone(&children), |c: &Child| vec![c.owner.clone()])
+        .sharded(runner);
+    let stats = controller.shard_stats().expect("sharded");
+    let stop = CancellationToken::new();
+    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    type Seen = Arc<Mutex<Vec<(String, bool)>>>;
+    let reconcile = |request: informer_runtime::Request<Obj>, seen: Seen| async move {
+        let gone = matches!(request.target, Target::Deleted { last_known: None });
+        seen.lock().push((request.key.to_string(), gone));
+        Ok::<_, std::convert::Infallible>(Action::await_change())
+    };
+    let tasks = [
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&owners), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&children), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+        tokio::spawn({
+            let (stop, seen) = (stop.clone(), Arc::clone(&seen));
+            async move {
+                let policy = |_: &_, _: &_, _: &_| Action::backoff();
+                let ran = controller.run(stop, seen, reconcile, policy).await;
+                ran.expect("the controller runs");
+            }
+        }),
+    ];
+    eventually("the gone owner reconciled", || !seen.lock().is_empty()).await;
+    assert_eq!(*seen.lock(), vec![("gone".to_owned(), true)]);
+    let stats = stats.stats();
+    assert_eq!(stats.unplaced, 0, "no key dropped for want of a shard");
+    let shard = shard_of_uid("uid-of-the-gone-owner") as usize;
+    assert_eq!(stats.shards[shard].reconciles, 1, "{stats:?}");
+    stop.cancel();
+    for task in tasks {
+        task.await.expect("no panic");
+    }
+}

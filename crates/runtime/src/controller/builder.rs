@@ -243,9 +243,12 @@ impl<K: Send + Sync + 'static> Controller<K> {
             Arc::clone(informer.identity()),
             both_sides,
             expectations,
-            self.queue.clone(),
-            Arc::clone(&self.reconciling),
-            Arc::clone(&arrivals),
+            (self.queue.clone(), Arc::clone(&self.reconciling)),
+            (
+                Arc::clone(&arrivals),
+                Arc::clone(&self.sharding),
+                informer.shard_by(),
+            ),
         );
         self.watched.push(Watched::register(&informer, handler));
         self.informers

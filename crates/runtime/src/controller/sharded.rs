@@ -77,8 +77,11 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   released to another replica before the reconcile has stopped; when the term ends the
     ///   reconcile is cancelled at its next await (its [`Request::cancel`](crate::Request)
     ///   fires, and its future is dropped) and its key is not queued again here. A key of a
-    ///   shard not owned is dropped when dequeued; one whose object is not known at all (an
-    ///   owner gone and forgotten, woken by a child) is dropped too, counted
+    ///   shard not owned is dropped when dequeued. A key whose object is not known at all (an
+    ///   owner gone and forgotten) takes the shard of the `owns`/`watches` object that woke it
+    ///   (an orphaned child is in its gone owner's shard, and the replica owning that shard
+    ///   reconciles the owner's deletion); with no such object either (a key queued by hand)
+    ///   it is dropped, counted
     ///   ([`ControllerShardStats::unplaced`](crate::ControllerShardStats::unplaced)): no
     ///   replica can tell its shard, so none reconciles it.
     /// * **changes** are queued only for objects in the shards owned; a deletion heard for an
