@@ -370,8 +370,9 @@ where
                         None => object,
                     };
                     initial.add(object);
-                    if let (Collected::Parts(parts), Some(batch)) =
-                        (&mut listed.items, initial.full(every))
+                    // Only by page: a list collected whole keeps every object until the end.
+                    if let Collected::Parts(parts) = &mut listed.items
+                        && let Some(batch) = initial.full(every)
                     {
                         listed.count += batch.len();
                         self.store

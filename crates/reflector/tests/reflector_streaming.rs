@@ -195,3 +195,36 @@ async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_hande
     assert_eq!(h.store.content(), [("b".into(), 1), ("c".into(), 1)]);
     h.stop().await;
 }
+
+/// A streaming relist that is not by page (the default after the first list) keeps every
+/// initial event for its one replace, however many page sizes of them come.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_relist_collected_whole_keeps_every_object() {
+    let fake = Fake::new();
+    fake.push_watch(vec![added("a", 1, "3"), end("4"), error_event_expired()]);
+    fake.push_watch(vec![
+        added("a", 2, "5"),
+        added("b", 1, "6"),
+        added("c", 1, "7"),
+        added("d", 1, "8"),
+        added("e", 1, "9"),
+        end("10"),
+        WatchStep::Hang,
+    ]);
+    let h = Harness::new(fake, |r| streaming(r).with_page_size(2)).start();
+    h.requests(2).await;
+    h.until("relisted", |h| h.last_rv() == "10").await;
+    let names = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+    assert_eq!(h.store.ops().last(), Some(&Op::Replace(names, "10".into())));
+    assert_eq!(
+        h.store.content(),
+        [
+            ("a".into(), 2),
+            ("b".into(), 1),
+            ("c".into(), 1),
+            ("d".into(), 1),
+            ("e".into(), 1)
+        ]
+    );
+    h.stop().await;
+}
