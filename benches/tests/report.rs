@@ -66,6 +66,7 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
             PathBuf::from(env!("CARGO_BIN_EXE_sync_server")),
             PathBuf::from(env!("CARGO_BIN_EXE_sync_client")),
         )),
+        w_shard_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_w_shard"))),
     };
     let beat = watchdog();
     let mut seen = 0;
@@ -297,6 +298,7 @@ fn only_selects_by_part_of_a_name_and_reports_unknown_ones() {
         mem_exe: None,
         w_http_exe: None,
         sync_exes: None,
+        w_shard_exe: None,
     };
     assert_eq!(opts.unknown_names(), ["nonsense"]);
     let selected: Vec<_> = WORKLOADS.iter().filter(|w| opts.selected(w)).collect();
@@ -315,6 +317,7 @@ fn without_the_mem_binary_mem_rows_say_not_measured() {
         mem_exe: None,
         w_http_exe: None,
         sync_exes: None,
+        w_shard_exe: None,
     };
     let rows = report::run(&opts, &mut |_| {});
     assert!(!rows.is_empty());

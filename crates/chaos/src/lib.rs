@@ -74,6 +74,7 @@ pub mod runner;
 pub mod scenario;
 pub mod seeds;
 pub mod server_process;
+pub mod sharded;
 pub mod soak;
 pub mod stack;
 

@@ -1,0 +1,489 @@
+//! The sharded controller scenario: the chaos controller ([`controller`](crate::controller):
+//! one child ConfigMap per pod) run as 3 to 5 replicas that split the pods between them by the
+//! hash of their UID, in shards assigned through Leases (`Controller::sharded`), each replica
+//! with its own kube client, informers (caching only its shards) and queue.
+//!
+//! Through a seed's churn and faults, the replicas are killed (their task aborted: every
+//! future dropped where it stands, no Lease released), cut off from the server for a while
+//! (every request of theirs failing, or hanging until healed) and joined by new ones, as the
+//! seed's [`ReplicaPlan`] says. Every reconcile is written into one [`Ledger`] with its
+//! replica, key, pod UID, what it saw of the pod, and its start and end. Once the churn stops
+//! and every cut is healed, the run waits (within [`SETTLE_BOUND`]) until the world on the
+//! server has converged (as the controller scenario's check has it), every shard has one
+//! owner, each replica's caches hold exactly its shards' objects as the server has them, and
+//! every pod's last reconcile saw its final version; then it stops the replicas and checks the
+//! ledger: **no two replicas ever reconciled one object at overlapping times**.
+//!
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use informer_apiserver::{ApiServer, Failure as ServerFailure, Isolation};
+use informer_kube::EncodingCounts;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use tokio::task::JoinHandle;
+
+use crate::controller::{key_of, server_world, shown, world_differences};
+use crate::journal::{WriteLog, revision_of};
+use crate::runner::{Failure, SETTLE_BOUND, Suite, on_a_runtime_of_its_own, start_server};
+use crate::scenario::{Scenario, Step};
+use crate::seeds::{SeedSuite, Summary, run_suite};
+use crate::stack::{apply, calm, inject};
+
+pub mod ledger;
+pub mod plan;
+pub mod replica;
+
+pub use self::ledger::{Entry, Ledger, Saw, finals, overlaps};
+pub use self::plan::{Cut, ReplicaEvent, ReplicaPlan};
+pub use self::replica::{Replica, ReplicaOptions};
+
+/// What a passing sharded run did.
+#[derive(Debug, Clone, Default)]
+pub struct ShardedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Replicas started, joins included.
+    pub replicas: usize,
+    /// Reconciles, every replica together (all of them checked for overlaps).
+    pub reconciles: u64,
+    /// Shard terms started, every replica together (the initial assignment included).
+    pub terms_started: u64,
+    /// Terms handed over gracefully.
+    pub handed_off: u64,
+    /// Terms lost at the renew deadline (a cut-off replica).
+    pub lost: u64,
+    /// Live pods whose last reconcile saw their final version.
+    pub final_live: usize,
+    /// Pods gone whose last reconcile saw their deletion.
+    pub final_deleted: usize,
+    /// Pods gone whose deletion no reconcile saw (nothing of them was left to clean up).
+    pub unseen_deletions: usize,
+    /// Faults and replica events fired, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Pods on the server at the end.
+    pub pods: usize,
+    /// From the end of the churn to a converged, quiet world.
+    pub settled_in: Duration,
+    /// The whole run.
+    pub wall: Duration,
+}
+
+impl fmt::Display for ShardedOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} passed: {} replicas, {} reconciles checked (0 overlaps), {} terms started, \
+             {} handed off, {} lost, {} faults and replica events, {} pods at their final \
+             version, {} deletions seen ({} unseen, nothing left), settled in {:.2?}, {:.2?} \
+             in all",
+            self.seed,
+            self.replicas,
+            self.reconciles,
+            self.terms_started,
+            self.handed_off,
+            self.lost,
+            self.faults.values().sum::<u64>(),
+            self.final_live,
+            self.final_deleted,
+            self.unseen_deletions,
+            self.settled_in,
+            self.wall
+        )
+    }
+}
+
+/// The replicas of a run, in one process.
+struct Fleet {
+    url: String,
+    options: ReplicaOptions,
+    ledger: Arc<Ledger>,
+    running: Vec<Replica>,
+    started: usize,
+    /// Shard stats of the replicas killed, summed.
+    gone: informer_leaderelection::ShardStats,
+    /// Heals scheduled, aborted at the calm.
+    heals: Vec<JoinHandle<()>>,
+}
+
+impl Fleet {
+    fn join(&mut self) -> Result<(), String> {
+        let name = format!("replica-{}", self.started);
+        let replica = Replica::start(&name, &self.url, &self.options, Arc::clone(&self.ledger))?;
+        self.started += 1;
+        self.running.push(replica);
+        Ok(())
+    }
+
+    async fn apply(&mut self, server: &ApiServer, event: &ReplicaEvent) -> Result<(), String> {
+        match event {
+            ReplicaEvent::Join => self.join()?,
+            ReplicaEvent::Kill { pick } => {
+                let replica = self.running.remove(pick % self.running.len());
+                add_stats(&mut self.gone, replica.runner.stats());
+                replica.kill().await;
+            }
+            ReplicaEvent::Partition { pick, cut, hold } => {
+                let name = self.running[pick % self.running.len()].name.clone();
+                let isolation = match cut {
+                    Cut::Fail => Isolation::Fail(ServerFailure::unavailable()),
+                    Cut::Hang => Isolation::Hang,
+                };
+                let faults = server.faults();
+                faults.isolate(&name, isolation);
+                let hold = *hold;
+                self.heals.push(tokio::spawn(async move {
+                    tokio::time::sleep(hold).await;
+                    faults.heal(&name);
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends every cut: the heals scheduled are dropped, every replica healed.
+    async fn heal_all(&mut self, server: &ApiServer) {
+        for heal in self.heals.drain(..) {
+            heal.abort();
+            let _ = heal.await;
+        }
+        server.faults().heal_all();
+    }
+
+    fn stats(&self) -> informer_leaderelection::ShardStats {
+        let mut sum = self.gone;
+        for replica in &self.running {
+            add_stats(&mut sum, replica.runner.stats());
+        }
+        sum
+    }
+}
+
+fn add_stats(sum: &mut informer_leaderelection::ShardStats, s: informer_leaderelection::ShardStats) {
+    sum.started += s.started;
+    sum.handed_off += s.handed_off;
+    sum.lost += s.lost;
+}
+
+/// Runs the sharded scenario of `scenario` on the current runtime: starts the simulator and
+/// the replicas, applies the steps and the replica plan, heals, waits for convergence, stops
+/// every replica and checks the ledger.
+pub async fn run_sharded(scenario: &Scenario) -> Result<ShardedOutcome, Failure> {
+    let begun = Instant::now();
+    let fail = |problems: Vec<String>| Failure::of(scenario, Suite::Sharded, problems);
+    let server = start_server(scenario).await.map_err(|e| fail(vec![e]))?;
+    let outcome = drive(scenario, &server).await;
+    server.shutdown().await;
+    let mut outcome = outcome.map_err(fail)?;
+    outcome.wall = begun.elapsed();
+    Ok(outcome)
+}
+
+/// The replicas' options for `scenario`'s server settings.
+pub fn options_of(scenario: &Scenario, shards: u32) -> ReplicaOptions {
+    ReplicaOptions {
+        shards,
+        min_watch_timeout: Duration::from_secs(scenario.server.min_watch_timeout_secs),
+        streaming_list: scenario.server.streaming_list,
+        relist_by_page: scenario.server.relist_by_page,
+        json_only: scenario.server.json_only,
+    }
+}
+
+async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome, Vec<String>> {
+    let plan = ReplicaPlan::of(scenario);
+    let writes = WriteLog::default();
+    for op in &scenario.initial {
+        apply(server, op, &writes).map_err(|e| vec![e])?;
+    }
+    let mut fleet = Fleet {
+        url: server.url(),
+        options: options_of(scenario, plan.shards),
+        ledger: Arc::new(Ledger::default()),
+        running: Vec::new(),
+        started: 0,
+        gone: Default::default(),
+        heals: Vec::new(),
+    };
+    let mut problems = Vec::new();
+    for _ in 0..plan.initial {
+        if let Err(e) = fleet.join() {
+            problems.push(e);
+        }
+    }
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut events = plan.steps.iter().peekable();
+    for (i, step) in scenario.steps.iter().enumerate() {
+        if !problems.is_empty() {
+            break;
+        }
+        match step {
+            Step::Op(op) => {
+                if let Err(e) = apply(server, op, &writes) {
+                    problems.push(e);
+                }
+            }
+            Step::Fault(fault) => {
+                inject(server, fault);
+                *faults.entry(fault.kind()).or_default() += 1;
+            }
+            Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        }
+        while let Some((_, event)) = events.next_if(|(at, _)| *at <= i) {
+            match fleet.apply(server, event).await {
+                Ok(()) => *faults.entry(event.kind()).or_default() += 1,
+                Err(e) => problems.push(e),
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    calm(server);
+    fleet.heal_all(server).await;
+
+    let settled_in = if problems.is_empty() {
+        match settle(server, &fleet, SETTLE_BOUND).await {
+            Ok(took) => took,
+            Err(differences) => {
+                problems.push(format!(
+                    "no convergence within {SETTLE_BOUND:?} after the churn and faults stopped:"
+                ));
+                problems.extend(shown(differences));
+                SETTLE_BOUND
+            }
+        }
+    } else {
+        SETTLE_BOUND
+    };
+    let stats = fleet.stats();
+    for replica in fleet.running.drain(..) {
+        problems.extend(shown(replica.tally.violations.lock().clone()));
+        problems.extend(replica.stop(SETTLE_BOUND).await);
+    }
+    let entries = fleet.ledger.entries();
+    let found = overlaps(&entries);
+    problems.extend(shown(found.iter().map(ToString::to_string).collect()));
+    let live = live_pods(server).map_err(|e| vec![e])?;
+    let checked = finals(&entries, &live);
+    problems.extend(shown(checked.problems));
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(ShardedOutcome {
+        seed: scenario.seed,
+        replicas: fleet.started,
+        reconciles: entries.len() as u64,
+        terms_started: stats.started,
+        handed_off: stats.handed_off,
+        lost: stats.lost,
+        final_live: checked.live,
+        final_deleted: checked.deleted,
+        unseen_deletions: checked.unseen_deletions,
+        faults,
+        pods: live.len(),
+        settled_in,
+        wall: Duration::ZERO,
+    })
+}
+
+/// The server's pods, by key: UID and revision.
+pub fn live_pods(server: &ApiServer) -> Result<HashMap<String, (String, u64)>, String> {
+    let (pods, _) = server
+        .list::<Pod>(None)
+        .map_err(|e| format!("listing the server's pods: {e}"))?;
+    Ok(pods.iter().map(pod_state).collect())
+}
+
+fn pod_state(pod: &Pod) -> (String, (String, u64)) {
+    (
+        key_of(pod),
+        (
+            pod.metadata.uid.clone().unwrap_or_default(),
+            revision_of(pod.metadata.resource_version.as_deref()),
+        ),
+    )
+}
+
+/// What still keeps a sharded world from having settled: the world on the server, the shard
+/// owners, each replica's caches against its shards, its queue, and the last reconciles.
+fn unsettled(server: &ApiServer, fleet: &Fleet, shards: u32) -> Vec<String> {
+    let (pods, config_maps) = match server_world(server) {
+        Ok(world) => world,
+        Err(e) => return vec![e],
+    };
+    let mut problems = world_differences(&pods, &config_maps);
+    let mut owners: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for replica in &fleet.running {
+        for shard in replica.runner.status().owned {
+            owners.entry(shard).or_default().push(&replica.name);
+        }
+    }
+    for shard in 0..shards {
+        match owners.get(&shard).map(Vec::as_slice) {
+            Some([_]) => {}
+            other => problems.push(format!("shard {shard} owned by {other:?}")),
+        }
+    }
+    for replica in &fleet.running {
+        problems.extend(cache_differences(replica, &pods, &config_maps));
+        if !replica.queue.is_empty() || replica.queue.in_flight() > 0 {
+            problems.push(format!("{} is busy", replica.name));
+        }
+    }
+    if problems.is_empty() {
+        let live: HashMap<_, _> = pods.iter().map(pod_state).collect();
+        problems.extend(finals(&fleet.ledger.entries(), &live).problems);
+    }
+    problems
+}
+
+/// What differs between `replica`'s caches and the server's objects of its shards.
+fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap]) -> Vec<String> {
+    let Some(mine) = replica.owned() else {
+        return Vec::new();
+    };
+    let pod_uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+    let owner_uid = |c: &ConfigMap| {
+        let refs = c.metadata.owner_references.iter().flatten();
+        let mut controller = refs.filter(|r| r.controller == Some(true));
+        controller
+            .next()
+            .map(|r| r.uid.clone())
+            .or_else(|| c.metadata.uid.clone())
+            .unwrap_or_default()
+    };
+    let mut problems = Vec::new();
+    let want: BTreeMap<String, u64> = pods
+        .iter()
+        .filter(|p| mine.matches(&pod_uid(p)))
+        .map(|p| (key_of(p), revision_of(p.metadata.resource_version.as_deref())))
+        .collect();
+    let have: BTreeMap<String, u64> = replica
+        .pods
+        .lister()
+        .list(&informer_store::Everything)
+        .iter()
+        .map(|p| (key_of(&**p), revision_of(p.metadata.resource_version.as_deref())))
+        .collect();
+    if want != have {
+        problems.push(format!("{}: its pod cache is not its shards'", replica.name));
+    }
+    let want: BTreeMap<String, u64> = config_maps
+        .iter()
+        .filter(|c| mine.matches(&owner_uid(c)))
+        .map(|c| (key_of(c), revision_of(c.metadata.resource_version.as_deref())))
+        .collect();
+    let have: BTreeMap<String, u64> = replica
+        .config_maps
+        .lister()
+        .list(&informer_store::Everything)
+        .iter()
+        .map(|c| (key_of(&**c), revision_of(c.metadata.resource_version.as_deref())))
+        .collect();
+    if want != have {
+        problems.push(format!(
+            "{}: its config map cache is not its shards'",
+            replica.name
+        ));
+    }
+    problems
+}
+
+/// Waits up to `bound` for the sharded world to settle; how long it took, or what is left.
+async fn settle(server: &ApiServer, fleet: &Fleet, bound: Duration) -> Result<Duration, Vec<String>> {
+    let begun = Instant::now();
+    loop {
+        let problems = unsettled(server, fleet, fleet.options.shards);
+        if problems.is_empty() {
+            return Ok(begun.elapsed());
+        }
+        if begun.elapsed() > bound {
+            return Err(problems);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs the sharded scenario of `scenario` on a runtime of its own, then checks that the
+/// runtime has no task left.
+pub fn run_sharded_seed(scenario: &Scenario) -> Result<ShardedOutcome, Failure> {
+    on_a_runtime_of_its_own(scenario, Suite::Sharded, run_sharded(scenario))
+}
+
+/// The sharded runs' figures over many seeds (see [`Summary`]).
+#[derive(Debug, Default)]
+pub struct ShardedTally {
+    /// Replicas started, joins included.
+    pub replicas: usize,
+    /// Reconciles checked for overlaps.
+    pub reconciles: u64,
+    /// Shard terms started.
+    pub terms_started: u64,
+    /// Terms handed over.
+    pub handed_off: u64,
+    /// Terms lost at the renew deadline.
+    pub lost: u64,
+    /// Pods checked at their final version.
+    pub final_live: usize,
+    /// Deletions seen by the last reconcile.
+    pub final_deleted: usize,
+    /// Deletions no reconcile saw.
+    pub unseen_deletions: usize,
+    /// The slowest convergence.
+    pub slowest_settle: Duration,
+    /// Its seed.
+    pub slowest_seed: u64,
+}
+
+impl SeedSuite for ShardedTally {
+    type Outcome = ShardedOutcome;
+
+    const SUITE: Suite = Suite::Sharded;
+
+    const RUN_SEED: fn(&Scenario) -> Result<ShardedOutcome, Failure> = run_sharded_seed;
+
+    fn add(&mut self, o: ShardedOutcome) -> (BTreeMap<&'static str, u64>, EncodingCounts) {
+        self.replicas += o.replicas;
+        self.reconciles += o.reconciles;
+        self.terms_started += o.terms_started;
+        self.handed_off += o.handed_off;
+        self.lost += o.lost;
+        self.final_live += o.final_live;
+        self.final_deleted += o.final_deleted;
+        self.unseen_deletions += o.unseen_deletions;
+        if o.settled_in >= self.slowest_settle {
+            self.slowest_settle = o.settled_in;
+            self.slowest_seed = o.seed;
+        }
+        (o.faults, EncodingCounts::default())
+    }
+
+    fn write_lines(&self, _passed: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "replicas: {}, reconciles checked: {} (overlaps: 0), shard terms started: {} \
+             (handed off: {}, lost: {})",
+            self.replicas, self.reconciles, self.terms_started, self.handed_off, self.lost
+        )?;
+        writeln!(
+            f,
+            "pods at their final version: {}, deletions seen: {} (unseen, nothing left: {})",
+            self.final_live, self.final_deleted, self.unseen_deletions
+        )?;
+        writeln!(
+            f,
+            "slowest settle: {:.2?} (seed {})",
+            self.slowest_settle, self.slowest_seed
+        )
+    }
+}
+
+/// Runs the sharded scenarios of `scenarios` on `jobs` threads, each on a runtime of its own.
+pub fn run_sharded_seeds(
+    scenarios: Vec<Scenario>,
+    jobs: usize,
+    progress: impl Fn(&Result<ShardedOutcome, Failure>) + Sync,
+) -> Summary<ShardedTally> {
+    run_suite(scenarios, jobs, progress)
+}
