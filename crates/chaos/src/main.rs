@@ -5,6 +5,7 @@
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
 //! cargo run --release -p informer-chaos -- --controller --seeds 500 # the controller scenario
 //! cargo run --release -p informer-chaos -- --controller --seed 31  # replay one of its seeds
+//! cargo run --release -p informer-chaos -- --sharded --seeds 50 --steps 150 # sharded replicas
 //! cargo run --release -p informer-chaos -- --reinstall --seeds 100 --steps 150 # CRDs come, go
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
 //! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
@@ -18,6 +19,7 @@ use informer_chaos::{
     ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions,
     reinstall_replay_command, run_reinstall, run_suite, serve_soak, soak,
 };
+use informer_chaos::sharded::ShardedTally;
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
 #[derive(Parser, Debug)]
@@ -42,6 +44,11 @@ struct Args {
     /// the seeds' churn and faults and disturbances of its own, checked for convergence.
     #[arg(long, conflicts_with = "soak")]
     controller: bool,
+    /// Run the sharded scenario: the controller as 3 to 5 replicas splitting the pods into
+    /// shards on Leases, replicas killed, cut off and joined; checked for convergence and for
+    /// no two replicas reconciling one object at once.
+    #[arg(long, conflicts_with_all = ["soak", "controller"])]
+    sharded: bool,
     /// Run the custom-resource scenario: a CRD deleted and installed again between writes of
     /// its objects and faults, a factory informer of it checked for convergence (one seed at a
     /// time).
@@ -135,7 +142,9 @@ fn main() -> ExitCode {
         .map(|&seed| Scenario::with_steps(seed, args.steps))
         .collect();
     let replaying = args.seed.is_some();
-    if args.controller {
+    if args.sharded {
+        run_batch::<ShardedTally>(scenarios, jobs, args.steps, replaying)
+    } else if args.controller {
         run_batch::<ControllerTally>(scenarios, jobs, args.steps, replaying)
     } else {
         run_batch::<InformersTally>(scenarios, jobs, args.steps, replaying)

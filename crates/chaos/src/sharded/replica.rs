@@ -170,7 +170,7 @@ impl Replica {
             })
             .concurrency(CONCURRENCY)
             .shutdown_timeout(SETTLE_BOUND)
-            ;//.sharded(runner.clone());
+            .sharded(runner.clone());
         let ctx = Arc::new(ReplicaCtx {
             name: name.into(),
             ledger,
