@@ -13,11 +13,15 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::deleted::Deleted;
 use crate::handlers::{UpdatePredicate, Watched};
+use crate::shards::ShardSlot;
 use crate::{Expectations, ReconcileObserver};
 
 mod builder;
 mod election;
 mod run;
+mod sharded;
+
+pub(crate) use sharded::ShardedInformer;
 
 /// The keys one relation maps its informer's cached objects to.
 type RelatedKeys = Box<dyn Fn() -> Vec<String> + Send + Sync>;
@@ -44,6 +48,11 @@ pub struct Controller<K> {
     read_your_writes: Duration,
     elector: Option<LeaderElector>,
     observer: Option<Arc<dyn ReconcileObserver>>,
+    /// The shard assignment, once [`sharded`](Self::sharded).
+    sharding: ShardSlot,
+    /// The main informer first, then every `owns`/`watches` one: what a sharded controller
+    /// keeps at its shard set.
+    informers: Vec<ShardedInformer>,
 }
 
 impl<K> fmt::Debug for Controller<K> {

@@ -64,6 +64,14 @@ impl<K> Deleted<K> {
         self.states.get(key).map(|(obj, _)| Arc::clone(obj))
     }
 
+    /// Every deletion remembered, with its last known state.
+    pub(crate) fn remembered(&self) -> Vec<(Arc<str>, Arc<K>)> {
+        let states = self.states.iter();
+        states
+            .map(|(k, (obj, _))| (Arc::clone(k), Arc::clone(obj)))
+            .collect()
+    }
+
     /// `key` exists again: its deletion's state is no longer the one to reconcile.
     pub(crate) fn recreated(&mut self, key: &str) {
         self.states.remove(key);

@@ -14,6 +14,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::Expectations;
 use crate::deleted::Deleted;
+use crate::shards::{Arrivals, ShardSlot};
 
 /// Queues a key at a priority.
 type Keys = Arc<dyn Fn(&str, i32) + Send + Sync>;
@@ -102,13 +103,31 @@ pub(crate) struct MainHandler<K> {
     pub(crate) reconciling: Arc<AtomicBool>,
     /// The expectations of `owns_expecting`: a deleted object's are dropped with it.
     pub(crate) expectations: Arc<Mutex<Vec<Expectations>>>,
+    /// Sharded: only the changes of objects in the shards held are queued.
+    pub(crate) sharding: ShardSlot,
+    /// Sharded: which adds are a shard's objects arriving.
+    pub(crate) arrivals: Arc<Arrivals>,
+}
+
+impl<K: Send + Sync + 'static> MainHandler<K> {
+    /// Whether a change of `obj` is this controller's to queue: always unsharded; sharded,
+    /// when its shard's term is held.
+    fn in_held_shard(&self, obj: &K) -> bool {
+        match &*self.sharding.read() {
+            None => true,
+            Some(sharded) => sharded.owns_object(&self.identity, obj),
+        }
+    }
 }
 
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
-    fn on_add(&self, key: &str, _obj: &Arc<K>, initial: bool) {
+    fn on_add(&self, key: &str, obj: &Arc<K>, initial: bool) {
         self.deleted.lock().recreated(key);
-        if self.reconciling.load(Ordering::Acquire) {
-            let priority = priority(Change::Added { initial });
+        if self.reconciling.load(Ordering::Acquire) && self.in_held_shard(obj) {
+            let arrival = (!initial)
+                .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
+                .flatten();
+            let priority = arrival.unwrap_or(priority(Change::Added { initial }));
             self.queue.add_probed(key, priority, || Arc::from(key));
         }
     }
@@ -119,7 +138,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
         {
             return;
         }
-        if self.reconciling.load(Ordering::Acquire) {
+        if self.reconciling.load(Ordering::Acquire) && self.in_held_shard(new) {
             let priority = priority(updated(&self.identity, old, new));
             // Most updates find their key waiting already: no allocation for those.
             self.queue.add_probed(key, priority, || Arc::from(key));
@@ -129,6 +148,12 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_delete(&self, key: &str, obj: &Arc<K>, _final_state_unknown: bool) {
         for e in self.expectations.lock().iter() {
             e.forget(key);
+        }
+        if !self.in_held_shard(obj) {
+            // Sharded, out of the shards held: the object left the cache with its shard (the
+            // relist of a smaller shard set), or went in a shard this replica no longer owns.
+            // Not a deletion to reconcile here.
+            return;
         }
         let key: Arc<str> = Arc::from(key);
         let reconciling = self.reconciling.load(Ordering::Acquire);
@@ -151,6 +176,8 @@ pub(crate) struct Related<C, F> {
     enqueue: Keys,
     /// Lowered for each owner before it is woken: creations on add, deletions on delete.
     expectations: Option<Expectations>,
+    /// Sharded: which adds are a shard's objects arriving.
+    arrivals: Arc<Arrivals>,
     _object: std::marker::PhantomData<fn(&C)>,
 }
 
@@ -164,6 +191,7 @@ impl<C, F> Related<C, F> {
         expectations: Option<Expectations>,
         queue: WorkQueue<Arc<str>>,
         reconciling: Arc<AtomicBool>,
+        arrivals: Arc<Arrivals>,
     ) -> Self {
         let enqueue: Keys = Arc::new(move |k: &str, priority: i32| {
             // Standing by, nothing is queued: a term queues every cached key.
@@ -177,6 +205,7 @@ impl<C, F> Related<C, F> {
             both_sides,
             enqueue,
             expectations,
+            arrivals,
             _object: std::marker::PhantomData,
         }
     }
@@ -188,7 +217,10 @@ where
     F: Fn(&C) -> Vec<String> + Send + Sync,
 {
     fn on_add(&self, _key: &str, obj: &Arc<C>, initial: bool) {
-        let priority = priority(Change::Added { initial });
+        let arrival = (!initial)
+            .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
+            .flatten();
+        let priority = arrival.unwrap_or(priority(Change::Added { initial }));
         for k in (self.map)(obj) {
             if let Some(e) = &self.expectations {
                 e.creation_observed(&k);

@@ -111,6 +111,7 @@ mod gate;
 mod handlers;
 mod observer;
 mod request;
+mod shards;
 mod worker;
 mod written;
 
@@ -134,9 +135,12 @@ pub use finalizer::{Finalize, FinalizerError, finalizer};
 pub use gate::READ_YOUR_WRITES_TIMEOUT;
 #[cfg(feature = "kube")]
 pub use informer_leaderelection::KubeLease;
-pub use informer_leaderelection::{LeaderElector, Term};
+pub use informer_leaderelection::{
+    LeaderElector, ShardConfig, ShardRunner, ShardStats, ShardTerm, Term,
+};
 pub use observer::{ReconcileObserver, ReconcileOutcome, WritesAwaited};
 pub use request::{Request, Target};
+pub use shards::{ControllerShardStats, ShardCounts, ShardStatsHandle};
 
 /// For the crate docs' link.
 #[cfg(doc)]

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::action::Next;
 use crate::deleted::Deleted;
 use crate::gate::Gate;
+use crate::shards::Sharded;
 use crate::written::{self, Written};
 use crate::{Action, Expectations, ReconcileObserver, ReconcileOutcome, Request, Target};
 
@@ -43,6 +44,10 @@ pub(crate) struct Worker<K, Ctx, R, P> {
     pub(crate) reconcile_timeout: Option<Duration>,
     /// What each key's last reconcile wrote, for its next one to wait for.
     pub(crate) gate: Gate,
+    /// The main informer's: an object's shard.
+    pub(crate) identity: informer_store::SharedIdentity<K>,
+    /// Sharded: a key is reconciled only under its shard's term.
+    pub(crate) sharding: Option<Arc<Sharded>>,
 }
 
 impl<K, Ctx, E, R, Fut, P> Worker<K, Ctx, R, P>
@@ -131,19 +136,85 @@ where
             if until.is_cancelled() || stop.is_cancelled() {
                 return;
             }
-            self.reconcile_one(&processing.key, cancel).await;
+            match &self.sharding {
+                None => self.reconcile_one(&processing.key, cancel, None).await,
+                Some(sharded) => {
+                    self.reconcile_in_shard(sharded, &processing.key, cancel)
+                        .await
+                }
+            }
         }
     }
 
+    /// Sharded: reconciles `key` under its shard's term, holding a clone of the term until the
+    /// reconcile has stopped; the term's end cancels it (its token, then its future dropped),
+    /// and the key is not queued again here. A key of a shard not held, or of no known object,
+    /// is dropped.
+    async fn reconcile_in_shard(
+        &self,
+        sharded: &Sharded,
+        key: &Arc<str>,
+        cancel: &CancellationToken,
+    ) {
+        let known = self
+            .lister
+            .get(key)
+            .or_else(|| self.deleted.lock().get(key));
+        let Some(shard) = known.map(|obj| sharded.shard_of(&self.identity, &obj)) else {
+            sharded.note_unplaced();
+            tracing::debug!(
+                "{key} is not reconciled: its object is neither cached nor a remembered \
+                 deletion, so its shard is not known"
+            );
+            self.queue.forget(key);
+            return;
+        };
+        let Some(term) = sharded.term(shard) else {
+            sharded.note_skipped(shard);
+            self.queue.forget(key);
+            return;
+        };
+        let cancel = cancel.child_token();
+        tokio::select! {
+            biased;
+            () = term.ended() => {
+                cancel.cancel();
+                tracing::debug!(shard, "the reconcile of {key} is cancelled: the shard's term ended");
+            }
+            () = self.reconcile_one(key, &cancel, Some((sharded, shard))) => {}
+        }
+        // Only now may the shard's Lease go to another replica.
+        drop(term);
+    }
+
     /// Reconciles `key` with its object's state now (once the caches show what its previous
-    /// reconcile wrote), and queues it again as the outcome says.
-    async fn reconcile_one(&self, key: &Arc<str>, cancel: &CancellationToken) {
+    /// reconcile wrote), and queues it again as the outcome says. Sharded (`placed`), only if
+    /// the object is still in that shard.
+    async fn reconcile_one(
+        &self,
+        key: &Arc<str>,
+        cancel: &CancellationToken,
+        placed: Option<(&Sharded, u32)>,
+    ) {
         if !self.await_writes(key, cancel).await {
             return;
         }
+        let target = self.target(key);
+        if let Some((sharded, shard)) = placed {
+            let object = match &target {
+                Target::Live(obj) => Some(obj),
+                Target::Deleted { last_known } => last_known.as_ref(),
+            };
+            // A key recreated meanwhile as an object of another shard is that shard's.
+            if object.map(|o| sharded.shard_of(&self.identity, o)) != Some(shard) {
+                sharded.note_skipped(shard);
+                return;
+            }
+            sharded.note_reconcile(shard);
+        }
         let request = Request {
             key: Arc::clone(key),
-            target: self.target(key),
+            target,
             cancel: cancel.clone(),
         };
         let deleted = matches!(request.target, Target::Deleted { .. });

@@ -101,6 +101,25 @@ impl ShardRange {
         ShardRange::new(start, end)
     }
 
+    /// The index of the shard of `count` ([`ShardRange::shard`]) that holds `hash`.
+    ///
+    /// ```
+    /// use informer_shard::ShardRange;
+    ///
+    /// assert_eq!(ShardRange::index_of(0x4000_0000_0000_0000, 4)?, 1);
+    /// assert_eq!(ShardRange::index_of(u64::MAX, 3)?, 2);
+    /// # Ok::<(), informer_shard::RangeError>(())
+    /// ```
+    pub fn index_of(hash: u64, count: u32) -> Result<u32, RangeError> {
+        if count == 0 {
+            return Err(RangeError::NoShards);
+        }
+        let span = HASH_SPACE_END / u128::from(count);
+        // The last shard also holds the remainder of the division.
+        let index = (u128::from(hash) / span).min(u128::from(count - 1));
+        Ok(u32::try_from(index).unwrap_or(count - 1))
+    }
+
     /// The `count` shards of [`ShardRange::shard`], in order: contiguous, disjoint, covering
     /// the whole hash space.
     pub fn split(count: u32) -> Result<Vec<Self>, RangeError> {
@@ -138,6 +157,19 @@ pub(crate) fn hex(bound: u128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_hash_falls_in_the_shard_index_of_names() {
+        for count in [1, 2, 3, 7, 8, 4096] {
+            for range in ShardRange::split(count).unwrap() {
+                let index = ShardRange::index_of(range.start(), count).unwrap();
+                assert_eq!(ShardRange::shard(index, count).unwrap(), range);
+                let last = u64::try_from(range.end() - 1).unwrap();
+                assert_eq!(ShardRange::index_of(last, count).unwrap(), index);
+            }
+        }
+        assert_eq!(ShardRange::index_of(1, 0), Err(RangeError::NoShards));
+    }
 
     #[test]
     fn ranges_are_half_open_and_never_empty() {

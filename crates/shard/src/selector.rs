@@ -110,6 +110,38 @@ impl ShardSelector {
         ShardSelector::new(field, merged)
     }
 
+    /// The empty shard set: [`matches`](Self::matches) nothing, [`ranges`](Self::ranges) is
+    /// empty. What a replica that owns no shard caches.
+    ///
+    /// A `shardSelector` cannot say "nothing" to a server (an empty one means everything), so
+    /// this one is written (by [`Display`](fmt::Display)) as the narrowest range there is, the
+    /// single hash 0: a server applying it sends (practically) nothing, and the client-side
+    /// filter drops even that. It is the one selector that parsing what it writes does not give
+    /// back.
+    ///
+    /// ```
+    /// use informer_shard::{ShardField, ShardSelector};
+    ///
+    /// let none = ShardSelector::none(ShardField::Uid);
+    /// assert!(none.is_none() && none.ranges().is_empty());
+    /// assert!(!none.matches("") && !none.matches_hash(0));
+    /// assert_eq!(
+    ///     none.to_string(),
+    ///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')"
+    /// );
+    /// ```
+    pub fn none(field: ShardField) -> Self {
+        ShardSelector {
+            field,
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Whether this is the empty shard set ([`none`](Self::none)).
+    pub fn is_none(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
     /// A selector of ranges already checked to be at least one.
     pub(crate) fn from_parts(field: ShardField, ranges: Vec<ShardRange>) -> Self {
         ShardSelector { field, ranges }
@@ -138,8 +170,14 @@ impl ShardSelector {
 
 /// The form kube-apiserver accepts and echoes in `ListMeta.shardInfo.selector`: each range as
 /// `shardRange(<path>, '0x<16 digits>', '0x<16 digits>')` (17 for 2^64), joined by ` || `.
+///
+/// The empty set ([`ShardSelector::none`]) is written as the single hash 0, the narrowest
+/// range a server takes.
 impl fmt::Display for ShardSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ranges.is_empty() {
+            return write!(f, "shardRange({}, '{}', '{}')", self.field, hex(0), hex(1));
+        }
         for (i, range) in self.ranges.iter().enumerate() {
             if i > 0 {
                 f.write_str(" || ")?;

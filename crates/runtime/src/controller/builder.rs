@@ -10,9 +10,10 @@ use informer_leaderelection::LeaderElector;
 use informer_workqueue::WorkQueue;
 use parking_lot::{Mutex, RwLock};
 
-use super::Controller;
+use super::{Controller, ShardedInformer};
 use crate::deleted::Deleted;
 use crate::handlers::{MainHandler, Related, Watched};
+use crate::shards::{Arrivals, ShardSlot};
 use crate::{Expectations, ReconcileObserver};
 
 impl<K: Send + Sync + 'static> Controller<K> {
@@ -39,6 +40,9 @@ impl<K: Send + Sync + 'static> Controller<K> {
         let reconciling = Arc::new(AtomicBool::new(true));
         let expectations = Arc::new(Mutex::new(Vec::new()));
         let predicate = Arc::new(RwLock::new(None));
+        let sharding = ShardSlot::default();
+        let arrivals = Arc::new(Arrivals::default());
+        let informers = vec![ShardedInformer::new(&main, "main", Arc::clone(&arrivals))];
         let registration = Watched::register(
             &main,
             MainHandler {
@@ -48,6 +52,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 deleted: Arc::clone(&deleted),
                 reconciling: Arc::clone(&reconciling),
                 expectations: Arc::clone(&expectations),
+                sharding: Arc::clone(&sharding),
+                arrivals,
             },
         );
         Self {
@@ -65,6 +71,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
             read_your_writes: crate::READ_YOUR_WRITES_TIMEOUT,
             elector: None,
             observer: None,
+            sharding,
+            informers,
         }
     }
 
@@ -175,7 +183,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        self.related(informer, map, false, None)
+        self.related(informer, map, false, None, "watches")
     }
 
     /// Reconciles the owners `owners` returns for every change of a child in `informer`:
@@ -188,7 +196,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
-        self.related(informer, owners, true, None)
+        self.related(informer, owners, true, None, "owns")
     }
 
     /// As [`owns`](Self::owns), and counts what the owners' reconciles await in
@@ -210,7 +218,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
         self.expectations.lock().push(expectations.clone());
-        self.related(informer, owners, true, Some(expectations.clone()))
+        self.related(informer, owners, true, Some(expectations.clone()), "owns")
     }
 
     fn related<C, F>(
@@ -219,12 +227,14 @@ impl<K: Send + Sync + 'static> Controller<K> {
         map: F,
         both_sides: bool,
         expectations: Option<Expectations>,
+        relation: &'static str,
     ) -> Self
     where
         C: Send + Sync + 'static,
         F: Fn(&C) -> Vec<String> + Send + Sync + 'static,
     {
         let map = Arc::new(map);
+        let arrivals = Arc::new(Arrivals::default());
         let handler = Related::new(
             {
                 let map = Arc::clone(&map);
@@ -235,8 +245,11 @@ impl<K: Send + Sync + 'static> Controller<K> {
             expectations,
             self.queue.clone(),
             Arc::clone(&self.reconciling),
+            Arc::clone(&arrivals),
         );
         self.watched.push(Watched::register(&informer, handler));
+        self.informers
+            .push(ShardedInformer::new(&informer, relation, arrivals));
         // A new term maps every cached object as its initial add would have been.
         let lister = informer.lister();
         self.related_keys.push(Box::new(move || {

@@ -38,6 +38,11 @@ impl<K: Send + Sync + 'static> Controller<K> {
         let mut this = self;
         let watched = this.registrations()?;
         let this = this;
+        let sharding = this.sharding()?;
+        if let Some(sharded) = &sharding {
+            // Nothing is owned yet: the caches hold nothing until the first term.
+            this.apply_shard_set(sharded, false);
+        }
         let result = async {
             // Caches first: every informer synced and its initial state queued.
             if !caches_synced(&watched, &stop).await? {
@@ -54,16 +59,19 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 observer: this.observer.clone(),
                 reconcile_timeout: this.reconcile_timeout,
                 gate: Gate::new(this.read_your_writes),
+                identity: std::sync::Arc::clone(this.main.identity()),
+                sharding: sharding.clone(),
             });
             let (concurrency, timeout) = (this.concurrency, this.shutdown_timeout);
             let reconcile_until = |until: CancellationToken| {
                 worker.reconcile_until(concurrency, timeout, until, &stop)
             };
-            match &this.elector {
-                None => {
+            match (&this.elector, &sharding) {
+                (Some(elector), _) => this.lead(elector, &stop, reconcile_until).await,
+                (None, Some(sharded)) => this.shard(sharded, &stop, reconcile_until).await,
+                (None, None) => {
                     reconcile_until(stop.clone()).await;
                 }
-                Some(elector) => this.lead(elector, &stop, reconcile_until).await,
             }
             Ok(())
         }

@@ -1,0 +1,269 @@
+//! A sharded [`Controller`]: its replicas split the objects by shard (a [`ShardRunner`] on
+//! Leases); each caches and reconciles only the shards it owns, and begins each shard's term by
+//! queueing what is there, since another replica may have left work.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use informer::{ShardBy, ShardField, ShardSelector, SharedIndexInformer};
+use informer_leaderelection::ShardRunner;
+use informer_workqueue::LOW_PRIORITY;
+use tokio_util::sync::CancellationToken;
+
+use super::Controller;
+use crate::RuntimeError;
+use crate::handlers::{Change, priority};
+use crate::shards::{Arrivals, ShardStatsHandle, Sharded};
+
+/// One informer of a controller, as far as its shard set goes.
+pub(crate) struct ShardedInformer {
+    name: String,
+    /// `main`, `owns` or `watches`.
+    relation: &'static str,
+    by: ShardBy,
+    set_shards: Box<dyn Fn(Option<ShardSelector>) + Send + Sync>,
+    /// The resource version its cache has reached.
+    version: Box<dyn Fn() -> String + Send + Sync>,
+    arrivals: Arc<Arrivals>,
+}
+
+impl ShardedInformer {
+    pub(crate) fn new<C: Send + Sync + 'static>(
+        informer: &Arc<SharedIndexInformer<C>>,
+        relation: &'static str,
+        arrivals: Arc<Arrivals>,
+    ) -> Self {
+        let (set, version) = (Arc::clone(informer), Arc::clone(informer));
+        Self {
+            name: informer.name().to_owned(),
+            relation,
+            by: informer.shard_by(),
+            set_shards: Box::new(move |s| set.set_shards(s)),
+            version: Box::new(move || version.last_sync_resource_version()),
+            arrivals,
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static> Controller<K> {
+    /// Shares the controller's objects with its other replicas by shard: each replica caches
+    /// and reconciles only the shards `runner` assigns it (see the crate docs and
+    /// docs/semantics.md, SH-15 onwards). The objects are hashed by their uid; see
+    /// [`shard_field`](Self::shard_field) for their namespace.
+    ///
+    /// The controller runs `runner` itself once its caches have synced (empty: a replica owns
+    /// nothing before its first term), and follows its terms:
+    ///
+    /// * **caches**: the main informer and every [`owns`](Self::owns) and
+    ///   [`watches`](Self::watches) informer cache the shards owned, and nothing while none is
+    ///   ([`SharedIndexInformer::set_shards`]; an empty set is
+    ///   [`ShardSelector::none`]). Children must follow their owner's shard: with uids, an
+    ///   `owns` informer must be built with `shard_by(ShardBy::Owner)` (the controller cannot
+    ///   change how a built informer hashes), or the run fails with
+    ///   [`RuntimeError::ChildrenNotByOwner`]. A `watches` informer is sharded the same way, so
+    ///   its objects must hash with the keys they map to (the same namespace when hashing
+    ///   namespaces, say). Shared informers are changed for every user of them.
+    /// * **a term begins** with the shard's cached keys queued at
+    ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
+    ///   shard, and the keys its `owns`/`watches` objects map to), and its remembered deletions
+    ///   at 0; the shard's objects that arrive with the relist of the new shard set are queued
+    ///   as they arrive, at `LOW_PRIORITY` too when they are no newer than the cache was when
+    ///   the set grew (resource versions that are decimal integers; otherwise as real changes).
+    /// * **a key is reconciled only under its shard's term**: its shard is its cached object's
+    ///   (or its deletion's last known state's); the worker holds a clone of that shard's
+    ///   [`ShardTerm`](crate::ShardTerm) for the whole reconcile, so the shard's Lease is not
+    ///   released to another replica before the reconcile has stopped; when the term ends the
+    ///   reconcile is cancelled at its next await (its [`Request::cancel`](crate::Request)
+    ///   fires, and its future is dropped) and its key is not queued again here. A key of a
+    ///   shard not owned is dropped when dequeued; one whose object is not known at all (an
+    ///   owner gone and forgotten, woken by a child) is dropped too, counted
+    ///   ([`ControllerShardStats::unplaced`](crate::ControllerShardStats::unplaced)): no
+    ///   replica can tell its shard, so none reconciles it.
+    /// * **changes** are queued only for objects in the shards owned; a deletion heard for an
+    ///   object outside them (it left the cache with its shard) is not reconciled.
+    /// * **on stop**, reconciles finish within the shutdown timeout, then the terms are let go
+    ///   and the runner hands every shard over and releases its Leases.
+    ///
+    /// A controller is sharded or in a [`leader_election`](Self::leader_election), not both:
+    /// the run fails with [`RuntimeError::ShardedAndElected`].
+    pub fn sharded(self, runner: ShardRunner) -> Self {
+        let field = self.sharding.read().as_ref().map(|s| s.field());
+        let sharded = Sharded::new(runner);
+        sharded.set_field(field.unwrap_or(ShardField::Uid));
+        *self.sharding.write() = Some(Arc::new(sharded));
+        self.reconciling
+            .store(true, std::sync::atomic::Ordering::Release);
+        self
+    }
+
+    /// With [`sharded`](Self::sharded): which field of an object is hashed,
+    /// [`ShardField::Uid`] (the default: objects spread evenly) or [`ShardField::Namespace`]
+    /// (a namespace's objects share a shard, so related objects of one namespace need no
+    /// owner routing and a key never changes shard). Without `sharded`, nothing.
+    pub fn shard_field(self, field: ShardField) -> Self {
+        if let Some(sharded) = &*self.sharding.read() {
+            sharded.set_field(field);
+        }
+        self
+    }
+
+    /// With [`sharded`](Self::sharded): a handle on the controller's shard counters (for
+    /// metrics), readable while it runs.
+    pub fn shard_stats(&self) -> Option<ShardStatsHandle> {
+        let sharded = self.sharding.read().clone()?;
+        Some(ShardStatsHandle { sharded })
+    }
+
+    /// The shard assignment, checked against the rest of the configuration: `None` unsharded.
+    pub(super) fn sharding(&self) -> Result<Option<Arc<Sharded>>, RuntimeError> {
+        let Some(sharded) = self.sharding.read().clone() else {
+            return Ok(None);
+        };
+        if self.elector.is_some() {
+            return Err(RuntimeError::ShardedAndElected);
+        }
+        if sharded.field() == ShardField::Uid
+            && let Some(child) = self
+                .informers
+                .iter()
+                .find(|i| i.relation == "owns" && i.by != ShardBy::Owner)
+        {
+            return Err(RuntimeError::ChildrenNotByOwner {
+                informer: child.name.clone(),
+            });
+        }
+        Ok(Some(sharded))
+    }
+
+    /// Sets every informer's shard set to the shards held (none at first).
+    pub(super) fn apply_shard_set(&self, sharded: &Sharded, grew: bool) {
+        let selector = sharded.selector();
+        for informer in &self.informers {
+            if grew {
+                informer.arrivals.grew_at(&(informer.version)());
+            }
+            (informer.set_shards)(Some(selector.clone()));
+        }
+    }
+
+    /// Runs the shard assignment and, beside it, `reconcile_until(stop)` (`true`: stopped)
+    /// and the loop that follows the terms, until `stop`.
+    ///
+    /// The runner stops only once the workers have: every Lease is released after the
+    /// reconciles under way have finished (or been cancelled at the shutdown timeout). Both
+    /// are polled by this future, so dropping it (a crash) ends the assignment too.
+    pub(super) async fn shard<F, Fut>(
+        &self,
+        sharded: &Sharded,
+        stop: &CancellationToken,
+        reconcile_until: F,
+    ) where
+        F: Fn(CancellationToken) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let runner_stop = CancellationToken::new();
+        let work = async {
+            tokio::join!(
+                reconcile_until(stop.clone()),
+                self.follow_terms(sharded, stop)
+            );
+            sharded.release_all();
+            runner_stop.cancel();
+        };
+        tokio::join!(sharded.runner.run(runner_stop.clone()), work);
+    }
+
+    /// Follows the runner's terms until `stop`: holds each new term (and begins it), lets go
+    /// of each ended one, and keeps the informers at the shards held.
+    async fn follow_terms(&self, sharded: &Sharded, stop: &CancellationToken) {
+        let mut status = sharded.runner.subscribe();
+        loop {
+            let held = sharded.held();
+            let ended: Vec<u32> = held
+                .keys()
+                .copied()
+                .filter(|s| sharded.term(*s).is_none())
+                .collect();
+            let current = sharded.runner.terms();
+            let new: Vec<_> = current
+                .into_iter()
+                .filter(|t| t.is_current() && held.get(&t.shard()) != Some(&t.number()))
+                .collect();
+            if !ended.is_empty() {
+                sharded.release(ended.iter().copied());
+                tracing::info!(shards = ?ended, "shard terms ended: their keys are no longer reconciled here");
+            }
+            let begun: BTreeSet<u32> = new.iter().map(|t| t.shard()).collect();
+            for term in new {
+                sharded.hold(term);
+            }
+            if !ended.is_empty() || !begun.is_empty() {
+                self.apply_shard_set(sharded, !begun.is_empty());
+            }
+            if !begun.is_empty() {
+                self.begin_shard_terms(sharded, &begun);
+            }
+            let mut tokens: FuturesUnordered<_> = sharded
+                .held()
+                .keys()
+                .filter_map(|s| sharded.term(*s))
+                .map(|t| t.token().cancelled_owned())
+                .collect();
+            tokio::select! {
+                changed = status.changed() => if changed.is_err() { break },
+                Some(()) = tokens.next() => {}
+                () = stop.cancelled() => break,
+            }
+        }
+        // Stopping: the workers finish their reconciles (each holds its term); the terms are
+        // let go of once they have (see `shard`).
+    }
+
+    /// Terms begin on `shards`: their cached keys queued at [`LOW_PRIORITY`] (the main
+    /// informer's objects in them, and the keys the `owns`/`watches` objects map to whose
+    /// object is in them), their remembered deletions at 0.
+    fn begin_shard_terms(&self, sharded: &Sharded, shards: &BTreeSet<u32>) {
+        let lister = self.main.lister();
+        let identity = self.main.identity();
+        let shard_of_key = |key: &str| {
+            lister
+                .get(key)
+                .map(|obj| sharded.shard_of(identity, &obj))
+                .filter(|s| shards.contains(s))
+        };
+        let mut queued: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut queue = |key: &str, shard: u32, priority: i32| {
+            self.queue.add_with_priority(Arc::from(key), priority);
+            *queued.entry(shard).or_default() += 1;
+        };
+        for key in lister.keys() {
+            if let Some(shard) = shard_of_key(&key) {
+                queue(&key, shard, LOW_PRIORITY);
+            }
+        }
+        for keys in &self.related_keys {
+            for key in keys() {
+                if let Some(shard) = shard_of_key(&key) {
+                    queue(&key, shard, LOW_PRIORITY);
+                }
+            }
+        }
+        for (key, last_known) in self.deleted.lock().remembered() {
+            let shard = sharded.shard_of(identity, &last_known);
+            if shards.contains(&shard) && lister.get(&key).is_none() {
+                queue(&key, shard, priority(Change::Deleted));
+            }
+        }
+        for shard in shards {
+            let keys = queued.get(shard).copied().unwrap_or(0);
+            sharded.note_queued(*shard, keys);
+        }
+        tracing::info!(
+            shards = ?shards,
+            keys = queued.values().sum::<u64>(),
+            "shard terms began: their cached keys and remembered deletions queued"
+        );
+    }
+}

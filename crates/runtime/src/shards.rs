@@ -1,0 +1,263 @@
+//! What a sharded controller shares between its handlers, its workers and the loop that follows
+//! its shard assignment: the shard of an object, the terms held now, the per-shard counters,
+//! and the resource versions that tell a shard's arriving objects from real changes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use informer::{ShardField, ShardSelector};
+use informer_leaderelection::{ShardRunner, ShardStats, ShardTerm};
+use informer_shard::ShardRange;
+use informer_store::SharedIdentity;
+use informer_workqueue::LOW_PRIORITY;
+use parking_lot::RwLock;
+
+/// Where the handlers and workers find the controller's shard assignment (`None`: not
+/// sharded).
+pub(crate) type ShardSlot = std::sync::Arc<RwLock<Option<std::sync::Arc<Sharded>>>>;
+
+/// The shard assignment of a sharded controller, as its parts see it.
+pub(crate) struct Sharded {
+    pub(crate) runner: ShardRunner,
+    /// How many shards the hash space is split into (the runner's).
+    pub(crate) count: u32,
+    /// The field hashed: 0 the uid, 1 the namespace (set before the controller runs).
+    field: AtomicU8,
+    /// The terms this controller holds, by shard: a key is reconciled only under one of them.
+    terms: RwLock<BTreeMap<u32, ShardTerm>>,
+    counters: Box<[Counters]>,
+    /// Keys dequeued with no known object (neither cached nor a remembered deletion).
+    unplaced: AtomicU64,
+}
+
+/// One shard's counters.
+#[derive(Default)]
+struct Counters {
+    terms: AtomicU64,
+    queued: AtomicU64,
+    reconciles: AtomicU64,
+    skipped: AtomicU64,
+}
+
+impl Sharded {
+    pub(crate) fn new(runner: ShardRunner) -> Self {
+        let count = runner.config().shards;
+        Self {
+            runner,
+            count,
+            field: AtomicU8::new(0),
+            terms: RwLock::default(),
+            counters: (0..count).map(|_| Counters::default()).collect(),
+            unplaced: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn field(&self) -> ShardField {
+        match self.field.load(Ordering::Relaxed) {
+            0 => ShardField::Uid,
+            _ => ShardField::Namespace,
+        }
+    }
+
+    pub(crate) fn set_field(&self, field: ShardField) {
+        let v = match field {
+            ShardField::Uid => 0,
+            ShardField::Namespace => 1,
+        };
+        self.field.store(v, Ordering::Relaxed);
+    }
+
+    /// The shard of `obj`: the hash of its uid or namespace (`""` when it has none, as the
+    /// informer's filter and the API server hash it).
+    pub(crate) fn shard_of<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> u32 {
+        let value = match self.field() {
+            ShardField::Uid => identity.uid(obj),
+            ShardField::Namespace => identity.namespace(obj),
+        };
+        let hash = informer_shard::hash(value.unwrap_or_default());
+        // `count` is at least 1 (the runner's configuration is validated).
+        ShardRange::index_of(hash, self.count).unwrap_or(0)
+    }
+
+    /// Whether `shard`'s term is held here.
+    pub(crate) fn owns(&self, shard: u32) -> bool {
+        self.terms.read().contains_key(&shard)
+    }
+
+    /// Whether `obj` is in a shard held here.
+    pub(crate) fn owns_object<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> bool {
+        self.owns(self.shard_of(identity, obj))
+    }
+
+    /// A clone of `shard`'s term, if held and current: what a reconcile of its keys holds.
+    pub(crate) fn term(&self, shard: u32) -> Option<ShardTerm> {
+        self.terms
+            .read()
+            .get(&shard)
+            .filter(|t| t.is_current())
+            .cloned()
+    }
+
+    /// The shards held, and their terms' numbers.
+    pub(crate) fn held(&self) -> BTreeMap<u32, u64> {
+        let terms = self.terms.read();
+        terms.iter().map(|(s, t)| (*s, t.number())).collect()
+    }
+
+    /// Holds `term` (a new one, or the next term on a shard).
+    pub(crate) fn hold(&self, term: ShardTerm) {
+        self.counters[term.shard() as usize]
+            .terms
+            .fetch_add(1, Ordering::Relaxed);
+        self.terms.write().insert(term.shard(), term);
+    }
+
+    /// Lets go of `shards`' terms: the clones held by reconciles under way are the last ones.
+    pub(crate) fn release(&self, shards: impl IntoIterator<Item = u32>) {
+        let mut terms = self.terms.write();
+        for shard in shards {
+            terms.remove(&shard);
+        }
+    }
+
+    /// Lets go of every term.
+    pub(crate) fn release_all(&self) {
+        self.terms.write().clear();
+    }
+
+    /// The shard set the informers cache: the shards held, or none at all.
+    pub(crate) fn selector(&self) -> ShardSelector {
+        let field = self.field();
+        let held: Vec<u32> = self.terms.read().keys().copied().collect();
+        ShardSelector::for_shards(field, self.count, held)
+            .unwrap_or_else(|_| ShardSelector::none(field))
+    }
+
+    pub(crate) fn note_queued(&self, shard: u32, keys: u64) {
+        self.counters[shard as usize]
+            .queued
+            .fetch_add(keys, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_reconcile(&self, shard: u32) {
+        self.counters[shard as usize]
+            .reconciles
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_skipped(&self, shard: u32) {
+        self.counters[shard as usize]
+            .skipped
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_unplaced(&self) {
+        self.unplaced.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> ControllerShardStats {
+        let terms = self.terms.read();
+        let shards = (0..self.count)
+            .zip(self.counters.iter())
+            .map(|(shard, c)| ShardCounts {
+                shard,
+                owned: terms.contains_key(&shard),
+                terms: c.terms.load(Ordering::Relaxed),
+                queued_at_start: c.queued.load(Ordering::Relaxed),
+                reconciles: c.reconciles.load(Ordering::Relaxed),
+                skipped: c.skipped.load(Ordering::Relaxed),
+            })
+            .collect();
+        ControllerShardStats {
+            identity: self.runner.config().identity.clone(),
+            field: self.field(),
+            assignment: self.runner.stats(),
+            shards,
+            unplaced: self.unplaced.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The resource version an informer's cache had reached when its shard set last grew: a
+/// later add of an object at that version or before is one of the shards' existing objects
+/// arriving (by the relist), not a new one, and is queued behind real changes, as a term's
+/// initial keys are.
+#[derive(Debug, Default)]
+pub(crate) struct Arrivals(AtomicU64);
+
+impl Arrivals {
+    /// The shard set grew when the cache was at `version` (ignored unless a decimal integer).
+    pub(crate) fn grew_at(&self, version: &str) {
+        if let Ok(v) = version.parse::<u64>() {
+            self.0.fetch_max(v, Ordering::Relaxed);
+        }
+    }
+
+    /// The priority of an add (not of the initial list) of an object at `version`:
+    /// [`LOW_PRIORITY`] for an arrival, `None` for a real change.
+    pub(crate) fn priority(&self, version: Option<&str>) -> Option<i32> {
+        let before = self.0.load(Ordering::Relaxed);
+        let v = version?.parse::<u64>().ok()?;
+        (before > 0 && v <= before).then_some(LOW_PRIORITY)
+    }
+}
+
+/// Reads a sharded controller's shard counters at any time, from any thread
+/// ([`Controller::shard_stats`](crate::Controller::shard_stats)). Cheap to clone.
+#[derive(Clone)]
+pub struct ShardStatsHandle {
+    pub(crate) sharded: std::sync::Arc<Sharded>,
+}
+
+impl std::fmt::Debug for ShardStatsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardStatsHandle")
+            .field("runner", &self.sharded.runner)
+            .finish()
+    }
+}
+
+impl ShardStatsHandle {
+    /// The counters now.
+    pub fn stats(&self) -> ControllerShardStats {
+        self.sharded.stats()
+    }
+}
+
+/// A sharded controller's shard counters: the assignment's, and each shard's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControllerShardStats {
+    /// This replica's identity in the assignment.
+    pub identity: String,
+    /// The field hashed.
+    pub field: ShardField,
+    /// The assignment's counts for this replica: shards owned, terms started, handed off (a
+    /// graceful move out) and lost (the renew deadline, or the Lease found taken).
+    pub assignment: ShardStats,
+    /// One entry per shard, in order.
+    pub shards: Vec<ShardCounts>,
+    /// Keys dequeued whose object was neither cached nor a remembered deletion: no shard could
+    /// be told, so they were not reconciled.
+    pub unplaced: u64,
+}
+
+/// One shard's counters in a sharded controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardCounts {
+    /// The shard's index.
+    pub shard: u32,
+    /// Whether this replica holds the shard's term now.
+    pub owned: bool,
+    /// Terms of this shard begun here (moves in).
+    pub terms: u64,
+    /// Keys its terms queued as they began (the cached keys of the shard and the remembered
+    /// deletions; the objects arriving with the relist are queued as they arrive).
+    pub queued_at_start: u64,
+    /// Reconciles of its keys started here, each under a term of the shard.
+    pub reconciles: u64,
+    /// Keys of the shard dequeued while its term was not held here: dropped, not reconciled
+    /// (the shard's owner queues them when its term begins).
+    pub skipped: u64,
+}
