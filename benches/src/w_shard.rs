@@ -5,7 +5,7 @@
 //! `shardSelector`, so each replica lists and watches only its shards. Each replica has its own
 //! kube client, its own ConfigMap informer and its own controller with [`CONCURRENCY`]
 //! reconciles at once; the shard Leases are in memory (`MemoryLeases`, one handle per replica)
-//! with short timings, so that the assignment settles in well under a second.
+//! with short timings, so that the assignment settles within a second or so.
 //!
 //! **The reconcile** waits on I/O: it sleeps [`RECONCILE_IO`] (a stand-in for a write to the
 //! server), then marks its object reconciled. Each reconcile first waits for a gate, so that
@@ -43,14 +43,16 @@ pub const CONCURRENCY: usize = 16;
 /// What each reconcile waits for: its I/O.
 pub const RECONCILE_IO: Duration = Duration::from_millis(1);
 
-/// Shards of the hash space: enough that 1, 2 and 4 replicas get near-equal parts.
-pub const SHARDS: u32 = 64;
+/// Shards of the hash space: enough that 1, 2 and 4 replicas get near-equal parts (the
+/// assignment is a rendezvous hash: with 256 shards the largest of 4 replicas gets about 1.1×
+/// its quarter).
+pub const SHARDS: u32 = 256;
 
 /// The namespaces the objects are spread over.
 const NAMESPACES: usize = 100;
 
 /// How long a phase may take before the run gives up.
-const BOUND: Duration = Duration::from_secs(300);
+const BOUND: Duration = Duration::from_secs(120);
 
 /// One run's figures.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,12 +145,18 @@ fn start_replica(
             KubeListerWatcher::new(kube::Api::<ConfigMap>::all(client)),
             KubeIdentity,
         )
+        // Each move of shards relists; a streaming relist that is not by page keeps only the
+        // objects after its last full page (the reflector's `collect_initial_events` takes a
+        // page's batch whether or not it hands it over), so the relists go by page.
+        .relist_by_page(true)
+        // Lists, not streaming lists: a list says whether the server applied the selector.
+        .streaming_list(false)
         .build(),
     );
     let timings = Timings::new(
         Duration::from_secs(2),
         Duration::from_millis(1200),
-        Duration::from_millis(100),
+        Duration::from_millis(250),
     );
     let config = ShardConfig::new("w-shard", format!("replica-{n}"), SHARDS).timings(timings);
     let runner = ShardRunner::new(leases.handle(), config).expect("a valid shard configuration");
@@ -182,34 +190,34 @@ fn start_replica(
     }
 }
 
-/// Polls `done` every 5 ms until it holds; panics after [`BOUND`].
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
+/// Polls `pending` every 5 ms until it has nothing to say; panics with what it said last after
+/// [`BOUND`].
+async fn until(mut pending: impl FnMut() -> Option<String>) {
     let begun = Instant::now();
-    while !done() {
-        assert!(begun.elapsed() < BOUND, "W-SHARD: {what} not within {BOUND:?}");
+    while let Some(what) = pending() {
+        assert!(begun.elapsed() < BOUND, "W-SHARD: not within {BOUND:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
-/// Whether every shard has exactly one owner, and each replica caches exactly its shards.
-fn settled(replicas: &[Replica], objects: usize) -> bool {
+/// What keeps the assignment from having settled: every shard owned by exactly one replica,
+/// each replica's informer synced at its shards, and the caches holding every object once.
+fn unsettled(replicas: &[Replica], objects: usize) -> Option<String> {
     let owned: Vec<_> = replicas.iter().map(|r| r.runner.status().owned).collect();
     let total: usize = owned.iter().map(|o| o.len()).sum();
     let all: std::collections::BTreeSet<u32> = owned.iter().flatten().copied().collect();
+    if total != SHARDS as usize || all.len() != SHARDS as usize {
+        return Some(format!("shards owned: {total}, distinct: {}", all.len()));
+    }
+    for (r, o) in replicas.iter().zip(&owned) {
+        let want =
+            informer_shard::ShardSelector::for_shards(informer_shard::ShardField::Uid, SHARDS, o.iter().copied()).ok();
+        if !r.informer.has_synced() || r.informer.shards() != want {
+            return Some("an informer not synced at its shards".to_owned());
+        }
+    }
     let cached: usize = replicas.iter().map(|r| r.informer.lister().len()).sum();
-    total == SHARDS as usize
-        && all.len() == SHARDS as usize
-        && cached == objects
-        && replicas.iter().zip(&owned).all(|(r, o)| {
-            r.informer.has_synced()
-                && r.informer.shards()
-                    == informer_shard::ShardSelector::for_shards(
-                        informer_shard::ShardField::Uid,
-                        SHARDS,
-                        o.iter().copied(),
-                    )
-                    .ok()
-        })
+    (cached != objects).then(|| format!("{cached} of {objects} objects cached"))
 }
 
 /// Runs W-SHARD with `replicas` replicas over `objects` ConfigMaps; `heap` reads the live
@@ -237,17 +245,18 @@ pub fn run(objects: usize, replicas: usize, heap: fn() -> Option<usize>) -> Run 
         let mut fleet: Vec<Replica> = (0..replicas)
             .map(|n| start_replica(n, &server.url(), &leases, &shared))
             .collect();
-        until("the assignment settled", || settled(&fleet, objects)).await;
-        until("every key queued", || {
+        until(|| unsettled(&fleet, objects)).await;
+        until(|| {
             let queued: usize = fleet.iter().map(|r| r.queue.len() + r.queue.in_flight()).sum();
-            queued >= objects
+            (queued < objects).then(|| format!("{queued} of {objects} keys queued"))
         })
         .await;
         let ready = begun.elapsed();
         let started = Instant::now();
         open.send_replace(true);
-        until("every object reconciled", || {
-            shared.reconciled.load(Ordering::Acquire) == objects
+        until(|| {
+            let done = shared.reconciled.load(Ordering::Acquire);
+            (done < objects).then(|| format!("{done} of {objects} objects reconciled"))
         })
         .await;
         let reconciling = started.elapsed();
