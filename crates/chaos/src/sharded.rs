@@ -250,6 +250,16 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
                     "no convergence within {SETTLE_BOUND:?} after the churn and faults stopped:"
                 ));
                 problems.extend(shown(differences));
+                let unplaced: Vec<String> = fleet
+                    .running
+                    .iter()
+                    .map(|r| format!("{} {}", r.name, r.unplaced()))
+                    .collect();
+                problems.push(format!(
+                    "keys dropped unplaced (neither cached nor a remembered deletion), by \
+                     running replica: {}",
+                    unplaced.join(", ")
+                ));
                 SETTLE_BOUND
             }
         }
@@ -268,6 +278,16 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
     let checked = finals(&entries, &live);
     problems.extend(shown(checked.problems));
     if !problems.is_empty() {
+        problems.push(format!(
+            "the ledger: {} reconciles by {} replicas, {} overlaps; shard terms started {}, \
+             handed off {}, lost {}",
+            entries.len(),
+            fleet.started,
+            found.len(),
+            stats.started,
+            stats.handed_off,
+            stats.lost
+        ));
         return Err(problems);
     }
     Ok(ShardedOutcome {

@@ -12,7 +12,7 @@ use informer_kube::{
 };
 use informer_leaderelection::{KubeLeases, ShardConfig, ShardRunner, Timings};
 use informer_reflector::ShardBy;
-use informer_runtime::{Action, Controller, Request, RuntimeError, Target};
+use informer_runtime::{Action, Controller, Request, RuntimeError, ShardStatsHandle, Target};
 use informer_shard::{ShardField, ShardSelector};
 use informer_store::{Indexers, NAMESPACE_INDEX, ThreadSafeStore, indexers};
 use informer_workqueue::WorkQueue;
@@ -85,6 +85,8 @@ pub struct Replica {
     pub queue: WorkQueue<Arc<str>>,
     /// What its reconciles counted (and the violations they found in this replica).
     pub(crate) tally: Arc<Tally>,
+    /// Its controller's shard counters.
+    pub shard_stats: Option<ShardStatsHandle>,
     stop: CancellationToken,
     task: JoinHandle<Result<(), String>>,
 }
@@ -171,6 +173,7 @@ impl Replica {
             .concurrency(CONCURRENCY)
             .shutdown_timeout(SETTLE_BOUND)
             .sharded(runner.clone());
+        let shard_stats = controller.shard_stats();
         let ctx = Arc::new(ReplicaCtx {
             name: name.into(),
             ledger,
@@ -197,6 +200,7 @@ impl Replica {
             config_maps,
             queue,
             tally,
+            shard_stats,
             stop,
             task,
         })
@@ -231,6 +235,12 @@ impl Replica {
             ));
         }
         problems
+    }
+
+    /// Keys its controller dequeued and dropped, their object neither cached nor a remembered
+    /// deletion (no shard could be told).
+    pub fn unplaced(&self) -> u64 {
+        self.shard_stats.as_ref().map_or(0, |s| s.stats().unplaced)
     }
 
     /// The shard set it owns now, as a selector (`None`: no shard).
