@@ -14,6 +14,8 @@
 //! every pod's last reconcile saw its final version; then it stops the replicas and checks the
 //! ledger: **no two replicas ever reconciled one object at overlapping times**.
 //!
+//! The same scenario runs with each replica in a process of its own ([`process`]), killed
+//! with `SIGKILL`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use informer_apiserver::{ApiServer, Failure as ServerFailure, Isolation};
 use informer_kube::EncodingCounts;
+use informer_leaderelection::ShardStats;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use tokio::task::JoinHandle;
 
@@ -34,6 +37,7 @@ use crate::stack::{apply, calm, inject};
 
 pub mod ledger;
 pub mod plan;
+pub mod process;
 pub mod replica;
 
 pub use self::ledger::{Entry, Ledger, Saw, finals, overlaps};
@@ -95,6 +99,94 @@ impl fmt::Display for ShardedOutcome {
     }
 }
 
+/// What the churn does to a run's replicas, in this process or in processes of their own.
+pub(crate) trait Replicas {
+    /// The names of the running replicas, in the order they started.
+    fn names(&self) -> Vec<String>;
+    /// Starts a new replica.
+    async fn join(&mut self) -> Result<(), String>;
+    /// Kills the running replica at `index` (of [`names`](Self::names)).
+    async fn kill(&mut self, index: usize) -> Result<(), String>;
+}
+
+/// The partitions under way: each replica cut off is healed after its hold, or at the calm.
+#[derive(Default)]
+pub(crate) struct Cuts {
+    heals: Vec<JoinHandle<()>>,
+}
+
+impl Cuts {
+    /// Cuts `name` off from `server` for `hold`.
+    pub(crate) fn cut(&mut self, server: &ApiServer, name: String, cut: Cut, hold: Duration) {
+        let isolation = match cut {
+            Cut::Fail => Isolation::Fail(ServerFailure::unavailable()),
+            Cut::Hang => Isolation::Hang,
+        };
+        let faults = server.faults();
+        faults.isolate(&name, isolation);
+        self.heals.push(tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            faults.heal(&name);
+        }));
+    }
+
+    /// Ends every cut: the heals scheduled are dropped, every replica healed.
+    pub(crate) async fn heal_all(&mut self, server: &ApiServer) {
+        for heal in self.heals.drain(..) {
+            heal.abort();
+            let _ = heal.await;
+        }
+        server.faults().heal_all();
+    }
+}
+
+/// Applies the scenario's steps and the plan's replica events, then calms the server and heals
+/// every cut: the faults and events fired, and what went wrong.
+pub(crate) async fn churn<R: Replicas>(
+    scenario: &Scenario,
+    server: &ApiServer,
+    plan: &ReplicaPlan,
+    replicas: &mut R,
+) -> (BTreeMap<&'static str, u64>, Vec<String>) {
+    let writes = WriteLog::default();
+    let mut cuts = Cuts::default();
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut events = plan.steps.iter().peekable();
+    for (i, step) in scenario.steps.iter().enumerate() {
+        if !problems.is_empty() {
+            break;
+        }
+        match step {
+            Step::Op(op) => problems.extend(apply(server, op, &writes).err()),
+            Step::Fault(fault) => {
+                inject(server, fault);
+                *faults.entry(fault.kind()).or_default() += 1;
+            }
+            Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        }
+        while let Some((_, event)) = events.next_if(|(at, _)| *at <= i) {
+            let names = replicas.names();
+            let done = match event {
+                ReplicaEvent::Join => replicas.join().await,
+                ReplicaEvent::Kill { pick } => replicas.kill(pick % names.len()).await,
+                ReplicaEvent::Partition { pick, cut, hold } => {
+                    cuts.cut(server, names[pick % names.len()].clone(), *cut, *hold);
+                    Ok(())
+                }
+            };
+            match done {
+                Ok(()) => *faults.entry(event.kind()).or_default() += 1,
+                Err(e) => problems.push(e),
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    calm(server);
+    cuts.heal_all(server).await;
+    (faults, problems)
+}
+
 /// The replicas of a run, in one process.
 struct Fleet {
     url: String,
@@ -103,13 +195,15 @@ struct Fleet {
     running: Vec<Replica>,
     started: usize,
     /// Shard stats of the replicas killed, summed.
-    gone: informer_leaderelection::ShardStats,
-    /// Heals scheduled, aborted at the calm.
-    heals: Vec<JoinHandle<()>>,
+    gone: ShardStats,
 }
 
-impl Fleet {
-    fn join(&mut self) -> Result<(), String> {
+impl Replicas for Fleet {
+    fn names(&self) -> Vec<String> {
+        self.running.iter().map(|r| r.name.clone()).collect()
+    }
+
+    async fn join(&mut self) -> Result<(), String> {
         let name = format!("replica-{}", self.started);
         let replica = Replica::start(&name, &self.url, &self.options, Arc::clone(&self.ledger))?;
         self.started += 1;
@@ -117,42 +211,16 @@ impl Fleet {
         Ok(())
     }
 
-    async fn apply(&mut self, server: &ApiServer, event: &ReplicaEvent) -> Result<(), String> {
-        match event {
-            ReplicaEvent::Join => self.join()?,
-            ReplicaEvent::Kill { pick } => {
-                let replica = self.running.remove(pick % self.running.len());
-                add_stats(&mut self.gone, replica.runner.stats());
-                replica.kill().await;
-            }
-            ReplicaEvent::Partition { pick, cut, hold } => {
-                let name = self.running[pick % self.running.len()].name.clone();
-                let isolation = match cut {
-                    Cut::Fail => Isolation::Fail(ServerFailure::unavailable()),
-                    Cut::Hang => Isolation::Hang,
-                };
-                let faults = server.faults();
-                faults.isolate(&name, isolation);
-                let hold = *hold;
-                self.heals.push(tokio::spawn(async move {
-                    tokio::time::sleep(hold).await;
-                    faults.heal(&name);
-                }));
-            }
-        }
+    async fn kill(&mut self, index: usize) -> Result<(), String> {
+        let replica = self.running.remove(index);
+        add_stats(&mut self.gone, replica.runner.stats());
+        replica.kill().await;
         Ok(())
     }
+}
 
-    /// Ends every cut: the heals scheduled are dropped, every replica healed.
-    async fn heal_all(&mut self, server: &ApiServer) {
-        for heal in self.heals.drain(..) {
-            heal.abort();
-            let _ = heal.await;
-        }
-        server.faults().heal_all();
-    }
-
-    fn stats(&self) -> informer_leaderelection::ShardStats {
+impl Fleet {
+    fn stats(&self) -> ShardStats {
         let mut sum = self.gone;
         for replica in &self.running {
             add_stats(&mut sum, replica.runner.stats());
@@ -161,7 +229,7 @@ impl Fleet {
     }
 }
 
-fn add_stats(sum: &mut informer_leaderelection::ShardStats, s: informer_leaderelection::ShardStats) {
+pub(crate) fn add_stats(sum: &mut ShardStats, s: ShardStats) {
     sum.started += s.started;
     sum.handed_off += s.handed_off;
     sum.lost += s.lost;
@@ -194,9 +262,8 @@ pub fn options_of(scenario: &Scenario, shards: u32) -> ReplicaOptions {
 
 async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome, Vec<String>> {
     let plan = ReplicaPlan::of(scenario);
-    let writes = WriteLog::default();
     for op in &scenario.initial {
-        apply(server, op, &writes).map_err(|e| vec![e])?;
+        apply(server, op, &WriteLog::default()).map_err(|e| vec![e])?;
     }
     let mut fleet = Fleet {
         url: server.url(),
@@ -204,62 +271,18 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
         ledger: Arc::new(Ledger::default()),
         running: Vec::new(),
         started: 0,
-        gone: Default::default(),
-        heals: Vec::new(),
+        gone: ShardStats::default(),
     };
-    let mut problems = Vec::new();
     for _ in 0..plan.initial {
-        if let Err(e) = fleet.join() {
-            problems.push(e);
-        }
+        fleet.join().await.map_err(|e| vec![e])?;
     }
-    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut events = plan.steps.iter().peekable();
-    for (i, step) in scenario.steps.iter().enumerate() {
-        if !problems.is_empty() {
-            break;
-        }
-        match step {
-            Step::Op(op) => {
-                if let Err(e) = apply(server, op, &writes) {
-                    problems.push(e);
-                }
-            }
-            Step::Fault(fault) => {
-                inject(server, fault);
-                *faults.entry(fault.kind()).or_default() += 1;
-            }
-            Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-        }
-        while let Some((_, event)) = events.next_if(|(at, _)| *at <= i) {
-            match fleet.apply(server, event).await {
-                Ok(()) => *faults.entry(event.kind()).or_default() += 1,
-                Err(e) => problems.push(e),
-            }
-        }
-        tokio::task::yield_now().await;
-    }
-    calm(server);
-    fleet.heal_all(server).await;
-
+    let (faults, mut problems) = churn(scenario, server, &plan, &mut fleet).await;
     let settled_in = if problems.is_empty() {
         match settle(server, &fleet, SETTLE_BOUND).await {
             Ok(took) => took,
             Err(differences) => {
-                problems.push(format!(
-                    "no convergence within {SETTLE_BOUND:?} after the churn and faults stopped:"
-                ));
-                problems.extend(shown(differences));
-                let unplaced: Vec<String> = fleet
-                    .running
-                    .iter()
-                    .map(|r| format!("{} {}", r.name, r.unplaced()))
-                    .collect();
-                problems.push(format!(
-                    "keys dropped unplaced (neither cached nor a remembered deletion), by \
-                     running replica: {}",
-                    unplaced.join(", ")
-                ));
+                let unplaced = fleet.running.iter().map(|r| (r.name.clone(), r.unplaced()));
+                problems.extend(unconverged(differences, unplaced));
                 SETTLE_BOUND
             }
         }
@@ -271,18 +294,67 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
         problems.extend(shown(replica.tally.violations.lock().clone()));
         problems.extend(replica.stop(SETTLE_BOUND).await);
     }
-    let entries = fleet.ledger.entries();
-    let found = overlaps(&entries);
+    let facts = RunFacts {
+        replicas: fleet.started,
+        stats,
+        faults,
+        settled_in,
+    };
+    verdict(scenario, server, &fleet.ledger.entries(), facts, problems)
+}
+
+/// What a run's replicas did, beside its ledger.
+pub(crate) struct RunFacts {
+    /// Replicas started.
+    pub(crate) replicas: usize,
+    /// Their shard terms, summed.
+    pub(crate) stats: ShardStats,
+    /// Faults and replica events fired.
+    pub(crate) faults: BTreeMap<&'static str, u64>,
+    /// The settle time.
+    pub(crate) settled_in: Duration,
+}
+
+/// The problems of a world that did not settle: what differs, and the keys each replica
+/// dropped unplaced (`(name, count)`).
+pub(crate) fn unconverged(
+    differences: Vec<String>,
+    unplaced: impl Iterator<Item = (String, u64)>,
+) -> Vec<String> {
+    let mut problems = vec![format!(
+        "no convergence within {SETTLE_BOUND:?} after the churn and faults stopped:"
+    )];
+    problems.extend(shown(differences));
+    let unplaced: Vec<String> = unplaced.map(|(name, n)| format!("{name} {n}")).collect();
+    problems.push(format!(
+        "keys dropped unplaced (neither cached nor a remembered deletion), by running \
+         replica: {}",
+        unplaced.join(", ")
+    ));
+    problems
+}
+
+/// Checks the ledger (no overlaps, final versions against the server) after the replicas
+/// stopped, and gives the run's outcome, or every problem with a summary of the ledger.
+pub(crate) fn verdict(
+    scenario: &Scenario,
+    server: &ApiServer,
+    entries: &[Entry],
+    facts: RunFacts,
+    mut problems: Vec<String>,
+) -> Result<ShardedOutcome, Vec<String>> {
+    let found = overlaps(entries);
     problems.extend(shown(found.iter().map(ToString::to_string).collect()));
     let live = live_pods(server).map_err(|e| vec![e])?;
-    let checked = finals(&entries, &live);
+    let checked = finals(entries, &live);
     problems.extend(shown(checked.problems));
+    let stats = facts.stats;
     if !problems.is_empty() {
         problems.push(format!(
             "the ledger: {} reconciles by {} replicas, {} overlaps; shard terms started {}, \
              handed off {}, lost {}",
             entries.len(),
-            fleet.started,
+            facts.replicas,
             found.len(),
             stats.started,
             stats.handed_off,
@@ -292,7 +364,7 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
     }
     Ok(ShardedOutcome {
         seed: scenario.seed,
-        replicas: fleet.started,
+        replicas: facts.replicas,
         reconciles: entries.len() as u64,
         terms_started: stats.started,
         handed_off: stats.handed_off,
@@ -300,9 +372,9 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
         final_live: checked.live,
         final_deleted: checked.deleted,
         unseen_deletions: checked.unseen_deletions,
-        faults,
+        faults: facts.faults,
         pods: live.len(),
-        settled_in,
+        settled_in: facts.settled_in,
         wall: Duration::ZERO,
     })
 }

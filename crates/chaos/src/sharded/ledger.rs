@@ -37,44 +37,76 @@ pub struct Entry {
     pub ended: Option<u64>,
 }
 
+/// A line each reconcile's start and end is told as (a replica in a process of its own).
+type Echo = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Every reconcile of a run, shared by the replicas (in one process), or filled from their
-/// reports (replicas in processes of their own).
-#[derive(Debug)]
+/// reports (replicas in processes of their own, see [`Ledger::echoing`] and [`Line`]).
 pub struct Ledger {
-    epoch: Instant,
+    /// `None`: the wall clock (shared by the processes of one machine).
+    epoch: Option<Instant>,
     entries: Mutex<Vec<Entry>>,
+    echo: Option<Echo>,
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("entries", &self.entries.lock().len())
+            .field("echoing", &self.echo.is_some())
+            .finish()
+    }
 }
 
 impl Default for Ledger {
     fn default() -> Self {
         Self {
-            epoch: Instant::now(),
+            epoch: Some(Instant::now()),
             entries: Mutex::default(),
+            echo: None,
         }
     }
 }
 
 impl Ledger {
+    /// A ledger on the wall clock that tells `echo` a [`Line`] for every reconcile's start and
+    /// end: what a replica in a process of its own reports to the run.
+    pub fn echoing(echo: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self {
+            epoch: None,
+            entries: Mutex::default(),
+            echo: Some(Box::new(echo)),
+        }
+    }
+
     /// Nanoseconds on the ledger's clock now.
     pub fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        match self.epoch {
+            Some(epoch) => u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            None => wall_now(),
+        }
     }
 
     /// Records a reconcile beginning now; it ends when the returned guard is dropped (also when
     /// the reconcile is cancelled, or its replica killed).
     pub fn begin(self: &Arc<Self>, replica: &str, key: &str, uid: Option<String>, saw: Saw) -> Open {
         let mut entries = self.entries.lock();
-        entries.push(Entry {
+        let entry = Entry {
             replica: replica.to_owned(),
             key: key.to_owned(),
             uid,
             saw,
             begun: self.now(),
             ended: None,
-        });
+        };
+        let index = entries.len();
+        if let Some(echo) = &self.echo {
+            echo(&Line::Begin(index, entry.clone()).to_string());
+        }
+        entries.push(entry);
         Open {
             ledger: Arc::clone(self),
-            index: entries.len() - 1,
+            index,
         }
     }
 
@@ -87,8 +119,13 @@ impl Ledger {
 
     /// Ends the reconcile at `index` at `at`.
     pub fn end(&self, index: usize, at: u64) {
-        if let Some(entry) = self.entries.lock().get_mut(index) {
-            entry.ended.get_or_insert(at);
+        if let Some(entry) = self.entries.lock().get_mut(index)
+            && entry.ended.is_none()
+        {
+            entry.ended = Some(at);
+            if let Some(echo) = &self.echo {
+                echo(&Line::End(index, at).to_string());
+            }
         }
     }
 
@@ -114,6 +151,67 @@ impl Ledger {
     /// Whether none was.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Nanoseconds since the Unix epoch on the wall clock.
+pub fn wall_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A reconcile's start or end as one line of text, as a replica process reports it:
+/// `begin <index> <replica> <key> <uid or -> <revision or deleted> <ns>`, `end <index> <ns>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// The reconcile with this index (in the replica's own ledger) began (`ended` is `None`).
+    Begin(usize, Entry),
+    /// The reconcile with this index ended at this instant.
+    End(usize, u64),
+}
+
+impl fmt::Display for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Line::Begin(index, e) => {
+                let saw = match e.saw {
+                    Saw::Live(rv) => rv.to_string(),
+                    Saw::Deleted => "deleted".to_owned(),
+                };
+                let uid = e.uid.as_deref().unwrap_or("-");
+                write!(f, "begin {index} {} {} {uid} {saw} {}", e.replica, e.key, e.begun)
+            }
+            Line::End(index, at) => write!(f, "end {index} {at}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Line {
+    type Err = String;
+
+    fn from_str(line: &str) -> Result<Self, String> {
+        let bad = || format!("not a ledger line: {line:?}");
+        let parts: Vec<&str> = line.split(' ').collect();
+        let number = |s: &str| s.parse::<u64>().map_err(|_| bad());
+        match parts.as_slice() {
+            ["begin", index, replica, key, uid, saw, begun] => Ok(Line::Begin(
+                index.parse().map_err(|_| bad())?,
+                Entry {
+                    replica: (*replica).to_owned(),
+                    key: (*key).to_owned(),
+                    uid: (*uid != "-").then(|| (*uid).to_owned()),
+                    saw: match *saw {
+                        "deleted" => Saw::Deleted,
+                        rv => Saw::Live(number(rv)?),
+                    },
+                    begun: number(begun)?,
+                    ended: None,
+                },
+            )),
+            ["end", index, at] => Ok(Line::End(index.parse().map_err(|_| bad())?, number(at)?)),
+            _ => Err(bad()),
+        }
     }
 }
 
@@ -309,6 +407,26 @@ mod tests {
         assert_eq!(finals(&[fresh, late_stale], &live).problems.len(), 1);
         assert_eq!(finals(&[stale], &HashMap::new()).unseen_deletions, 1);
         assert_eq!(finals(&[], &live).problems.len(), 1);
+    }
+
+    #[test]
+    fn lines_read_back_as_written_and_an_echoing_ledger_tells_both_ends() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let ledger = Arc::new(Ledger::echoing({
+            let told = Arc::clone(&told);
+            move |line| told.lock().push(line.to_owned())
+        }));
+        drop(ledger.begin("r0", "ns/p", Some("u1".into()), Saw::Live(7)));
+        drop(ledger.begin("r0", "ns/q", None, Saw::Deleted));
+        let lines: Vec<Line> = told.lock().iter().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(lines.len(), 4);
+        let entries = ledger.entries();
+        assert_eq!(lines[0], Line::Begin(0, Entry { ended: None, ..entries[0].clone() }));
+        assert_eq!(lines[1], Line::End(0, entries[0].ended.unwrap()));
+        assert_eq!(lines[2], Line::Begin(1, Entry { ended: None, ..entries[1].clone() }));
+        assert!(entries[0].begun > 1_600_000_000_000_000_000, "the wall clock");
+        assert!("begin 1 r0".parse::<Line>().is_err());
+        assert!("end x 5".parse::<Line>().is_err());
     }
 
     #[test]
