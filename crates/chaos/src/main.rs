@@ -16,12 +16,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use informer_chaos::sharded::ShardedTally;
+use informer_chaos::sharded::process::{ReplicaArgs, run_sharded_processes, serve_replica};
 use informer_chaos::{
     ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions,
     reinstall_replay_command, run_reinstall, run_suite, serve_soak, soak,
 };
-use informer_chaos::sharded::ShardedTally;
-use informer_chaos::sharded::process::{ReplicaArgs, run_sharded_processes, serve_replica};
 
 /// Seeded chaos convergence runs of the informers stack against the API server simulator.
 #[derive(Parser, Debug)]
@@ -279,7 +279,11 @@ fn run_in_processes(scenarios: &[Scenario], replaying: bool) -> ExitCode {
         }
     }
     if !replaying {
-        println!("{} of {} seeds passed", scenarios.len() - failed, scenarios.len());
+        println!(
+            "{} of {} seeds passed",
+            scenarios.len() - failed,
+            scenarios.len()
+        );
     }
     if failed == 0 {
         ExitCode::SUCCESS

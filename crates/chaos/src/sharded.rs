@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informer_apiserver::{ApiServer, Failure as ServerFailure, Isolation};
-use informer_kube::EncodingCounts;
 use informer_leaderelection::ShardStats;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use tokio::task::JoinHandle;
@@ -32,17 +31,18 @@ use crate::controller::{key_of, server_world, shown, world_differences};
 use crate::journal::{WriteLog, revision_of};
 use crate::runner::{Failure, SETTLE_BOUND, Suite, on_a_runtime_of_its_own, start_server};
 use crate::scenario::{Scenario, Step};
-use crate::seeds::{SeedSuite, Summary, run_suite};
 use crate::stack::{apply, calm, inject};
 
 pub mod ledger;
 pub mod plan;
 pub mod process;
 pub mod replica;
+mod tally;
 
 pub use self::ledger::{Entry, Ledger, Saw, finals, overlaps};
 pub use self::plan::{Cut, ReplicaEvent, ReplicaPlan};
 pub use self::replica::{Replica, ReplicaOptions};
+pub use self::tally::{ShardedTally, run_sharded_seeds};
 
 /// What a passing sharded run did.
 #[derive(Debug, Clone, Default)]
@@ -98,6 +98,11 @@ impl fmt::Display for ShardedOutcome {
         )
     }
 }
+
+/// How long each step of a sharded seed takes at least: 150 steps span about 6 s, three lease
+/// durations, so that shards move (and partitions outlast a renew deadline) while the churn
+/// goes on rather than after it.
+pub const STEP_PACE: Duration = Duration::from_millis(40);
 
 /// What the churn does to a run's replicas, in this process or in processes of their own.
 pub(crate) trait Replicas {
@@ -157,6 +162,7 @@ pub(crate) async fn churn<R: Replicas>(
         if !problems.is_empty() {
             break;
         }
+        let paced = tokio::time::sleep(STEP_PACE);
         match step {
             Step::Op(op) => problems.extend(apply(server, op, &writes).err()),
             Step::Fault(fault) => {
@@ -180,7 +186,7 @@ pub(crate) async fn churn<R: Replicas>(
                 Err(e) => problems.push(e),
             }
         }
-        tokio::task::yield_now().await;
+        paced.await;
     }
     calm(server);
     cuts.heal_all(server).await;
@@ -350,15 +356,22 @@ pub(crate) fn verdict(
     problems.extend(shown(checked.problems));
     let stats = facts.stats;
     if !problems.is_empty() {
+        let events: Vec<String> = facts
+            .faults
+            .iter()
+            .filter(|(kind, _)| kind.starts_with("replica-"))
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
         problems.push(format!(
             "the ledger: {} reconciles by {} replicas, {} overlaps; shard terms started {}, \
-             handed off {}, lost {}",
+             handed off {}, lost {}; replica events: {}",
             entries.len(),
             facts.replicas,
             found.len(),
             stats.started,
             stats.handed_off,
-            stats.lost
+            stats.lost,
+            events.join(", ")
         ));
         return Err(problems);
     }
@@ -449,29 +462,52 @@ fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap])
     let want: BTreeMap<String, u64> = pods
         .iter()
         .filter(|p| mine.matches(&pod_uid(p)))
-        .map(|p| (key_of(p), revision_of(p.metadata.resource_version.as_deref())))
+        .map(|p| {
+            (
+                key_of(p),
+                revision_of(p.metadata.resource_version.as_deref()),
+            )
+        })
         .collect();
     let have: BTreeMap<String, u64> = replica
         .pods
         .lister()
         .list(&informer_store::Everything)
         .iter()
-        .map(|p| (key_of(&**p), revision_of(p.metadata.resource_version.as_deref())))
+        .map(|p| {
+            (
+                key_of(&**p),
+                revision_of(p.metadata.resource_version.as_deref()),
+            )
+        })
         .collect();
     if want != have {
-        problems.push(format!("{}: its pod cache is not its shards'", replica.name));
+        problems.push(format!(
+            "{}: its pod cache is not its shards'",
+            replica.name
+        ));
     }
     let want: BTreeMap<String, u64> = config_maps
         .iter()
         .filter(|c| mine.matches(&owner_uid(c)))
-        .map(|c| (key_of(c), revision_of(c.metadata.resource_version.as_deref())))
+        .map(|c| {
+            (
+                key_of(c),
+                revision_of(c.metadata.resource_version.as_deref()),
+            )
+        })
         .collect();
     let have: BTreeMap<String, u64> = replica
         .config_maps
         .lister()
         .list(&informer_store::Everything)
         .iter()
-        .map(|c| (key_of(&**c), revision_of(c.metadata.resource_version.as_deref())))
+        .map(|c| {
+            (
+                key_of(&**c),
+                revision_of(c.metadata.resource_version.as_deref()),
+            )
+        })
         .collect();
     if want != have {
         problems.push(format!(
@@ -483,7 +519,11 @@ fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap])
 }
 
 /// Waits up to `bound` for the sharded world to settle; how long it took, or what is left.
-async fn settle(server: &ApiServer, fleet: &Fleet, bound: Duration) -> Result<Duration, Vec<String>> {
+async fn settle(
+    server: &ApiServer,
+    fleet: &Fleet,
+    bound: Duration,
+) -> Result<Duration, Vec<String>> {
     let begun = Instant::now();
     loop {
         let problems = unsettled(server, fleet, fleet.options.shards);
@@ -501,81 +541,4 @@ async fn settle(server: &ApiServer, fleet: &Fleet, bound: Duration) -> Result<Du
 /// runtime has no task left.
 pub fn run_sharded_seed(scenario: &Scenario) -> Result<ShardedOutcome, Failure> {
     on_a_runtime_of_its_own(scenario, Suite::Sharded, run_sharded(scenario))
-}
-
-/// The sharded runs' figures over many seeds (see [`Summary`]).
-#[derive(Debug, Default)]
-pub struct ShardedTally {
-    /// Replicas started, joins included.
-    pub replicas: usize,
-    /// Reconciles checked for overlaps.
-    pub reconciles: u64,
-    /// Shard terms started.
-    pub terms_started: u64,
-    /// Terms handed over.
-    pub handed_off: u64,
-    /// Terms lost at the renew deadline.
-    pub lost: u64,
-    /// Pods checked at their final version.
-    pub final_live: usize,
-    /// Deletions seen by the last reconcile.
-    pub final_deleted: usize,
-    /// Deletions no reconcile saw.
-    pub unseen_deletions: usize,
-    /// The slowest convergence.
-    pub slowest_settle: Duration,
-    /// Its seed.
-    pub slowest_seed: u64,
-}
-
-impl SeedSuite for ShardedTally {
-    type Outcome = ShardedOutcome;
-
-    const SUITE: Suite = Suite::Sharded;
-
-    const RUN_SEED: fn(&Scenario) -> Result<ShardedOutcome, Failure> = run_sharded_seed;
-
-    fn add(&mut self, o: ShardedOutcome) -> (BTreeMap<&'static str, u64>, EncodingCounts) {
-        self.replicas += o.replicas;
-        self.reconciles += o.reconciles;
-        self.terms_started += o.terms_started;
-        self.handed_off += o.handed_off;
-        self.lost += o.lost;
-        self.final_live += o.final_live;
-        self.final_deleted += o.final_deleted;
-        self.unseen_deletions += o.unseen_deletions;
-        if o.settled_in >= self.slowest_settle {
-            self.slowest_settle = o.settled_in;
-            self.slowest_seed = o.seed;
-        }
-        (o.faults, EncodingCounts::default())
-    }
-
-    fn write_lines(&self, _passed: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "replicas: {}, reconciles checked: {} (overlaps: 0), shard terms started: {} \
-             (handed off: {}, lost: {})",
-            self.replicas, self.reconciles, self.terms_started, self.handed_off, self.lost
-        )?;
-        writeln!(
-            f,
-            "pods at their final version: {}, deletions seen: {} (unseen, nothing left: {})",
-            self.final_live, self.final_deleted, self.unseen_deletions
-        )?;
-        writeln!(
-            f,
-            "slowest settle: {:.2?} (seed {})",
-            self.slowest_settle, self.slowest_seed
-        )
-    }
-}
-
-/// Runs the sharded scenarios of `scenarios` on `jobs` threads, each on a runtime of its own.
-pub fn run_sharded_seeds(
-    scenarios: Vec<Scenario>,
-    jobs: usize,
-    progress: impl Fn(&Result<ShardedOutcome, Failure>) + Sync,
-) -> Summary<ShardedTally> {
-    run_suite(scenarios, jobs, progress)
 }

@@ -49,17 +49,30 @@ fn sharded_replicas_never_overlap_and_converge_through_kills_cuts_and_joins() {
         summary.failures.iter().map(|f| f.seed).collect::<Vec<_>>()
     );
     assert_eq!(summary.jobs_left, 0, "pop loops or handlers left running");
-    assert!(summary.reconciles > count * 10, "reconciles ran and were checked");
-    assert!(summary.final_live > 0, "pods checked at their final version");
+    assert!(
+        summary.reconciles > count * 10,
+        "reconciles ran and were checked"
+    );
+    assert!(
+        summary.final_live > 0,
+        "pods checked at their final version"
+    );
     assert!(
         summary.terms_started > summary.replicas as u64,
         "shards moved between replicas"
     );
     for kind in ["replica-killed", "replica-joined"] {
-        assert!(summary.faults.contains_key(kind), "{kind}: {:?}", summary.faults);
+        assert!(
+            summary.faults.contains_key(kind),
+            "{kind}: {:?}",
+            summary.faults
+        );
     }
     assert!(
-        summary.faults.keys().any(|k| k.starts_with("replica-cut-off")),
+        summary
+            .faults
+            .keys()
+            .any(|k| k.starts_with("replica-cut-off")),
         "a replica was cut off: {:?}",
         summary.faults
     );
@@ -82,7 +95,10 @@ fn sharded_replicas_in_processes_of_their_own() {
         Ok(outcome) => {
             println!("{outcome}");
             assert!(outcome.reconciles > 10, "reconciles ran and were checked");
-            assert!(outcome.final_live > 0, "pods checked at their final version");
+            assert!(
+                outcome.final_live > 0,
+                "pods checked at their final version"
+            );
         }
         Err(failure) => panic!("{failure} --processes"),
     }

@@ -89,7 +89,13 @@ impl Ledger {
 
     /// Records a reconcile beginning now; it ends when the returned guard is dropped (also when
     /// the reconcile is cancelled, or its replica killed).
-    pub fn begin(self: &Arc<Self>, replica: &str, key: &str, uid: Option<String>, saw: Saw) -> Open {
+    pub fn begin(
+        self: &Arc<Self>,
+        replica: &str,
+        key: &str,
+        uid: Option<String>,
+        saw: Saw,
+    ) -> Open {
         let mut entries = self.entries.lock();
         let entry = Entry {
             replica: replica.to_owned(),
@@ -180,7 +186,11 @@ impl fmt::Display for Line {
                     Saw::Deleted => "deleted".to_owned(),
                 };
                 let uid = e.uid.as_deref().unwrap_or("-");
-                write!(f, "begin {index} {} {} {uid} {saw} {}", e.replica, e.key, e.begun)
+                write!(
+                    f,
+                    "begin {index} {} {} {uid} {saw} {}",
+                    e.replica, e.key, e.begun
+                )
             }
             Line::End(index, at) => write!(f, "end {index} {at}"),
         }
@@ -396,7 +406,10 @@ mod tests {
         let old_gone = entry("r1", "ns/p", "u1", Saw::Deleted, (5, Some(6)));
         let stale = entry("r1", "ns/p", "u2", Saw::Live(7), (3, Some(4)));
         let fresh = entry("r2", "ns/p", "u2", Saw::Live(9), (4, Some(8)));
-        let good = finals(&[old.clone(), old_gone, stale.clone(), fresh.clone()], &live);
+        let good = finals(
+            &[old.clone(), old_gone, stale.clone(), fresh.clone()],
+            &live,
+        );
         assert_eq!((good.live, good.deleted, good.unseen_deletions), (1, 1, 0));
         assert!(good.problems.is_empty(), "{:?}", good.problems);
         // The old pod's deletion unseen: counted, not a problem by itself.
@@ -421,10 +434,31 @@ mod tests {
         let lines: Vec<Line> = told.lock().iter().map(|l| l.parse().unwrap()).collect();
         assert_eq!(lines.len(), 4);
         let entries = ledger.entries();
-        assert_eq!(lines[0], Line::Begin(0, Entry { ended: None, ..entries[0].clone() }));
+        assert_eq!(
+            lines[0],
+            Line::Begin(
+                0,
+                Entry {
+                    ended: None,
+                    ..entries[0].clone()
+                }
+            )
+        );
         assert_eq!(lines[1], Line::End(0, entries[0].ended.unwrap()));
-        assert_eq!(lines[2], Line::Begin(1, Entry { ended: None, ..entries[1].clone() }));
-        assert!(entries[0].begun > 1_600_000_000_000_000_000, "the wall clock");
+        assert_eq!(
+            lines[2],
+            Line::Begin(
+                1,
+                Entry {
+                    ended: None,
+                    ..entries[1].clone()
+                }
+            )
+        );
+        assert!(
+            entries[0].begun > 1_600_000_000_000_000_000,
+            "the wall clock"
+        );
         assert!("begin 1 r0".parse::<Line>().is_err());
         assert!("end x 5".parse::<Line>().is_err());
     }

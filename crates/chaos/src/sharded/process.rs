@@ -54,8 +54,16 @@ impl ReplicaArgs {
         let o = &self.options;
         vec![
             "--sharded-replica".into(),
-            format!("{},{},{},{},{},{},{}", self.url, self.name, o.shards,
-                o.min_watch_timeout.as_secs(), o.streaming_list, o.relist_by_page, o.json_only),
+            format!(
+                "{},{},{},{},{},{},{}",
+                self.url,
+                self.name,
+                o.shards,
+                o.min_watch_timeout.as_secs(),
+                o.streaming_list,
+                o.relist_by_page,
+                o.json_only
+            ),
         ]
     }
 
@@ -99,9 +107,18 @@ pub fn serve_replica(args: &ReplicaArgs) -> Result<(), String> {
         let replica = Replica::start(&args.name, &args.url, &args.options, ledger)?;
         let report = async {
             loop {
-                let owned: Vec<String> =
-                    replica.runner.status().owned.iter().map(u32::to_string).collect();
-                let owned = if owned.is_empty() { "-".to_owned() } else { owned.join(",") };
+                let owned: Vec<String> = replica
+                    .runner
+                    .status()
+                    .owned
+                    .iter()
+                    .map(u32::to_string)
+                    .collect();
+                let owned = if owned.is_empty() {
+                    "-".to_owned()
+                } else {
+                    owned.join(",")
+                };
                 let stats = replica.runner.stats();
                 say(&format!(
                     "status {owned} {} {} {} {} {} {}",
@@ -162,8 +179,15 @@ async fn read_reports(
     while let Ok(Some(line)) = lines.next_line().await {
         if let Some(rest) = line.strip_prefix("status ") {
             let parts: Vec<&str> = rest.split(' ').collect();
-            if let [owned, queued, in_flight, unplaced, started, handed_off, lost] =
-                parts.as_slice()
+            if let [
+                owned,
+                queued,
+                in_flight,
+                unplaced,
+                started,
+                handed_off,
+                lost,
+            ] = parts.as_slice()
             {
                 let mut s = status.lock();
                 s.terms = ShardStats {
@@ -173,7 +197,8 @@ async fn read_reports(
                     ..ShardStats::default()
                 };
                 s.owned = owned.split(',').filter_map(|n| n.parse().ok()).collect();
-                s.busy = queued.parse::<usize>().unwrap_or(1) + in_flight.parse::<usize>().unwrap_or(1);
+                s.busy =
+                    queued.parse::<usize>().unwrap_or(1) + in_flight.parse::<usize>().unwrap_or(1);
                 s.unplaced = unplaced.parse().unwrap_or(0);
             }
         } else if let Some(problem) = line.strip_prefix("problem ") {
@@ -215,7 +240,11 @@ impl Replicas for ProcessFleet {
 
     async fn join(&mut self) -> Result<(), String> {
         let name = format!("replica-{}", self.started);
-        let args = ReplicaArgs { url: self.url.clone(), name: name.clone(), options: self.options };
+        let args = ReplicaArgs {
+            url: self.url.clone(),
+            name: name.clone(),
+            options: self.options,
+        };
         let mut child = Command::new(&self.exe)
             .args(args.to_args())
             .stdin(Stdio::piped())
@@ -226,15 +255,28 @@ impl Replicas for ProcessFleet {
             .map_err(|e| format!("starting {name}: {e}"))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let status = Arc::new(Mutex::new(Status::default()));
-        let reader = tokio::spawn(read_reports(stdout, Arc::clone(&self.ledger), Arc::clone(&status)));
+        let reader = tokio::spawn(read_reports(
+            stdout,
+            Arc::clone(&self.ledger),
+            Arc::clone(&status),
+        ));
         self.started += 1;
-        self.running.push(ReplicaProcess { name, stdin: child.stdin.take(), child, status, reader });
+        self.running.push(ReplicaProcess {
+            name,
+            stdin: child.stdin.take(),
+            child,
+            status,
+            reader,
+        });
         Ok(())
     }
 
     async fn kill(&mut self, index: usize) -> Result<(), String> {
         let mut replica = self.running.remove(index);
-        replica.child.start_kill().map_err(|e| format!("killing {}: {e}", replica.name))?;
+        replica
+            .child
+            .start_kill()
+            .map_err(|e| format!("killing {}: {e}", replica.name))?;
         let _ = replica.child.wait().await;
         let died = wall_now();
         let _ = replica.reader.await;
@@ -284,7 +326,12 @@ impl ProcessFleet {
             let exited = tokio::time::timeout(bound, replica.child.wait()).await;
             let _ = replica.reader.await;
             let status = replica.status.lock();
-            problems.extend(status.problems.iter().map(|p| format!("{}: {p}", replica.name)));
+            problems.extend(
+                status
+                    .problems
+                    .iter()
+                    .map(|p| format!("{}: {p}", replica.name)),
+            );
             match exited {
                 Ok(Ok(code)) if code.success() && status.stopped => {}
                 Ok(result) => problems.push(format!("{} ended: {result:?}", replica.name)),
@@ -296,7 +343,10 @@ impl ProcessFleet {
 }
 
 /// Runs the sharded scenario of `scenario` with each replica a process of `exe`.
-pub async fn run_sharded_processes(scenario: &Scenario, exe: &Path) -> Result<ShardedOutcome, Failure> {
+pub async fn run_sharded_processes(
+    scenario: &Scenario,
+    exe: &Path,
+) -> Result<ShardedOutcome, Failure> {
     let begun = Instant::now();
     let fail = |problems: Vec<String>| Failure::of(scenario, Suite::Sharded, problems);
     let server = start_server(scenario).await.map_err(|e| fail(vec![e]))?;
@@ -307,7 +357,11 @@ pub async fn run_sharded_processes(scenario: &Scenario, exe: &Path) -> Result<Sh
     Ok(outcome)
 }
 
-async fn drive(scenario: &Scenario, server: &ApiServer, exe: &Path) -> Result<ShardedOutcome, Vec<String>> {
+async fn drive(
+    scenario: &Scenario,
+    server: &ApiServer,
+    exe: &Path,
+) -> Result<ShardedOutcome, Vec<String>> {
     let plan = ReplicaPlan::of(scenario);
     for op in &scenario.initial {
         apply(server, op, &WriteLog::default()).map_err(|e| vec![e])?;
@@ -335,8 +389,10 @@ async fn drive(scenario: &Scenario, server: &ApiServer, exe: &Path) -> Result<Sh
                 break;
             }
             if begun.elapsed() > SETTLE_BOUND {
-                let unplaced =
-                    fleet.running.iter().map(|r| (r.name.clone(), r.status.lock().unplaced));
+                let unplaced = fleet
+                    .running
+                    .iter()
+                    .map(|r| (r.name.clone(), r.status.lock().unplaced));
                 problems.extend(unconverged(left, unplaced));
                 break;
             }
@@ -344,6 +400,11 @@ async fn drive(scenario: &Scenario, server: &ApiServer, exe: &Path) -> Result<Sh
         }
     }
     problems.extend(fleet.stop_all(SETTLE_BOUND).await);
-    let facts = RunFacts { replicas: fleet.started, stats: fleet.gone, faults, settled_in };
+    let facts = RunFacts {
+        replicas: fleet.started,
+        stats: fleet.gone,
+        faults,
+        settled_in,
+    };
     verdict(scenario, server, &fleet.ledger.entries(), facts, problems)
 }

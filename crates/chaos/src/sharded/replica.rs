@@ -320,10 +320,93 @@ fn child_owner(ctx: &Ctx, key: &str) -> Option<String> {
         .config_maps
         .lister()
         .get(&format!("{namespace}/{}", child_name(name)))?;
-    let uid = child.metadata.owner_references.as_ref()?.first()?.uid.clone();
+    let uid = child
+        .metadata
+        .owner_references
+        .as_ref()?
+        .first()?
+        .uid
+        .clone();
     Some(uid)
 }
 
 fn policy(request: &Request<Pod>, error: &kube::Error, ctx: &Arc<ReplicaCtx>) -> Action {
     error_policy(request, error, &ctx.inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use informer_apiserver::{ApiServer, Config, Failure, Isolation};
+
+    /// The simulator tells a replica's requests by its bearer token: cutting one replica off
+    /// fails its requests and no other's.
+    #[tokio::test]
+    async fn a_replica_alone_is_cut_off() {
+        let server = ApiServer::start(Config::default().with_core_types())
+            .await
+            .expect("the simulator");
+        let (a, b) = (
+            client_as(&server.url(), "replica-a").expect("a"),
+            client_as(&server.url(), "replica-b").expect("b"),
+        );
+        server
+            .faults()
+            .isolate("replica-a", Isolation::Fail(Failure::unavailable()));
+        let list = |c: &kube::Client| Api::<Pod>::all(c.clone());
+        let refused = list(&a).list(&Default::default()).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(s)) if s.code == 503),
+            "{refused:?}"
+        );
+        assert!(list(&b).list(&Default::default()).await.is_ok());
+        server.faults().heal("replica-a");
+        assert!(list(&a).list(&Default::default()).await.is_ok());
+        server.shutdown().await;
+    }
+
+    /// A replica cut off for longer than its renew deadline loses its shards, and takes them
+    /// again once healed; a kill ends its task at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replica_cut_off_past_its_deadline_loses_its_shards() {
+        let server = ApiServer::start(Config::default().with_core_types())
+            .await
+            .expect("the simulator");
+        let options = ReplicaOptions {
+            shards: 4,
+            min_watch_timeout: Duration::from_secs(2),
+            streaming_list: false,
+            relist_by_page: false,
+            json_only: false,
+        };
+        let ledger = Arc::new(Ledger::default());
+        let replica =
+            Replica::start("replica-0", &server.url(), &options, ledger).expect("started");
+        let owns_all = |r: &Replica| r.runner.status().owned.len() == 4;
+        let waited = tokio::time::timeout(Duration::from_secs(20), async {
+            while !owns_all(&replica) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        waited.await.expect("every shard owned");
+        server
+            .faults()
+            .isolate("replica-0", Isolation::Fail(Failure::unavailable()));
+        let lost = tokio::time::timeout(Duration::from_secs(20), async {
+            while replica.runner.stats().lost < 4 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        lost.await.expect("every term lost at the renew deadline");
+        assert!(replica.runner.status().owned.is_empty());
+        server.faults().heal("replica-0");
+        let back = tokio::time::timeout(Duration::from_secs(20), async {
+            while !owns_all(&replica) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        back.await.expect("every shard owned again");
+        replica.kill().await;
+        server.shutdown().await;
+    }
 }
