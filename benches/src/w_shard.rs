@@ -82,7 +82,12 @@ impl Run {
 
     /// The largest replica's informer heap, bytes.
     pub fn max_heap(&self) -> Option<usize> {
-        self.heap.iter().copied().collect::<Option<Vec<_>>>()?.into_iter().max()
+        self.heap
+            .iter()
+            .copied()
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .max()
     }
 }
 
@@ -132,12 +137,7 @@ struct Replica {
     task: JoinHandle<()>,
 }
 
-fn start_replica(
-    n: usize,
-    url: &str,
-    leases: &MemoryLeases,
-    shared: &Arc<Shared>,
-) -> Replica {
+fn start_replica(n: usize, url: &str, leases: &MemoryLeases, shared: &Arc<Shared>) -> Replica {
     let config = kube::Config::new(url.parse().expect("the simulator's URL"));
     let client = kube::Client::try_from(config).expect("a kube client");
     let informer = Arc::new(
@@ -195,7 +195,10 @@ fn start_replica(
 async fn until(mut pending: impl FnMut() -> Option<String>) {
     let begun = Instant::now();
     while let Some(what) = pending() {
-        assert!(begun.elapsed() < BOUND, "W-SHARD: not within {BOUND:?}: {what}");
+        assert!(
+            begun.elapsed() < BOUND,
+            "W-SHARD: not within {BOUND:?}: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -210,8 +213,12 @@ fn unsettled(replicas: &[Replica], objects: usize) -> Option<String> {
         return Some(format!("shards owned: {total}, distinct: {}", all.len()));
     }
     for (r, o) in replicas.iter().zip(&owned) {
-        let want =
-            informer_shard::ShardSelector::for_shards(informer_shard::ShardField::Uid, SHARDS, o.iter().copied()).ok();
+        let want = informer_shard::ShardSelector::for_shards(
+            informer_shard::ShardField::Uid,
+            SHARDS,
+            o.iter().copied(),
+        )
+        .ok();
         if !r.informer.has_synced() || r.informer.shards() != want {
             return Some("an informer not synced at its shards".to_owned());
         }
@@ -247,7 +254,10 @@ pub fn run(objects: usize, replicas: usize, heap: fn() -> Option<usize>) -> Run 
             .collect();
         until(|| unsettled(&fleet, objects)).await;
         until(|| {
-            let queued: usize = fleet.iter().map(|r| r.queue.len() + r.queue.in_flight()).sum();
+            let queued: usize = fleet
+                .iter()
+                .map(|r| r.queue.len() + r.queue.in_flight())
+                .sum();
             (queued < objects).then(|| format!("{queued} of {objects} keys queued"))
         })
         .await;

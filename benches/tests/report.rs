@@ -170,6 +170,20 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.target.contains("client-go not measured"), "{row:?}");
     }
     assert!(find("W-CTRL", "cold start").target.contains("3×"));
+    // W-SHARD: ours alone, for 1, 2 and 4 replicas, the time and the largest replica's heap.
+    for replicas in [1, 2, 4] {
+        for phase in ["every key reconciled", "informer heap"] {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r.workload == "W-SHARD"
+                        && r.phase.starts_with(&format!("{replicas} replica(s)"))
+                        && r.phase.contains(phase)
+                })
+                .unwrap_or_else(|| panic!("no W-SHARD row for {replicas} replicas, {phase}"));
+            assert!(measured(row.ours), "{row:?}");
+        }
+    }
     for phase in [
         "key + slot",
         "index entries",

@@ -204,16 +204,8 @@ fn run_batch<T: SeedSuite>(
 /// Runs the custom-resource scenario of each of `seeds`, one after the other, and prints each
 /// failure with the command that replays it, and each seed that passed when `replaying` one.
 fn run_reinstalls(seeds: &[u64], steps: usize, replaying: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("building a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     println!(
         "running {} reinstall seeds ({steps} steps each)",
@@ -253,16 +245,8 @@ fn run_in_processes(scenarios: &[Scenario], replaying: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("building a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     println!(
         "running {} sharded seeds, each replica a process of its own",
@@ -290,4 +274,14 @@ fn run_in_processes(scenarios: &[Scenario], replaying: bool) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// A runtime on two worker threads, or `None` (said on stderr) if it cannot be built.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .inspect_err(|e| eprintln!("building a runtime: {e}"))
+        .ok()
 }

@@ -193,16 +193,40 @@ pub(crate) async fn churn<R: Replicas>(
     (faults, problems)
 }
 
-/// The replicas of a run, in one process.
-struct Fleet {
-    url: String,
-    options: ReplicaOptions,
-    ledger: Arc<Ledger>,
-    running: Vec<Replica>,
-    started: usize,
-    /// Shard stats of the replicas killed, summed.
-    gone: ShardStats,
+/// The replicas of a run (in this process, or processes of their own) and what they share:
+/// where the server is, how they list and watch, the ledger, and the counts of those gone.
+pub(crate) struct Roster<R> {
+    pub(crate) url: String,
+    pub(crate) options: ReplicaOptions,
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) running: Vec<R>,
+    pub(crate) started: usize,
+    /// Shard stats of the replicas gone, summed.
+    pub(crate) gone: ShardStats,
 }
+
+impl<R> Roster<R> {
+    /// No replica yet, for the server at `url`.
+    pub(crate) fn new(url: String, options: ReplicaOptions) -> Self {
+        Self {
+            url,
+            options,
+            ledger: Arc::new(Ledger::default()),
+            running: Vec::new(),
+            started: 0,
+            gone: ShardStats::default(),
+        }
+    }
+
+    /// The name of the next replica to start, counted as started.
+    pub(crate) fn next_name(&mut self) -> String {
+        self.started += 1;
+        format!("replica-{}", self.started - 1)
+    }
+}
+
+/// The replicas of a run, in this process.
+type Fleet = Roster<Replica>;
 
 impl Replicas for Fleet {
     fn names(&self) -> Vec<String> {
@@ -210,9 +234,8 @@ impl Replicas for Fleet {
     }
 
     async fn join(&mut self) -> Result<(), String> {
-        let name = format!("replica-{}", self.started);
+        let name = self.next_name();
         let replica = Replica::start(&name, &self.url, &self.options, Arc::clone(&self.ledger))?;
-        self.started += 1;
         self.running.push(replica);
         Ok(())
     }
@@ -271,20 +294,14 @@ async fn drive(scenario: &Scenario, server: &ApiServer) -> Result<ShardedOutcome
     for op in &scenario.initial {
         apply(server, op, &WriteLog::default()).map_err(|e| vec![e])?;
     }
-    let mut fleet = Fleet {
-        url: server.url(),
-        options: options_of(scenario, plan.shards),
-        ledger: Arc::new(Ledger::default()),
-        running: Vec::new(),
-        started: 0,
-        gone: ShardStats::default(),
-    };
+    let mut fleet = Fleet::new(server.url(), options_of(scenario, plan.shards));
     for _ in 0..plan.initial {
         fleet.join().await.map_err(|e| vec![e])?;
     }
     let (faults, mut problems) = churn(scenario, server, &plan, &mut fleet).await;
     let settled_in = if problems.is_empty() {
-        match settle(server, &fleet, SETTLE_BOUND).await {
+        let shards = fleet.options.shards;
+        match settle(SETTLE_BOUND, || unsettled(server, &fleet, shards)).await {
             Ok(took) => took,
             Err(differences) => {
                 let unplaced = fleet.running.iter().map(|r| (r.name.clone(), r.unplaced()));
@@ -443,7 +460,29 @@ fn unsettled(server: &ApiServer, fleet: &Fleet, shards: u32) -> Vec<String> {
     problems
 }
 
-/// What differs between `replica`'s caches and the server's objects of its shards.
+/// Whether the objects of `server` that `in_shards` selects are exactly those of `cache`, at
+/// the same versions.
+fn same_objects<K: kube::Resource + 'static>(
+    server: &[K],
+    in_shards: impl Fn(&K) -> bool,
+    cache: &informer_store::Lister<K>,
+) -> bool {
+    let version = |o: &K| (key_of(o), revision_of(o.meta().resource_version.as_deref()));
+    let want: BTreeMap<String, u64> = server
+        .iter()
+        .filter(|o| in_shards(o))
+        .map(version)
+        .collect();
+    let have: BTreeMap<String, u64> = cache
+        .list(&informer_store::Everything)
+        .iter()
+        .map(|o| version(o))
+        .collect();
+    want == have
+}
+
+/// What differs between `replica`'s caches and the server's objects of its shards (pods by
+/// their UID, ConfigMaps by their controller owner's).
 fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap]) -> Vec<String> {
     let Some(mine) = replica.owned() else {
         return Vec::new();
@@ -459,57 +498,14 @@ fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap])
             .unwrap_or_default()
     };
     let mut problems = Vec::new();
-    let want: BTreeMap<String, u64> = pods
-        .iter()
-        .filter(|p| mine.matches(&pod_uid(p)))
-        .map(|p| {
-            (
-                key_of(p),
-                revision_of(p.metadata.resource_version.as_deref()),
-            )
-        })
-        .collect();
-    let have: BTreeMap<String, u64> = replica
-        .pods
-        .lister()
-        .list(&informer_store::Everything)
-        .iter()
-        .map(|p| {
-            (
-                key_of(&**p),
-                revision_of(p.metadata.resource_version.as_deref()),
-            )
-        })
-        .collect();
-    if want != have {
+    if !same_objects(pods, |p| mine.matches(&pod_uid(p)), &replica.pods.lister()) {
         problems.push(format!(
             "{}: its pod cache is not its shards'",
             replica.name
         ));
     }
-    let want: BTreeMap<String, u64> = config_maps
-        .iter()
-        .filter(|c| mine.matches(&owner_uid(c)))
-        .map(|c| {
-            (
-                key_of(c),
-                revision_of(c.metadata.resource_version.as_deref()),
-            )
-        })
-        .collect();
-    let have: BTreeMap<String, u64> = replica
-        .config_maps
-        .lister()
-        .list(&informer_store::Everything)
-        .iter()
-        .map(|c| {
-            (
-                key_of(&**c),
-                revision_of(c.metadata.resource_version.as_deref()),
-            )
-        })
-        .collect();
-    if want != have {
+    let children = |c: &ConfigMap| mine.matches(&owner_uid(c));
+    if !same_objects(config_maps, children, &replica.config_maps.lister()) {
         problems.push(format!(
             "{}: its config map cache is not its shards'",
             replica.name
@@ -518,15 +514,15 @@ fn cache_differences(replica: &Replica, pods: &[Pod], config_maps: &[ConfigMap])
     problems
 }
 
-/// Waits up to `bound` for the sharded world to settle; how long it took, or what is left.
-async fn settle(
-    server: &ApiServer,
-    fleet: &Fleet,
+/// Polls `unsettled` every 20 ms, up to `bound`, until it finds nothing left: how long that
+/// took, or what was left at the end.
+pub(crate) async fn settle(
     bound: Duration,
+    mut unsettled: impl FnMut() -> Vec<String>,
 ) -> Result<Duration, Vec<String>> {
     let begun = Instant::now();
     loop {
-        let problems = unsettled(server, fleet, fleet.options.shards);
+        let problems = unsettled();
         if problems.is_empty() {
             return Ok(begun.elapsed());
         }

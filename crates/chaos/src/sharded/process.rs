@@ -28,8 +28,8 @@ use tokio::task::JoinHandle;
 use super::ledger::{Ledger, Line, finals, wall_now};
 use super::replica::{Replica, ReplicaOptions};
 use super::{
-    ReplicaPlan, Replicas, RunFacts, ShardedOutcome, add_stats, churn, live_pods, options_of,
-    unconverged, verdict,
+    ReplicaPlan, Replicas, Roster, RunFacts, ShardedOutcome, add_stats, churn, live_pods,
+    options_of, settle, unconverged, verdict,
 };
 use crate::controller::{server_world, world_differences};
 use crate::journal::WriteLog;
@@ -221,29 +221,23 @@ async fn read_reports(
     }
 }
 
-/// The replica processes of a run.
+/// The replica processes of a run: this executable re-run as each.
 struct ProcessFleet {
     exe: PathBuf,
-    url: String,
-    options: ReplicaOptions,
-    ledger: Arc<Ledger>,
-    running: Vec<ReplicaProcess>,
-    started: usize,
-    /// The last terms reported by the replicas gone.
-    gone: ShardStats,
+    roster: Roster<ReplicaProcess>,
 }
 
 impl Replicas for ProcessFleet {
     fn names(&self) -> Vec<String> {
-        self.running.iter().map(|r| r.name.clone()).collect()
+        self.roster.running.iter().map(|r| r.name.clone()).collect()
     }
 
     async fn join(&mut self) -> Result<(), String> {
-        let name = format!("replica-{}", self.started);
+        let name = self.roster.next_name();
         let args = ReplicaArgs {
-            url: self.url.clone(),
+            url: self.roster.url.clone(),
             name: name.clone(),
-            options: self.options,
+            options: self.roster.options,
         };
         let mut child = Command::new(&self.exe)
             .args(args.to_args())
@@ -257,11 +251,10 @@ impl Replicas for ProcessFleet {
         let status = Arc::new(Mutex::new(Status::default()));
         let reader = tokio::spawn(read_reports(
             stdout,
-            Arc::clone(&self.ledger),
+            Arc::clone(&self.roster.ledger),
             Arc::clone(&status),
         ));
-        self.started += 1;
-        self.running.push(ReplicaProcess {
+        self.roster.running.push(ReplicaProcess {
             name,
             stdin: child.stdin.take(),
             child,
@@ -272,7 +265,7 @@ impl Replicas for ProcessFleet {
     }
 
     async fn kill(&mut self, index: usize) -> Result<(), String> {
-        let mut replica = self.running.remove(index);
+        let mut replica = self.roster.running.remove(index);
         replica
             .child
             .start_kill()
@@ -280,8 +273,8 @@ impl Replicas for ProcessFleet {
         let _ = replica.child.wait().await;
         let died = wall_now();
         let _ = replica.reader.await;
-        self.ledger.close_replica(&replica.name, died);
-        add_stats(&mut self.gone, replica.status.lock().terms);
+        self.roster.ledger.close_replica(&replica.name, died);
+        add_stats(&mut self.roster.gone, replica.status.lock().terms);
         Ok(())
     }
 }
@@ -296,7 +289,7 @@ impl ProcessFleet {
         };
         let mut problems = world_differences(&pods, &config_maps);
         let mut owners: BTreeMap<u32, usize> = BTreeMap::new();
-        for replica in &self.running {
+        for replica in &self.roster.running {
             let status = replica.status.lock();
             for shard in &status.owned {
                 *owners.entry(*shard).or_default() += 1;
@@ -305,14 +298,14 @@ impl ProcessFleet {
                 problems.push(format!("{} is busy", replica.name));
             }
         }
-        for shard in 0..self.options.shards {
+        for shard in 0..self.roster.options.shards {
             if owners.get(&shard) != Some(&1) {
                 problems.push(format!("shard {shard} has {:?} owners", owners.get(&shard)));
             }
         }
         if problems.is_empty() {
             let live = live_pods(server).unwrap_or_default();
-            problems.extend(finals(&self.ledger.entries(), &live).problems);
+            problems.extend(finals(&self.roster.ledger.entries(), &live).problems);
         }
         problems
     }
@@ -320,8 +313,8 @@ impl ProcessFleet {
     /// Closes every replica's standard input and waits (up to `bound`) for it to stop.
     async fn stop_all(&mut self, bound: Duration) -> Vec<String> {
         let mut problems = Vec::new();
-        for mut replica in self.running.drain(..) {
-            add_stats(&mut self.gone, replica.status.lock().terms);
+        for mut replica in self.roster.running.drain(..) {
+            add_stats(&mut self.roster.gone, replica.status.lock().terms);
             drop(replica.stdin.take());
             let exited = tokio::time::timeout(bound, replica.child.wait()).await;
             let _ = replica.reader.await;
@@ -368,43 +361,35 @@ async fn drive(
     }
     let mut fleet = ProcessFleet {
         exe: exe.to_owned(),
-        url: server.url(),
-        options: options_of(scenario, plan.shards),
-        ledger: Arc::new(Ledger::default()),
-        running: Vec::new(),
-        started: 0,
-        gone: ShardStats::default(),
+        roster: Roster::new(server.url(), options_of(scenario, plan.shards)),
     };
     for _ in 0..plan.initial {
         fleet.join().await.map_err(|e| vec![e])?;
     }
     let (faults, mut problems) = churn(scenario, server, &plan, &mut fleet).await;
-    let begun = Instant::now();
     let mut settled_in = SETTLE_BOUND;
     if problems.is_empty() {
-        loop {
-            let left = fleet.unsettled(server);
-            if left.is_empty() {
-                settled_in = begun.elapsed();
-                break;
-            }
-            if begun.elapsed() > SETTLE_BOUND {
-                let unplaced = fleet
-                    .running
-                    .iter()
-                    .map(|r| (r.name.clone(), r.status.lock().unplaced));
+        match settle(SETTLE_BOUND, || fleet.unsettled(server)).await {
+            Ok(took) => settled_in = took,
+            Err(left) => {
+                let running = fleet.roster.running.iter();
+                let unplaced = running.map(|r| (r.name.clone(), r.status.lock().unplaced));
                 problems.extend(unconverged(left, unplaced));
-                break;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     problems.extend(fleet.stop_all(SETTLE_BOUND).await);
     let facts = RunFacts {
-        replicas: fleet.started,
-        stats: fleet.gone,
+        replicas: fleet.roster.started,
+        stats: fleet.roster.gone,
         faults,
         settled_in,
     };
-    verdict(scenario, server, &fleet.ledger.entries(), facts, problems)
+    verdict(
+        scenario,
+        server,
+        &fleet.roster.ledger.entries(),
+        facts,
+        problems,
+    )
 }
