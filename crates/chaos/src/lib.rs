@@ -43,7 +43,7 @@
 //! ledger checked for two replicas reconciling one object at once, in one process or with each
 //! replica a process of its own.
 //!
-//! Both suites run many seeds alike ([`seeds`]: [`run_suite`] over a [`SeedSuite`], into a
+//! The suites run many seeds alike ([`seeds`]: [`run_suite`] over a [`SeedSuite`], into a
 //! [`Summary`] of the suite's own tally).
 //!
 //! The `informer-chaos` binary runs thousands of seeds (`--controller` for the controller
