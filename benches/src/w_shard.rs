@@ -1,7 +1,7 @@
 //! W-SHARD: one controller scaled out to N replicas that split the objects between them by
 //! the hash of their UID (`Controller::sharded`), against the simulator on loopback.
 //!
-//! The simulator holds [`Data::objects`] small ConfigMaps (one data key each) and serves
+//! The simulator holds the objects (100,000 small ConfigMaps, one data key each) and serves
 //! `shardSelector`, so each replica lists and watches only its shards. Each replica has its own
 //! kube client, its own ConfigMap informer and its own controller with [`CONCURRENCY`]
 //! reconciles at once; the shard Leases are in memory (`MemoryLeases`, one handle per replica)
