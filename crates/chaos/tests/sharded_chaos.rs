@@ -5,7 +5,6 @@
 //! last reconciled at its final version), and its ledger of reconciles must show no two
 //! replicas reconciling one object at overlapping times. A failure prints its seed and the
 //! command that replays it.
-
 //!
 //! Both tests are ignored while `Controller::sharded` drops a key whose pod its replica neither
 //! caches nor remembers deleting: a child left by a pod deleted while its shard moved, or by a
@@ -84,8 +83,8 @@ fn sharded_replicas_never_overlap_and_converge_through_kills_cuts_and_joins() {
 #[ignore = "Controller::sharded leaves orphaned children: see the module docs"]
 fn sharded_replicas_in_processes_of_their_own() {
     let exe = Path::new(env!("CARGO_BIN_EXE_informer-chaos"));
-    let seed = env_u64("CHAOS_FIRST_SEED").unwrap_or(3);
-    let scenario = Scenario::with_steps(seed, 100);
+    let seed = env_u64("CHAOS_FIRST_SEED").unwrap_or(6);
+    let scenario = Scenario::with_steps(seed, 150);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
