@@ -18,11 +18,11 @@ use crate::{BoxError, NAMES};
 /// Whether the world on the server is what the Apps ask for: each existing App has exactly its
 /// children, each as it wants it, and a status that says so for its current spec; no ConfigMap
 /// is owned by an App that is gone.
-fn converged(server: &ApiServer, apps: &ResourceInfo) -> Result<bool, BoxError> {
+fn converged(server: &ApiServer, apps: &ResourceInfo, names: &[&str]) -> Result<bool, BoxError> {
     let (config_maps, _) = server.list::<ConfigMap>(None)?;
     let mut ok = true;
     let mut uids = Vec::new();
-    for name in NAMES {
+    for &name in names {
         let Ok(app) = server.get_value(apps, Some("default"), name) else {
             continue; // deleted
         };
@@ -62,14 +62,24 @@ fn converged(server: &ApiServer, apps: &ResourceInfo) -> Result<bool, BoxError> 
     Ok(ok)
 }
 
-/// Waits (up to 30 s) until the world has converged.
+/// Waits (up to 30 s) until the world of the Apps [`NAMES`] has converged.
 pub(crate) async fn wait_converged(
     server: &ApiServer,
     apps: &ResourceInfo,
     what: &str,
 ) -> Result<(), String> {
+    wait_apps_converged(server, apps, &NAMES, what).await
+}
+
+/// Waits (up to 30 s) until the world of the Apps `names` has converged.
+pub(crate) async fn wait_apps_converged(
+    server: &ApiServer,
+    apps: &ResourceInfo,
+    names: &[&str],
+    what: &str,
+) -> Result<(), String> {
     tokio::time::timeout(Duration::from_secs(30), async {
-        while !converged(server, apps).unwrap_or(false) {
+        while !converged(server, apps, names).unwrap_or(false) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -145,7 +155,7 @@ fn events(server: &ApiServer) -> Result<(), BoxError> {
 /// Read-your-own-writes at work: every reconcile after one that wrote waited until the caches
 /// showed those writes, so no replica ever found a child it had created missing from its
 /// cache and created it again. Only a wait that timed out (a stale read, counted) could.
-fn own_writes(tallies: &[Arc<Tally>]) -> Result<(), BoxError> {
+pub(crate) fn own_writes(tallies: &[Arc<Tally>]) -> Result<(), BoxError> {
     let sum = |count: fn(&Tally) -> u64| tallies.iter().map(|t| count(t)).sum::<u64>();
     let waits = sum(|t| t.waits.load(Ordering::Relaxed));
     let stale = sum(|t| t.stale.load(Ordering::Relaxed));

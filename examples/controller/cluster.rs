@@ -9,21 +9,26 @@ use informers::kube_client::{self, Api};
 
 use crate::BoxError;
 use crate::app::{App, CONTROLLER, GROUP, app_crd};
-use crate::replica::Replica;
+use crate::replica::{Mode, Replica};
 
-/// The command line: `--replicas N` (default 1), `--cluster`, `--seconds N` (with
-/// `--cluster`: stop after N seconds instead of at Ctrl-C).
+/// The command line: `--replicas N` (default 1), `--shards N` (N sharded replicas, on the
+/// simulator), `--cluster`, `--seconds N` (with `--cluster`: stop after N seconds instead of at
+/// Ctrl-C).
 pub(crate) struct Args {
     pub(crate) replicas: usize,
+    /// `--shards N`: N replicas sharing the Apps by shard.
+    pub(crate) sharded: Option<usize>,
     pub(crate) cluster: bool,
     pub(crate) seconds: Option<u64>,
 }
 
 impl Args {
     pub(crate) fn parse() -> Result<Self, BoxError> {
-        const USAGE: &str = "usage: controller [--replicas N] [--cluster [--seconds N]]";
+        const USAGE: &str =
+            "usage: controller [--replicas N | --shards N] [--cluster [--seconds N]]";
         let mut parsed = Self {
             replicas: 1,
+            sharded: None,
             cluster: false,
             seconds: None,
         };
@@ -37,6 +42,12 @@ impl Args {
                         .filter(|&n: &usize| n >= 1)
                         .ok_or("--replicas takes a number, at least 1")?;
                 }
+                "--shards" => {
+                    let n = args.next().and_then(|n| n.parse().ok());
+                    let n = n.filter(|&n: &usize| n >= 1);
+                    parsed.sharded =
+                        Some(n.ok_or("--shards takes a number of replicas, at least 1")?);
+                }
                 "--seconds" => {
                     let n = args.next().and_then(|n| n.parse().ok());
                     parsed.seconds = Some(n.ok_or("--seconds takes a whole number")?);
@@ -44,6 +55,9 @@ impl Args {
                 "--cluster" => parsed.cluster = true,
                 other => return Err(format!("unknown argument {other:?}; {USAGE}").into()),
             }
+        }
+        if parsed.sharded.is_some() && (parsed.cluster || parsed.replicas > 1) {
+            return Err(format!("--shards runs on the simulator, alone; {USAGE}").into());
         }
         Ok(parsed)
     }
@@ -97,7 +111,8 @@ pub(crate) async fn run_on_cluster(replicas: usize, seconds: Option<u64>) -> Res
         // A Lease holder's identity must be unique across processes.
         let name = format!("controller-{}-{i}", std::process::id());
         let client = kube_client::Client::try_from(config.clone())?;
-        running.push(Replica::start(client, &name, ha, true)?);
+        let mode = if ha { Mode::Elected } else { Mode::Alone };
+        running.push(Replica::start(client, &name, mode, true)?);
     }
     println!(
         "{replicas} replica(s) running{}; create an App (see the example's header), Ctrl-C to stop",

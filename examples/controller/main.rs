@@ -31,6 +31,13 @@
 //! then cuts the leader off from the server and crashes its successor, and checks that the
 //! world still converges each time.
 //!
+//! With `--shards N`, N replicas share the Apps instead (`Controller::sharded`): the hash
+//! space of the Apps' uids is split into 8 shards, assigned to the replicas on Leases; each
+//! replica caches and reconciles only the Apps of its shards (and their children, which follow
+//! their owner's shard). The example checks that every replica caches exactly its shards, then
+//! crashes one mid-run and checks that its shards move to the others and the world converges
+//! (`sharded.rs`).
+//!
 //! With `--cluster`, the same controller (and its replicas) runs against the cluster of the
 //! current kubeconfig (or the in-cluster service account) instead, until Ctrl-C or
 //! `--seconds N`: it applies the `App` CustomResourceDefinition if the cluster does not serve
@@ -41,6 +48,7 @@
 //! ```sh
 //! cargo run --example controller
 //! cargo run --example controller -- --replicas 3
+//! cargo run --example controller -- --shards 3
 //! cargo run --example controller -- --cluster --replicas 2
 //! kubectl apply -f - <<EOF
 //! apiVersion: example.informers.dev/v1
@@ -56,6 +64,7 @@ mod check;
 mod cluster;
 mod reconcile;
 mod replica;
+mod sharded;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -71,7 +80,7 @@ use informers::runtime::Client;
 use app::{App, GROUP};
 use check::{final_check, wait_converged};
 use cluster::{Args, run_on_cluster};
-use replica::{Replica, new_leader};
+use replica::{Mode, Replica, new_leader};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -81,6 +90,7 @@ const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 async fn main() -> Result<(), BoxError> {
     let Args {
         replicas,
+        sharded,
         cluster,
         seconds,
     } = Args::parse()?;
@@ -97,10 +107,9 @@ async fn main() -> Result<(), BoxError> {
             .register_info(apps.clone()),
     )
     .await?;
-    let app = |name: &str, replicas: u32| {
-        serde_json::json!({"apiVersion": format!("{GROUP}/v1"), "kind": "App",
-            "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}})
-    };
+    if let Some(n) = sharded {
+        return sharded::run(server, &apps, n).await;
+    }
     for (name, replicas) in NAMES.into_iter().zip([2, 3, 1]) {
         server.create_value(&apps, app(name, replicas))?;
     }
@@ -108,7 +117,8 @@ async fn main() -> Result<(), BoxError> {
     let mut running = Vec::new();
     for i in 0..replicas {
         let name = format!("controller-{i}");
-        running.push(Replica::on_simulator(&server, &name, ha)?);
+        let mode = if ha { Mode::Elected } else { Mode::Alone };
+        running.push(Replica::on_simulator(&server, &name, mode)?);
     }
     // Kept past a crash, for the final check.
     let tallies: Vec<_> = running.iter().map(|r| Arc::clone(&r.tally)).collect();
@@ -215,6 +225,12 @@ async fn lose_leaders(
         running[after].name
     );
     Ok(())
+}
+
+/// The App `name` wanting `replicas` children, in `default`.
+fn app(name: &str, replicas: u32) -> serde_json::Value {
+    serde_json::json!({"apiVersion": format!("{GROUP}/v1"), "kind": "App",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"replicas": replicas}})
 }
 
 /// Sets `spec.replicas` of the App `name`, as a user's edit does.

@@ -1,16 +1,20 @@
 //! One replica of the controller: its own kube client (its identity to the server), factory,
-//! caches, `Client` and controller; with several, behind a leader election on a Lease.
+//! caches, `Client` and controller; with several, behind a leader election on a Lease, or
+//! sharing the Apps by shard.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use informers::apiserver::ApiServer;
+use informers::informer::ShardBy;
 use informers::k8s_openapi::api::core::v1::ConfigMap;
 use informers::kube::{
     OWNER_UID_INDEX, UID_INDEX, owner_keys, owner_uid_index_func, uid_index_func,
 };
 use informers::kube_client;
-use informers::leaderelection::{ElectionConfig, KubeLease, LeaderElector};
+use informers::leaderelection::{
+    ElectionConfig, KubeLease, KubeLeases, LeaderElector, ShardConfig, ShardRunner, Timings,
+};
 use informers::prelude::*;
 use informers::runtime::events::{Recorder, Reporter};
 use informers::runtime::predicates::{finalizers_changed, generation_changed};
@@ -20,11 +24,27 @@ use crate::BoxError;
 use crate::app::{App, CONTROLLER, GROUP};
 use crate::reconcile::{Ctx, Tally, on_error, reconcile};
 
+/// How the replicas of the controller share the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One replica, reconciling everything.
+    Alone,
+    /// Several, behind a leader election: one reconciles at a time.
+    Elected,
+    /// Several, sharing the Apps' hash space split into this many shards: each caches and
+    /// reconciles its own.
+    Sharded(u32),
+}
+
 pub(crate) struct Replica {
     pub(crate) name: String,
     pub(crate) factory: KubeInformerFactory,
     /// What it counted (kept by the final check past a crash).
     pub(crate) tally: Arc<Tally>,
+    /// Its App cache.
+    pub(crate) apps: Arc<SharedIndexInformer<App>>,
+    /// Its shard assignment, when sharded.
+    pub(crate) shards: Option<ShardRunner>,
     elector: Option<LeaderElector>,
     stop: CancellationToken,
     running: tokio::task::JoinHandle<Result<(), RuntimeError>>,
@@ -33,22 +53,33 @@ pub(crate) struct Replica {
 impl Replica {
     /// A replica on the simulator: its client sends its name as its token, the identity the
     /// simulator's faults address.
-    pub(crate) fn on_simulator(server: &ApiServer, name: &str, ha: bool) -> Result<Self, BoxError> {
+    pub(crate) fn on_simulator(
+        server: &ApiServer,
+        name: &str,
+        mode: Mode,
+    ) -> Result<Self, BoxError> {
         let mut config = kube_client::Config::new(server.url().parse()?);
         config.auth_info.token = Some(name.to_owned().into()); // who the server takes us for
-        Self::start(kube_client::Client::try_from(config)?, name, ha, false)
+        Self::start(kube_client::Client::try_from(config)?, name, mode, false)
     }
 
-    /// Starts the informers and the controller; with `ha`, behind the Lease `app-controller`.
+    /// Starts the informers and the controller: elected behind the Lease `app-controller`, or
+    /// sharded on the Leases `app-controller-*`, as `mode` says.
     pub(crate) fn start(
         kube: kube_client::Client,
         name: &str,
-        ha: bool,
+        mode: Mode,
         verbose: bool,
     ) -> Result<Self, BoxError> {
         let factory = KubeInformerFactory::new(KubeSource::new(kube.clone()));
         let app_informer = factory.informer::<App>();
-        let config_map_informer = factory.informer::<ConfigMap>();
+        // Sharded, a ConfigMap follows its App's shard (its controller owner's uid), so that a
+        // replica caches the children of exactly the Apps it reconciles.
+        let config_map_informer = match mode {
+            Mode::Sharded(_) => factory
+                .informer_with::<ConfigMap>(InformerOptions::default().shard_by(ShardBy::Owner)),
+            Mode::Alone | Mode::Elected => factory.informer::<ConfigMap>(),
+        };
         app_informer.add_index(UID_INDEX, uid_index_func::<App>())?;
         config_map_informer.add_index(OWNER_UID_INDEX, owner_uid_index_func::<ConfigMap>())?;
         // The reconcile reads Apps and ConfigMaps from these caches and writes through the
@@ -66,6 +97,7 @@ impl Replica {
         // (`read_your_writes`, on by default, up to 5 s); the tally counts those waits.
         let tally = Arc::new(Tally::default());
         let owners = app_informer.lister();
+        let apps = Arc::clone(&app_informer);
         let mut controller = Controller::new(app_informer)
             .owns(config_map_informer, move |cm: &ConfigMap| {
                 owner_keys(&owners, cm)
@@ -75,13 +107,26 @@ impl Replica {
             })
             .observer(tally.clone())
             .concurrency(2);
-        let elector = if ha {
-            let elector = elector(&kube, name)?;
-            controller = controller.leader_election(elector.clone());
-            Some(elector)
-        } else {
-            None
-        };
+        let (mut elector, mut shards) = (None, None);
+        match mode {
+            Mode::Alone => {}
+            Mode::Elected => {
+                let e = LeaderElector::new(
+                    KubeLease::new(kube.clone(), "default", CONTROLLER),
+                    ElectionConfig::new(name).timings(LEASE, DEADLINE, RETRY),
+                )?;
+                controller = controller.leader_election(e.clone());
+                elector = Some(e);
+            }
+            Mode::Sharded(count) => {
+                // The one builder call: the controller runs the assignment and follows it.
+                let config = ShardConfig::new(CONTROLLER, name, count)
+                    .timings(Timings::new(LEASE, DEADLINE, RETRY));
+                let runner = ShardRunner::new(KubeLeases::new(kube.clone(), "default"), config)?;
+                controller = controller.sharded(runner.clone());
+                shards = Some(runner);
+            }
+        }
         let recorder = Recorder::new(
             kube,
             Reporter {
@@ -107,6 +152,8 @@ impl Replica {
             name: name.to_owned(),
             factory,
             tally,
+            apps,
+            shards,
             elector,
             stop,
             running,
@@ -134,17 +181,11 @@ impl Replica {
     }
 }
 
-/// The leader election of `name`, on the Lease `default/app-controller`. Short timings, so
-/// that the example runs in seconds; the defaults are 15 s, 10 s, 2 s.
-fn elector(kube: &kube_client::Client, name: &str) -> Result<LeaderElector, BoxError> {
-    let lease = KubeLease::new(kube.clone(), "default", CONTROLLER);
-    let timings = ElectionConfig::new(name).timings(
-        Duration::from_secs(2),
-        Duration::from_millis(1200),
-        Duration::from_millis(300),
-    );
-    Ok(LeaderElector::new(lease, timings)?)
-}
+/// The Leases' timings (the election's, and the shards'): short, so that the example runs in
+/// seconds; the defaults are 15 s, 10 s, 2 s.
+const LEASE: Duration = Duration::from_secs(2);
+const DEADLINE: Duration = Duration::from_millis(1200);
+const RETRY: Duration = Duration::from_millis(300);
 
 /// Waits (up to 30 s) until one of `replicas` other than `not` leads; returns its index.
 pub(crate) async fn new_leader(replicas: &[Replica], not: Option<usize>) -> Result<usize, String> {

@@ -19,7 +19,11 @@
 //!   read from the queues' own numbers at each scrape;
 //! * **reconcilers**: [`reconcile_observer`](Metrics::reconcile_observer) for
 //!   `Controller::observer`: reconciles by result, errors, durations (controller-runtime's
-//!   names), and the read-your-own-writes waits (their results and durations).
+//!   names), and the read-your-own-writes waits (their results and durations);
+//! * **sharded controllers**: [`watch_shards`](Metrics::watch_shards) for
+//!   `Controller::shard_stats`, read at each scrape: per shard whether it is owned, its terms
+//!   (moves in), the keys queued as its terms began, its reconciles and skipped keys; the
+//!   replica's moves (started, handed off, lost).
 //!
 //! With the feature `http`, `Endpoints` serves `/metrics`, `/readyz` and `/livez` (from the
 //! factories' health) as an axum router.
@@ -54,6 +58,7 @@ mod http;
 mod informer_stats;
 mod reconcile;
 mod reflector;
+mod shards;
 mod workqueue;
 
 use std::sync::Arc;
@@ -61,7 +66,7 @@ use std::sync::Arc;
 use informer::SharedIndexInformer;
 use informer_factory::SharedInformerFactory;
 use informer_reflector::ReflectorObserver;
-use informer_runtime::ReconcileObserver;
+use informer_runtime::{ReconcileObserver, ShardStatsHandle};
 use informer_workqueue::{MetricsProvider, QueueList};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
@@ -87,6 +92,7 @@ struct Inner {
     workqueue: Arc<QueueList>,
     reconcile: Arc<reconcile::Families>,
     informers: Arc<informer_stats::Sources>,
+    shards: Arc<shards::Sources>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -116,6 +122,10 @@ impl Metrics {
             sources: Arc::clone(&informers),
             reflector: Arc::clone(&reflector),
         }));
+        let shards = Arc::new(shards::Sources::default());
+        registry.register_collector(Box::new(shards::Collector {
+            sources: Arc::clone(&shards),
+        }));
         Self {
             inner: Arc::new(Inner {
                 registry: Mutex::new(registry),
@@ -123,6 +133,7 @@ impl Metrics {
                 workqueue,
                 reconcile,
                 informers,
+                shards,
             }),
         }
     }
@@ -173,6 +184,14 @@ impl Metrics {
             Arc::clone(&self.inner.reconcile),
             controller,
         ))
+    }
+
+    /// Reads the shard counters of the sharded controller named `controller`
+    /// (`Controller::shard_stats`) at each scrape: per shard whether it is owned, its terms
+    /// begun, the keys its terms queued as they began, its reconciles and its keys skipped;
+    /// the replica's moves (started, handed off, lost) and its unplaced keys.
+    pub fn watch_shards(&self, controller: &str, stats: ShardStatsHandle) {
+        self.inner.shards.add(controller, stats);
     }
 
     /// The registry, to register metrics of your own beside these.

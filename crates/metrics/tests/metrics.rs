@@ -107,6 +107,15 @@ async fn reflector_cache_and_consumer_metrics_move_with_their_events() {
         slow.lag() >= Duration::from_millis(20)
     })
     .await;
+    // The watch after the 429 starts once its backoff wait is over: on a loaded machine,
+    // possibly after the consumer's lag reached 20 ms.
+    eventually("the watch after the 429", || {
+        sample(
+            &metrics.encode(),
+            "informer_reflector_watches_total{informer=\"words\"}",
+        ) == Some(2.0)
+    })
+    .await;
 
     let text = metrics.encode();
     if std::env::var_os("SHOW_SCRAPE").is_some() {

@@ -365,16 +365,11 @@ where
                 | WatchEvent::Deleted { object, .. }
                     if !self.in_shards(&object) => {}
                 WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
-                    let Ok(k) = key(&object).inspect_err(|err| {
-                        tracing::warn!(reflector = %self.name, error = %err, "skipping an object of the initial state without a key");
-                    }) else {
-                        continue;
-                    };
                     let object = match &self.config.list_interner {
                         Some(intern) => intern(object),
                         None => object,
                     };
-                    initial.add(k, object);
+                    initial.add(object);
                     if let (Collected::Parts(parts), Some(batch)) =
                         (&mut listed.items, initial.full(every))
                     {
@@ -415,10 +410,11 @@ where
     }
 }
 
-/// The initial events of a streaming list not handed to the store yet, in their order, with
-/// their keys (a later one of a key wins, in the store as in a list).
+/// The initial events of a streaming list not handed to the store yet, in their order (a
+/// later one of a key wins, in the store as in a list). Their keys are not kept: the store
+/// computes them, and a deletion among the initial events (rare) computes those it needs.
 struct Initial<K> {
-    objects: Vec<(String, Arc<K>)>,
+    objects: Vec<Arc<K>>,
 }
 
 impl<K> Default for Initial<K> {
@@ -430,8 +426,8 @@ impl<K> Default for Initial<K> {
 }
 
 impl<K> Initial<K> {
-    fn add(&mut self, key: String, object: Arc<K>) {
-        self.objects.push((key, object));
+    fn add(&mut self, object: Arc<K>) {
+        self.objects.push(object);
     }
 
     /// The objects to hand over, once there are `every` of them.
@@ -441,14 +437,15 @@ impl<K> Initial<K> {
 
     /// Forgets `key`, here and in the parts handed over before.
     fn remove(&mut self, key: &str, items: &mut Collected<K>, key_of: &KeyFunc<K>) {
-        self.objects.retain(|(k, _)| k != key);
+        self.objects
+            .retain(|object| key_of(object).ok().as_deref() != Some(key));
         if let Collected::Parts(parts) = items {
             parts.unlist(key, |object| key_of(object).ok());
         }
     }
 
     fn take(&mut self) -> Vec<Arc<K>> {
-        self.objects.drain(..).map(|(_, object)| object).collect()
+        std::mem::take(&mut self.objects)
     }
 
     fn into_rest(mut self) -> Vec<Arc<K>> {

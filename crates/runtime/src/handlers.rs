@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use informer::{
-    HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandler, SharedIndexInformer,
+    HandlerOptions, HandlerRegistration, InformerError, ResourceEventHandler, ShardBy,
+    SharedIndexInformer,
 };
 use informer_store::{SharedIdentity, catch_panic};
 use informer_workqueue::{LOW_PRIORITY, WorkQueue};
@@ -16,8 +17,8 @@ use crate::Expectations;
 use crate::deleted::Deleted;
 use crate::shards::{Arrivals, ShardSlot};
 
-/// Queues a key at a priority.
-type Keys = Arc<dyn Fn(&str, i32) + Send + Sync>;
+/// Queues a key at a priority; sharded, with the shard of the object that woke it.
+type Keys = Arc<dyn Fn(&str, i32, Option<u32>) + Send + Sync>;
 
 /// A change of an informer's object, as far as its key's priority goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,24 +179,31 @@ pub(crate) struct Related<C, F> {
     expectations: Option<Expectations>,
     /// Sharded: which adds are a shard's objects arriving.
     arrivals: Arc<Arrivals>,
+    /// Sharded: the shard assignment, to place the keys woken (see [`Sharded::place`](crate::shards::Sharded::place)).
+    sharding: ShardSlot,
+    /// How the related informer hashes its objects.
+    by: ShardBy,
     _object: std::marker::PhantomData<fn(&C)>,
 }
 
 impl<C, F> Related<C, F> {
     /// Queues the keys `map` returns on `queue`, while `reconciling`, at the priority of the
-    /// related object's change.
+    /// related object's change; sharded, each placed in the related object's shard.
     pub(crate) fn new(
         map: F,
         identity: SharedIdentity<C>,
         both_sides: bool,
         expectations: Option<Expectations>,
-        queue: WorkQueue<Arc<str>>,
-        reconciling: Arc<AtomicBool>,
-        arrivals: Arc<Arrivals>,
+        (queue, reconciling): (WorkQueue<Arc<str>>, Arc<AtomicBool>),
+        (arrivals, sharding, by): (Arc<Arrivals>, ShardSlot, ShardBy),
     ) -> Self {
-        let enqueue: Keys = Arc::new(move |k: &str, priority: i32| {
+        let slot = Arc::clone(&sharding);
+        let enqueue: Keys = Arc::new(move |k: &str, priority: i32, shard: Option<u32>| {
             // Standing by, nothing is queued: a term queues every cached key.
             if reconciling.load(Ordering::Acquire) {
+                if let (Some(shard), Some(sharded)) = (shard, &*slot.read()) {
+                    sharded.place(k, shard);
+                }
                 queue.add_probed(k, priority, || Arc::from(k));
             }
         });
@@ -206,8 +214,24 @@ impl<C, F> Related<C, F> {
             enqueue,
             expectations,
             arrivals,
+            sharding,
+            by,
             _object: std::marker::PhantomData,
         }
+    }
+
+    /// Sharded, the shard of the related object `obj`, which is its keys' (a child follows
+    /// its controller owner: see [`Sharded::place`](crate::shards::Sharded::place)).
+    fn shard(&self, obj: &C) -> Option<u32>
+    where
+        C: 'static,
+    {
+        let sharding = self.sharding.read();
+        Some(
+            sharding
+                .as_ref()?
+                .shard_of_related(&self.identity, self.by, obj),
+        )
     }
 }
 
@@ -221,33 +245,37 @@ where
             .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
             .flatten();
         let priority = arrival.unwrap_or(priority(Change::Added { initial }));
+        let shard = self.shard(obj);
         for k in (self.map)(obj) {
             if let Some(e) = &self.expectations {
                 e.creation_observed(&k);
             }
-            (self.enqueue)(&k, priority);
+            (self.enqueue)(&k, priority, shard);
         }
     }
 
     fn on_update(&self, _key: &str, old: &Arc<C>, new: &Arc<C>) {
-        let mut keys = (self.map)(new);
+        let priority = priority(updated(&self.identity, old, new));
+        let shard = self.shard(new);
+        let keys = (self.map)(new);
+        keys.iter().for_each(|k| (self.enqueue)(k, priority, shard));
         if self.both_sides {
+            let shard = self.shard(old);
             for k in (self.map)(old) {
                 if !keys.contains(&k) {
-                    keys.push(k);
+                    (self.enqueue)(&k, priority, shard);
                 }
             }
         }
-        let priority = priority(updated(&self.identity, old, new));
-        keys.iter().for_each(|k| (self.enqueue)(k, priority));
     }
 
     fn on_delete(&self, key: &str, obj: &Arc<C>, _final_state_unknown: bool) {
+        let shard = self.shard(obj);
         for k in (self.map)(obj) {
             if let Some(e) = &self.expectations {
                 e.deletion_of_observed(&k, key);
             }
-            (self.enqueue)(&k, priority(Change::Deleted));
+            (self.enqueue)(&k, priority(Change::Deleted), shard);
         }
     }
 }

@@ -26,6 +26,12 @@
 //!   leading, stops the instant a term ends, and keeps its caches warm meanwhile (standing by,
 //!   it queues nothing and remembers only its [latest deletions](Controller::standby_deletions),
 //!   so its memory stays bounded however long it waits);
+//! * **sharded replicas**: [`sharded`](Controller::sharded) splits the objects between the
+//!   replicas by shard instead (a [`ShardRunner`] on Leases): each caches and reconciles only
+//!   the shards it owns, begins each shard's term with the shard's keys queued, and holds the
+//!   shard's [`ShardTerm`] for every reconcile of its keys, which the term's end cancels, so an
+//!   object is never reconciled by two replicas at once ([`Controller::shard_stats`] counts it
+//!   per shard);
 //! * **read-your-own-writes**: a reconcile of a key starts only once the caches show what the
 //!   key's previous reconcile wrote through a [`Client`] (with the `kube` feature): every
 //!   informer written to has applied the resource version the server answered with, and no

@@ -2,19 +2,20 @@
 //! its shard assignment: the shard of an object, the terms held now, the per-shard counters,
 //! and the resource versions that tell a shard's arriving objects from real changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use informer::{ShardField, ShardSelector};
+use informer::{ShardBy, ShardField, ShardSelector};
 use informer_leaderelection::{ShardRunner, ShardStats, ShardTerm};
 use informer_shard::ShardRange;
 use informer_store::SharedIdentity;
 use informer_workqueue::LOW_PRIORITY;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 /// Where the handlers and workers find the controller's shard assignment (`None`: not
 /// sharded).
-pub(crate) type ShardSlot = std::sync::Arc<RwLock<Option<std::sync::Arc<Sharded>>>>;
+pub(crate) type ShardSlot = Arc<RwLock<Option<Arc<Sharded>>>>;
 
 /// The shard assignment of a sharded controller, as its parts see it.
 pub(crate) struct Sharded {
@@ -28,6 +29,10 @@ pub(crate) struct Sharded {
     counters: Box<[Counters]>,
     /// Keys dequeued with no known object (neither cached nor a remembered deletion).
     unplaced: AtomicU64,
+    /// Where the keys queued by a related object's change belong: that object's shard (see
+    /// [`place`](Self::place)). Taken when the key is dequeued, so it holds at most the keys
+    /// queued.
+    placed: Mutex<HashMap<Arc<str>, u32>>,
 }
 
 /// One shard's counters.
@@ -49,6 +54,7 @@ impl Sharded {
             terms: RwLock::default(),
             counters: (0..count).map(|_| Counters::default()).collect(),
             unplaced: AtomicU64::new(0),
+            placed: Mutex::default(),
         }
     }
 
@@ -77,6 +83,38 @@ impl Sharded {
         let hash = informer_shard::hash(value.unwrap_or_default());
         // `count` is at least 1 (the runner's configuration is validated).
         ShardRange::index_of(hash, self.count).unwrap_or(0)
+    }
+
+    /// The shard of a related informer's object, hashed as that informer hashes it (`by`):
+    /// a child built with [`ShardBy::Owner`] is in its controller owner's shard, so the owner
+    /// keys it maps to are too.
+    pub(crate) fn shard_of_related<C: 'static>(
+        &self,
+        identity: &SharedIdentity<C>,
+        by: ShardBy,
+        obj: &C,
+    ) -> u32 {
+        let value = match (self.field(), by) {
+            (ShardField::Namespace, _) => identity.namespace(obj),
+            (ShardField::Uid, ShardBy::Object) => identity.uid(obj),
+            (ShardField::Uid, ShardBy::Owner) => {
+                identity.controller_uid(obj).or_else(|| identity.uid(obj))
+            }
+        };
+        let hash = informer_shard::hash(value.unwrap_or_default());
+        ShardRange::index_of(hash, self.count).unwrap_or(0)
+    }
+
+    /// Records that `key` was queued for a related object of `shard`: if its own object is
+    /// not known when it is dequeued (an owner gone, woken by its orphaned child), it is
+    /// reconciled in that shard, whose term the child's replica holds, instead of dropped.
+    pub(crate) fn place(&self, key: &str, shard: u32) {
+        self.placed.lock().insert(Arc::from(key), shard);
+    }
+
+    /// The shard `key` was last placed in by a related object, forgotten as it is read.
+    pub(crate) fn take_placement(&self, key: &str) -> Option<u32> {
+        self.placed.lock().remove(key)
     }
 
     /// Whether `shard`'s term is held here.
@@ -206,7 +244,7 @@ impl Arrivals {
 /// ([`Controller::shard_stats`](crate::Controller::shard_stats)). Cheap to clone.
 #[derive(Clone)]
 pub struct ShardStatsHandle {
-    pub(crate) sharded: std::sync::Arc<Sharded>,
+    pub(crate) sharded: Arc<Sharded>,
 }
 
 impl std::fmt::Debug for ShardStatsHandle {
@@ -237,8 +275,9 @@ pub struct ControllerShardStats {
     pub assignment: ShardStats,
     /// One entry per shard, in order.
     pub shards: Vec<ShardCounts>,
-    /// Keys dequeued whose object was neither cached nor a remembered deletion: no shard could
-    /// be told, so they were not reconciled.
+    /// Keys dequeued whose object was neither cached nor a remembered deletion, and that no
+    /// related object had placed in a shard: no shard could be told, so they were not
+    /// reconciled.
     pub unplaced: u64,
 }
 

@@ -156,11 +156,13 @@ where
         key: &Arc<str>,
         cancel: &CancellationToken,
     ) {
+        let placed = sharded.take_placement(key);
         let known = self
             .lister
             .get(key)
             .or_else(|| self.deleted.lock().get(key));
-        let Some(shard) = known.map(|obj| sharded.shard_of(&self.identity, &obj)) else {
+        let shard = known.map(|obj| sharded.shard_of(&self.identity, &obj));
+        let Some(shard) = shard.or(placed) else {
             sharded.note_unplaced();
             tracing::debug!(
                 "{key} is not reconciled: its object is neither cached nor a remembered \
@@ -175,13 +177,16 @@ where
             return;
         };
         let cancel = cancel.child_token();
+        let mut running = Box::pin(self.reconcile_one(key, &cancel, Some((sharded, shard))));
         tokio::select! {
             biased;
             () = term.ended() => {
+                // Told first, then dropped: cancelled at its current await.
                 cancel.cancel();
+                drop(running);
                 tracing::debug!(shard, "the reconcile of {key} is cancelled: the shard's term ended");
             }
-            () = self.reconcile_one(key, &cancel, Some((sharded, shard))) => {}
+            () = &mut running => {}
         }
         // Only now may the shard's Lease go to another replica.
         drop(term);
@@ -205,8 +210,9 @@ where
                 Target::Live(obj) => Some(obj),
                 Target::Deleted { last_known } => last_known.as_ref(),
             };
-            // A key recreated meanwhile as an object of another shard is that shard's.
-            if object.map(|o| sharded.shard_of(&self.identity, o)) != Some(shard) {
+            // A key recreated meanwhile as an object of another shard is that shard's. One with
+            // no object at all stays where a related object placed it.
+            if object.is_some_and(|o| sharded.shard_of(&self.identity, o) != shard) {
                 sharded.note_skipped(shard);
                 return;
             }

@@ -322,7 +322,9 @@ pub(super) fn write_frame(
 }
 
 /// [`write_frame`] from the bytes of the object's message, written before (a stored object's
-/// cached message).
+/// cached message). Every length is known beforehand, so each is written once, in front of
+/// what it measures: the message is copied once and never shifted (a watch's initial events
+/// are thousands of these).
 pub(super) fn write_frame_of(
     out: &mut Vec<u8>,
     event_type: &str,
@@ -330,9 +332,28 @@ pub(super) fn write_frame_of(
     kind: &str,
     message: &[u8],
 ) -> bool {
-    write_frame_with(out, event_type, api_version, kind, |out| {
-        out.extend_from_slice(message);
-    })
+    // Every tag here is of a field below 16: one byte.
+    let field = |len: usize| 1 + varint_len(len as u64) + len;
+    let type_meta = field(api_version.len()) + field(kind.len());
+    let content_fields = 4;
+    let envelope = MAGIC.len() + field(type_meta) + field(message.len()) + content_fields;
+    let raw_extension = field(envelope);
+    let Ok(len) = u32::try_from(field(event_type.len()) + field(raw_extension)) else {
+        return false;
+    };
+    out.reserve(4 + len as usize);
+    out.extend_from_slice(&len.to_be_bytes());
+    put_str(out, key(1, LEN), event_type);
+    put_len(out, key(2, LEN), raw_extension);
+    put_len(out, key(1, LEN), envelope);
+    out.extend_from_slice(MAGIC);
+    put_len(out, key(1, LEN), type_meta);
+    put_str(out, key(1, LEN), api_version);
+    put_str(out, key(2, LEN), kind);
+    put_len(out, key(2, LEN), message.len());
+    out.extend_from_slice(message);
+    write_content_fields(out);
+    true
 }
 
 /// A frame whose object's message `write_message` appends.
@@ -570,6 +591,12 @@ fn put_str(out: &mut Vec<u8>, tag: u64, s: &str) {
     put_varint(out, tag);
     put_varint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
+}
+
+/// Writes `tag` and the length `len` of the field's bytes, which follow.
+fn put_len(out: &mut Vec<u8>, tag: u64, len: usize) {
+    put_varint(out, tag);
+    put_varint(out, len as u64);
 }
 
 /// Writes `tag` and a one-byte length placeholder; returns where the placeholder is.

@@ -243,13 +243,17 @@ impl<K: Send + Sync + 'static> Controller<K> {
             Arc::clone(informer.identity()),
             both_sides,
             expectations,
-            self.queue.clone(),
-            Arc::clone(&self.reconciling),
-            Arc::clone(&arrivals),
+            (self.queue.clone(), Arc::clone(&self.reconciling)),
+            (
+                Arc::clone(&arrivals),
+                Arc::clone(&self.sharding),
+                informer.shard_by(),
+            ),
         );
         self.watched.push(Watched::register(&informer, handler));
         self.informers
             .push(ShardedInformer::new(&informer, relation, arrivals));
+        self.apply_shard_set_to_last();
         // A new term maps every cached object as its initial add would have been.
         let lister = informer.lister();
         self.related_keys.push(Box::new(move || {

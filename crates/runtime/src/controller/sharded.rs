@@ -77,8 +77,11 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   released to another replica before the reconcile has stopped; when the term ends the
     ///   reconcile is cancelled at its next await (its [`Request::cancel`](crate::Request)
     ///   fires, and its future is dropped) and its key is not queued again here. A key of a
-    ///   shard not owned is dropped when dequeued; one whose object is not known at all (an
-    ///   owner gone and forgotten, woken by a child) is dropped too, counted
+    ///   shard not owned is dropped when dequeued. A key whose object is not known at all (an
+    ///   owner gone and forgotten) takes the shard of the `owns`/`watches` object that woke it
+    ///   (an orphaned child is in its gone owner's shard, and the replica owning that shard
+    ///   reconciles the owner's deletion); with no such object either (a key queued by hand)
+    ///   it is dropped, counted
     ///   ([`ControllerShardStats::unplaced`](crate::ControllerShardStats::unplaced)): no
     ///   replica can tell its shard, so none reconciles it.
     /// * **changes** are queued only for objects in the shards owned; a deletion heard for an
@@ -92,6 +95,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
         let field = self.sharding.read().as_ref().map(|s| s.field());
         let sharded = Sharded::new(runner);
         sharded.set_field(field.unwrap_or(ShardField::Uid));
+        // Nothing is owned yet: the caches hold nothing until the first term.
+        self.apply_shard_set(&sharded, false);
         *self.sharding.write() = Some(Arc::new(sharded));
         self.reconciling
             .store(true, std::sync::atomic::Ordering::Release);
@@ -103,8 +108,9 @@ impl<K: Send + Sync + 'static> Controller<K> {
     /// (a namespace's objects share a shard, so related objects of one namespace need no
     /// owner routing and a key never changes shard). Without `sharded`, nothing.
     pub fn shard_field(self, field: ShardField) -> Self {
-        if let Some(sharded) = &*self.sharding.read() {
+        if let Some(sharded) = self.sharding.read().clone() {
             sharded.set_field(field);
+            self.apply_shard_set(&sharded, false);
         }
         self
     }
@@ -135,6 +141,14 @@ impl<K: Send + Sync + 'static> Controller<K> {
             });
         }
         Ok(Some(sharded))
+    }
+
+    /// Sharded: sets the shard set of an informer just added (`owns`, `watches`) to the
+    /// shards held.
+    pub(super) fn apply_shard_set_to_last(&self) {
+        if let (Some(sharded), Some(informer)) = (&*self.sharding.read(), self.informers.last()) {
+            (informer.set_shards)(Some(sharded.selector()));
+        }
     }
 
     /// Sets every informer's shard set to the shards held (none at first).
