@@ -5,11 +5,6 @@
 //! last reconciled at its final version), and its ledger of reconciles must show no two
 //! replicas reconciling one object at overlapping times. A failure prints its seed and the
 //! command that replays it.
-//!
-//! Both tests are ignored while `Controller::sharded` drops a key whose pod its replica neither
-//! caches nor remembers deleting: a child left by a pod deleted while its shard moved, or by a
-//! pod recreated under its name in another shard, wakes only that key, and stays forever (see
-//! docs/reliability.md, "The sharded controller scenario"). Run them with `-- --ignored`.
 
 use std::path::Path;
 
@@ -28,7 +23,6 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 #[test]
-#[ignore = "Controller::sharded leaves orphaned children: see the module docs"]
 fn sharded_replicas_never_overlap_and_converge_through_kills_cuts_and_joins() {
     let first = env_u64("CHAOS_FIRST_SEED").unwrap_or(0);
     let count = env_u64("CHAOS_SHARDED_SEEDS").unwrap_or(SEEDS);
@@ -80,7 +74,6 @@ fn sharded_replicas_never_overlap_and_converge_through_kills_cuts_and_joins() {
 /// One short seed with every replica a process of its own (the `informer-chaos` binary),
 /// killed with `SIGKILL`: the same checks across address spaces.
 #[test]
-#[ignore = "Controller::sharded leaves orphaned children: see the module docs"]
 fn sharded_replicas_in_processes_of_their_own() {
     let exe = Path::new(env!("CARGO_BIN_EXE_informer-chaos"));
     let seed = env_u64("CHAOS_FIRST_SEED").unwrap_or(6);
