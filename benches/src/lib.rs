@@ -35,6 +35,7 @@ pub mod w_fifo;
 pub mod w_http;
 pub mod w_idx;
 pub mod w_inf;
+pub mod w_shard;
 pub mod w_wq;
 pub mod workload;
 
@@ -66,6 +67,8 @@ pub struct Sizes {
     pub ctrl_pods: usize,
     /// W-CTRL: MODIFIED events on those pods after the cold start.
     pub ctrl_updates: usize,
+    /// W-SHARD: ConfigMaps the sharded controller's replicas split between them.
+    pub shard_objects: usize,
     /// W-WQ: distinct keys added, then processed.
     pub wq_distinct: u64,
     /// W-WQ: hot keys re-added while processed.
@@ -90,6 +93,7 @@ impl Sizes {
             mem: 100_000,
             ctrl_pods: 10_000,
             ctrl_updates: 100_000,
+            shard_objects: 100_000,
             wq_distinct: 100_000,
             wq_hot_keys: 1_000,
             wq_hot_rounds: 100,
@@ -111,6 +115,7 @@ impl Sizes {
             mem: 10_000,
             ctrl_pods: 1_000,
             ctrl_updates: 10_000,
+            shard_objects: 10_000,
             wq_distinct: 10_000,
             wq_hot_keys: 1_000,
             wq_hot_rounds: 10,
@@ -132,6 +137,7 @@ impl Sizes {
             mem: 300,
             ctrl_pods: 100,
             ctrl_updates: 400,
+            shard_objects: 1_000,
             wq_distinct: 300,
             wq_hot_keys: 30,
             wq_hot_rounds: 5,

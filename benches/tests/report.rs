@@ -66,6 +66,7 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
             PathBuf::from(env!("CARGO_BIN_EXE_sync_server")),
             PathBuf::from(env!("CARGO_BIN_EXE_sync_client")),
         )),
+        w_shard_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_w_shard"))),
     };
     let beat = watchdog();
     let mut seen = 0;
@@ -169,6 +170,20 @@ fn every_workload_runs_on_tiny_sizes_and_fills_its_rows() {
         assert!(row.target.contains("client-go not measured"), "{row:?}");
     }
     assert!(find("W-CTRL", "cold start").target.contains("3×"));
+    // W-SHARD: ours alone, for 1, 2 and 4 replicas, the time and the largest replica's heap.
+    for replicas in [1, 2, 4] {
+        for phase in ["every key reconciled", "informer heap"] {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r.workload == "W-SHARD"
+                        && r.phase.starts_with(&format!("{replicas} replica(s)"))
+                        && r.phase.contains(phase)
+                })
+                .unwrap_or_else(|| panic!("no W-SHARD row for {replicas} replicas, {phase}"));
+            assert!(measured(row.ours), "{row:?}");
+        }
+    }
     for phase in [
         "key + slot",
         "index entries",
@@ -297,6 +312,7 @@ fn only_selects_by_part_of_a_name_and_reports_unknown_ones() {
         mem_exe: None,
         w_http_exe: None,
         sync_exes: None,
+        w_shard_exe: None,
     };
     assert_eq!(opts.unknown_names(), ["nonsense"]);
     let selected: Vec<_> = WORKLOADS.iter().filter(|w| opts.selected(w)).collect();
@@ -315,6 +331,7 @@ fn without_the_mem_binary_mem_rows_say_not_measured() {
         mem_exe: None,
         w_http_exe: None,
         sync_exes: None,
+        w_shard_exe: None,
     };
     let rows = report::run(&opts, &mut |_| {});
     assert!(!rows.is_empty());

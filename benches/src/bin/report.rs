@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Only the workloads whose name contains this (w-fifo-a, w-fifo-b, w-fifo-c, w-wq, w-idx,
-    /// w-inf, w-http, w-ctrl, mem, sync, sync-wire); repeatable.
+    /// w-inf, w-http, w-ctrl, w-shard, mem, sync, sync-wire); repeatable.
     #[arg(long, value_name = "NAME")]
     only: Vec<String>,
     /// Repetitions of each workload (figures are medians).
@@ -112,6 +112,7 @@ fn main() -> ExitCode {
         mem_exe: None,
         w_http_exe: None,
         sync_exes: None,
+        w_shard_exe: None,
     };
     let unknown = opts.unknown_names();
     if !unknown.is_empty() {
@@ -138,6 +139,11 @@ fn main() -> ExitCode {
         },
         sync_exes: if opts.selected("sync") || opts.selected("sync-wire") {
             sibling_exe("sync_server").zip(sibling_exe("sync_client"))
+        } else {
+            None
+        },
+        w_shard_exe: if opts.selected("w-shard") {
+            sibling_exe("w_shard")
         } else {
             None
         },

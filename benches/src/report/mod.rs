@@ -24,6 +24,7 @@ mod lean;
 mod mem;
 mod mem_projection;
 mod mem_relist;
+mod shard;
 mod sync;
 mod sync_wire;
 mod wq;
@@ -107,6 +108,12 @@ pub const TABLE: &[Workload] = &[
         rows: ctrl::ctrl_rows,
     },
     Workload {
+        name: "w-shard",
+        measures: "a sharded controller with 1, 2 and 4 replicas: reconciles per second and \
+                   each replica's informer heap",
+        rows: shard::shard_rows,
+    },
+    Workload {
         name: "mem",
         measures: "heap and resident set per cached pod, and the cache's overhead",
         rows: mem::mem_rows,
@@ -169,6 +176,8 @@ pub struct Options {
     pub w_http_exe: Option<PathBuf>,
     /// The `sync_server` and `sync_client` binaries; without them, SYNC is not measured.
     pub sync_exes: Option<(PathBuf, PathBuf)>,
+    /// The `w_shard` binary; without it, W-SHARD is not measured.
+    pub w_shard_exe: Option<PathBuf>,
 }
 
 impl Options {

@@ -343,7 +343,7 @@ fn fits(have: &ConfigMap, want: &ConfigMap) -> bool {
 }
 
 /// `namespace/name` of an object.
-fn key_of<K: Resource>(object: &K) -> String {
+pub(crate) fn key_of<K: Resource>(object: &K) -> String {
     let meta = object.meta();
     format!(
         "{}/{}",
@@ -364,7 +364,7 @@ fn rv_of<K: Resource>(object: &K) -> u64 {
 /// never be reconciled again. So the keys the owner references name (of kind `Pod`) and the
 /// pod a `<pod>-info` name stands for are woken too: their reconcile finds the pod gone and
 /// removes the child.
-fn owners_of(pods: &Lister<Pod>, child: &ConfigMap) -> Vec<String> {
+pub(crate) fn owners_of(pods: &Lister<Pod>, child: &ConfigMap) -> Vec<String> {
     let mut keys = owner_keys(pods, child);
     let namespace = child.metadata.namespace.as_deref().unwrap_or_default();
     let named = child
@@ -392,9 +392,9 @@ fn owners_of(pods: &Lister<Pod>, child: &ConfigMap) -> Vec<String> {
 
 /// What a run counts, shared by the reconciles, the error policy and the checks.
 #[derive(Debug, Default)]
-struct Tally {
-    reconciles: AtomicU64,
-    retried: AtomicU64,
+pub(crate) struct Tally {
+    pub(crate) reconciles: AtomicU64,
+    pub(crate) retried: AtomicU64,
     /// The most failures of one key in a row (its backoff grows with each).
     longest_streak: AtomicU64,
     creates: AtomicU64,
@@ -403,9 +403,9 @@ struct Tally {
     /// Retried errors by kind (`409 Conflict`, `500 InternalError`, …).
     errors: Mutex<BTreeMap<String, u64>>,
     /// The keys being reconciled now.
-    in_flight: Mutex<HashSet<Arc<str>>>,
+    pub(crate) in_flight: Mutex<HashSet<Arc<str>>>,
     /// Broken invariants, as found.
-    violations: Mutex<Vec<String>>,
+    pub(crate) violations: Mutex<Vec<String>>,
 }
 
 impl Tally {
@@ -426,7 +426,7 @@ impl Tally {
         }
     }
 
-    fn writes(&self) -> u64 {
+    pub(crate) fn writes(&self) -> u64 {
         self.creates.load(Ordering::SeqCst)
             + self.replaces.load(Ordering::SeqCst)
             + self.deletes.load(Ordering::SeqCst)
@@ -450,17 +450,17 @@ impl Drop for InFlight<'_> {
 
 /// What reconcile reads: the client, the caches, the queue (for its retry counts), and the
 /// tally it records into.
-struct Ctx {
-    client: kube::Client,
-    queue: WorkQueue<Arc<str>>,
-    pods: Arc<SharedIndexInformer<Pod>>,
-    config_maps: Arc<SharedIndexInformer<ConfigMap>>,
-    tally: Arc<Tally>,
+pub(crate) struct Ctx {
+    pub(crate) client: kube::Client,
+    pub(crate) queue: WorkQueue<Arc<str>>,
+    pub(crate) pods: Arc<SharedIndexInformer<Pod>>,
+    pub(crate) config_maps: Arc<SharedIndexInformer<ConfigMap>>,
+    pub(crate) tally: Arc<Tally>,
 }
 
 /// The reconcile: `ns/p`'s child is `ns/p-info`, with its node, owned by its current UID; any
 /// other ConfigMap that belongs to `ns/p` goes, and all of them go once the pod is gone.
-async fn reconcile(request: Request<Pod>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+pub(crate) async fn reconcile(request: Request<Pod>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
     let tally = &*ctx.tally;
     let _in_flight = tally.enter(&request.key);
     if !(ctx.pods.has_synced() && ctx.config_maps.has_synced()) {
@@ -554,7 +554,7 @@ async fn reconcile(request: Request<Pod>, ctx: Arc<Ctx>) -> Result<Action, kube:
 }
 
 /// Every error is retried through the rate limiter, and counted by kind.
-fn error_policy(request: &Request<Pod>, error: &kube::Error, ctx: &Arc<Ctx>) -> Action {
+pub(crate) fn error_policy(request: &Request<Pod>, error: &kube::Error, ctx: &Arc<Ctx>) -> Action {
     let kind = match error {
         kube::Error::Api(status) => format!("{} {}", status.code, status.reason),
         _ => "transport".to_owned(),
@@ -569,7 +569,7 @@ fn error_policy(request: &Request<Pod>, error: &kube::Error, ctx: &Arc<Ctx>) -> 
 
 /// The controller's queue: per-key exponential backoff from [`RETRY_BASE`] capped at
 /// [`RETRY_CAP`], and an overall bucket of [`RETRY_QPS`] (the longer of the two).
-fn queue() -> WorkQueue<Arc<str>> {
+pub(crate) fn queue() -> WorkQueue<Arc<str>> {
     WorkQueue::builder()
         .name("chaos-controller")
         .rate_limiter(MaxOfRateLimiter::new(vec![
@@ -581,7 +581,7 @@ fn queue() -> WorkQueue<Arc<str>> {
         .build()
 }
 
-fn owner_pod_index_func() -> informer_store::IndexFunc<ConfigMap> {
+pub(crate) fn owner_pod_index_func() -> informer_store::IndexFunc<ConfigMap> {
     index_func(|cm: &ConfigMap| {
         let namespace = cm.metadata.namespace.as_deref().unwrap_or_default();
         Ok(cm
@@ -837,7 +837,7 @@ fn owner_uids(cm: &ConfigMap) -> Vec<&str> {
 }
 
 /// The server's pods and ConfigMaps.
-fn server_world(server: &ApiServer) -> Result<(Vec<Pod>, Vec<ConfigMap>), String> {
+pub(crate) fn server_world(server: &ApiServer) -> Result<(Vec<Pod>, Vec<ConfigMap>), String> {
     let (pods, _) = server
         .list::<Pod>(None)
         .map_err(|e| format!("listing the server's pods: {e}"))?;
@@ -1108,7 +1108,7 @@ async fn settle(
 /// At most this many problems of one kind in a failure.
 const SHOWN: usize = 12;
 
-fn shown(mut problems: Vec<String>) -> Vec<String> {
+pub(crate) fn shown(mut problems: Vec<String>) -> Vec<String> {
     if problems.len() > SHOWN {
         let more = problems.len() - SHOWN;
         problems.truncate(SHOWN);

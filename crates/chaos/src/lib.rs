@@ -38,7 +38,12 @@
 //! pod exactly its child, no ConfigMap of a pod UID that is gone), and the controller and the
 //! informers must stop cleanly.
 //!
-//! Both suites run many seeds alike ([`seeds`]: [`run_suite`] over a [`SeedSuite`], into a
+//! The same controller also runs sharded ([`sharded`]): 3 to 5 replicas splitting the pods by
+//! shard on Leases, killed, cut off from the server and joined mid-run, every reconcile in a
+//! ledger checked for two replicas reconciling one object at once, in one process or with each
+//! replica a process of its own.
+//!
+//! The suites run many seeds alike ([`seeds`]: [`run_suite`] over a [`SeedSuite`], into a
 //! [`Summary`] of the suite's own tally).
 //!
 //! The `informer-chaos` binary runs thousands of seeds (`--controller` for the controller
@@ -74,6 +79,7 @@ pub mod runner;
 pub mod scenario;
 pub mod seeds;
 pub mod server_process;
+pub mod sharded;
 pub mod soak;
 pub mod stack;
 

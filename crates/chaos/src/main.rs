@@ -5,6 +5,8 @@
 //! cargo run --release -p informer-chaos -- --seed 417            # replay one seed
 //! cargo run --release -p informer-chaos -- --controller --seeds 500 # the controller scenario
 //! cargo run --release -p informer-chaos -- --controller --seed 31  # replay one of its seeds
+//! cargo run --release -p informer-chaos -- --sharded --seeds 50 --steps 150 # sharded replicas
+//! cargo run --release -p informer-chaos -- --sharded --processes --seeds 5 --steps 150
 //! cargo run --release -p informer-chaos -- --reinstall --seeds 100 --steps 150 # CRDs come, go
 //! cargo run --release -p informer-chaos -- --soak --duration 180 # 100,000 pods for 3 minutes
 //! cargo run --release -p informer-chaos -- --soak --server-process # the simulator apart
@@ -14,6 +16,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use informer_chaos::sharded::ShardedTally;
+use informer_chaos::sharded::process::{ReplicaArgs, run_sharded_processes, serve_replica};
 use informer_chaos::{
     ControllerTally, DEFAULT_STEPS, InformersTally, Scenario, SeedSuite, SoakOptions,
     reinstall_replay_command, run_reinstall, run_suite, serve_soak, soak,
@@ -42,6 +46,18 @@ struct Args {
     /// the seeds' churn and faults and disturbances of its own, checked for convergence.
     #[arg(long, conflicts_with = "soak")]
     controller: bool,
+    /// Run the sharded scenario: the controller as 3 to 5 replicas splitting the pods into
+    /// shards on Leases, replicas killed, cut off and joined; checked for convergence and for
+    /// no two replicas reconciling one object at once.
+    #[arg(long, conflicts_with_all = ["soak", "controller"])]
+    sharded: bool,
+    /// With --sharded: each replica in a process of its own (this binary, re-run with
+    /// --sharded-replica), killed with SIGKILL; one seed at a time.
+    #[arg(long, requires = "sharded")]
+    processes: bool,
+    /// The replica side of --processes.
+    #[arg(long, hide = true, value_name = "SPEC")]
+    sharded_replica: Option<String>,
     /// Run the custom-resource scenario: a CRD deleted and installed again between writes of
     /// its objects and faults, a factory informer of it checked for convergence (one seed at a
     /// time).
@@ -82,6 +98,16 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(spec) = &args.sharded_replica {
+        let served = ReplicaArgs::parse(spec).and_then(|replica| serve_replica(&replica));
+        return match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sharded replica: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let server_process = if args.server_process {
         match std::env::current_exe() {
             Ok(exe) => Some(exe),
@@ -135,7 +161,11 @@ fn main() -> ExitCode {
         .map(|&seed| Scenario::with_steps(seed, args.steps))
         .collect();
     let replaying = args.seed.is_some();
-    if args.controller {
+    if args.sharded && args.processes {
+        run_in_processes(&scenarios, args.seed.is_some())
+    } else if args.sharded {
+        run_batch::<ShardedTally>(scenarios, jobs, args.steps, replaying)
+    } else if args.controller {
         run_batch::<ControllerTally>(scenarios, jobs, args.steps, replaying)
     } else {
         run_batch::<InformersTally>(scenarios, jobs, args.steps, replaying)
@@ -174,16 +204,8 @@ fn run_batch<T: SeedSuite>(
 /// Runs the custom-resource scenario of each of `seeds`, one after the other, and prints each
 /// failure with the command that replays it, and each seed that passed when `replaying` one.
 fn run_reinstalls(seeds: &[u64], steps: usize, replaying: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("building a runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     println!(
         "running {} reinstall seeds ({steps} steps each)",
@@ -210,4 +232,56 @@ fn run_reinstalls(seeds: &[u64], steps: usize, replaying: bool) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Runs the sharded scenario of each of `scenarios` with every replica a process of this
+/// executable, one seed after the other; prints each failure with the command that replays it,
+/// and each seed that passed.
+fn run_in_processes(scenarios: &[Scenario], replaying: bool) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("--processes: this executable's path: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    println!(
+        "running {} sharded seeds, each replica a process of its own",
+        scenarios.len()
+    );
+    let mut failed = 0;
+    for scenario in scenarios {
+        match runtime.block_on(run_sharded_processes(scenario, &exe)) {
+            Ok(outcome) => println!("{outcome}"),
+            Err(failure) => {
+                failed += 1;
+                eprintln!("{failure} --processes");
+            }
+        }
+    }
+    if !replaying {
+        println!(
+            "{} of {} seeds passed",
+            scenarios.len() - failed,
+            scenarios.len()
+        );
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A runtime on two worker threads, or `None` (said on stderr) if it cannot be built.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .inspect_err(|e| eprintln!("building a runtime: {e}"))
+        .ok()
 }

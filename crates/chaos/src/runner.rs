@@ -74,6 +74,9 @@ pub enum Suite {
     /// The controller's convergence runs
     /// ([`run_controller_seed`](crate::controller::run_controller_seed)).
     Controller,
+    /// The sharded controller's runs: replicas killed, cut off and joining
+    /// ([`run_sharded_seed`](crate::sharded::run_sharded_seed)).
+    Sharded,
 }
 
 impl Suite {
@@ -82,6 +85,7 @@ impl Suite {
         match self {
             Suite::Informers => "seeds",
             Suite::Controller => "controller seeds",
+            Suite::Sharded => "sharded seeds",
         }
     }
 
@@ -90,6 +94,7 @@ impl Suite {
         match self {
             Suite::Informers => ("faults", 22),
             Suite::Controller => ("faults and disturbances", 28),
+            Suite::Sharded => ("faults and replica events", 28),
         }
     }
 
@@ -98,6 +103,7 @@ impl Suite {
         match self {
             Suite::Informers => "",
             Suite::Controller => " --controller",
+            Suite::Sharded => " --sharded",
         }
     }
 }
