@@ -42,6 +42,28 @@ pub enum ShardBy {
     Owner,
 }
 
+impl ShardBy {
+    /// The value hashed for `obj` with a selector on `field`: its own uid or namespace, or its
+    /// controller owner's uid (see [`Owner`](Self::Owner)); `""` when the object has none, as
+    /// the server hashes a missing namespace. A controller placing keys by shard hashes the
+    /// same value the reflector filters by.
+    pub fn value<'a, K: 'static>(
+        self,
+        field: ShardField,
+        identity: &SharedIdentity<K>,
+        obj: &'a K,
+    ) -> &'a str {
+        let value = match (field, self) {
+            (ShardField::Namespace, _) => identity.namespace(obj),
+            (ShardField::Uid, ShardBy::Object) => identity.uid(obj),
+            (ShardField::Uid, ShardBy::Owner) => {
+                identity.controller_uid(obj).or_else(|| identity.uid(obj))
+            }
+        };
+        value.unwrap_or_default()
+    }
+}
+
 /// Whether the server filtered the last list by the shard selector sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum ServerFiltering {
@@ -113,15 +135,7 @@ impl<K: 'static> ShardState<K> {
     /// The value `selector` hashes for `obj` (`""` when the object has none, as the server
     /// hashes a missing namespace).
     fn value<'a>(source: &ShardSource<K>, selector: &ShardSelector, obj: &'a K) -> &'a str {
-        let identity = &source.identity;
-        let value = match (selector.field(), source.by) {
-            (ShardField::Namespace, _) => identity.namespace(obj),
-            (ShardField::Uid, ShardBy::Object) => identity.uid(obj),
-            (ShardField::Uid, ShardBy::Owner) => {
-                identity.controller_uid(obj).or_else(|| identity.uid(obj))
-            }
-        };
-        value.unwrap_or_default()
+        source.by.value(selector.field(), &source.identity, obj)
     }
 }
 

@@ -76,13 +76,7 @@ impl Sharded {
     /// The shard of `obj`: the hash of its uid or namespace (`""` when it has none, as the
     /// informer's filter and the API server hash it).
     pub(crate) fn shard_of<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> u32 {
-        let value = match self.field() {
-            ShardField::Uid => identity.uid(obj),
-            ShardField::Namespace => identity.namespace(obj),
-        };
-        let hash = informer_shard::hash(value.unwrap_or_default());
-        // `count` is at least 1 (the runner's configuration is validated).
-        ShardRange::index_of(hash, self.count).unwrap_or(0)
+        self.shard_of_related(identity, ShardBy::Object, obj)
     }
 
     /// The shard of a related informer's object, hashed as that informer hashes it (`by`):
@@ -94,14 +88,8 @@ impl Sharded {
         by: ShardBy,
         obj: &C,
     ) -> u32 {
-        let value = match (self.field(), by) {
-            (ShardField::Namespace, _) => identity.namespace(obj),
-            (ShardField::Uid, ShardBy::Object) => identity.uid(obj),
-            (ShardField::Uid, ShardBy::Owner) => {
-                identity.controller_uid(obj).or_else(|| identity.uid(obj))
-            }
-        };
-        let hash = informer_shard::hash(value.unwrap_or_default());
+        let hash = informer_shard::hash(by.value(self.field(), identity, obj));
+        // `count` is at least 1 (the runner's configuration is validated).
         ShardRange::index_of(hash, self.count).unwrap_or(0)
     }
 
