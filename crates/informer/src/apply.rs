@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use informer_fifo::{Delta, Deltas, ReplacedAll};
+use informer_fifo::{Delta, Deltas, Queue, ReplacedAll};
 use informer_store::{Error, Identity, Indexer, SharedIdentity, Store, catch_panic};
 use parking_lot::Mutex;
 
@@ -15,6 +15,7 @@ use crate::health::{Counters, RefusalReason};
 use crate::informer_loop::{ProcessDeltas, Sink, apply_deltas, apply_one};
 use crate::processor::Processor;
 use crate::registration::Upstream;
+use crate::shards::ListedShards;
 use crate::version::{CacheVersion, VersionOf};
 
 /// Turns the informer loop's changes into notifications for the processor.
@@ -87,6 +88,8 @@ pub(crate) struct ApplyDeltas<K> {
     pub(crate) version: Arc<CacheVersion>,
     /// Found synced at the end of a batch: the wait for it has been woken.
     pub(crate) synced: bool,
+    /// The shard set of the last list queued, published once applied, and the queue.
+    pub(crate) listed: (Arc<ListedShards>, Arc<dyn Queue<K>>),
 }
 
 impl<K: Send + Sync + 'static> ApplyDeltas<K> {
@@ -150,7 +153,12 @@ impl<K: Send + Sync + 'static> ProcessDeltas<K> for ApplyDeltas<K> {
         }
     }
 
+    fn begin_batch(&mut self) {
+        self.listed.0.begin_batch();
+    }
+
     fn end_batch(&mut self) {
+        self.listed.0.end_batch(&*self.listed.1);
         self.distributor.processor.flush();
         if !self.synced && self.upstream.has_synced() {
             self.synced = true;

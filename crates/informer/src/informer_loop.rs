@@ -223,6 +223,10 @@ pub trait ProcessDeltas<K>: Send + 'static {
     /// lock released (see [`Queue::pop`]): the reflector goes on writing meanwhile.
     fn process(&mut self, deltas: Deltas<K>, is_in_initial_list: bool);
 
+    /// Called before each round of pops, before anything is taken off the queue. The default
+    /// does nothing.
+    fn begin_batch(&mut self) {}
+
     /// Called after each round of up to [`POP_BATCH`] pops, even one that popped nothing (the
     /// queue's ready hook woke the loop for a write that queued nothing, such as an empty
     /// list that made the queue synced): where buffered work is flushed and a sync noticed.
@@ -398,6 +402,7 @@ where
         let mut process = self.process.lock();
         let stopping = &self.stopping;
         let popped = catch_unwind(AssertUnwindSafe(|| {
+            process.begin_batch();
             let popped = self.queue.try_pop_batch(POP_BATCH, &mut |deltas, initial| {
                 // Once stopping, what is popped is dropped: nobody will read the cache.
                 if !stopping.load(Ordering::Acquire) {

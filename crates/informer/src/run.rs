@@ -89,7 +89,7 @@ where
 
         // Every log line of the run (the reflector's included) carries the informer's name.
         let span = tracing::info_span!("informer", name = %self.name);
-        let running = pop_loop.run(stop, self.apply_deltas());
+        let running = pop_loop.run(stop, self.apply_deltas(&queue));
         tokio::select! {
             biased;
             () = tracing::Instrument::instrument(running, span) => {}
@@ -201,6 +201,8 @@ where
             .with_name(self.name.to_string())
             .with_relist_by_page(config.relist_by_page)
             .with_shards(shards, self.shards.by, Arc::clone(&self.identity));
+        let (listed, staged_in) = (Arc::clone(&self.shards.listed), Arc::clone(queue));
+        reflector = reflector.with_listed_shards(move |set| listed.stage(set, &*staged_in));
         if let Some(handler) = config.watch_error_handler.clone() {
             reflector = reflector.with_watch_error_handler(move |e| handler(e));
         }
@@ -217,7 +219,7 @@ where
     }
 
     /// What the pop loop does with each change: apply it to the cache, then notify.
-    fn apply_deltas(&self) -> ApplyDeltas<K> {
+    fn apply_deltas(&self, queue: &Arc<dyn Queue<K>>) -> ApplyDeltas<K> {
         ApplyDeltas {
             distributor: Distributor {
                 processor: Arc::clone(&self.processor),
@@ -230,6 +232,7 @@ where
             upstream: Arc::clone(&self.upstream),
             version: Arc::clone(&self.version),
             synced: false,
+            listed: (Arc::clone(&self.shards.listed), Arc::clone(queue)),
         }
     }
 

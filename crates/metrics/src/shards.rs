@@ -32,7 +32,7 @@ impl std::fmt::Debug for Collector {
 /// One sample per shard: name, help, counter (or gauge), value.
 type Column = (&'static str, &'static str, bool, fn(&ShardCounts) -> f64);
 
-const SHARD_COLUMNS: [Column; 5] = [
+const SHARD_COLUMNS: [Column; 6] = [
     (
         "controller_shard_owned",
         "Whether this replica owns the shard now (1) or not (0)",
@@ -40,8 +40,14 @@ const SHARD_COLUMNS: [Column; 5] = [
         |s| f64::from(u8::from(s.owned)),
     ),
     (
+        "controller_shard_begun",
+        "Whether the shard's term has begun here (1): every cache holds the shard and its keys are reconciled; 0 while owned and waiting for the relists, or not owned",
+        false,
+        |s| f64::from(u8::from(s.begun)),
+    ),
+    (
         "controller_shard_terms",
-        "Terms of the shard begun on this replica (moves in)",
+        "Terms of the shard started on this replica (moves in)",
         true,
         |s| s.terms as f64,
     ),

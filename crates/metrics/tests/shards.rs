@@ -74,6 +74,8 @@ async fn shards_owned_moved_and_reconciled_are_counted_per_shard() {
         at(&text, "controller_shard_terms_total", &shard("0")),
         Some(1.0)
     );
+    // Both terms began: the informer relisted at both shards before anything was reconciled.
+    assert_eq!(at(&text, "controller_shard_begun", &shard("1")), Some(1.0));
     let moves = |m: &str| format!("controller=\"words\",move=\"{m}\"");
     assert_eq!(
         at(&text, "controller_shard_moves_total", &moves("started")),
@@ -102,4 +104,5 @@ async fn shards_owned_moved_and_reconciled_are_counted_per_shard() {
         Some(2.0)
     );
     assert_eq!(at(&text, "controller_shard_owned", &shard("1")), Some(0.0));
+    assert_eq!(at(&text, "controller_shard_begun", &shard("1")), Some(0.0));
 }

@@ -206,6 +206,7 @@ where
         };
         result.map_err(|e| Error::Store(Box::new(e)))?;
         self.set_last_sync_resource_version(&rv);
+        self.note_listed_shards();
         Ok(())
     }
 

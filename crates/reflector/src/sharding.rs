@@ -14,8 +14,11 @@
 //!   [`ServerFiltering`], read with [`Reflector::server_filtering`] and told to the observer
 //!   ([`ReflectorObserver::shard_filtering`](crate::ReflectorObserver::shard_filtering)). A streaming list says nothing about it.
 //! * A change of the shard set ends the watch and relists at once with the new set: the
-//!   store's replace removes the objects that left and adds those that arrived.
+//!   store's replace removes the objects that left and adds those that arrived. Until that
+//!   relist is in, the store holds the old set's objects; the set of the last list completed
+//!   is told to [`Reflector::with_listed_shards`]'s hook.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use informer_shard::{ShardField, ShardSelector};
@@ -106,6 +109,10 @@ impl ServerFiltering {
     }
 }
 
+/// Told the shard set of each list (or streaming list) the store has taken: see
+/// [`Reflector::with_listed_shards`].
+type ListedHook = Arc<dyn Fn(Option<&ShardSelector>) + Send + Sync>;
+
 /// What a sharded reflector keeps: where its shard set comes from, whose value is hashed, and
 /// the set of the cycle running.
 pub(crate) struct ShardState<K> {
@@ -113,6 +120,8 @@ pub(crate) struct ShardState<K> {
     /// The shard set of the cycle running (taken when it started).
     current: RwLock<Option<ShardSelector>>,
     server: AtomicU8,
+    /// Told the shard set of each list completed (see [`Reflector::with_listed_shards`]).
+    listed: Option<ListedHook>,
 }
 
 struct ShardSource<K> {
@@ -127,6 +136,7 @@ impl<K> Default for ShardState<K> {
             source: None,
             current: RwLock::new(None),
             server: AtomicU8::new(0),
+            listed: None,
         }
     }
 }
@@ -169,6 +179,21 @@ where
         self
     }
 
+    /// Calls `listed` with the shard set of every list (or streaming list) completed, once the
+    /// store has taken it (`None` for a list taken without a shard set): from then until the
+    /// next one, the store holds exactly the objects of that set. A change of the set does not
+    /// reach `listed` until the relist at the new set is in, so whoever reads a shard's objects
+    /// from the store (a controller beginning a shard's term) can wait for them. With a queue
+    /// as the store, the list is then queued, not yet applied by its consumer: see the
+    /// informer's `listed_shards` for the cache's.
+    pub fn with_listed_shards(
+        mut self,
+        listed: impl Fn(Option<&ShardSelector>) + Send + Sync + 'static,
+    ) -> Self {
+        self.shards.listed = Some(Arc::new(listed));
+        self
+    }
+
     /// Whether the server filtered the last list by the shard selector sent (see
     /// [`ServerFiltering`]).
     pub fn server_filtering(&self) -> ServerFiltering {
@@ -184,6 +209,14 @@ where
     pub(crate) fn begin_shard_cycle(&self) {
         if let Some(source) = &self.shards.source {
             *self.shards.current.write() = source.shards.borrow().clone();
+        }
+    }
+
+    /// A list at the cycle's shard set is in the store: tells whoever follows it.
+    pub(crate) fn note_listed_shards(&self) {
+        if let Some(listed) = &self.shards.listed {
+            let set = self.shards.current.read().clone();
+            listed(set.as_ref());
         }
     }
 

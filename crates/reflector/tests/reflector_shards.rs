@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use common::*;
 use informer_reflector::{
-    ListPage, Request, ServerFiltering, ShardBy, ShardField, ShardSelector, WatchStep,
+    Error, ListPage, Request, ServerFiltering, ShardBy, ShardField, ShardSelector, Status,
+    WatchStep,
 };
 use informer_store::{Identity, KeyError, SharedIdentity, meta_namespace_key};
 use tokio::sync::watch;
@@ -170,5 +171,49 @@ async fn children_follow_their_owner_and_nothing_is_sent_for_a_uid_set() {
         sorted(vec![format!("child-{}", inside[0]), inside[1].clone()])
     );
     assert_eq!(h.reflector.server_filtering(), ServerFiltering::Unknown);
+    h.stop().await;
+}
+
+/// The set of the last list completed follows a change only once the relist at the new set is
+/// in the store: not while it fails, nor before the store holds its objects.
+#[tokio::test(start_paused = true)]
+async fn the_listed_set_follows_a_change_only_once_its_relist_is_in() {
+    let (before, after) = (quarter(&[0]), quarter(&[0, 3]));
+    let every: Vec<String> = (0..40).map(name).collect();
+    let all = || every.iter().map(|n| obj(n, 1)).collect::<Vec<_>>();
+    let fake = Fake::new();
+    fake.push_list(ListPage::new(all(), "10"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    fake.push_list_error(Error::Api(Status::internal_error("etcd unavailable")));
+    fake.push_list(ListPage::new(all(), "11"));
+    fake.push_watch(vec![WatchStep::Hang]);
+    let (tx, rx) = watch::channel(Some(before.clone()));
+    let (listed_tx, listed) = watch::channel(None);
+    let h = Harness::new(fake, |r| {
+        r.with_shards(rx, ShardBy::Object, identity())
+            .with_listed_shards(move |set| {
+                listed_tx.send_replace(set.cloned());
+            })
+    })
+    .start();
+    h.requests(2).await;
+    assert_eq!(*listed.borrow(), Some(before.clone()));
+
+    tx.send_replace(Some(after.clone()));
+    // The relist at the new set failed: the store still holds the old set, and says so.
+    h.requests(3).await;
+    h.settle().await;
+    assert_eq!(h.reflector.current_shards(), Some(after.clone()));
+    assert_eq!(*listed.borrow(), Some(before.clone()));
+    let of = |set: &ShardSelector| -> Vec<String> {
+        sorted(every.iter().filter(|n| set.matches(n)).cloned().collect())
+    };
+    assert_eq!(keys(&h), of(&before));
+
+    // Retried after a backoff.
+    h.requests(5).await;
+    h.until("the relist in", |h| h.last_rv() == "11").await;
+    assert_eq!(*listed.borrow(), Some(after.clone()));
+    assert_eq!(keys(&h), of(&after));
     h.stop().await;
 }

@@ -112,11 +112,21 @@ pub(crate) struct MainHandler<K> {
 
 impl<K: Send + Sync + 'static> MainHandler<K> {
     /// Whether a change of `obj` is this controller's to queue: always unsharded; sharded,
-    /// when its shard's term is held.
+    /// when its shard's term has begun (before, the term's beginning queues what is cached).
+    fn in_served_shard(&self, obj: &K) -> bool {
+        match &*self.sharding.read() {
+            None => true,
+            Some(sharded) => sharded.serves_object(&self.identity, obj),
+        }
+    }
+
+    /// Whether a deletion of `obj` is this controller's to remember: always unsharded;
+    /// sharded, when its shard's term is held, begun or not (a term's beginning queues the
+    /// shard's remembered deletions).
     fn in_held_shard(&self, obj: &K) -> bool {
         match &*self.sharding.read() {
             None => true,
-            Some(sharded) => sharded.owns_object(&self.identity, obj),
+            Some(sharded) => sharded.holds_object(&self.identity, obj),
         }
     }
 }
@@ -124,7 +134,7 @@ impl<K: Send + Sync + 'static> MainHandler<K> {
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, obj: &Arc<K>, initial: bool) {
         self.deleted.lock().recreated(key);
-        if self.reconciling.load(Ordering::Acquire) && self.in_held_shard(obj) {
+        if self.reconciling.load(Ordering::Acquire) && self.in_served_shard(obj) {
             let arrival = (!initial)
                 .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
                 .flatten();
@@ -139,7 +149,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
         {
             return;
         }
-        if self.reconciling.load(Ordering::Acquire) && self.in_held_shard(new) {
+        if self.reconciling.load(Ordering::Acquire) && self.in_served_shard(new) {
             let priority = priority(updated(&self.identity, old, new));
             // Most updates find their key waiting already: no allocation for those.
             self.queue.add_probed(key, priority, || Arc::from(key));
@@ -161,7 +171,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
         self.deleted
             .lock()
             .record(Arc::clone(&key), Arc::clone(obj), !reconciling);
-        if reconciling {
+        if reconciling && self.in_served_shard(obj) {
             self.queue.add_with_priority(key, priority(Change::Deleted));
         }
     }

@@ -28,7 +28,8 @@
 //!   so its memory stays bounded however long it waits);
 //! * **sharded replicas**: [`sharded`](Controller::sharded) splits the objects between the
 //!   replicas by shard instead (a [`ShardRunner`] on Leases): each caches and reconciles only
-//!   the shards it owns, begins each shard's term with the shard's keys queued, and holds the
+//!   the shards it owns, begins each shard's term once its caches have listed the shard, with
+//!   the shard's keys queued, and holds the
 //!   shard's [`ShardTerm`] for every reconcile of its keys, which the term's end cancels, so an
 //!   object is never reconciled by two replicas at once ([`Controller::shard_stats`] counts it
 //!   per shard);

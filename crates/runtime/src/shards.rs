@@ -2,7 +2,7 @@
 //! its shard assignment: the shard of an object, the terms held now, the per-shard counters,
 //! and the resource versions that tell a shard's arriving objects from real changes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
@@ -24,8 +24,9 @@ pub(crate) struct Sharded {
     pub(crate) count: u32,
     /// The field hashed: 0 the uid, 1 the namespace (set before the controller runs).
     field: AtomicU8,
-    /// The terms this controller holds, by shard: a key is reconciled only under one of them.
-    terms: RwLock<BTreeMap<u32, ShardTerm>>,
+    /// The terms this controller holds, by shard: a key is reconciled only under one that has
+    /// begun.
+    terms: RwLock<BTreeMap<u32, Held>>,
     counters: Box<[Counters]>,
     /// Keys dequeued with no known object (neither cached nor a remembered deletion).
     unplaced: AtomicU64,
@@ -33,6 +34,13 @@ pub(crate) struct Sharded {
     /// [`place`](Self::place)). Taken when the key is dequeued, so it holds at most the keys
     /// queued.
     placed: Mutex<HashMap<Arc<str>, u32>>,
+}
+
+/// A term held, and whether it has begun: a term begins once every informer's cache holds a
+/// complete list of its shard, and only then are its keys reconciled.
+struct Held {
+    term: ShardTerm,
+    begun: bool,
 }
 
 /// One shard's counters.
@@ -105,37 +113,76 @@ impl Sharded {
         self.placed.lock().remove(key)
     }
 
-    /// Whether `shard`'s term is held here.
-    pub(crate) fn owns(&self, shard: u32) -> bool {
+    /// Whether the term of `obj`'s shard is held here (begun or not): the shard's objects
+    /// are cached here, or about to be.
+    pub(crate) fn holds_object<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> bool {
+        let shard = self.shard_of(identity, obj);
         self.terms.read().contains_key(&shard)
     }
 
-    /// Whether `obj` is in a shard held here.
-    pub(crate) fn owns_object<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> bool {
-        self.owns(self.shard_of(identity, obj))
+    /// Whether the term of `obj`'s shard has begun here: its changes are this replica's to
+    /// reconcile.
+    pub(crate) fn serves_object<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> bool {
+        let shard = self.shard_of(identity, obj);
+        self.terms.read().get(&shard).is_some_and(|h| h.begun)
     }
 
-    /// A clone of `shard`'s term, if held and current: what a reconcile of its keys holds.
+    /// A clone of `shard`'s term, if held, begun and current: what a reconcile of its keys
+    /// holds.
     pub(crate) fn term(&self, shard: u32) -> Option<ShardTerm> {
-        self.terms
-            .read()
-            .get(&shard)
-            .filter(|t| t.is_current())
-            .cloned()
+        let terms = self.terms.read();
+        let held = terms.get(&shard).filter(|h| h.begun)?;
+        held.term.is_current().then(|| held.term.clone())
+    }
+
+    /// A clone of `shard`'s term, if held and current, begun or not.
+    pub(crate) fn held_term(&self, shard: u32) -> Option<ShardTerm> {
+        let terms = self.terms.read();
+        let held = terms.get(&shard)?;
+        held.term.is_current().then(|| held.term.clone())
     }
 
     /// The shards held, and their terms' numbers.
     pub(crate) fn held(&self) -> BTreeMap<u32, u64> {
         let terms = self.terms.read();
-        terms.iter().map(|(s, t)| (*s, t.number())).collect()
+        terms.iter().map(|(s, h)| (*s, h.term.number())).collect()
     }
 
-    /// Holds `term` (a new one, or the next term on a shard).
+    /// Holds `term` (a new one, or the next term on a shard), not begun.
     pub(crate) fn hold(&self, term: ShardTerm) {
         self.counters[term.shard() as usize]
             .terms
             .fetch_add(1, Ordering::Relaxed);
-        self.terms.write().insert(term.shard(), term);
+        let held = Held { term, begun: false };
+        self.terms.write().insert(held.term.shard(), held);
+    }
+
+    /// The shards whose terms are held but have not begun.
+    pub(crate) fn waiting(&self) -> Vec<u32> {
+        let terms = self.terms.read();
+        terms
+            .iter()
+            .filter(|(_, h)| !h.begun)
+            .map(|(s, _)| *s)
+            .collect()
+    }
+
+    /// Whether a cache whose last complete list was at `listed` holds every object of `shard`.
+    pub(crate) fn listed_whole(&self, listed: Option<&ShardSelector>, shard: u32) -> bool {
+        let Ok(range) = ShardRange::shard(shard, self.count) else {
+            return false;
+        };
+        listed.is_some_and(|set| set.field() == self.field() && set.covers(range))
+    }
+
+    /// Begins the terms held on `shards`: their keys are reconciled from now on.
+    pub(crate) fn begin(&self, shards: &BTreeSet<u32>) {
+        let mut terms = self.terms.write();
+        for shard in shards {
+            if let Some(held) = terms.get_mut(shard) {
+                held.begun = true;
+            }
+        }
     }
 
     /// Lets go of `shards`' terms: the clones held by reconciles under way are the last ones.
@@ -188,6 +235,7 @@ impl Sharded {
             .map(|(shard, c)| ShardCounts {
                 shard,
                 owned: terms.contains_key(&shard),
+                begun: terms.get(&shard).is_some_and(|h| h.begun),
                 terms: c.terms.load(Ordering::Relaxed),
                 queued_at_start: c.queued.load(Ordering::Relaxed),
                 reconciles: c.reconciles.load(Ordering::Relaxed),
@@ -277,14 +325,18 @@ pub struct ShardCounts {
     pub shard: u32,
     /// Whether this replica holds the shard's term now.
     pub owned: bool,
-    /// Terms of this shard begun here (moves in).
+    /// Whether that term has begun: every cache of the controller holds a complete list of
+    /// the shard, and its keys are reconciled here. A term held but not begun is waiting for
+    /// the relists at the new shard set.
+    pub begun: bool,
+    /// Terms of this shard started here (moves in), begun or not.
     pub terms: u64,
     /// Keys its terms queued as they began (the cached keys of the shard and the remembered
     /// deletions; the objects arriving with the relist are queued as they arrive).
     pub queued_at_start: u64,
     /// Reconciles of its keys started here, each under a term of the shard.
     pub reconciles: u64,
-    /// Keys of the shard dequeued while its term was not held here: dropped, not reconciled
-    /// (the shard's owner queues them when its term begins).
+    /// Keys of the shard dequeued while its term was not held here, or held but not begun:
+    /// dropped, not reconciled (the shard's owner queues them when its term begins).
     pub skipped: u64,
 }

@@ -713,3 +713,126 @@ async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
         task.await.expect("no panic");
     }
 }
+
+/// A source of fixed objects whose lists after the first wait until `open` is true.
+struct Gated<T> {
+    items: Vec<Arc<T>>,
+    lists: std::sync::atomic::AtomicUsize,
+    open: watch::Receiver<bool>,
+}
+
+impl<T: Send + Sync + 'static> ListerWatcher<T> for Gated<T> {
+    async fn list(&self, _: &ListParams) -> Result<ListPage<T>, Error> {
+        let n = self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n > 0 {
+            let mut open = self.open.clone();
+            let _ = open.wait_for(|o| *o).await;
+        }
+        Ok(ListPage::new(self.items.clone(), "1"))
+    }
+
+    async fn watch(&self, _: &WatchParams) -> Result<WatchStream<T>, Error> {
+        Ok(futures::stream::pending().boxed())
+    }
+}
+
+/// A term begins only once every cache holds its shard: while the children's relist at the new
+/// shard set is held back, the owners (already relisted) are not reconciled, so no reconcile
+/// reads a children cache without the children the previous owner made; once it is in, every
+/// owner is reconciled, each seeing its child.
+#[tokio::test(start_paused = true)]
+async fn a_term_begins_only_once_every_cache_has_listed_its_shard() {
+    let owners: Vec<Arc<Obj>> = (0..16)
+        .map(|i| {
+            Arc::new(Obj {
+                name: format!("obj-{i:03}"),
+                uid: format!("uid-{i:03}"),
+                rv: "1".into(),
+            })
+        })
+        .collect();
+    let kids = owners.iter().map(|o| {
+        Arc::new(Child {
+            name: format!("child-of-{}", o.name),
+            owner: o.name.clone(),
+            owner_uid: o.uid.clone(),
+        })
+    });
+    let (open, gate) = watch::channel(false);
+    let children = Arc::new(
+        SharedIndexInformer::builder(
+            Arc::new(Gated {
+                items: kids.collect(),
+                lists: Default::default(),
+                open: gate,
+            }),
+            ChildIdentity,
+        )
+        .name("children")
+        .shard_by(ShardBy::Owner)
+        .build(),
+    );
+    let owners_informer = Arc::new(
+        SharedIndexInformer::builder(Arc::new(Fixed(owners.clone())), ObjIdentity)
+            .name("owners")
+            .build(),
+    );
+    let runner = ShardRunner::new(MemoryLeases::new(), ShardConfig::new("ctl", "a", SHARDS))
+        .expect("a valid configuration");
+    let controller = Controller::new(Arc::clone(&owners_informer))
+        .owns(Arc::clone(&children), |c: &Child| vec![c.owner.clone()])
+        .sharded(runner.clone());
+    let stats = controller.shard_stats().expect("sharded");
+    let stop = CancellationToken::new();
+    // Each reconcile: its key, and whether its child was in the children's cache.
+    type Seen = Arc<(Mutex<Vec<(String, bool)>>, Arc<SharedIndexInformer<Child>>)>;
+    let seen: Seen = Arc::new((Mutex::default(), Arc::clone(&children)));
+    let reconcile = |request: informer_runtime::Request<Obj>, seen: Seen| async move {
+        let child = format!("child-of-{}", request.key);
+        let cached = seen.1.lister().get(&child).is_some();
+        seen.0.lock().push((request.key.to_string(), cached));
+        Ok::<_, std::convert::Infallible>(Action::await_change())
+    };
+    let mut tasks = vec![
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&owners_informer), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&children), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+    ];
+    tasks.push(tokio::spawn({
+        let (stop, seen) = (stop.clone(), Arc::clone(&seen));
+        async move {
+            let policy = |_: &_, _: &_, _: &_| Action::backoff();
+            let ran = controller.run(stop, seen, reconcile, policy).await;
+            ran.expect("the controller runs");
+        }
+    }));
+    eventually("every shard held, the owners relisted", || {
+        runner.status().owned.len() == SHARDS as usize
+            && owners_informer.lister().keys().len() == owners.len()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(seen.0.lock().is_empty(), "{:?}", seen.0.lock());
+    let waiting = stats.stats().shards;
+    assert!(waiting.iter().all(|s| s.owned && !s.begun), "{waiting:?}");
+
+    open.send_replace(true);
+    eventually("every owner reconciled", || {
+        seen.0.lock().len() >= owners.len()
+    })
+    .await;
+    let runs = seen.0.lock().clone();
+    assert!(runs.iter().all(|(_, cached)| *cached), "{runs:?}");
+    let keys: BTreeSet<String> = runs.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys.len(), owners.len());
+    assert!(stats.stats().shards.iter().all(|s| s.begun));
+    stop.cancel();
+    for task in tasks {
+        task.await.expect("no panic");
+    }
+}

@@ -166,6 +166,38 @@ impl ShardSelector {
     pub fn matches_hash(&self, hash: u64) -> bool {
         self.ranges.iter().any(|r| r.contains(hash))
     }
+
+    /// Whether every hash of `range` is selected: the ranges, together, cover it (however
+    /// they overlap or touch). What tells whether a cache listed at this set holds a whole
+    /// shard.
+    ///
+    /// ```
+    /// use informer_shard::{ShardField, ShardRange, ShardSelector};
+    ///
+    /// let owned = ShardSelector::for_shards(ShardField::Uid, 4, [1, 2])?;
+    /// assert!(owned.covers(ShardRange::shard(2, 4)?));
+    /// assert!(owned.covers(ShardRange::new(0x4000_0000_0000_0000, 0xc000_0000_0000_0000)?));
+    /// assert!(!owned.covers(ShardRange::shard(3, 4)?));
+    /// assert!(!ShardSelector::none(ShardField::Uid).covers(ShardRange::shard(0, 4)?));
+    /// # Ok::<(), informer_shard::RangeError>(())
+    /// ```
+    pub fn covers(&self, range: ShardRange) -> bool {
+        let mut sorted: Vec<ShardRange> = self.ranges.clone();
+        sorted.sort();
+        // The first hash of `range` not yet known to be selected.
+        let mut next = u128::from(range.start());
+        for r in sorted {
+            if u128::from(r.start()) > next {
+                // A gap: the ranges after this one start later still.
+                break;
+            }
+            next = next.max(r.end());
+            if next >= range.end() {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// The form kube-apiserver accepts and echoes in `ListMeta.shardInfo.selector`: each range as

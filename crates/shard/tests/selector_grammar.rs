@@ -331,6 +331,25 @@ proptest! {
         }
     }
 
+    /// `covers` against a model: ranges on a grid of 16 cells of 2^60 hashes, so that the
+    /// cells selected can be counted one by one.
+    #[test]
+    fn a_selector_covers_a_range_exactly_when_it_selects_all_of_it(
+        ranges in prop::collection::vec((0u8..16, 1u8..=16), 1..5),
+        probe in (0u8..16, 1u8..=16),
+    ) {
+        const CELL: u128 = 1 << 60;
+        let range = |(a, len): (u8, u8)| {
+            let end = (u128::from(a) + u128::from(len)).min(16);
+            ShardRange::new((u128::from(a) * CELL) as u64, end * CELL).unwrap()
+        };
+        let selector = ShardSelector::new(ShardField::Uid, ranges.iter().copied().map(range)).unwrap();
+        let probe = range(probe);
+        let cells = (probe.start() as u128 / CELL)..(probe.end() / CELL);
+        let every_cell = cells.into_iter().all(|c| selector.matches_hash((c * CELL) as u64));
+        prop_assert_eq!(selector.covers(probe), every_cell);
+    }
+
     /// Nothing makes the parser panic.
     #[test]
     fn arbitrary_text_is_parsed_or_refused(text in "\\PC{0,80}") {

@@ -255,10 +255,18 @@ impl<K: Send + Sync + 'static> Controller<K> {
             .push(ShardedInformer::new(&informer, relation, arrivals));
         self.apply_shard_set_to_last();
         // A new term maps every cached object as its initial add would have been.
-        let lister = informer.lister();
-        self.related_keys.push(Box::new(move || {
+        let (lister, identity, by) = (
+            informer.lister(),
+            Arc::clone(informer.identity()),
+            informer.shard_by(),
+        );
+        self.related_keys.push(Box::new(move |sharded| {
             let objects = lister.list(&informer_store::Everything);
-            objects.iter().flat_map(|o| map(o)).collect()
+            let keys = objects.iter().flat_map(|o| {
+                let shard = sharded.map(|s| s.shard_of_related(&identity, by, o));
+                map(o).into_iter().map(move |k| (k, shard))
+            });
+            keys.collect()
         }));
         self
     }

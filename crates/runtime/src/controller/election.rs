@@ -60,7 +60,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
             self.queue.add_with_priority(Arc::from(key), LOW_PRIORITY);
         }
         for keys in &self.related_keys {
-            for key in keys() {
+            for (key, _) in keys(None) {
                 self.queue.add_with_priority(Arc::from(key), LOW_PRIORITY);
             }
         }

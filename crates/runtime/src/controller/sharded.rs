@@ -10,6 +10,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use informer::{ShardBy, ShardField, ShardSelector, SharedIndexInformer};
 use informer_leaderelection::ShardRunner;
 use informer_workqueue::LOW_PRIORITY;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Controller;
@@ -26,6 +27,8 @@ pub(crate) struct ShardedInformer {
     set_shards: Box<dyn Fn(Option<ShardSelector>) + Send + Sync>,
     /// The resource version its cache has reached.
     version: Box<dyn Fn() -> String + Send + Sync>,
+    /// The shard set of its cache's last complete list.
+    listed: watch::Receiver<Option<ShardSelector>>,
     arrivals: Arc<Arrivals>,
 }
 
@@ -42,6 +45,7 @@ impl ShardedInformer {
             by: informer.shard_by(),
             set_shards: Box::new(move |s| set.set_shards(s)),
             version: Box::new(move || version.last_sync_resource_version()),
+            listed: informer.watch_listed_shards(),
             arrivals,
         }
     }
@@ -65,12 +69,16 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   [`RuntimeError::ChildrenNotByOwner`]. A `watches` informer is sharded the same way, so
     ///   its objects must hash with the keys they map to (the same namespace when hashing
     ///   namespaces, say). Shared informers are changed for every user of them.
-    /// * **a term begins** with the shard's cached keys queued at
+    /// * **a term begins** once every informer's cache holds a complete list at a shard set
+    ///   that covers the shard ([`SharedIndexInformer::listed_shards`]): until the relists at
+    ///   the new set are in, the term is held (its Lease kept) but none of its keys is
+    ///   reconciled, so no reconcile reads a cache that lacks the shard (and misses, say, the
+    ///   children the previous owner made). It begins with the shard's cached keys queued at
     ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
     ///   shard, and the keys its `owns`/`watches` objects map to), and its remembered deletions
-    ///   at 0; the shard's objects that arrive with the relist of the new shard set are queued
-    ///   as they arrive, at `LOW_PRIORITY` too when they are no newer than the cache was when
-    ///   the set grew (resource versions that are decimal integers; otherwise as real changes).
+    ///   at 0; adds the handlers deliver after that are queued at `LOW_PRIORITY` too when they
+    ///   are no newer than the cache was when the set grew (resource versions that are decimal
+    ///   integers; otherwise as real changes).
     /// * **a key is reconciled only under its shard's term**: its shard is its cached object's
     ///   (or its deletion's last known state's); the worker holds a clone of that shard's
     ///   [`ShardTerm`](crate::ShardTerm) for the whole reconcile, so the shard's Lease is not
@@ -189,16 +197,18 @@ impl<K: Send + Sync + 'static> Controller<K> {
         tokio::join!(sharded.runner.run(runner_stop.clone()), work);
     }
 
-    /// Follows the runner's terms until `stop`: holds each new term (and begins it), lets go
-    /// of each ended one, and keeps the informers at the shards held.
+    /// Follows the runner's terms until `stop`: holds each new term, begins it once every
+    /// informer has relisted at a shard set that includes it, lets go of each ended one, and
+    /// keeps the informers at the shards held.
     async fn follow_terms(&self, sharded: &Sharded, stop: &CancellationToken) {
         let mut status = sharded.runner.subscribe();
+        let mut listed: Vec<_> = self.informers.iter().map(|i| i.listed.clone()).collect();
         loop {
             let held = sharded.held();
             let ended: Vec<u32> = held
                 .keys()
                 .copied()
-                .filter(|s| sharded.term(*s).is_none())
+                .filter(|s| sharded.held_term(*s).is_none())
                 .collect();
             let current = sharded.runner.terms();
             let new: Vec<_> = current
@@ -209,25 +219,41 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 sharded.release(ended.iter().copied());
                 tracing::info!(shards = ?ended, "shard terms ended: their keys are no longer reconciled here");
             }
-            let begun: BTreeSet<u32> = new.iter().map(|t| t.shard()).collect();
+            let grew = !new.is_empty();
             for term in new {
                 sharded.hold(term);
             }
-            if !ended.is_empty() || !begun.is_empty() {
-                self.apply_shard_set(sharded, !begun.is_empty());
+            if !ended.is_empty() || grew {
+                self.apply_shard_set(sharded, grew);
             }
-            if !begun.is_empty() {
-                self.begin_shard_terms(sharded, &begun);
+            // A term begins once its shard's objects are in every cache: a reconcile must not
+            // read a cache that has not listed its shard yet (it would miss the children the
+            // previous owner made, and make them again).
+            let ready: BTreeSet<u32> = sharded
+                .waiting()
+                .into_iter()
+                .filter(|s| {
+                    let listed_whole = |rx: &mut watch::Receiver<Option<ShardSelector>>| {
+                        sharded.listed_whole(rx.borrow_and_update().as_ref(), *s)
+                    };
+                    listed.iter_mut().all(listed_whole)
+                })
+                .collect();
+            if !ready.is_empty() {
+                sharded.begin(&ready);
+                self.begin_shard_terms(sharded, &ready);
             }
             let mut tokens: FuturesUnordered<_> = sharded
                 .held()
                 .keys()
-                .filter_map(|s| sharded.term(*s))
+                .filter_map(|s| sharded.held_term(*s))
                 .map(|t| t.token().cancelled_owned())
                 .collect();
+            let waiting = !sharded.waiting().is_empty();
             tokio::select! {
                 changed = status.changed() => if changed.is_err() { break },
                 Some(()) = tokens.next() => {}
+                () = relisted(&mut listed), if waiting => {}
                 () = stop.cancelled() => break,
             }
         }
@@ -235,9 +261,11 @@ impl<K: Send + Sync + 'static> Controller<K> {
         // let go of once they have (see `shard`).
     }
 
-    /// Terms begin on `shards`: their cached keys queued at [`LOW_PRIORITY`] (the main
-    /// informer's objects in them, and the keys the `owns`/`watches` objects map to whose
-    /// object is in them), their remembered deletions at 0.
+    /// Terms begin on `shards` (every cache holds their objects): their cached keys queued at
+    /// [`LOW_PRIORITY`] (the main informer's objects in them, and the keys the
+    /// `owns`/`watches` objects map to whose object is in them, or, with no object, whose
+    /// related object is: an owner gone, placed in its orphan's shard), their remembered
+    /// deletions at 0.
     fn begin_shard_terms(&self, sharded: &Sharded, shards: &BTreeSet<u32>) {
         let lister = self.main.lister();
         let identity = self.main.identity();
@@ -258,10 +286,19 @@ impl<K: Send + Sync + 'static> Controller<K> {
             }
         }
         for keys in &self.related_keys {
-            for key in keys() {
-                if let Some(shard) = shard_of_key(&key) {
-                    queue(&key, shard, LOW_PRIORITY);
+            for (key, related) in keys(Some(sharded)) {
+                let cached = lister.get(&key);
+                let shard = match &cached {
+                    Some(obj) => Some(sharded.shard_of(identity, obj)),
+                    None => related,
+                };
+                let Some(shard) = shard.filter(|s| shards.contains(s)) else {
+                    continue;
+                };
+                if cached.is_none() {
+                    sharded.place(&key, shard);
                 }
+                queue(&key, shard, LOW_PRIORITY);
             }
         }
         for (key, last_known) in self.deleted.lock().remembered() {
@@ -279,5 +316,21 @@ impl<K: Send + Sync + 'static> Controller<K> {
             keys = queued.values().sum::<u64>(),
             "shard terms began: their cached keys and remembered deletions queued"
         );
+    }
+}
+
+/// Resolves once an informer's cache has completed a list at another shard set (never if none
+/// can: their senders live as long as the informers, which the controller holds).
+async fn relisted(listed: &mut [watch::Receiver<Option<ShardSelector>>]) {
+    let changes = listed.iter_mut().map(|rx| {
+        Box::pin(async move {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    });
+    let mut any: FuturesUnordered<_> = changes.collect();
+    if any.next().await.is_none() {
+        std::future::pending::<()>().await;
     }
 }
