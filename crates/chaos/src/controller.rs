@@ -477,7 +477,10 @@ pub(crate) async fn reconcile(request: Request<Pod>, ctx: Arc<Ctx>) -> Result<Ac
     };
     let uid = match &request.target {
         Target::Live(pod) => pod.metadata.uid.clone(),
-        Target::Deleted { last_known } => last_known.as_ref().and_then(|p| p.metadata.uid.clone()),
+        Target::Deleted { last_known } => last_known
+            .as_ref()
+            .and_then(|p| p.metadata.uid.clone())
+            .or_else(|| request.owner_uid.as_deref().map(str::to_owned)),
     };
     // Everything that belongs to the key, by name: its `-info` child, the ConfigMaps whose
     // owner reference names it, and those owned by its UID.

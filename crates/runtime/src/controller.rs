@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::deleted::Deleted;
 use crate::handlers::{UpdatePredicate, Watched};
-use crate::shards::{ShardSlot, Sharded};
+use crate::shards::{Placement, ShardSlot, Sharded};
 use crate::{Expectations, ReconcileObserver};
 
 mod builder;
@@ -23,9 +23,9 @@ mod sharded;
 
 pub(crate) use sharded::ShardedInformer;
 
-/// The keys one relation maps its informer's cached objects to; sharded, each with the shard of
-/// the object that maps to it (hashed as its informer hashes).
-type RelatedKeys = Box<dyn Fn(Option<&Sharded>) -> Vec<(String, Option<u32>)> + Send + Sync>;
+/// The keys one relation maps its informer's cached objects to; sharded, each with the
+/// placement of the object that maps to it (hashed as its informer hashes).
+type RelatedKeys = Box<dyn Fn(Option<&Sharded>) -> Vec<(String, Option<Placement>)> + Send + Sync>;
 
 /// A reconciler over a main informer and related ones (see the crate docs).
 pub struct Controller<K> {

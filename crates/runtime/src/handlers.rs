@@ -15,10 +15,10 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::Expectations;
 use crate::deleted::Deleted;
-use crate::shards::{Arrivals, ShardSlot};
+use crate::shards::{Arrivals, Placement, ShardSlot};
 
 /// Queues a key at a priority; sharded, with the shard of the object that woke it.
-type Keys = Arc<dyn Fn(&str, i32, Option<u32>) + Send + Sync>;
+type Keys = Arc<dyn Fn(&str, i32, Option<&Placement>) + Send + Sync>;
 
 /// A change of an informer's object, as far as its key's priority goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,11 +208,11 @@ impl<C, F> Related<C, F> {
         (arrivals, sharding, by): (Arc<Arrivals>, ShardSlot, ShardBy),
     ) -> Self {
         let slot = Arc::clone(&sharding);
-        let enqueue: Keys = Arc::new(move |k: &str, priority: i32, shard: Option<u32>| {
+        let enqueue: Keys = Arc::new(move |k: &str, priority: i32, placed: Option<&Placement>| {
             // Standing by, nothing is queued: a term queues every cached key.
             if reconciling.load(Ordering::Acquire) {
-                if let (Some(shard), Some(sharded)) = (shard, &*slot.read()) {
-                    sharded.place(k, shard);
+                if let (Some(placement), Some(sharded)) = (placed, &*slot.read()) {
+                    sharded.place(k, placement);
                 }
                 queue.add_probed(k, priority, || Arc::from(k));
             }
@@ -232,7 +232,7 @@ impl<C, F> Related<C, F> {
 
     /// Sharded, the shard of the related object `obj`, which is its keys' (a child follows
     /// its controller owner: see [`Sharded::place`](crate::shards::Sharded::place)).
-    fn shard(&self, obj: &C) -> Option<u32>
+    fn shard(&self, obj: &C) -> Option<Placement>
     where
         C: 'static,
     {
@@ -240,7 +240,7 @@ impl<C, F> Related<C, F> {
         Some(
             sharding
                 .as_ref()?
-                .shard_of_related(&self.identity, self.by, obj),
+                .placement_of(&self.identity, self.by, obj),
         )
     }
 }
@@ -260,7 +260,7 @@ where
             if let Some(e) = &self.expectations {
                 e.creation_observed(&k);
             }
-            (self.enqueue)(&k, priority, shard);
+            (self.enqueue)(&k, priority, shard.as_ref());
         }
     }
 
@@ -268,12 +268,13 @@ where
         let priority = priority(updated(&self.identity, old, new));
         let shard = self.shard(new);
         let keys = (self.map)(new);
-        keys.iter().for_each(|k| (self.enqueue)(k, priority, shard));
+        keys.iter()
+            .for_each(|k| (self.enqueue)(k, priority, shard.as_ref()));
         if self.both_sides {
             let shard = self.shard(old);
             for k in (self.map)(old) {
                 if !keys.contains(&k) {
-                    (self.enqueue)(&k, priority, shard);
+                    (self.enqueue)(&k, priority, shard.as_ref());
                 }
             }
         }
@@ -285,7 +286,7 @@ where
             if let Some(e) = &self.expectations {
                 e.deletion_of_observed(&k, key);
             }
-            (self.enqueue)(&k, priority(Change::Deleted), shard);
+            (self.enqueue)(&k, priority(Change::Deleted), shard.as_ref());
         }
     }
 }

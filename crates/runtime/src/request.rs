@@ -28,6 +28,13 @@ pub struct Request<K> {
     /// work to it (`tokio::select!` on `cancel.cancelled()`), so that it stops with the term
     /// rather than when its future is dropped.
     pub cancel: CancellationToken,
+    /// Sharded, for a key whose object is not known at all (neither cached nor a remembered
+    /// deletion): the uid of the controller owner named by the related object whose change
+    /// woke it, when it names one (an owner gone, woken by its orphaned child; see
+    /// docs/semantics.md, SH-18). The object this reconcile is for: the key may have been
+    /// created again since, with another uid and in another shard, and be reconciled there at
+    /// the same time, so clean up only what belonged to this uid. `None` otherwise.
+    pub owner_uid: Option<Arc<str>>,
 }
 
 impl<K> Clone for Target<K> {
@@ -47,6 +54,7 @@ impl<K> Clone for Request<K> {
             key: Arc::clone(&self.key),
             target: self.target.clone(),
             cancel: self.cancel.clone(),
+            owner_uid: self.owner_uid.clone(),
         }
     }
 }

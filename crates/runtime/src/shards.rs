@@ -33,7 +33,7 @@ pub(crate) struct Sharded {
     /// Where the keys queued by a related object's change belong: that object's shard (see
     /// [`place`](Self::place)). Taken when the key is dequeued, so it holds at most the keys
     /// queued.
-    placed: Mutex<HashMap<Arc<str>, u32>>,
+    placed: Mutex<HashMap<Arc<str>, Placement>>,
 }
 
 /// A term held, and whether it has begun: a term begins once every informer's cache holds a
@@ -41,6 +41,15 @@ pub(crate) struct Sharded {
 struct Held {
     term: ShardTerm,
     begun: bool,
+}
+
+/// Where a key woken by a related object belongs if its own object is not known (an owner
+/// gone): the related object's shard, and the controller owner's uid that object names (the
+/// gone owner's, which a key recreated since does not have).
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    pub(crate) shard: u32,
+    pub(crate) owner_uid: Option<Arc<str>>,
 }
 
 /// One shard's counters.
@@ -101,15 +110,29 @@ impl Sharded {
         ShardRange::index_of(hash, self.count).unwrap_or(0)
     }
 
-    /// Records that `key` was queued for a related object of `shard`: if its own object is
-    /// not known when it is dequeued (an owner gone, woken by its orphaned child), it is
-    /// reconciled in that shard, whose term the child's replica holds, instead of dropped.
-    pub(crate) fn place(&self, key: &str, shard: u32) {
-        self.placed.lock().insert(Arc::from(key), shard);
+    /// Where a related object's keys belong: its shard, hashed as its informer hashes it
+    /// (`by`), and the controller owner uid it names.
+    pub(crate) fn placement_of<C: 'static>(
+        &self,
+        identity: &SharedIdentity<C>,
+        by: ShardBy,
+        obj: &C,
+    ) -> Placement {
+        Placement {
+            shard: self.shard_of_related(identity, by, obj),
+            owner_uid: identity.controller_uid(obj).map(Arc::from),
+        }
     }
 
-    /// The shard `key` was last placed in by a related object, forgotten as it is read.
-    pub(crate) fn take_placement(&self, key: &str) -> Option<u32> {
+    /// Records that `key` was queued for a related object placed so: if its own object is not
+    /// known when it is dequeued (an owner gone, woken by its orphaned child), it is reconciled
+    /// in that shard, whose term the child's replica holds, instead of dropped.
+    pub(crate) fn place(&self, key: &str, placement: &Placement) {
+        self.placed.lock().insert(Arc::from(key), placement.clone());
+    }
+
+    /// Where `key` was last placed by a related object, forgotten as it is read.
+    pub(crate) fn take_placement(&self, key: &str) -> Option<Placement> {
         self.placed.lock().remove(key)
     }
 

@@ -161,8 +161,11 @@ where
             .lister
             .get(key)
             .or_else(|| self.deleted.lock().get(key));
-        let shard = known.map(|obj| sharded.shard_of(&self.identity, &obj));
-        let Some(shard) = shard.or(placed) else {
+        let (shard, owner_uid) = match (known, placed) {
+            (Some(obj), _) => (Some(sharded.shard_of(&self.identity, &obj)), None),
+            (None, placed) => placed.map_or((None, None), |p| (Some(p.shard), p.owner_uid)),
+        };
+        let Some(shard) = shard else {
             sharded.note_unplaced();
             tracing::debug!(
                 "{key} is not reconciled: its object is neither cached nor a remembered \
@@ -177,7 +180,8 @@ where
             return;
         };
         let cancel = cancel.child_token();
-        let mut running = Box::pin(self.reconcile_one(key, &cancel, Some((sharded, shard))));
+        let placed = Some((sharded, shard, owner_uid));
+        let mut running = Box::pin(self.reconcile_one(key, &cancel, placed));
         tokio::select! {
             biased;
             () = term.ended() => {
@@ -199,13 +203,14 @@ where
         &self,
         key: &Arc<str>,
         cancel: &CancellationToken,
-        placed: Option<(&Sharded, u32)>,
+        placed: Option<(&Sharded, u32, Option<Arc<str>>)>,
     ) {
         if !self.await_writes(key, cancel).await {
             return;
         }
         let target = self.target(key);
-        if let Some((sharded, shard)) = placed {
+        let mut owner_uid = None;
+        if let Some((sharded, shard, uid)) = placed {
             let object = match &target {
                 Target::Live(obj) => Some(obj),
                 Target::Deleted { last_known } => last_known.as_ref(),
@@ -217,11 +222,14 @@ where
                 return;
             }
             sharded.note_reconcile(shard);
+            // Only for a key with no object at all.
+            owner_uid = uid.filter(|_| object.is_none());
         }
         let request = Request {
             key: Arc::clone(key),
             target,
             cancel: cancel.clone(),
+            owner_uid,
         };
         let deleted = matches!(request.target, Target::Deleted { .. });
         let begun = Instant::now();

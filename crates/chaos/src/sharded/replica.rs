@@ -305,6 +305,7 @@ async fn reconcile_recorded(
             last_known
                 .as_ref()
                 .and_then(|p| p.metadata.uid.clone())
+                .or_else(|| request.owner_uid.as_deref().map(str::to_owned))
                 .or_else(|| child_owner(&ctx.inner, &request.key)),
             Saw::Deleted,
         ),

@@ -263,8 +263,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
         self.related_keys.push(Box::new(move |sharded| {
             let objects = lister.list(&informer_store::Everything);
             let keys = objects.iter().flat_map(|o| {
-                let shard = sharded.map(|s| s.shard_of_related(&identity, by, o));
-                map(o).into_iter().map(move |k| (k, shard))
+                let placed = sharded.map(|s| s.placement_of(&identity, by, o));
+                map(o).into_iter().map(move |k| (k, placed.clone()))
             });
             keys.collect()
         }));

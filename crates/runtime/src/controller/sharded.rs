@@ -288,15 +288,15 @@ impl<K: Send + Sync + 'static> Controller<K> {
         for keys in &self.related_keys {
             for (key, related) in keys(Some(sharded)) {
                 let cached = lister.get(&key);
-                let shard = match &cached {
-                    Some(obj) => Some(sharded.shard_of(identity, obj)),
-                    None => related,
+                let shard = match (&cached, &related) {
+                    (Some(obj), _) => Some(sharded.shard_of(identity, obj)),
+                    (None, placed) => placed.as_ref().map(|p| p.shard),
                 };
                 let Some(shard) = shard.filter(|s| shards.contains(s)) else {
                     continue;
                 };
-                if cached.is_none() {
-                    sharded.place(&key, shard);
+                if let (None, Some(placement)) = (&cached, &related) {
+                    sharded.place(&key, placement);
                 }
                 queue(&key, shard, LOW_PRIORITY);
             }
