@@ -25,8 +25,11 @@ async fn shards_owned_moved_and_reconciled_are_counted_per_shard() {
     let metrics = Metrics::new();
     let source = Arc::new(FakeListerWatcher::<String>::new());
     let words: Vec<Arc<String>> = ["a", "b", "c"].map(|w| Arc::new(w.to_string())).into();
-    // A list and a watch for each shard set: none, then the shards as their terms begin.
-    for _ in 0..4 {
+    // A list and a watch for each shard set: none, then the shards as their terms are held
+    // (a term begins only once its shard is listed), and more for the moves a loaded machine
+    // may add (a term lost at its renew deadline and taken again): a list the fake has no
+    // answer for never ends, and a term waiting for it would never begin.
+    for _ in 0..32 {
         source.push_list(ListPage::new(words.clone(), "1"));
         source.push_watch(vec![WatchStep::Hang]);
     }
@@ -34,9 +37,11 @@ async fn shards_owned_moved_and_reconciled_are_counted_per_shard() {
         source,
         FnIdentity::new(key_func(|s: &String| Ok(s.clone()))),
     ));
+    // A renew deadline no loaded machine misses: a term lost and taken again would add moves
+    // and reconciles the counts below do not expect.
     let timings = Timings::new(
-        Duration::from_secs(1),
-        Duration::from_millis(600),
+        Duration::from_secs(15),
+        Duration::from_secs(10),
         Duration::from_millis(100),
     );
     let config = ShardConfig::new("words", "replica-a", 2).timings(timings);
@@ -57,11 +62,13 @@ async fn shards_owned_moved_and_reconciled_are_counted_per_shard() {
 
     // Objects without a uid hash "" (0xcbf2...): all in the upper of the two shards.
     let shard = |s: &str| format!("controller=\"words\",shard=\"{s}\"");
+    // At least once each: a relist at a grown shard set delivers the objects it keeps again
+    // (same-version updates, as any relist), which may queue them again.
     eventually("both shards owned and the three words reconciled", || {
         let text = metrics.encode();
         at(&text, "controller_shard_owned", &shard("0")) == Some(1.0)
             && at(&text, "controller_shard_owned", &shard("1")) == Some(1.0)
-            && at(&text, "controller_shard_reconciles_total", &shard("1")) == Some(3.0)
+            && at(&text, "controller_shard_reconciles_total", &shard("1")).is_some_and(|n| n >= 3.0)
     })
     .await;
     let text = metrics.encode();
