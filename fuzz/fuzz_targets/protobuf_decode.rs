@@ -5,10 +5,10 @@
 //! reads the same `Pod` through the `Value`; every envelope, list item and bare message is also
 //! read by the `Pod`'s generated decoder (whole, and without managed fields), which must read
 //! what the serde path reads: the same `Pod`, or the same error. The checks are those of the
-//! stable corpus replay, `crates/protobuf/tests/fuzz_corpus.rs`, compiled in here.
+//! stable corpus replay, `crates/protobuf/tests/suite/fuzz_corpus.rs`, compiled in here.
 #![no_main]
 
-#[path = "../../crates/protobuf/tests/fuzz_corpus.rs"]
+#[path = "../../crates/protobuf/tests/suite/fuzz_corpus.rs"]
 mod checks;
 
 use libfuzzer_sys::fuzz_target;

@@ -3,6 +3,7 @@
 //! whatever the number of handlers, and they end with the pool. (Its own test binary: it counts
 //! the process's threads, so its tests take turns, each on a pool of its own.)
 
+#[path = "suite/common/mod.rs"]
 mod common;
 
 use informer::HandlerOptions;

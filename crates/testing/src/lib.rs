@@ -63,7 +63,7 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 /// repository, naming each file on stderr first (so a panic says which input), and returns how
 /// many there were.
 ///
-/// The stable replay tests of every fuzz target (`crates/*/tests/fuzz_corpus.rs`) use it.
+/// The stable replay tests of every fuzz target (`crates/*/tests/suite/fuzz_corpus.rs`) use it.
 ///
 /// # Panics
 ///
