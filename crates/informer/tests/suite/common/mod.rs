@@ -367,7 +367,10 @@ impl ResourceEventHandler<Obj> for Recorder {
     }
 }
 
-#[allow(unused_imports, reason = "the suite and `informer_shutdown` each use a part")]
+#[allow(
+    unused_imports,
+    reason = "the suite and `informer_shutdown` each use a part"
+)]
 pub use informer_testing::eventually;
 
 /// Runs `informer` on a task; returns the stop token and the task.
