@@ -5,7 +5,8 @@
 //! Alone in its binary, and one test, on purpose: `tracing` caches each callsite's interest for
 //! the whole process (see `reflector_streaming_logs.rs`).
 
-use crate::common;
+#[path = "suite/common/mod.rs"]
+mod common;
 
 use common::*;
 use informer_reflector::{

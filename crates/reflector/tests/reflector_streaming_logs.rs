@@ -6,7 +6,8 @@
 //! another thread reaching the fallback's info line first would silence it here; with no other
 //! test in the process, no other thread reaches it.
 
-use crate::common;
+#[path = "suite/common/mod.rs"]
+mod common;
 
 use common::*;
 use informer_reflector::{ListPage, Status, WatchEvent, WatchStep};
