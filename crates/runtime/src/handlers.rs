@@ -120,6 +120,18 @@ impl<K: Send + Sync + 'static> MainHandler<K> {
         }
     }
 
+    /// Sharded: whether an add of `obj` was in the cache when its shard's term began, which
+    /// queued its key then (the add's notification came after).
+    fn queued_at_begin(&self, obj: &K) -> bool {
+        match &*self.sharding.read() {
+            None => false,
+            Some(sharded) => self.arrivals.queued_at_begin(
+                sharded.shard_of(&self.identity, obj),
+                self.identity.resource_version(obj),
+            ),
+        }
+    }
+
     /// Whether a deletion of `obj` is this controller's to remember: always unsharded;
     /// sharded, when its shard's term is held, begun or not (a term's beginning queues the
     /// shard's remembered deletions).
@@ -134,7 +146,10 @@ impl<K: Send + Sync + 'static> MainHandler<K> {
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, obj: &Arc<K>, initial: bool) {
         self.deleted.lock().recreated(key);
-        if self.reconciling.load(Ordering::Acquire) && self.in_served_shard(obj) {
+        if self.reconciling.load(Ordering::Acquire)
+            && self.in_served_shard(obj)
+            && !self.queued_at_begin(obj)
+        {
             let arrival = (!initial)
                 .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
                 .flatten();
@@ -256,11 +271,19 @@ where
             .flatten();
         let priority = arrival.unwrap_or(priority(Change::Added { initial }));
         let shard = self.shard(obj);
+        // In the cache when its shard's term began, which queued its keys (a related object
+        // is in its keys' shard).
+        let queued = shard.as_ref().is_some_and(|p| {
+            self.arrivals
+                .queued_at_begin(p.shard, self.identity.resource_version(obj))
+        });
         for k in (self.map)(obj) {
             if let Some(e) = &self.expectations {
                 e.creation_observed(&k);
             }
-            (self.enqueue)(&k, priority, shard.as_ref());
+            if !queued {
+                (self.enqueue)(&k, priority, shard.as_ref());
+            }
         }
     }
 

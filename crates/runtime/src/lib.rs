@@ -147,7 +147,7 @@ pub use informer_leaderelection::{
 };
 pub use observer::{ReconcileObserver, ReconcileOutcome, WritesAwaited};
 pub use request::{Request, Target};
-pub use shards::{ControllerShardStats, ShardCounts, ShardStatsHandle};
+pub use shards::{ControllerShardStats, SHARD_WAIT_WARNING, ShardCounts, ShardStatsHandle};
 
 /// For the crate docs' link.
 #[cfg(doc)]

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
 
 use informer::{ShardBy, ShardField, ShardSelector};
 use informer_leaderelection::{ShardRunner, ShardStats, ShardTerm};
@@ -12,6 +13,13 @@ use informer_shard::ShardRange;
 use informer_store::SharedIdentity;
 use informer_workqueue::LOW_PRIORITY;
 use parking_lot::{Mutex, RwLock};
+use tokio::time::Instant;
+
+/// How long a shard's term may wait to begin before the controller logs a WARN naming the
+/// informers that have not listed the shard yet (once per term). A term waits for the relists
+/// at the new shard set; one that waits this long has a relist that keeps failing (a `403` on a
+/// resource the controller owns, say) or an informer whose queue never empties.
+pub const SHARD_WAIT_WARNING: Duration = Duration::from_secs(60);
 
 /// Where the handlers and workers find the controller's shard assignment (`None`: not
 /// sharded).
@@ -41,6 +49,10 @@ pub(crate) struct Sharded {
 struct Held {
     term: ShardTerm,
     begun: bool,
+    /// When it was held: how long it has waited to begin.
+    since: Instant,
+    /// Whether its wait has been told at WARN ([`SHARD_WAIT_WARNING`]).
+    warned: bool,
 }
 
 /// Where a key woken by a related object belongs if its own object is not known (an owner
@@ -176,7 +188,12 @@ impl Sharded {
         self.counters[term.shard() as usize]
             .terms
             .fetch_add(1, Ordering::Relaxed);
-        let held = Held { term, begun: false };
+        let held = Held {
+            term,
+            begun: false,
+            since: Instant::now(),
+            warned: false,
+        };
         self.terms.write().insert(held.term.shard(), held);
     }
 
@@ -198,14 +215,46 @@ impl Sharded {
         listed.is_some_and(|set| set.field() == self.field() && set.covers(range))
     }
 
-    /// Begins the terms held on `shards`: their keys are reconciled from now on.
-    pub(crate) fn begin(&self, shards: &BTreeSet<u32>) {
+    /// When the first term still waiting to begin and not yet told reaches
+    /// [`SHARD_WAIT_WARNING`].
+    pub(crate) fn next_wait_warning(&self) -> Option<Instant> {
+        let terms = self.terms.read();
+        terms
+            .values()
+            .filter(|h| !h.begun && !h.warned)
+            .map(|h| h.since + SHARD_WAIT_WARNING)
+            .min()
+    }
+
+    /// The terms that have waited [`SHARD_WAIT_WARNING`] or longer to begin and were not told
+    /// yet, with how long each has waited: marked told.
+    pub(crate) fn take_wait_warnings(&self) -> Vec<(u32, Duration)> {
+        let now = Instant::now();
         let mut terms = self.terms.write();
+        terms
+            .iter_mut()
+            .filter(|(_, h)| !h.begun && !h.warned && now >= h.since + SHARD_WAIT_WARNING)
+            .map(|(s, h)| {
+                h.warned = true;
+                (*s, now - h.since)
+            })
+            .collect()
+    }
+
+    /// Begins the terms held on `shards`: their keys are reconciled from now on. Returns the
+    /// ones whose wait had been told at WARN, with how long each waited.
+    pub(crate) fn begin(&self, shards: &BTreeSet<u32>) -> Vec<(u32, Duration)> {
+        let mut terms = self.terms.write();
+        let mut told = Vec::new();
         for shard in shards {
             if let Some(held) = terms.get_mut(shard) {
                 held.begun = true;
+                if held.warned {
+                    told.push((*shard, held.since.elapsed()));
+                }
             }
         }
+        told
     }
 
     /// Lets go of `shards`' terms: the clones held by reconciles under way are the last ones.
@@ -259,6 +308,10 @@ impl Sharded {
                 shard,
                 owned: terms.contains_key(&shard),
                 begun: terms.get(&shard).is_some_and(|h| h.begun),
+                waiting_for: terms
+                    .get(&shard)
+                    .filter(|h| !h.begun)
+                    .map(|h| h.since.elapsed()),
                 terms: c.terms.load(Ordering::Relaxed),
                 queued_at_start: c.queued.load(Ordering::Relaxed),
                 reconciles: c.reconciles.load(Ordering::Relaxed),
@@ -275,25 +328,51 @@ impl Sharded {
     }
 }
 
-/// The resource version an informer's cache had reached when its shard set last grew: a
+/// The resource versions an informer's cache had reached when its shard set last grew (a
 /// later add of an object at that version or before is one of the shards' existing objects
-/// arriving (by the relist), not a new one, and is queued behind real changes, as a term's
-/// initial keys are.
+/// arriving by the relist, not a new one, and is queued behind real changes, as a term's
+/// initial keys are), and when each shard's term began (an add at that version or before was
+/// in the cache then, so the term's beginning queued its keys: it is not queued again).
 #[derive(Debug, Default)]
-pub(crate) struct Arrivals(AtomicU64);
+pub(crate) struct Arrivals {
+    grew: AtomicU64,
+    began: Mutex<HashMap<u32, u64>>,
+}
 
 impl Arrivals {
     /// The shard set grew when the cache was at `version` (ignored unless a decimal integer).
     pub(crate) fn grew_at(&self, version: &str) {
         if let Ok(v) = version.parse::<u64>() {
-            self.0.fetch_max(v, Ordering::Relaxed);
+            self.grew.fetch_max(v, Ordering::Relaxed);
         }
+    }
+
+    /// The terms on `shards` begin with the cache at `version`; forgotten for a version that
+    /// is not a decimal integer (every add is then queued).
+    pub(crate) fn began_at(&self, shards: &BTreeSet<u32>, version: &str) {
+        let mut began = self.began.lock();
+        let v = version.parse::<u64>().ok();
+        for shard in shards {
+            match v {
+                Some(v) => began.insert(*shard, v),
+                None => began.remove(shard),
+            };
+        }
+    }
+
+    /// Whether an add of an object of `shard` at `version` was in the cache when the shard's
+    /// term began (its version no newer than the cache's then): that beginning queued its keys.
+    pub(crate) fn queued_at_begin(&self, shard: u32, version: Option<&str>) -> bool {
+        let Some(v) = version.and_then(|v| v.parse::<u64>().ok()) else {
+            return false;
+        };
+        self.began.lock().get(&shard).is_some_and(|b| v <= *b)
     }
 
     /// The priority of an add (not of the initial list) of an object at `version`:
     /// [`LOW_PRIORITY`] for an arrival, `None` for a real change.
     pub(crate) fn priority(&self, version: Option<&str>) -> Option<i32> {
-        let before = self.0.load(Ordering::Relaxed);
+        let before = self.grew.load(Ordering::Relaxed);
         let v = version?.parse::<u64>().ok()?;
         (before > 0 && v <= before).then_some(LOW_PRIORITY)
     }
@@ -352,6 +431,10 @@ pub struct ShardCounts {
     /// the shard, and its keys are reconciled here. A term held but not begun is waiting for
     /// the relists at the new shard set.
     pub begun: bool,
+    /// How long the term held has waited to begin, while it has not (`None` once begun, or
+    /// with no term held). Past [`SHARD_WAIT_WARNING`] the controller logs a WARN naming the
+    /// informers whose caches have not listed the shard.
+    pub waiting_for: Option<Duration>,
     /// Terms of this shard started here (moves in), begun or not.
     pub terms: u64,
     /// Keys its terms queued as they began (the cached keys of the shard and the remembered
@@ -362,4 +445,30 @@ pub struct ShardCounts {
     /// Keys of the shard dequeued while its term was not held here, or held but not begun:
     /// dropped, not reconciled (the shard's owner queues them when its term begins).
     pub skipped: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_add_no_newer_than_its_shards_beginning_was_queued_by_it() {
+        let arrivals = Arrivals::default();
+        // No term has begun: every add is queued.
+        assert!(!arrivals.queued_at_begin(1, Some("5")));
+        arrivals.began_at(&BTreeSet::from([1, 2]), "10");
+        assert!(arrivals.queued_at_begin(1, Some("10")));
+        assert!(arrivals.queued_at_begin(2, Some("3")));
+        // Newer than the cache when the term began: a change to queue.
+        assert!(!arrivals.queued_at_begin(1, Some("11")));
+        // Another shard, or versions that do not compare: queued.
+        assert!(!arrivals.queued_at_begin(3, Some("3")));
+        assert!(!arrivals.queued_at_begin(1, Some("opaque")));
+        assert!(!arrivals.queued_at_begin(1, None));
+        // A later term on the shard moves its mark; a cache at an opaque version forgets it.
+        arrivals.began_at(&BTreeSet::from([1]), "20");
+        assert!(arrivals.queued_at_begin(1, Some("15")));
+        arrivals.began_at(&BTreeSet::from([2]), "opaque");
+        assert!(!arrivals.queued_at_begin(2, Some("3")));
+    }
 }

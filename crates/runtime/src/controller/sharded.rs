@@ -25,8 +25,10 @@ pub(crate) struct ShardedInformer {
     relation: &'static str,
     by: ShardBy,
     set_shards: Box<dyn Fn(Option<ShardSelector>) + Send + Sync>,
-    /// The resource version its cache has reached.
+    /// The resource version its reflector has reached.
     version: Box<dyn Fn() -> String + Send + Sync>,
+    /// The resource version of the last change its cache applied.
+    cache_version: Box<dyn Fn() -> String + Send + Sync>,
     /// The shard set of its cache's last complete list.
     listed: watch::Receiver<Option<ShardSelector>>,
     arrivals: Arc<Arrivals>,
@@ -38,13 +40,18 @@ impl ShardedInformer {
         relation: &'static str,
         arrivals: Arc<Arrivals>,
     ) -> Self {
-        let (set, version) = (Arc::clone(informer), Arc::clone(informer));
+        let (set, version, cache) = (
+            Arc::clone(informer),
+            Arc::clone(informer),
+            Arc::clone(informer),
+        );
         Self {
             name: informer.name().to_owned(),
             relation,
             by: informer.shard_by(),
             set_shards: Box::new(move |s| set.set_shards(s)),
             version: Box::new(move || version.last_sync_resource_version()),
+            cache_version: Box::new(move || cache.cache_version()),
             listed: informer.watch_listed_shards(),
             arrivals,
         }
@@ -76,9 +83,13 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   children the previous owner made). It begins with the shard's cached keys queued at
     ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
     ///   shard, and the keys its `owns`/`watches` objects map to), and its remembered deletions
-    ///   at 0; adds the handlers deliver after that are queued at `LOW_PRIORITY` too when they
-    ///   are no newer than the cache was when the set grew (resource versions that are decimal
-    ///   integers; otherwise as real changes).
+    ///   at 0. An add the handlers deliver after that of an object the cache already held
+    ///   when the term began (no newer than the cache was then) is not queued again; other
+    ///   adds no newer than the cache was when the set grew are queued at `LOW_PRIORITY` too
+    ///   (resource versions that are decimal integers; otherwise every add is a real change).
+    ///   A term that waits [`SHARD_WAIT_WARNING`](crate::SHARD_WAIT_WARNING) to begin is told
+    ///   once at WARN, naming the informers that have not listed the shard, and its wait shows
+    ///   in [`ShardCounts::waiting_for`](crate::ShardCounts::waiting_for).
     /// * **a key is reconciled only under its shard's term**: its shard is its cached object's
     ///   (or its deletion's last known state's); the worker holds a clone of that shard's
     ///   [`ShardTerm`](crate::ShardTerm) for the whole reconcile, so the shard's Lease is not
@@ -240,9 +251,19 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 })
                 .collect();
             if !ready.is_empty() {
-                sharded.begin(&ready);
+                // Before the handlers may queue the shards' changes: the adds they deliver
+                // late of what the caches hold now are not queued twice.
+                for informer in &self.informers {
+                    informer
+                        .arrivals
+                        .began_at(&ready, &(informer.cache_version)());
+                }
+                for (shard, waited) in sharded.begin(&ready) {
+                    tracing::info!(shard, waited = ?waited, "a shard term that waited long has begun");
+                }
                 self.begin_shard_terms(sharded, &ready);
             }
+            self.warn_of_long_waits(sharded, &listed);
             let mut tokens: FuturesUnordered<_> = sharded
                 .held()
                 .keys()
@@ -250,15 +271,44 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 .map(|t| t.token().cancelled_owned())
                 .collect();
             let waiting = !sharded.waiting().is_empty();
+            let warning = sharded.next_wait_warning();
             tokio::select! {
                 changed = status.changed() => if changed.is_err() { break },
                 Some(()) = tokens.next() => {}
                 () = relisted(&mut listed), if waiting => {}
+                () = sleep_until(warning), if warning.is_some() => {}
                 () = stop.cancelled() => break,
             }
         }
         // Stopping: the workers finish their reconciles (each holds its term); the terms are
         // let go of once they have (see `shard`).
+    }
+
+    /// Logs at WARN, once per term, each term that has waited
+    /// [`SHARD_WAIT_WARNING`](crate::SHARD_WAIT_WARNING) to begin,
+    /// naming the informers whose caches have not listed its shard yet (`listed`: their
+    /// receivers, in the order of `self.informers`).
+    fn warn_of_long_waits(
+        &self,
+        sharded: &Sharded,
+        listed: &[watch::Receiver<Option<ShardSelector>>],
+    ) {
+        for (shard, waited) in sharded.take_wait_warnings() {
+            let behind: Vec<String> = self
+                .informers
+                .iter()
+                .zip(listed)
+                .filter(|(_, rx)| !sharded.listed_whole(rx.borrow().as_ref(), shard))
+                .map(|(i, _)| format!("{} ({})", i.name, i.relation))
+                .collect();
+            tracing::warn!(
+                "shard {shard}'s term has waited {}s to begin, and none of its keys is reconciled \
+                 here meanwhile: not yet listed by {} (a relist that keeps failing, or a queue \
+                 that never empties)",
+                waited.as_secs(),
+                behind.join(", ")
+            );
+        }
     }
 
     /// Terms begin on `shards` (every cache holds their objects): their cached keys queued at
@@ -316,6 +366,14 @@ impl<K: Send + Sync + 'static> Controller<K> {
             keys = queued.values().sum::<u64>(),
             "shard terms began: their cached keys and remembered deletions queued"
         );
+    }
+}
+
+/// Resolves at `at` (never if `None`).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -16,7 +16,9 @@ use informer_leaderelection::{MemoryLeases, ShardConfig, ShardRunner};
 use informer_reflector::{
     Error, ListPage, ListParams, ListerWatcher, WatchEvent, WatchParams, WatchStream,
 };
-use informer_runtime::{Action, Controller, RuntimeError, ShardStatsHandle, Target};
+use informer_runtime::{
+    Action, Controller, RuntimeError, SHARD_WAIT_WARNING, ShardStatsHandle, Target,
+};
 use informer_shard::ShardRange;
 use informer_store::{Identity, KeyError};
 use informer_testing::eventually;
@@ -177,11 +179,13 @@ impl Drop for Ending {
     }
 }
 
-/// How each reconcile behaves: it takes `work`, then asks to be run again after `again`.
+/// How each reconcile behaves: it takes `work`, then asks to be run again after `again`; and
+/// how many run at once.
 #[derive(Clone, Copy)]
 struct Behaviour {
     work: Duration,
     again: Option<Duration>,
+    concurrency: usize,
 }
 
 struct Replica {
@@ -214,7 +218,7 @@ impl Replica {
         let runner = ShardRunner::new(leases.clone(), ShardConfig::new("ctl", name, SHARDS))
             .expect("a valid configuration");
         let controller = Controller::new(Arc::clone(&informer))
-            .concurrency(4)
+            .concurrency(behaviour.concurrency)
             .sharded(runner.clone());
         let stats = controller.shard_stats().expect("sharded");
         let stop = CancellationToken::new();
@@ -361,6 +365,7 @@ fn assert_no_overlap(log: &Log) {
 const ONCE: Behaviour = Behaviour {
     work: Duration::from_millis(50),
     again: None,
+    concurrency: 4,
 };
 
 /// Three replicas settle on the shards; objects added then are each reconciled once, by the
@@ -385,8 +390,17 @@ async fn every_key_is_reconciled_by_the_one_replica_owning_its_shard() {
     .await;
     assert!(settled(&world, &all), "each replica caches its shards only");
     let mut seen = BTreeSet::new();
-    for run in log.lock().iter() {
-        assert!(seen.insert(run.key.clone()), "{} reconciled twice", run.key);
+    let runs = log.lock().clone();
+    for run in &runs {
+        assert!(
+            seen.insert(run.key.clone()),
+            "{} reconciled twice: {:?}; assignments: {:?}",
+            run.key,
+            runs.iter().filter(|r| r.key == run.key).collect::<Vec<_>>(),
+            all.iter()
+                .map(|r| (r.name, r.stats.stats().assignment, r.stats.stats().shards))
+                .collect::<Vec<_>>()
+        );
         let owner = all
             .iter()
             .find(|r| r.name == run.replica)
@@ -419,6 +433,7 @@ async fn every_key_is_reconciled_by_the_one_replica_owning_its_shard() {
 const AGAIN: Behaviour = Behaviour {
     work: Duration::from_millis(2500),
     again: Some(Duration::from_millis(100)),
+    concurrency: 4,
 };
 
 /// A replica alone reconciles everything, over and over; a second one joins and takes shards,
@@ -478,13 +493,15 @@ async fn shards_move_with_their_keys_and_no_key_is_reconciled_twice_at_once() {
 async fn a_terms_end_cancels_its_reconcile_before_the_shard_moves() {
     let (world, leases, log) = (World::new(), MemoryLeases::new(), Log::default());
     world.add(24);
+    // Every key at once: whichever shards move, a is reconciling each of their keys.
     let forever = Behaviour {
         work: Duration::from_secs(3600),
         again: None,
+        concurrency: 24,
     };
     let a = Replica::start("a", &world, &leases.handle(), &log, forever);
-    eventually("a reconciles", || {
-        a.owned().len() == SHARDS as usize && log.lock().len() >= 4
+    eventually("a reconciles every key", || {
+        a.owned().len() == SHARDS as usize && log.lock().len() >= 24
     })
     .await;
     let b = Replica::start("b", &world, &leases.handle(), &log, forever);
@@ -509,7 +526,7 @@ async fn a_terms_end_cancels_its_reconcile_before_the_shard_moves() {
         );
     }
     assert_no_overlap(&log);
-    // The four reconciles a ran at once were all either cut or still running in its shards.
+    // The reconciles a ran were all either cut or still running in its shards.
     for run in log_now
         .iter()
         .filter(|r| r.replica == "a" && r.end.is_none())
@@ -824,6 +841,13 @@ async fn a_term_begins_only_once_every_cache_has_listed_its_shard() {
     assert!(seen.0.lock().is_empty(), "{:?}", seen.0.lock());
     let waiting = stats.stats().shards;
     assert!(waiting.iter().all(|s| s.owned && !s.begun), "{waiting:?}");
+    // Each term has waited a minute: told in the counters (and at WARN, once).
+    assert!(
+        waiting
+            .iter()
+            .all(|s| s.waiting_for.is_some_and(|w| w >= SHARD_WAIT_WARNING)),
+        "{waiting:?}"
+    );
 
     open.send_replace(true);
     eventually("every owner reconciled", || {
@@ -834,7 +858,11 @@ async fn a_term_begins_only_once_every_cache_has_listed_its_shard() {
     assert!(runs.iter().all(|(_, cached)| *cached), "{runs:?}");
     let keys: BTreeSet<String> = runs.into_iter().map(|(k, _)| k).collect();
     assert_eq!(keys.len(), owners.len());
-    assert!(stats.stats().shards.iter().all(|s| s.begun));
+    let begun = stats.stats().shards;
+    assert!(
+        begun.iter().all(|s| s.begun && s.waiting_for.is_none()),
+        "{begun:?}"
+    );
     stop.cancel();
     for task in tasks {
         task.await.expect("no panic");
