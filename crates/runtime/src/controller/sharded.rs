@@ -284,15 +284,16 @@ impl<K: Send + Sync + 'static> Controller<K> {
         // let go of once they have (see `shard`).
     }
 
-    /// Logs at WARN, once per term, each term that has waited
-    /// [`SHARD_WAIT_WARNING`](crate::SHARD_WAIT_WARNING) to begin,
-    /// naming the informers whose caches have not listed its shard yet (`listed`: their
-    /// receivers, in the order of `self.informers`).
+    /// Logs at WARN, once per term, the terms that have waited
+    /// [`SHARD_WAIT_WARNING`](crate::SHARD_WAIT_WARNING) to begin, naming the informers whose
+    /// caches have not listed their shards yet (`listed`: their receivers, in the order of
+    /// `self.informers`): one line for the terms the same informers hold back.
     fn warn_of_long_waits(
         &self,
         sharded: &Sharded,
         listed: &[watch::Receiver<Option<ShardSelector>>],
     ) {
+        let mut by_behind: BTreeMap<Vec<String>, (Vec<u32>, u64)> = BTreeMap::new();
         for (shard, waited) in sharded.take_wait_warnings() {
             let behind: Vec<String> = self
                 .informers
@@ -301,11 +302,15 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 .filter(|(_, rx)| !sharded.listed_whole(rx.borrow().as_ref(), shard))
                 .map(|(i, _)| format!("{} ({})", i.name, i.relation))
                 .collect();
+            let (shards, longest) = by_behind.entry(behind).or_default();
+            shards.push(shard);
+            *longest = (*longest).max(waited.as_secs());
+        }
+        for (behind, (shards, waited)) in by_behind {
             tracing::warn!(
-                "shard {shard}'s term has waited {}s to begin, and none of its keys is reconciled \
-                 here meanwhile: not yet listed by {} (a relist that keeps failing, or a queue \
-                 that never empties)",
-                waited.as_secs(),
+                "shard terms {shards:?} have waited {waited}s to begin, and none of their keys is \
+                 reconciled here meanwhile: not yet listed by {} (a relist that keeps failing, \
+                 or a queue that never empties)",
                 behind.join(", ")
             );
         }
