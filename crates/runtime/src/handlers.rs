@@ -120,15 +120,20 @@ impl<K: Send + Sync + 'static> MainHandler<K> {
         }
     }
 
-    /// Sharded: whether an add of `obj` was in the cache when its shard's term began, which
-    /// queued its key then (the add's notification came after).
-    fn queued_at_begin(&self, obj: &K) -> bool {
+    /// Whether an add of `obj` is this controller's to queue: always unsharded; sharded, when
+    /// its shard's term has begun and `obj` was not in the cache yet when it began (the
+    /// beginning queued what the cache held; this add's notification came after). The shard
+    /// is computed once.
+    fn queues_add(&self, obj: &K) -> bool {
         match &*self.sharding.read() {
-            None => false,
-            Some(sharded) => self.arrivals.queued_at_begin(
-                sharded.shard_of(&self.identity, obj),
-                self.identity.resource_version(obj),
-            ),
+            None => true,
+            Some(sharded) => {
+                let shard = sharded.shard_of(&self.identity, obj);
+                sharded.serves_shard(shard)
+                    && !self
+                        .arrivals
+                        .queued_at_begin(shard, self.identity.resource_version(obj))
+            }
         }
     }
 
@@ -146,10 +151,7 @@ impl<K: Send + Sync + 'static> MainHandler<K> {
 impl<K: Send + Sync + 'static> ResourceEventHandler<K> for MainHandler<K> {
     fn on_add(&self, key: &str, obj: &Arc<K>, initial: bool) {
         self.deleted.lock().recreated(key);
-        if self.reconciling.load(Ordering::Acquire)
-            && self.in_served_shard(obj)
-            && !self.queued_at_begin(obj)
-        {
+        if self.reconciling.load(Ordering::Acquire) && self.queues_add(obj) {
             let arrival = (!initial)
                 .then(|| self.arrivals.priority(self.identity.resource_version(obj)))
                 .flatten();

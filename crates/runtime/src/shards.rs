@@ -158,7 +158,11 @@ impl Sharded {
     /// Whether the term of `obj`'s shard has begun here: its changes are this replica's to
     /// reconcile.
     pub(crate) fn serves_object<K: 'static>(&self, identity: &SharedIdentity<K>, obj: &K) -> bool {
-        let shard = self.shard_of(identity, obj);
+        self.serves_shard(self.shard_of(identity, obj))
+    }
+
+    /// Whether `shard`'s term has begun here.
+    pub(crate) fn serves_shard(&self, shard: u32) -> bool {
         self.terms.read().get(&shard).is_some_and(|h| h.begun)
     }
 
