@@ -143,6 +143,16 @@ impl Sharded {
         self.placed.lock().insert(Arc::from(key), placement.clone());
     }
 
+    /// Places `key` again where a reconcile of it found it placed, unless a related object has
+    /// placed it since: a retry of a key with no object (an owner gone, queued again by its
+    /// reconcile's outcome rather than by its orphan) is reconciled in the same shard.
+    pub(crate) fn place_again(&self, key: &Arc<str>, placement: Placement) {
+        self.placed
+            .lock()
+            .entry(Arc::clone(key))
+            .or_insert(placement);
+    }
+
     /// Where `key` was last placed by a related object, forgotten as it is read.
     pub(crate) fn take_placement(&self, key: &str) -> Option<Placement> {
         self.placed.lock().remove(key)

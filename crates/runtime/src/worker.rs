@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::action::Next;
 use crate::deleted::Deleted;
 use crate::gate::Gate;
-use crate::shards::Sharded;
+use crate::shards::{Placement, Sharded};
 use crate::written::{self, Written};
 use crate::{Action, Expectations, ReconcileObserver, ReconcileOutcome, Request, Target};
 
@@ -210,6 +210,8 @@ where
         }
         let target = self.target(key);
         let mut owner_uid = None;
+        // A key with no object is queued again in the shard it was placed in.
+        let mut placement = None;
         if let Some((sharded, shard, uid)) = placed {
             let object = match &target {
                 Target::Live(obj) => Some(obj),
@@ -224,6 +226,10 @@ where
             sharded.note_reconcile(shard);
             // Only for a key with no object at all.
             owner_uid = uid.filter(|_| object.is_none());
+            if object.is_none() {
+                let owner_uid = owner_uid.clone();
+                placement = Some((sharded, Placement { shard, owner_uid }));
+            }
         }
         let request = Request {
             key: Arc::clone(key),
@@ -270,6 +276,9 @@ where
                 duration,
                 timed_out,
             });
+        }
+        if let (Some((sharded, placement)), false) = (placement, action.next == Next::AwaitChange) {
+            sharded.place_again(key, placement);
         }
         self.schedule(key, succeeded, action);
     }

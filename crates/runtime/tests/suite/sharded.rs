@@ -666,11 +666,14 @@ impl<T: Send + Sync + 'static> ListerWatcher<T> for Fixed<T> {
     }
 }
 
-/// An owner that is gone, woken by its orphaned child, has no object to tell its shard: it is
-/// reconciled (as a deletion) in its child's shard, which is its own, by the replica owning it,
-/// not dropped unreconciled.
-#[tokio::test(start_paused = true)]
-async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
+/// What a controller told of a gone owner saw: each reconcile's key, whether it had no object
+/// at all, and the owner uid it was told of.
+type Seen = Arc<Mutex<Vec<(String, bool, Option<String>)>>>;
+
+/// Runs a sharded controller over no owners and one orphaned child, whose reconciles fail the
+/// first `failures` times (each retried with backoff), until it has reconciled the gone owner
+/// `failures + 1` times: what each reconcile saw, and the shard counts then.
+async fn reconcile_the_gone_owner(failures: usize) -> (Seen, ShardStatsHandle) {
     let owners = Arc::new(
         SharedIndexInformer::builder(Arc::new(Fixed::<Obj>(Vec::new())), ObjIdentity)
             .name("owners")
@@ -694,13 +697,16 @@ async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
         .sharded(runner);
     let stats = controller.shard_stats().expect("sharded");
     let stop = CancellationToken::new();
-    type Seen = Arc<Mutex<Vec<(String, bool, Option<String>)>>>;
     let seen: Seen = Arc::default();
-    let reconcile = |request: informer_runtime::Request<Obj>, seen: Seen| async move {
+    let reconcile = move |request: informer_runtime::Request<Obj>, seen: Seen| async move {
         let gone = matches!(request.target, Target::Deleted { last_known: None });
         let owner = request.owner_uid.as_deref().map(str::to_owned);
-        seen.lock().push((request.key.to_string(), gone, owner));
-        Ok::<_, std::convert::Infallible>(Action::await_change())
+        let mut seen = seen.lock();
+        seen.push((request.key.to_string(), gone, owner));
+        if seen.len() <= failures {
+            return Err(std::fmt::Error);
+        }
+        Ok(Action::await_change())
     };
     let tasks = [
         tokio::spawn({
@@ -720,7 +726,24 @@ async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
             }
         }),
     ];
-    eventually("the gone owner reconciled", || !seen.lock().is_empty()).await;
+    // Or a retry dropped: the test then fails on its counts, not on a timeout.
+    eventually("the gone owner reconciled, or a retry dropped", || {
+        seen.lock().len() > failures || stats.stats().unplaced > 0
+    })
+    .await;
+    stop.cancel();
+    for task in tasks {
+        task.await.expect("no panic");
+    }
+    (seen, stats)
+}
+
+/// An owner that is gone, woken by its orphaned child, has no object to tell its shard: it is
+/// reconciled (as a deletion) in its child's shard, which is its own, by the replica owning it,
+/// not dropped unreconciled.
+#[tokio::test(start_paused = true)]
+async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
+    let (seen, stats) = reconcile_the_gone_owner(0).await;
     // Told which object it is for: the owner the orphan names, not whatever may carry the key
     // now in another shard.
     let owner = Some("uid-of-the-gone-owner".to_owned());
@@ -729,10 +752,20 @@ async fn an_owner_gone_is_reconciled_in_its_orphaned_childs_shard() {
     assert_eq!(stats.unplaced, 0, "no key dropped for want of a shard");
     let shard = shard_of_uid("uid-of-the-gone-owner") as usize;
     assert_eq!(stats.shards[shard].reconciles, 1, "{stats:?}");
-    stop.cancel();
-    for task in tasks {
-        task.await.expect("no panic");
-    }
+}
+
+/// A gone owner's reconcile that fails is retried in the same shard, told the same owner: its
+/// retry, queued by the backoff rather than by its child, still knows where it belongs.
+#[tokio::test(start_paused = true)]
+async fn a_gone_owners_failed_reconcile_is_retried_in_its_orphans_shard() {
+    let (seen, stats) = reconcile_the_gone_owner(2).await;
+    let owner = Some("uid-of-the-gone-owner".to_owned());
+    let once = ("gone".to_owned(), true, owner);
+    assert_eq!(*seen.lock(), vec![once.clone(), once.clone(), once]);
+    let stats = stats.stats();
+    assert_eq!(stats.unplaced, 0, "no retry dropped for want of a shard");
+    let shard = shard_of_uid("uid-of-the-gone-owner") as usize;
+    assert_eq!(stats.shards[shard].reconciles, 3, "{stats:?}");
 }
 
 /// A source of fixed objects whose lists after the first wait until `open` is true.
