@@ -461,8 +461,8 @@ where
         .map_err(|e| shard_refusal(e, shard.as_deref()))?;
     negotiation.record(encoding);
     Ok(match encoding {
-        Encoding::Protobuf => protobuf::watch_events::<T>(body, decoding, negotiation)
-            .and_then(|e| futures::future::ready(event_from_kube(e)))
+        Encoding::Protobuf => protobuf::WatchFrames::<T>::new(body, decoding, negotiation)
+            .map(|e| e.and_then(event_from_kube))
             .boxed(),
         Encoding::Json => watch_stream(decode::watch_events::<T>(body, decoding)),
     })

@@ -318,59 +318,77 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 
 /// The watch events of a protobuf body: its frames, each decoded as it completes. A body cut
 /// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
-pub(crate) fn watch_events<K>(
-    body: Body,
-    decoding: Decoding,
+///
+/// A `Stream` of its own rather than a combinator chain: a streaming list reads one event per
+/// object, so what each event costs beyond its object's decoding (a future built per item,
+/// an `Arc` cloned per item) is paid tens of thousands of times per sync.
+pub(crate) struct WatchFrames<K> {
+    body: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+    frames: FrameDecoder,
+    objects: Objects<K>,
     negotiation: Arc<Negotiation>,
-) -> impl Stream<Item = Result<kube::api::WatchEvent<Arc<K>>, Error>> + Send
-where
-    K: DeserializeOwned + Send + Sync + 'static,
-{
-    let objects = Objects::<K>::new(decoding);
-    let state = (chunks(body).boxed(), FrameDecoder::default(), false);
-    futures::stream::unfold(state, move |(mut body, mut frames, ended)| {
-        let negotiation = negotiation.clone();
-        async move {
-            if ended {
-                return None;
-            }
-            loop {
-                match frames.next_frame() {
-                    Ok(Some(frame)) => {
-                        let event = frame_event(frame, objects, &negotiation);
-                        let end = event.is_err();
-                        return Some((event, (body, frames, end)));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        return Some((
-                            Err(negotiation.error("watch stream", e)),
-                            (body, frames, true),
-                        ));
-                    }
+    ended: bool,
+}
+
+impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
+    pub(crate) fn new(body: Body, decoding: Decoding, negotiation: Arc<Negotiation>) -> Self {
+        Self {
+            body: chunks(body).boxed(),
+            frames: FrameDecoder::default(),
+            objects: Objects::new(decoding),
+            negotiation,
+            ended: false,
+        }
+    }
+}
+
+impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
+    type Item = Result<kube::api::WatchEvent<Arc<K>>, Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        while !this.ended {
+            match this.frames.next_frame() {
+                Ok(Some(frame)) => {
+                    let event = frame_event(frame, this.objects, &this.negotiation);
+                    // An event that cannot be read ends the stream (the reflector watches
+                    // again, or relists).
+                    this.ended = event.is_err();
+                    return Poll::Ready(Some(event));
                 }
-                match body.next().await {
-                    Some(Ok(chunk)) => frames.push(&chunk),
-                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        tracing::debug!("watch body cut short: {e}");
-                        return None;
+                Ok(None) => {}
+                Err(e) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(this.negotiation.error("watch stream", e))));
+                }
+            }
+            match futures::ready!(this.body.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => this.frames.push(&chunk),
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    tracing::debug!("watch body cut short: {e}");
+                    this.ended = true;
+                }
+                Some(Err(e)) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(Error::Transport(Box::new(e)))));
+                }
+                None => {
+                    if this.frames.pending() > 0 {
+                        tracing::debug!(
+                            bytes = this.frames.pending(),
+                            "watch body ended inside a frame"
+                        );
                     }
-                    Some(Err(e)) => {
-                        return Some((Err(Error::Transport(Box::new(e))), (body, frames, true)));
-                    }
-                    None => {
-                        if frames.pending() > 0 {
-                            tracing::debug!(
-                                bytes = frames.pending(),
-                                "watch body ended inside a frame"
-                            );
-                        }
-                        return None;
-                    }
+                    this.ended = true;
                 }
             }
         }
-    })
+        Poll::Ready(None)
+    }
 }
 
 /// A protobuf `Status` body (an error response), if it is one.
