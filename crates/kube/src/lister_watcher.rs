@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use informer_reflector::{
     Error, ListPage, ListParams, ListSink, ListerWatcher, ResourceVersionMatch, WatchEvent,
     WatchParams, WatchStream,
@@ -475,8 +475,7 @@ where
     S: futures::Stream<Item = kube::Result<kube::api::WatchEvent<Arc<O>>>> + Send + 'static,
 {
     events
-        .map_err(stream_error_from_kube)
-        .and_then(|e| futures::future::ready(event_from_kube(e)))
+        .map(|e| e.map_err(stream_error_from_kube).and_then(event_from_kube))
         .boxed()
 }
 

@@ -1,9 +1,14 @@
 //! The watch decoder: each line of a watch body decoded into an event as kube-client decodes
 //! it, and the body's stream of events.
 
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use kube::client::Body;
 use serde::de::DeserializeOwned;
@@ -69,50 +74,65 @@ pub(crate) fn watch_events<K>(
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    let state = (
-        chunks(body).boxed(),
-        Lines::default(),
-        std::collections::VecDeque::<Bytes>::new(),
-        false,
-    );
-    futures::stream::unfold(
-        state,
-        move |(mut body, mut lines, mut ready, mut ended)| async move {
-            loop {
-                while let Some(line) = ready.pop_front() {
-                    if let Some(event) = watch_line::<K>(&line, decoding) {
-                        if matches!(event, Err(kube::Error::ReadEvents(_))) {
-                            // kube-client's line decoder ends the stream at a line that is not
-                            // UTF-8.
-                            ended = true;
-                            ready.clear();
-                        }
-                        return Some((event, (body, lines, ready, ended)));
+    WatchLines::<K> {
+        body: chunks(body).boxed(),
+        lines: Lines::default(),
+        ready: VecDeque::new(),
+        ended: false,
+        decoding,
+        object: PhantomData,
+    }
+}
+
+/// A watch body's lines decoded into events, one at a time as they are polled: a `Stream` of
+/// its own, so that an event costs its line's decoding and no future of its own (a streaming
+/// list reads one per object).
+struct WatchLines<K> {
+    body: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    lines: Lines,
+    /// Lines framed and not decoded yet.
+    ready: VecDeque<Bytes>,
+    /// The body has ended, or an error ended the stream: what is ready is all that is left.
+    ended: bool,
+    decoding: Decoding,
+    object: PhantomData<fn() -> K>,
+}
+
+impl<K: DeserializeOwned> Stream for WatchLines<K> {
+    type Item = Result<kube::api::WatchEvent<Arc<K>>, kube::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            while let Some(line) = this.ready.pop_front() {
+                if let Some(event) = watch_line::<K>(&line, this.decoding) {
+                    if matches!(event, Err(kube::Error::ReadEvents(_))) {
+                        // kube-client's line decoder ends the stream at a line that is not
+                        // UTF-8.
+                        this.ended = true;
+                        this.ready.clear();
                     }
-                }
-                if ended {
-                    return None;
-                }
-                match body.next().await {
-                    Some(Ok(chunk)) => lines.push(chunk, &mut ready),
-                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        tracing::debug!("watch body cut short: {e}");
-                        ended = true;
-                    }
-                    Some(Err(e)) => {
-                        ended = true;
-                        ready.clear();
-                        return Some((
-                            Err(kube::Error::ReadEvents(e)),
-                            (body, lines, ready, ended),
-                        ));
-                    }
-                    None => {
-                        ended = true;
-                        ready.extend(lines.finish());
-                    }
+                    return Poll::Ready(Some(event));
                 }
             }
-        },
-    )
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match futures::ready!(this.body.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => this.lines.push(chunk, &mut this.ready),
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    tracing::debug!("watch body cut short: {e}");
+                    this.ended = true;
+                }
+                Some(Err(e)) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(kube::Error::ReadEvents(e))));
+                }
+                None => {
+                    this.ended = true;
+                    this.ready.extend(this.lines.finish());
+                }
+            }
+        }
+    }
 }
