@@ -143,11 +143,9 @@ impl Sharded {
         self.placed.lock().insert(Arc::from(key), placement.clone());
     }
 
-    /// Places `key` again where a reconcile of its deletion found it, unless a related object
-    /// has placed it since: a retry queued by the reconcile's outcome (an error's backoff, a
-    /// requeue after a delay) is reconciled in the same shard, whether the key had no object
-    /// at all (an owner gone, woken by its orphan) or a last known state let go of by then (a
-    /// deletion reconciled, and asked to run again).
+    /// Places `key` again where a reconcile of it found it placed, unless a related object has
+    /// placed it since: a retry of a key with no object (an owner gone, queued again by its
+    /// reconcile's outcome rather than by its orphan) is reconciled in the same shard.
     pub(crate) fn place_again(&self, key: &Arc<str>, placement: Placement) {
         self.placed
             .lock()

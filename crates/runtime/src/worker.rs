@@ -210,8 +210,7 @@ where
         }
         let target = self.target(key);
         let mut owner_uid = None;
-        // A deletion's key (its object gone, or only remembered) is queued again in the shard
-        // it is reconciled in: its last known state may be let go of by then.
+        // A key with no object is queued again in the shard it was placed in.
         let mut placement = None;
         if let Some((sharded, shard, uid)) = placed {
             let object = match &target {
@@ -227,7 +226,7 @@ where
             sharded.note_reconcile(shard);
             // Only for a key with no object at all.
             owner_uid = uid.filter(|_| object.is_none());
-            if matches!(target, Target::Deleted { .. }) {
+            if object.is_none() {
                 let owner_uid = owner_uid.clone();
                 placement = Some((sharded, Placement { shard, owner_uid }));
             }

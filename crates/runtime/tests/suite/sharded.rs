@@ -666,36 +666,6 @@ impl<T: Send + Sync + 'static> ListerWatcher<T> for Fixed<T> {
     }
 }
 
-/// Runs `informer` until `stop`.
-fn run_informer<T: Send + Sync + 'static>(
-    informer: &Arc<SharedIndexInformer<T>>,
-    stop: &CancellationToken,
-) -> JoinHandle<()> {
-    let (informer, stop) = (Arc::clone(informer), stop.clone());
-    tokio::spawn(async move { informer.run(stop).await.expect("runs") })
-}
-
-/// Runs `controller` with `ctx` until `stop`, every error retried with backoff.
-fn run_controller<Ctx, E, R, Fut>(
-    controller: Controller<Obj>,
-    stop: &CancellationToken,
-    ctx: Arc<Ctx>,
-    reconcile: R,
-) -> JoinHandle<()>
-where
-    Ctx: Send + Sync + 'static,
-    E: Send + 'static,
-    R: Fn(informer_runtime::Request<Obj>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
-{
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        let policy = |_: &_, _: &_, _: &_| Action::backoff();
-        let ran = controller.run(stop, ctx, reconcile, policy).await;
-        ran.expect("the controller runs");
-    })
-}
-
 /// What a controller told of a gone owner saw: each reconcile's key, whether it had no object
 /// at all, and the owner uid it was told of.
 type Seen = Arc<Mutex<Vec<(String, bool, Option<String>)>>>;
@@ -739,9 +709,22 @@ async fn reconcile_the_gone_owner(failures: usize) -> (Seen, ShardStatsHandle) {
         Ok(Action::await_change())
     };
     let tasks = [
-        run_informer(&owners, &stop),
-        run_informer(&children, &stop),
-        run_controller(controller, &stop, Arc::clone(&seen), reconcile),
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&owners), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+        tokio::spawn({
+            let (informer, stop) = (Arc::clone(&children), stop.clone());
+            async move { informer.run(stop).await.expect("runs") }
+        }),
+        tokio::spawn({
+            let (stop, seen) = (stop.clone(), Arc::clone(&seen));
+            async move {
+                let policy = |_: &_, _: &_, _: &_| Action::backoff();
+                let ran = controller.run(stop, seen, reconcile, policy).await;
+                ran.expect("the controller runs");
+            }
+        }),
     ];
     // Or a retry dropped: the test then fails on its counts, not on a timeout.
     eventually("the gone owner reconciled, or a retry dropped", || {
@@ -782,96 +765,6 @@ async fn a_gone_owners_failed_reconcile_is_retried_in_its_orphans_shard() {
     let stats = stats.stats();
     assert_eq!(stats.unplaced, 0, "no retry dropped for want of a shard");
     let shard = shard_of_uid("uid-of-the-gone-owner") as usize;
-    assert_eq!(stats.shards[shard].reconciles, 3, "{stats:?}");
-}
-
-/// A source of one object at version 1, deleted at version 2 once `delete` is true: lists
-/// have it until then, and a watch from version 1 then sends its deletion.
-struct DeletedWhenTold {
-    object: Arc<Obj>,
-    delete: watch::Receiver<bool>,
-}
-
-impl ListerWatcher<Obj> for DeletedWhenTold {
-    async fn list(&self, _: &ListParams) -> Result<ListPage<Obj>, Error> {
-        Ok(match *self.delete.borrow() {
-            false => ListPage::new(vec![Arc::clone(&self.object)], "1"),
-            true => ListPage::new(Vec::new(), "2"),
-        })
-    }
-
-    async fn watch(&self, params: &WatchParams) -> Result<WatchStream<Obj>, Error> {
-        if params.resource_version != "1" {
-            return Ok(futures::stream::pending().boxed());
-        }
-        let (mut delete, object) = (self.delete.clone(), Arc::clone(&self.object));
-        let deletion = futures::stream::once(async move {
-            let _ = delete.wait_for(|now| *now).await;
-            Ok(WatchEvent::deleted(object, "2"))
-        });
-        Ok(deletion.chain(futures::stream::pending()).boxed())
-    }
-}
-
-/// A deletion reconciled with success that asks to run again after a delay is run again, in
-/// its shard, told its object is gone (its last known state was let go of with the success),
-/// as an unsharded controller runs it: not dropped for want of a shard.
-#[tokio::test(start_paused = true)]
-async fn a_deletion_asked_to_run_again_is_run_again_in_its_shard() {
-    let object = Arc::new(Obj {
-        name: "obj-000".into(),
-        uid: "uid-000".into(),
-        rv: "1".into(),
-    });
-    let (delete, told) = watch::channel(false);
-    let source = DeletedWhenTold {
-        object,
-        delete: told,
-    };
-    let informer = Arc::new(SharedIndexInformer::builder(Arc::new(source), ObjIdentity).build());
-    let runner = ShardRunner::new(MemoryLeases::new(), ShardConfig::new("ctl", "a", SHARDS))
-        .expect("a valid configuration");
-    let controller = Controller::new(Arc::clone(&informer)).sharded(runner);
-    let stats = controller.shard_stats().expect("sharded");
-    let stop = CancellationToken::new();
-    // Each reconcile: "live", "deleted, last known", or "deleted, gone".
-    let seen: Arc<Mutex<Vec<&'static str>>> = Arc::default();
-    let reconcile = |request: informer_runtime::Request<Obj>, seen: Arc<Mutex<Vec<_>>>| async move {
-        let (what, action) = match request.target {
-            Target::Live(_) => ("live", Action::await_change()),
-            Target::Deleted {
-                last_known: Some(_),
-            } => (
-                "deleted, last known",
-                Action::requeue(Duration::from_secs(1)),
-            ),
-            Target::Deleted { last_known: None } => ("deleted, gone", Action::await_change()),
-        };
-        seen.lock().push(what);
-        Ok::<_, std::convert::Infallible>(action)
-    };
-    let tasks = [
-        run_informer(&informer, &stop),
-        run_controller(controller, &stop, Arc::clone(&seen), reconcile),
-    ];
-    // Or the rerun dropped: the test then fails on its counts, not on a timeout.
-    eventually("the live object reconciled", || !seen.lock().is_empty()).await;
-    delete.send_replace(true);
-    eventually("the deletion run again, or its rerun dropped", || {
-        seen.lock().len() >= 3 || stats.stats().unplaced > 0
-    })
-    .await;
-    stop.cancel();
-    for task in tasks {
-        task.await.expect("no panic");
-    }
-    assert_eq!(
-        *seen.lock(),
-        vec!["live", "deleted, last known", "deleted, gone"]
-    );
-    let stats = stats.stats();
-    assert_eq!(stats.unplaced, 0, "no rerun dropped for want of a shard");
-    let shard = shard_of_uid("uid-000") as usize;
     assert_eq!(stats.shards[shard].reconciles, 3, "{stats:?}");
 }
 
