@@ -159,6 +159,16 @@ where
         self.shards.by
     }
 
+    /// The shard set of the reflector's list-and-watch cycle under way (`None`: no cycle yet,
+    /// or every object): the set of the list (or streaming list) it runs, then of its watch.
+    /// While a relist at a set just changed with [`set_shards`](Self::set_shards) is under
+    /// way, this is that set and [`listed_shards`](Self::listed_shards) the one before, so the
+    /// cache holds the objects of a set for good once both equal [`shards`](Self::shards).
+    pub fn cycle_shards(&self) -> Option<ShardSelector> {
+        let state = self.state.lock();
+        state.life.reflector().and_then(|r| r.current_shards())
+    }
+
     /// Whether the server filtered the last list by the shard set, as its
     /// `metadata.shardInfo` said ([`ServerFiltering`]). The cache holds the same objects
     /// either way: what the server did not filter, the reflector did.

@@ -30,8 +30,9 @@ pub struct Request<K> {
     pub cancel: CancellationToken,
     /// Sharded, for a key whose object is not known at all (neither cached nor a remembered
     /// deletion): the uid of the controller owner named by the related object whose change
-    /// woke it, when it names one (an owner gone, woken by its orphaned child; see
-    /// docs/semantics.md, SH-18). The object this reconcile is for: the key may have been
+    /// woke it, when it names one (an owner gone, woken by its orphaned child), or the uid of
+    /// the deleted object whose earlier reconcile asked to run again (see docs/semantics.md,
+    /// SH-18). The object this reconcile is for: the key may have been
     /// created again since, with another uid and in another shard, and be reconciled there at
     /// the same time, so clean up only what belonged to this uid. `None` otherwise.
     pub owner_uid: Option<Arc<str>>,

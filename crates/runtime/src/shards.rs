@@ -57,7 +57,8 @@ struct Held {
 
 /// Where a key woken by a related object belongs if its own object is not known (an owner
 /// gone): the related object's shard, and the controller owner's uid that object names (the
-/// gone owner's, which a key recreated since does not have).
+/// gone owner's, which a key recreated since does not have). A deletion queued again by its
+/// reconcile's outcome is placed in the shard it was reconciled in, with its object's uid.
 #[derive(Debug, Clone)]
 pub(crate) struct Placement {
     pub(crate) shard: u32,
@@ -143,9 +144,11 @@ impl Sharded {
         self.placed.lock().insert(Arc::from(key), placement.clone());
     }
 
-    /// Places `key` again where a reconcile of it found it placed, unless a related object has
-    /// placed it since: a retry of a key with no object (an owner gone, queued again by its
-    /// reconcile's outcome rather than by its orphan) is reconciled in the same shard.
+    /// Places `key` again where a reconcile of its deletion found it, unless a related object
+    /// has placed it since: a retry queued by the reconcile's outcome (an error's backoff, a
+    /// requeue after a delay) is reconciled in the same shard, for the same uid, whether the
+    /// key had no object at all (an owner gone, woken by its orphan) or a last known state let
+    /// go of by then (a deletion reconciled, and asked to run again).
     pub(crate) fn place_again(&self, key: &Arc<str>, placement: Placement) {
         self.placed
             .lock()

@@ -210,7 +210,9 @@ where
         }
         let target = self.target(key);
         let mut owner_uid = None;
-        // A key with no object is queued again in the shard it was placed in.
+        // A deletion's key (its object gone, or only remembered) is queued again in the shard
+        // it is reconciled in, with the uid of the object it was: its last known state may be
+        // let go of by then, and the key may live again under another uid in another shard.
         let mut placement = None;
         if let Some((sharded, shard, uid)) = placed {
             let object = match &target {
@@ -226,8 +228,11 @@ where
             sharded.note_reconcile(shard);
             // Only for a key with no object at all.
             owner_uid = uid.filter(|_| object.is_none());
-            if object.is_none() {
-                let owner_uid = owner_uid.clone();
+            if matches!(target, Target::Deleted { .. }) {
+                let owner_uid = match object {
+                    Some(gone) => self.identity.uid(gone).map(Arc::from),
+                    None => owner_uid.clone(),
+                };
                 placement = Some((sharded, Placement { shard, owner_uid }));
             }
         }

@@ -342,8 +342,11 @@ pub fn finals(entries: &[Entry], live: &HashMap<String, (String, u64)>) -> Final
         match last.get(&(key.as_str(), Some(uid.as_str()))) {
             Some(entry) if entry.saw == Saw::Live(*rv) => out.live += 1,
             Some(entry) => out.problems.push(format!(
-                "{key} (uid {uid}): its last reconcile, by {}, saw {:?}, not its final version {rv}",
-                entry.replica, entry.saw
+                "{key} (uid {uid}): its last reconcile, by {}, saw {:?}, not its final version \
+                 {rv}; the key's last reconciles: {}",
+                entry.replica,
+                entry.saw,
+                history(entries, key)
             )),
             None => out
                 .problems
@@ -361,6 +364,31 @@ pub fn finals(entries: &[Entry], live: &HashMap<String, (String, u64)>) -> Final
         }
     }
     out
+}
+
+/// The last reconciles of `key`, oldest first: who ran each, for which uid, what it saw, and
+/// when (milliseconds on the ledger's clock), to tell how a wrong last reconcile came about.
+fn history(entries: &[Entry], key: &str) -> String {
+    const SHOWN: usize = 6;
+    let mut of_key: Vec<&Entry> = entries.iter().filter(|e| e.key == key).collect();
+    of_key.sort_by_key(|e| e.begun);
+    let ms = |ns: u64| ns / 1_000_000;
+    let told: Vec<String> = of_key[of_key.len().saturating_sub(SHOWN)..]
+        .iter()
+        .map(|e| {
+            let ended = e
+                .ended
+                .map_or("running".to_owned(), |t| format!("{} ms", ms(t)));
+            let uid = e.uid.as_deref().unwrap_or("none");
+            format!(
+                "[{} uid {uid} saw {:?} at {}–{ended}]",
+                e.replica,
+                e.saw,
+                ms(e.begun)
+            )
+        })
+        .collect();
+    told.join(" ")
 }
 
 #[cfg(test)]

@@ -25,6 +25,9 @@ pub(crate) struct ShardedInformer {
     relation: &'static str,
     by: ShardBy,
     set_shards: Box<dyn Fn(Option<ShardSelector>) + Send + Sync>,
+    /// The shard set it was last set to (its relist at it may not be in yet), and the set of
+    /// its reflector's cycle under way.
+    shards: Box<dyn Fn() -> (Option<ShardSelector>, Option<ShardSelector>) + Send + Sync>,
     /// The resource version its reflector has reached.
     version: Box<dyn Fn() -> String + Send + Sync>,
     /// The resource version of the last change its cache applied.
@@ -40,7 +43,8 @@ impl ShardedInformer {
         relation: &'static str,
         arrivals: Arc<Arrivals>,
     ) -> Self {
-        let (set, version, cache) = (
+        let (set, shards, version, cache) = (
+            Arc::clone(informer),
             Arc::clone(informer),
             Arc::clone(informer),
             Arc::clone(informer),
@@ -50,11 +54,31 @@ impl ShardedInformer {
             relation,
             by: informer.shard_by(),
             set_shards: Box::new(move |s| set.set_shards(s)),
+            shards: Box::new(move || (shards.shards(), shards.cycle_shards())),
             version: Box::new(move || version.last_sync_resource_version()),
             cache_version: Box::new(move || cache.cache_version()),
             listed: informer.watch_listed_shards(),
             arrivals,
         }
+    }
+
+    /// Whether its cache holds every object of `shard` for good: its last complete list
+    /// (`listed`, its receiver) was at a set that covers the shard, which is also the set of
+    /// its reflector's cycle under way and the set it was last set to. A relist under way or
+    /// to come at another set would replace the cache with that set's objects: one at a set
+    /// without the shard (set while its term had ended, before the shard came back) would
+    /// take the shard's objects out of a cache whose term has begun, and the handlers would
+    /// take them for deletions. Sets are compared by value: a set that went and came back is
+    /// caught up only once the relist at the set between is in too.
+    fn holds_shard(
+        &self,
+        sharded: &Sharded,
+        listed: &watch::Receiver<Option<ShardSelector>>,
+        shard: u32,
+    ) -> bool {
+        let listed = listed.borrow();
+        let (set, cycle) = (self.shards)();
+        *listed == set && *listed == cycle && sharded.listed_whole(listed.as_ref(), shard)
     }
 }
 
@@ -77,8 +101,10 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   its objects must hash with the keys they map to (the same namespace when hashing
     ///   namespaces, say). Shared informers are changed for every user of them.
     /// * **a term begins** once every informer's cache holds a complete list at a shard set
-    ///   that covers the shard ([`SharedIndexInformer::listed_shards`]): until the relists at
-    ///   the new set are in, the term is held (its Lease kept) but none of its keys is
+    ///   that covers the shard ([`SharedIndexInformer::listed_shards`]) and is the set it was
+    ///   last set to (no relist at an older set, one without the shard, is still to come and
+    ///   take the shard's objects out): until the relists at the new set are in, the term is
+    ///   held (its Lease kept) but none of its keys is
     ///   reconciled, so no reconcile reads a cache that lacks the shard (and misses, say, the
     ///   children the previous owner made). It begins with the shard's cached keys queued at
     ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
@@ -240,14 +266,17 @@ impl<K: Send + Sync + 'static> Controller<K> {
             // A term begins once its shard's objects are in every cache: a reconcile must not
             // read a cache that has not listed its shard yet (it would miss the children the
             // previous owner made, and make them again).
+            for rx in &mut listed {
+                rx.borrow_and_update();
+            }
             let ready: BTreeSet<u32> = sharded
                 .waiting()
                 .into_iter()
                 .filter(|s| {
-                    let listed_whole = |rx: &mut watch::Receiver<Option<ShardSelector>>| {
-                        sharded.listed_whole(rx.borrow_and_update().as_ref(), *s)
-                    };
-                    listed.iter_mut().all(listed_whole)
+                    let informers = self.informers.iter().zip(&listed);
+                    informers
+                        .into_iter()
+                        .all(|(i, rx)| i.holds_shard(sharded, rx, *s))
                 })
                 .collect();
             if !ready.is_empty() {
@@ -299,7 +328,7 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 .informers
                 .iter()
                 .zip(listed)
-                .filter(|(_, rx)| !sharded.listed_whole(rx.borrow().as_ref(), shard))
+                .filter(|(i, rx)| !i.holds_shard(sharded, rx, shard))
                 .map(|(i, _)| format!("{} ({})", i.name, i.relation))
                 .collect();
             let (shards, longest) = by_behind.entry(behind).or_default();

@@ -104,10 +104,12 @@ impl World {
     }
 }
 
-/// One replica's way to the world: every list's shard selector, recorded.
+/// One replica's way to the world: every list's shard selector, recorded; each list waits
+/// for a pass, and takes it (`passes`: unbounded unless a test sets it).
 struct Source {
     world: Arc<World>,
     selectors: Mutex<Vec<Option<String>>>,
+    passes: watch::Sender<u64>,
 }
 
 impl ListerWatcher<Obj> for Source {
@@ -118,7 +120,21 @@ impl ListerWatcher<Obj> for Source {
         self.selectors.lock().push(params.shard_selector.clone());
         let items = self.world.history.lock().clone();
         let version = items.len().to_string();
-        async move { Ok(ListPage::new(items, version)) }
+        let passes = self.passes.clone();
+        async move {
+            let mut told = passes.subscribe();
+            loop {
+                let taken = passes.send_if_modified(|left| {
+                    let some = *left > 0;
+                    *left -= u64::from(some);
+                    some
+                });
+                if taken || told.changed().await.is_err() {
+                    break;
+                }
+            }
+            Ok(ListPage::new(items, version))
+        }
     }
 
     fn watch(
@@ -209,6 +225,7 @@ impl Replica {
         let source = Arc::new(Source {
             world: Arc::clone(world),
             selectors: Mutex::default(),
+            passes: watch::Sender::new(u64::MAX),
         });
         let informer = Arc::new(
             SharedIndexInformer::builder(Arc::clone(&source), ObjIdentity)
@@ -436,21 +453,33 @@ const AGAIN: Behaviour = Behaviour {
     concurrency: 4,
 };
 
+/// Adds 40 objects and starts replica `a` alone: once it owns every shard and has reconciled
+/// every key.
+async fn alone_with_40_keys(
+    world: &Arc<World>,
+    leases: &MemoryLeases,
+    log: &Log,
+    behaviour: Behaviour,
+) -> Replica {
+    world.add(40);
+    let a = Replica::start("a", world, &leases.handle(), log, behaviour);
+    eventually("a alone reconciled every key", || {
+        a.owned().len() == SHARDS as usize
+            && reconciled_by(log)
+                .get("a")
+                .is_some_and(|k| *k == world.keys())
+    })
+    .await;
+    a
+}
+
 /// A replica alone reconciles everything, over and over; a second one joins and takes shards,
 /// whose keys it then reconciles, never while the first still does; the first stops and hands
 /// its shards over, whose keys the second then reconciles too.
 #[tokio::test(start_paused = true)]
 async fn shards_move_with_their_keys_and_no_key_is_reconciled_twice_at_once() {
     let (world, leases, log) = (World::new(), MemoryLeases::new(), Log::default());
-    world.add(40);
-    let a = Replica::start("a", &world, &leases.handle(), &log, AGAIN);
-    eventually("a alone reconciled every key", || {
-        a.owned().len() == SHARDS as usize
-            && reconciled_by(&log)
-                .get("a")
-                .is_some_and(|k| *k == world.keys())
-    })
-    .await;
+    let a = alone_with_40_keys(&world, &leases, &log, AGAIN).await;
 
     let b = Replica::start("b", &world, &leases.handle(), &log, AGAIN);
     eventually("b took shards and reconciled their keys", || {
@@ -485,6 +514,70 @@ async fn shards_move_with_their_keys_and_no_key_is_reconciled_twice_at_once() {
     assert_eq!(b.cached(), world.keys());
     assert_no_overlap(&log);
     b.stop().await;
+}
+
+/// A shard that moves away and comes back while the relist at the set without it is still
+/// under way begins again only once the cache has listed the set that has it: that relist,
+/// when it lands, takes the shard's objects out of the cache, and a term begun before it would
+/// reconcile each of them as deleted (the shared reconcile asserts that nothing is).
+#[tokio::test(start_paused = true)]
+async fn a_shard_back_before_the_relist_without_it_waits_for_the_relist_with_it() {
+    let (world, leases, log) = (World::new(), MemoryLeases::new(), Log::default());
+    let a = alone_with_40_keys(&world, &leases, &log, ONCE).await;
+    // a's relists wait from now on: the one at the set without b's shards too.
+    a.source.passes.send_replace(0);
+    let b = Replica::start("b", &world, &leases.handle(), &log, ONCE);
+    eventually("b took shards and a let go of them", || {
+        !b.owned().is_empty() && a.owned().len() + b.owned().len() == SHARDS as usize
+    })
+    .await;
+    let moved = b.owned();
+    let lists = a.source.selectors.lock().len();
+    b.stop().await;
+    eventually(
+        "the shards came back to a, whose relist still waits",
+        || a.owned().len() == SHARDS as usize,
+    )
+    .await;
+    assert_eq!(
+        a.source.selectors.lock().len(),
+        lists,
+        "no relist of a ended"
+    );
+    let waiting = a.stats.stats().shards;
+    let held: Vec<_> = waiting
+        .iter()
+        .filter(|s| moved.contains(&s.shard))
+        .collect();
+    assert!(held.iter().all(|s| s.owned && !s.begun), "{held:?}");
+
+    // The relist without b's shards lands; the one with them waits.
+    a.source.passes.send_replace(1);
+    eventually("a's cache lost b's shards", || {
+        a.cached() == world.keys_in(&a.owned().difference(&moved).copied().collect())
+            && a.source.selectors.lock().len() == lists + 1
+    })
+    .await;
+    // Time for the deletions the handlers heard to be reconciled, were the terms begun.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = a.stats.stats().shards;
+    let held: Vec<_> = held.iter().filter(|s| moved.contains(&s.shard)).collect();
+    assert!(held.iter().all(|s| s.owned && !s.begun), "{held:?}");
+
+    a.source.passes.send_replace(u64::MAX);
+    eventually(
+        "a relisted at every shard and reconciled the keys back",
+        || {
+            a.cached() == world.keys() && a.stats.stats().shards.iter().all(|s| s.begun) && {
+                let log = log.lock();
+                let again = log.iter().filter(|r| r.replica == "a").count();
+                again >= world.keys().len() + world.keys_in(&moved).len()
+            }
+        },
+    )
+    .await;
+    assert_no_overlap(&log);
+    a.stop().await;
 }
 
 /// A reconcile under way when its shard moves is cancelled (its token fired, its future
@@ -589,6 +682,7 @@ async fn a_sharded_controller_refuses_what_it_cannot_keep() {
         let source = Source {
             world: Arc::clone(&world),
             selectors: Mutex::default(),
+            passes: watch::Sender::new(u64::MAX),
         };
         Arc::new(
             SharedIndexInformer::builder(source, ObjIdentity)
@@ -666,6 +760,36 @@ impl<T: Send + Sync + 'static> ListerWatcher<T> for Fixed<T> {
     }
 }
 
+/// Runs `informer` until `stop`.
+fn run_informer<T: Send + Sync + 'static>(
+    informer: &Arc<SharedIndexInformer<T>>,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    let (informer, stop) = (Arc::clone(informer), stop.clone());
+    tokio::spawn(async move { informer.run(stop).await.expect("runs") })
+}
+
+/// Runs `controller` with `ctx` until `stop`, every error retried with backoff.
+fn run_controller<Ctx, E, R, Fut>(
+    controller: Controller<Obj>,
+    stop: &CancellationToken,
+    ctx: Arc<Ctx>,
+    reconcile: R,
+) -> JoinHandle<()>
+where
+    Ctx: Send + Sync + 'static,
+    E: Send + 'static,
+    R: Fn(informer_runtime::Request<Obj>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let policy = |_: &_, _: &_, _: &_| Action::backoff();
+        let ran = controller.run(stop, ctx, reconcile, policy).await;
+        ran.expect("the controller runs");
+    })
+}
+
 /// What a controller told of a gone owner saw: each reconcile's key, whether it had no object
 /// at all, and the owner uid it was told of.
 type Seen = Arc<Mutex<Vec<(String, bool, Option<String>)>>>;
@@ -709,22 +833,9 @@ async fn reconcile_the_gone_owner(failures: usize) -> (Seen, ShardStatsHandle) {
         Ok(Action::await_change())
     };
     let tasks = [
-        tokio::spawn({
-            let (informer, stop) = (Arc::clone(&owners), stop.clone());
-            async move { informer.run(stop).await.expect("runs") }
-        }),
-        tokio::spawn({
-            let (informer, stop) = (Arc::clone(&children), stop.clone());
-            async move { informer.run(stop).await.expect("runs") }
-        }),
-        tokio::spawn({
-            let (stop, seen) = (stop.clone(), Arc::clone(&seen));
-            async move {
-                let policy = |_: &_, _: &_, _: &_| Action::backoff();
-                let ran = controller.run(stop, seen, reconcile, policy).await;
-                ran.expect("the controller runs");
-            }
-        }),
+        run_informer(&owners, &stop),
+        run_informer(&children, &stop),
+        run_controller(controller, &stop, Arc::clone(&seen), reconcile),
     ];
     // Or a retry dropped: the test then fails on its counts, not on a timeout.
     eventually("the gone owner reconciled, or a retry dropped", || {
@@ -765,6 +876,105 @@ async fn a_gone_owners_failed_reconcile_is_retried_in_its_orphans_shard() {
     let stats = stats.stats();
     assert_eq!(stats.unplaced, 0, "no retry dropped for want of a shard");
     let shard = shard_of_uid("uid-of-the-gone-owner") as usize;
+    assert_eq!(stats.shards[shard].reconciles, 3, "{stats:?}");
+}
+
+/// A source of one object at version 1, deleted at version 2 once `delete` is true: lists
+/// have it until then, and a watch from version 1 then sends its deletion.
+struct DeletedWhenTold {
+    object: Arc<Obj>,
+    delete: watch::Receiver<bool>,
+}
+
+impl ListerWatcher<Obj> for DeletedWhenTold {
+    async fn list(&self, _: &ListParams) -> Result<ListPage<Obj>, Error> {
+        Ok(match *self.delete.borrow() {
+            false => ListPage::new(vec![Arc::clone(&self.object)], "1"),
+            true => ListPage::new(Vec::new(), "2"),
+        })
+    }
+
+    async fn watch(&self, params: &WatchParams) -> Result<WatchStream<Obj>, Error> {
+        if params.resource_version != "1" {
+            return Ok(futures::stream::pending().boxed());
+        }
+        let (mut delete, object) = (self.delete.clone(), Arc::clone(&self.object));
+        let deletion = futures::stream::once(async move {
+            let _ = delete.wait_for(|now| *now).await;
+            Ok(WatchEvent::deleted(object, "2"))
+        });
+        Ok(deletion.chain(futures::stream::pending()).boxed())
+    }
+}
+
+/// A deletion reconciled with success that asks to run again after a delay is run again, in
+/// its shard, told its object is gone (its last known state was let go of with the success),
+/// as an unsharded controller runs it, and told the uid of the object it was (the key may live
+/// again under another uid in another shard): not dropped for want of a shard.
+#[tokio::test(start_paused = true)]
+async fn a_deletion_asked_to_run_again_is_run_again_in_its_shard() {
+    let object = Arc::new(Obj {
+        name: "obj-000".into(),
+        uid: "uid-000".into(),
+        rv: "1".into(),
+    });
+    let (delete, told) = watch::channel(false);
+    let source = DeletedWhenTold {
+        object,
+        delete: told,
+    };
+    let informer = Arc::new(SharedIndexInformer::builder(Arc::new(source), ObjIdentity).build());
+    let runner = ShardRunner::new(MemoryLeases::new(), ShardConfig::new("ctl", "a", SHARDS))
+        .expect("a valid configuration");
+    let controller = Controller::new(Arc::clone(&informer)).sharded(runner);
+    let stats = controller.shard_stats().expect("sharded");
+    let stop = CancellationToken::new();
+    // Each reconcile: "live", "deleted, last known", or "deleted, gone"; and the uid it was
+    // told of.
+    type Told = Arc<Mutex<Vec<(&'static str, Option<String>)>>>;
+    let seen: Told = Arc::default();
+    let reconcile = |request: informer_runtime::Request<Obj>, seen: Told| async move {
+        let (what, action) = match request.target {
+            Target::Live(_) => ("live", Action::await_change()),
+            Target::Deleted {
+                last_known: Some(_),
+            } => (
+                "deleted, last known",
+                Action::requeue(Duration::from_secs(1)),
+            ),
+            Target::Deleted { last_known: None } => ("deleted, gone", Action::await_change()),
+        };
+        let uid = request.owner_uid.as_deref().map(str::to_owned);
+        seen.lock().push((what, uid));
+        Ok::<_, std::convert::Infallible>(action)
+    };
+    let tasks = [
+        run_informer(&informer, &stop),
+        run_controller(controller, &stop, Arc::clone(&seen), reconcile),
+    ];
+    // Or the rerun dropped: the test then fails on its counts, not on a timeout.
+    eventually("the live object reconciled", || !seen.lock().is_empty()).await;
+    delete.send_replace(true);
+    eventually("the deletion run again, or its rerun dropped", || {
+        seen.lock().len() >= 3 || stats.stats().unplaced > 0
+    })
+    .await;
+    stop.cancel();
+    for task in tasks {
+        task.await.expect("no panic");
+    }
+    let gone = Some("uid-000".to_owned());
+    assert_eq!(
+        *seen.lock(),
+        vec![
+            ("live", None),
+            ("deleted, last known", None),
+            ("deleted, gone", gone)
+        ]
+    );
+    let stats = stats.stats();
+    assert_eq!(stats.unplaced, 0, "no rerun dropped for want of a shard");
+    let shard = shard_of_uid("uid-000") as usize;
     assert_eq!(stats.shards[shard].reconciles, 3, "{stats:?}");
 }
 
