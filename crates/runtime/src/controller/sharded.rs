@@ -101,12 +101,12 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   its objects must hash with the keys they map to (the same namespace when hashing
     ///   namespaces, say). Shared informers are changed for every user of them.
     /// * **a term begins** once every informer's cache holds a complete list at a shard set
-    ///   that covers the shard ([`SharedIndexInformer::listed_shards`]) and is the set it was
-    ///   last set to (no relist at an older set, one without the shard, is still to come and
-    ///   take the shard's objects out): until the relists at the new set are in, the term is
-    ///   held (its Lease kept) but none of its keys is
-    ///   reconciled, so no reconcile reads a cache that lacks the shard (and misses, say, the
-    ///   children the previous owner made). It begins with the shard's cached keys queued at
+    ///   that covers the shard ([`SharedIndexInformer::listed_shards`]), and that set is the
+    ///   one it was last set to and the one of its reflector's cycle under way
+    ///   ([`SharedIndexInformer::cycle_shards`]): no relist at an older set, one without the
+    ///   shard, is still to land and take the shard's objects out. Until then the term is held
+    ///   (its Lease kept) but none of its keys is reconciled, so no reconcile reads a cache
+    ///   that lacks the shard (and misses, say, the children the previous owner made). It begins with the shard's cached keys queued at
     ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
     ///   shard, and the keys its `owns`/`watches` objects map to), and its remembered deletions
     ///   at 0. An add the handlers deliver after that of an object the cache already held
