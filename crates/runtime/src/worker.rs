@@ -210,10 +210,7 @@ where
         }
         let target = self.target(key);
         let mut owner_uid = None;
-        // A deletion's key (its object gone, or only remembered) is queued again in the shard
-        // it is reconciled in, with the uid of the object it was: its last known state may be
-        // let go of by then, and the key may live again under another uid in another shard.
-        let mut placement = None;
+        let mut in_shard = None;
         if let Some((sharded, shard, uid)) = placed {
             let object = match &target {
                 Target::Live(obj) => Some(obj),
@@ -228,13 +225,7 @@ where
             sharded.note_reconcile(shard);
             // Only for a key with no object at all.
             owner_uid = uid.filter(|_| object.is_none());
-            if matches!(target, Target::Deleted { .. }) {
-                let owner_uid = match object {
-                    Some(gone) => self.identity.uid(gone).map(Arc::from),
-                    None => owner_uid.clone(),
-                };
-                placement = Some((sharded, Placement { shard, owner_uid }));
-            }
+            in_shard = Some((sharded, shard));
         }
         let request = Request {
             key: Arc::clone(key),
@@ -282,8 +273,19 @@ where
                 timed_out,
             });
         }
-        if let (Some((sharded, placement)), false) = (placement, action.next == Next::AwaitChange) {
-            sharded.place_again(key, placement);
+        // A deletion's key (its object gone, or only remembered) queued again is placed in the
+        // shard it was reconciled in, with the uid of the object it was: its last known state
+        // may be let go of by then, and the key may live again under another uid in another
+        // shard.
+        if let Some((sharded, shard)) = in_shard
+            && let Target::Deleted { last_known } = &request.target
+            && action.next != Next::AwaitChange
+        {
+            let owner_uid = match last_known {
+                Some(gone) => self.identity.uid(gone).map(Arc::from),
+                None => request.owner_uid.clone(),
+            };
+            sharded.place_again(key, Placement { shard, owner_uid });
         }
         self.schedule(key, succeeded, action);
     }

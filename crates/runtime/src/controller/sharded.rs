@@ -106,7 +106,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
     ///   ([`SharedIndexInformer::cycle_shards`]): no relist at an older set, one without the
     ///   shard, is still to land and take the shard's objects out. Until then the term is held
     ///   (its Lease kept) but none of its keys is reconciled, so no reconcile reads a cache
-    ///   that lacks the shard (and misses, say, the children the previous owner made). It begins with the shard's cached keys queued at
+    ///   that lacks the shard (and misses, say, the children the previous owner made). It
+    ///   begins with the shard's cached keys queued at
     ///   [`LOW_PRIORITY`](informer_workqueue::LOW_PRIORITY) (the main informer's objects of the
     ///   shard, and the keys its `owns`/`watches` objects map to), and its remembered deletions
     ///   at 0. An add the handlers deliver after that of an object the cache already held
@@ -273,10 +274,8 @@ impl<K: Send + Sync + 'static> Controller<K> {
                 .waiting()
                 .into_iter()
                 .filter(|s| {
-                    let informers = self.informers.iter().zip(&listed);
-                    informers
-                        .into_iter()
-                        .all(|(i, rx)| i.holds_shard(sharded, rx, *s))
+                    let mut informers = self.informers.iter().zip(&listed);
+                    informers.all(|(i, rx)| i.holds_shard(sharded, rx, *s))
                 })
                 .collect();
             if !ready.is_empty() {

@@ -561,8 +561,6 @@ async fn a_shard_back_before_the_relist_without_it_waits_for_the_relist_with_it(
         a.source.selectors.lock().len() == lists + 1 && a.cached().len() < world.keys().len()
     })
     .await;
-    // Time for the deletions the handlers heard to be reconciled, were the terms begun.
-    tokio::time::sleep(Duration::from_secs(5)).await;
     not_begun();
 
     a.source.passes.send_replace(u64::MAX);
