@@ -7,7 +7,7 @@
 //! as `w_http_client`). With the `mimalloc` feature, this binary and `w_http_client` allocate with mimalloc
 //! (both sides of every row alike), and the report says so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::Parser;
@@ -63,16 +63,12 @@ fn touch_memory(gib: usize) {
 }
 
 /// The benches' binary `name` beside this one, built (or found up to date) by cargo with this
-/// binary's features first, so that it allocates as this one does.
+/// binary's profile and features first, so that it is optimised and allocates as this one does.
 fn sibling_exe(name: &str) -> Option<PathBuf> {
     let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
     let exe = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-    let profile = if cfg!(debug_assertions) {
-        "dev"
-    } else {
-        "release"
-    };
+    let profile = profile_of(&dir);
     eprintln!("building the {name} binary ({profile}, allocator: {ALLOCATOR})…");
     let mut build = Command::new(cargo);
     build.args([
@@ -96,6 +92,17 @@ fn sibling_exe(name: &str) -> Option<PathBuf> {
         return None;
     }
     Some(exe)
+}
+
+/// The cargo profile whose binaries are in `dir`: cargo names a profile's directory after it,
+/// except `dev`'s (`debug`). Elsewhere (a binary copied out), the profile it was built like.
+fn profile_of(dir: &Path) -> &str {
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(name @ ("release" | "perf")) => name,
+        _ if cfg!(debug_assertions) => "dev",
+        _ => "release",
+    }
 }
 
 fn main() -> ExitCode {
@@ -151,6 +158,9 @@ fn main() -> ExitCode {
     };
     println!("machine: {}", report::machine());
     println!("allocator: {ALLOCATOR}");
+    let exe = std::env::current_exe().ok();
+    let profile = exe.as_deref().and_then(Path::parent).map(profile_of);
+    println!("profile: {}", profile.unwrap_or("unknown"));
     println!(
         "sizes: {:?}, {} repetitions, medians",
         opts.sizes, opts.reps
@@ -166,4 +176,23 @@ fn main() -> ExitCode {
     println!();
     println!("machine at the end: {}", report::machine());
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_profile_is_read_from_the_binarys_directory() {
+        assert_eq!(profile_of(Path::new("target/debug")), "dev");
+        assert_eq!(profile_of(Path::new("target/release")), "release");
+        assert_eq!(profile_of(Path::new("/work/target/perf")), "perf");
+        // A binary copied out: the profile it was built like.
+        let built = if cfg!(debug_assertions) {
+            "dev"
+        } else {
+            "release"
+        };
+        assert_eq!(profile_of(Path::new("/usr/local/bin")), built);
+    }
 }
