@@ -314,10 +314,9 @@ where
         } else if let Some(started) = *self.counters.started_at.lock() {
             problems.extend(
                 self.processor
-                    .registrations()
-                    .iter()
-                    .filter(|r| r.is_stopped())
-                    .map(|r| Problem::HandlerStopped { handler: r.id() }),
+                    .failed()
+                    .into_iter()
+                    .map(|handler| Problem::HandlerStopped { handler }),
             );
             let queued = self.queue.lock().as_ref().map_or(0, |q| q.len());
             let busy = self.counters.processing.load(Ordering::Relaxed);

@@ -188,7 +188,12 @@ impl<K: Send + Sync + 'static> HandlerJob<K> {
             Ok(()) => true,
             Err(panic) => {
                 state.panics.fetch_add(1, Ordering::AcqRel);
-                after_panic(self.policy, self.id, &self.informer, panic_message(&*panic))
+                let going_on =
+                    after_panic(self.policy, self.id, &self.informer, panic_message(&*panic));
+                if !going_on {
+                    state.failed.store(true, Ordering::Release);
+                }
+                going_on
             }
         }
     }
@@ -239,6 +244,7 @@ impl<K: Send + Sync + 'static> Job for HandlerJob<K> {
 
     fn panicked(&self, message: &str) {
         tracing::error!(informer = %self.informer, handler = self.id, panic = message, "event delivery panicked; the handler is stopped");
+        self.listener.state.failed.store(true, Ordering::Release);
         self.listener.mark_stopped();
     }
 }
@@ -304,6 +310,11 @@ impl<K> Cursor<K> {
 
     pub(crate) fn panicked(&self) {
         self.listener.state.panics.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The consumer's panic policy stops it (it is marked stopped as its task ends).
+    pub(crate) fn failed(&self) {
+        self.listener.state.failed.store(true, Ordering::Release);
     }
 
     /// The consumer has ended.

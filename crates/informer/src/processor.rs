@@ -75,6 +75,9 @@ struct Inner<K> {
     listeners: Vec<Registered<K>>,
     /// Removed consumers that may still be handling what was buffered for them.
     removed: Vec<Arc<Listener<K>>>,
+    /// The ids of consumers their panic policy stopped, out of `listeners` since: for the
+    /// informer's health.
+    failed: Vec<u64>,
     next_id: u64,
     /// Notifications for every consumer, not handed over yet (see [`Processor::flush`]).
     pending: Vec<Notification<K>>,
@@ -83,8 +86,16 @@ struct Inner<K> {
 impl<K> Inner<K> {
     /// Hands the pending notifications to every consumer, as one shared batch.
     fn flush(&mut self) {
-        // Dropped subscriptions and handlers stopped by their policy take nothing more.
-        self.listeners.retain(|l| !l.listener.is_stopped());
+        // Dropped subscriptions and handlers stopped by their policy take nothing more; the
+        // latter stay a problem of the informer's health.
+        let failed = &mut self.failed;
+        self.listeners.retain(|l| {
+            let stopped = l.listener.is_stopped();
+            if stopped && l.listener.state.failed.load(Ordering::Acquire) {
+                failed.push(l.id);
+            }
+            !stopped
+        });
         if self.pending.is_empty() {
             return;
         }
@@ -149,6 +160,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
             inner: Mutex::new(Inner {
                 listeners: Vec::new(),
                 removed: Vec::new(),
+                failed: Vec::new(),
                 next_id: 0,
                 pending: Vec::new(),
             }),
@@ -267,6 +279,18 @@ impl<K: Send + Sync + 'static> Processor<K> {
         job
     }
 
+    /// The ids of the consumers their panic policy stopped (and not removed since), whether or
+    /// not they have left the list of consumers yet.
+    pub(crate) fn failed(&self) -> Vec<u64> {
+        let inner = self.inner.lock();
+        let listed = inner
+            .listeners
+            .iter()
+            .filter(|l| l.listener.state.failed.load(Ordering::Acquire))
+            .map(|l| l.id);
+        listed.chain(inner.failed.iter().copied()).collect()
+    }
+
     /// The registrations of the consumers registered now.
     pub(crate) fn registrations(&self) -> Vec<HandlerRegistration>
     where
@@ -302,6 +326,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
         // What was distributed before the removal is still delivered to it.
         inner.flush();
         inner.removed.retain(|l| !l.is_stopped());
+        // A consumer its panic policy stopped is no longer a problem once removed.
+        inner.failed.retain(|failed| *failed != id);
         let Some(at) = inner.listeners.iter().position(|l| l.id == id) else {
             return;
         };

@@ -23,6 +23,9 @@ pub(crate) struct ListenerState {
     pub(crate) stopped: AtomicBool,
     /// Stop without delivering what is buffered (the informer is shutting down).
     pub(crate) discard: AtomicBool,
+    /// Stopped by its panic policy, or by a panic in its delivery; set before `stopped`. A
+    /// problem of the informer's health for as long as it runs.
+    pub(crate) failed: AtomicBool,
     /// Notifications handled so far.
     pub(crate) delivered: AtomicUsize,
     /// Notifications and coalesced keys in the buffer.

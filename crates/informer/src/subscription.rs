@@ -130,6 +130,7 @@ pub(crate) async fn drive_async_handler<K>(
         if let Err(panic) = outcome {
             cursor.panicked();
             if !after_panic(policy, id, &informer, panic_message(&*panic)) {
+                cursor.failed();
                 break;
             }
         }

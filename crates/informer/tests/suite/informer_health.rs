@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use informer::{
-    HealthOptions, PanicPolicy, Problem, ResourceEventHandlerFuncs, SharedIndexInformer,
+    HandlerRegistration, HealthOptions, InformerError, PanicPolicy, Problem,
+    ResourceEventHandlerFuncs, SharedIndexInformer,
 };
 use informer_reflector::{FakeListerWatcher, ListPage, WatchEvent, WatchStep};
 use informer_store::{FnIdentity, IndexValues, index_func, indexers, key_func};
@@ -98,12 +99,19 @@ async fn a_healthy_informer_is_ready_and_live_and_a_stuck_pop_loop_is_reported()
     assert_eq!(informer.health(&QUICK).problems, [Problem::Stopped]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
+/// An informer listing `a` and then watching `watch`, with a handler that panics on `boom`
+/// (stopped by the informer's panic policy), run until that handler has stopped.
+async fn running_until_a_handler_stops(
+    watch: Vec<WatchStep<String>>,
+) -> (
+    Arc<SharedIndexInformer<String>>,
+    HandlerRegistration,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), InformerError>>,
+) {
     let source = Arc::new(FakeListerWatcher::<String>::new());
     source.push_list(ListPage::new(vec![Arc::new("a".into())], "1"));
-    // The first watch ends at once; the next request never gets an answer.
-    source.push_watch(vec![added("boom", "2")]);
+    source.push_watch(watch);
     let informer = informer(Arc::clone(&source), Arc::default());
     let handler = informer
         .add_event_handler(
@@ -122,6 +130,14 @@ async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
         handler.is_stopped()
     })
     .await;
+    (informer, handler, stop, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
+    // The first watch ends at once; the next request never gets an answer.
+    let (informer, handler, stop, running) =
+        running_until_a_handler_stops(vec![added("boom", "2")]).await;
     eventually("both problems reported", || {
         let health = informer.health(&QUICK);
         health.synced
@@ -136,6 +152,33 @@ async fn a_watch_not_re_established_and_a_stopped_handler_are_problems() {
     .await;
     let text = informer.health(&QUICK).to_string();
     assert!(text.starts_with("words: synced; "), "{text}");
+    stop.cancel();
+    running.await.expect("no panic").expect("runs");
+}
+
+/// A consumer its panic policy stopped leaves the informer's list of consumers at the next
+/// distribution (here: another consumer registering); it stays a health problem after that, and
+/// stops being one when it is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_handler_stays_a_problem_once_it_has_left_the_consumers() {
+    let (informer, failing, stop, running) =
+        running_until_a_handler_stops(vec![added("boom", "2"), WatchStep::Hang]).await;
+    let stopped = Problem::HandlerStopped {
+        handler: failing.id(),
+    };
+    assert!(informer.health(&QUICK).problems.contains(&stopped));
+    // Registering flushes what is distributed, which drops the stopped consumer from the list.
+    let later = informer
+        .add_event_handler(ResourceEventHandlerFuncs::new(), HandlerOptions::new())
+        .expect("registered");
+    eventually("the later handler synced", || later.has_synced()).await;
+    let health = informer.health(&QUICK);
+    assert!(health.problems.contains(&stopped), "{health}");
+    assert!(!health.is_ready(), "{health}");
+    // Removed, it is no longer the informer's problem.
+    informer.remove_event_handler(&failing).expect("removed");
+    let health = informer.health(&QUICK);
+    assert!(!health.problems.contains(&stopped), "{health}");
     stop.cancel();
     running.await.expect("no panic").expect("runs");
 }
