@@ -11,8 +11,9 @@
 //! list time plus the watch time.
 //!
 //! * **Ours**: a `SharedIndexInformer` (DeltaFifo, the two indexes) over a `KubeListerWatcher`
-//!   (kube `Api::<Pod>::all`, JSON only), 4 counting handlers, client-go's paging (pages of
-//!   500).
+//!   (kube `Api::<Pod>::all`, JSON only), 4 counting handlers whose buffers hold the whole
+//!   workload (as W-INF's: none coalesces, so each counts every event), client-go's paging
+//!   (pages of 500).
 //! * **kube-runtime**: `watcher(Api::<Pod>::all, Config::default())` (pages of 500) into
 //!   `reflector` over a shared store with 4 subscribers counting what they receive (see
 //!   [`w_inf`]).

@@ -207,22 +207,37 @@ pub fn informer<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
-    informer_with(source, handlers, |informer| informer)
+    informer_in(source, handlers, None, |informer| informer)
 }
 
-/// [`informer()`], adjusted by `configure` before the handlers are added.
+/// [`informer()`], adjusted by `configure` before the handlers are added, each handler with a
+/// buffer of [`NO_COALESCING`], as W-INF's: a handler that falls behind a burst of events
+/// still counts every one (with the default buffer it would coalesce them, and never reach its
+/// count).
 pub fn informer_with<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
     configure: impl FnOnce(InformerBuilder<Pod>) -> InformerBuilder<Pod>,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
-    informer_in(source, handlers, None, configure)
+    let handler = HandlerOptions::new().buffer(NO_COALESCING);
+    built(source, handlers, handler, None, configure)
 }
 
-/// [`informer_with`], on the cache `cache` builds (the default `ThreadSafeStore` if `None`).
+/// [`informer()`], on the cache `cache` builds (the default `ThreadSafeStore` if `None`),
+/// adjusted by `configure` before the handlers are added.
 pub fn informer_in<L: ListerWatcher<Pod> + 'static>(
     source: L,
     handlers: usize,
+    cache: Option<informer_factory::CacheBuilder<Pod>>,
+    configure: impl FnOnce(InformerBuilder<Pod>) -> InformerBuilder<Pod>,
+) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
+    built(source, handlers, HandlerOptions::new(), cache, configure)
+}
+
+fn built<L: ListerWatcher<Pod> + 'static>(
+    source: L,
+    handlers: usize,
+    handler: HandlerOptions<Pod>,
     cache: Option<informer_factory::CacheBuilder<Pod>>,
     configure: impl FnOnce(InformerBuilder<Pod>) -> InformerBuilder<Pod>,
 ) -> (Arc<SharedIndexInformer<Pod>>, Vec<Arc<Counter>>) {
@@ -234,7 +249,7 @@ pub fn informer_in<L: ListerWatcher<Pod> + 'static>(
     let counters: Vec<Arc<Counter>> = (0..handlers).map(|_| Arc::default()).collect();
     for c in &counters {
         informer
-            .add_event_handler(Arc::clone(c), HandlerOptions::new())
+            .add_event_handler(Arc::clone(c), handler.clone())
             .expect("handler before start");
     }
     (informer, counters)

@@ -40,11 +40,24 @@ pub(crate) use self::watch::watch_events;
 use self::watch::watch_line;
 
 /// How objects are decoded: whole, or without their `metadata.managedFields`
-/// ([`crate::skip`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// ([`crate::skip`]); on one thread, or the complete objects of a protobuf chunk together on
+/// several ([`crate::parallel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Decoding {
     /// Leave `metadata.managedFields` out of every object.
     pub(crate) skip_managed_fields: bool,
+    /// The complete objects of a protobuf chunk are decoded on several threads from this many
+    /// bytes of them; `usize::MAX`: always on the reading thread.
+    pub(crate) parallel_from: usize,
+}
+
+impl Default for Decoding {
+    fn default() -> Self {
+        Self {
+            skip_managed_fields: false,
+            parallel_from: crate::parallel::PARALLEL_FROM,
+        }
+    }
 }
 
 impl Decoding {
@@ -102,8 +115,10 @@ pub fn decode_list_body<K: DeserializeOwned + Send + Sync + 'static>(
     chunk: usize,
     without_managed_fields: bool,
 ) -> Result<ListPage<K>, Error> {
+    // One thread: a benchmark of this times the decoder, not the machine's cores.
     let decoding = Decoding {
         skip_managed_fields: without_managed_fields,
+        parallel_from: usize::MAX,
     };
     let mut sink = ListSink::new();
     if body.starts_with(informer_protobuf::MAGIC) {
@@ -133,6 +148,7 @@ pub fn decode_watch_line<K: DeserializeOwned>(
 ) -> Option<Result<kube::api::WatchEvent<Arc<K>>, Error>> {
     let decoding = Decoding {
         skip_managed_fields: without_managed_fields,
+        ..Decoding::default()
     };
     watch_line::<K>(line, decoding).map(|event| event.map_err(error_from_kube))
 }
@@ -148,6 +164,7 @@ pub fn decode_watch_frame<K: DeserializeOwned + Send + Sync + 'static>(
 ) -> Result<kube::api::WatchEvent<Arc<K>>, Error> {
     let objects = crate::protobuf::Objects::new(Decoding {
         skip_managed_fields: without_managed_fields,
+        ..Decoding::default()
     });
     crate::protobuf::frame_event(frame, objects, &crate::protobuf::Negotiation::default())
 }

@@ -135,6 +135,7 @@ mod error;
 mod factory;
 mod key;
 mod lister_watcher;
+mod parallel;
 mod protobuf;
 mod shard;
 mod skip;

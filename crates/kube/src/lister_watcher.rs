@@ -170,6 +170,23 @@ macro_rules! common_methods {
                 self
             }
 
+            /// Whether the complete objects of a protobuf chunk (a list page's, or a
+            /// streaming list's initial events) are decoded together on a pool of threads the
+            /// process shares, a thread per core up to four, when there are at least 32 KiB of
+            /// them (default: yes). The objects are handed on in their order either way, and a
+            /// bad one fails the response where it would on one thread; `false` decodes every
+            /// object on the thread that reads the response. A watch's events one at a time
+            /// and JSON responses are always decoded there.
+            #[must_use]
+            pub fn parallel_decoding(mut self, parallel: bool) -> Self {
+                self.decoding.parallel_from = if parallel {
+                    crate::parallel::PARALLEL_FROM
+                } else {
+                    usize::MAX
+                };
+                self
+            }
+
             /// Narrows every list and watch to objects matching this label selector.
             #[must_use]
             pub fn labels(mut self, selector: impl Into<String>) -> Self {
@@ -209,6 +226,10 @@ macro_rules! common_methods {
                     .field("label_selector", &self.selectors.labels)
                     .field("field_selector", &self.selectors.fields)
                     .field("without_managed_fields", &self.decoding.skip_managed_fields)
+                    .field(
+                        "parallel_decoding",
+                        &(self.decoding.parallel_from != usize::MAX),
+                    )
                     .field("protobuf", &self.negotiation.asks_protobuf())
                     .finish()
             }

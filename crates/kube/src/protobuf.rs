@@ -14,6 +14,7 @@
 //! then on: the failed request is an error the reflector retries, the next one is JSON, and
 //! nothing is read wrong.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
@@ -221,12 +222,16 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync + 'static>(
     reader.finish(sink)
 }
 
-/// A protobuf list body's items decoded as its chunks come ([`list_page`]).
+/// A protobuf list body's items decoded as its chunks come ([`list_page`]): the complete items
+/// of each chunk together, on several threads when there are enough bytes of them
+/// ([`crate::parallel`]).
 pub(crate) struct ListReader<'n, K> {
     decoder: ListDecoder,
     objects: Objects<K>,
     negotiation: &'n Negotiation,
     decoded: usize,
+    /// The complete items of the chunk being read, where they are in `decoder`.
+    items: Vec<(std::ops::Range<usize>, MessageType)>,
 }
 
 impl<'n, K: DeserializeOwned + Send + Sync + 'static> ListReader<'n, K> {
@@ -236,28 +241,43 @@ impl<'n, K: DeserializeOwned + Send + Sync + 'static> ListReader<'n, K> {
             objects,
             negotiation,
             decoded: 0,
+            items: Vec::new(),
         }
     }
 
-    /// Takes a chunk, decoding every item it completes into `sink`.
+    /// Takes a chunk, decoding every item it completes into `sink`, in their order. A body
+    /// that goes wrong after some complete items fails once those are in `sink`, as item by
+    /// item.
     pub(crate) fn push(&mut self, chunk: &[u8], sink: &mut ListSink<'_, K>) -> Result<(), Error> {
         self.decoder.push(chunk);
-        while let Some((bytes, message)) = self
-            .decoder
-            .next_item()
-            .map_err(|e| self.negotiation.error("list response", e))?
-        {
-            let item = self
-                .objects
-                .read(Source::Message(message, bytes))
-                .map_err(|e| {
-                    let what = format!("list response: item {}", self.decoded);
-                    self.negotiation.error(&what, e)
-                })?;
+        self.items.clear();
+        let mut bytes = 0;
+        let body = loop {
+            match self.decoder.next_item_at() {
+                Ok(Some((at, message))) => {
+                    bytes += at.len();
+                    self.items.push((at, message));
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(self.negotiation.error("list response", e)),
+            }
+        };
+        let (decoder, objects) = (&self.decoder, self.objects);
+        let decoded = crate::parallel::decode_all(
+            &self.items,
+            bytes,
+            objects.decoding.parallel_from,
+            |(at, message)| objects.read(Source::Message(*message, decoder.bytes(at.clone()))),
+        );
+        for item in decoded {
+            let item = item.map_err(|e| {
+                let what = format!("list response: item {}", self.decoded);
+                self.negotiation.error(&what, e)
+            })?;
             self.decoded += 1;
             sink.push(item)?;
         }
-        Ok(())
+        body
     }
 
     /// The page, once the body has ended.
@@ -319,31 +339,81 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 /// The watch events of a protobuf body: its frames, each decoded as it completes. A body cut
 /// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
 ///
+/// A chunk that completes many frames (the initial events of a streaming list, a burst of
+/// changes) has them decoded together, on several threads when there are enough bytes of them
+/// ([`crate::parallel`]); a frame that comes alone is decoded when it is read.
+///
 /// A `Stream` of its own rather than a combinator chain: a streaming list reads one event per
 /// object, so what each event costs beyond its object's decoding (a future built per item,
 /// an `Arc` cloned per item) is paid tens of thousands of times per sync.
 pub(crate) struct WatchFrames<K> {
     body: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
     frames: FrameDecoder,
+    /// The complete frames of the last chunk not decoded yet, where they are in `frames`.
+    complete: VecDeque<std::ops::Range<usize>>,
+    /// The last chunk's frames, decoded together; up to the first that failed.
+    decoded: VecDeque<WatchFramesItem<K>>,
+    /// What went wrong in the last chunk after its complete frames.
+    broken: Option<Error>,
     objects: Objects<K>,
     negotiation: Arc<Negotiation>,
     ended: bool,
 }
+
+type WatchFramesItem<K> = Result<kube::api::WatchEvent<Arc<K>>, Error>;
 
 impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     pub(crate) fn new(body: Body, decoding: Decoding, negotiation: Arc<Negotiation>) -> Self {
         Self {
             body: chunks(body).boxed(),
             frames: FrameDecoder::default(),
+            complete: VecDeque::new(),
+            decoded: VecDeque::new(),
+            broken: None,
             objects: Objects::new(decoding),
             negotiation,
             ended: false,
         }
     }
+
+    /// Takes a chunk: finds the frames it completes, and decodes them together when there are
+    /// enough bytes of them.
+    fn take(&mut self, chunk: &[u8]) {
+        self.frames.push(chunk);
+        let mut bytes = 0;
+        loop {
+            match self.frames.next_frame_at() {
+                Ok(Some(at)) => {
+                    bytes += at.len();
+                    self.complete.push_back(at);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.broken = Some(self.negotiation.error("watch stream", e));
+                    break;
+                }
+            }
+        }
+        let from = self.objects.decoding.parallel_from;
+        if self.complete.len() < 2 || bytes < from {
+            return;
+        }
+        let mut complete = std::mem::take(&mut self.complete);
+        let (frames, objects, negotiation) = (&self.frames, self.objects, &*self.negotiation);
+        let decoded = crate::parallel::decode_all(complete.make_contiguous(), bytes, from, |at| {
+            frame_event(frames.bytes(at.clone()), objects, negotiation)
+        });
+        // The stream ends at a frame that cannot be read: nothing after it is passed on.
+        let upto = decoded
+            .iter()
+            .position(Result::is_err)
+            .map_or(decoded.len(), |i| i + 1);
+        self.decoded.extend(decoded.into_iter().take(upto));
+    }
 }
 
 impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
-    type Item = Result<kube::api::WatchEvent<Arc<K>>, Error>;
+    type Item = WatchFramesItem<K>;
 
     fn poll_next(
         self: std::pin::Pin<&mut Self>,
@@ -352,22 +422,25 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
         use std::task::Poll;
         let this = self.get_mut();
         while !this.ended {
-            match this.frames.next_frame() {
-                Ok(Some(frame)) => {
-                    let event = frame_event(frame, this.objects, &this.negotiation);
-                    // An event that cannot be read ends the stream (the reflector watches
-                    // again, or relists).
-                    this.ended = event.is_err();
-                    return Poll::Ready(Some(event));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    this.ended = true;
-                    return Poll::Ready(Some(Err(this.negotiation.error("watch stream", e))));
-                }
+            let next = match this.decoded.pop_front() {
+                Some(event) => Some(event),
+                None => this
+                    .complete
+                    .pop_front()
+                    .map(|at| frame_event(this.frames.bytes(at), this.objects, &this.negotiation)),
+            };
+            if let Some(event) = next {
+                // An event that cannot be read ends the stream (the reflector watches again,
+                // or relists).
+                this.ended = event.is_err();
+                return Poll::Ready(Some(event));
+            }
+            if let Some(err) = this.broken.take() {
+                this.ended = true;
+                return Poll::Ready(Some(Err(err)));
             }
             match futures::ready!(this.body.poll_next_unpin(cx)) {
-                Some(Ok(chunk)) => this.frames.push(&chunk),
+                Some(Ok(chunk)) => this.take(&chunk),
                 Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     tracing::debug!("watch body cut short: {e}");
                     this.ended = true;
@@ -394,4 +467,194 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
 /// A protobuf `Status` body (an error response), if it is one.
 pub(crate) fn status(body: &[u8]) -> Option<kube::core::Status> {
     informer_protobuf::from_slice(body).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Pod `i`, with a label, an annotation and a container.
+    fn pod(i: usize) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("pod-{i}"), "namespace": "default",
+                "resourceVersion": (100 + i).to_string(), "uid": format!("uid-{i}"),
+                "labels": {"app": format!("app-{}", i % 7)},
+                "annotations": {"note": "x".repeat(i % 50)},
+            },
+            "spec": {"nodeName": format!("node-{}", i % 3),
+                "containers": [{"name": "c", "image": format!("image:{i}")}]},
+        })
+    }
+
+    /// A protobuf list body of `n` pods.
+    fn list_body(n: usize) -> Vec<u8> {
+        let items: Vec<Value> = (0..n).map(pod).collect();
+        let list = json!({
+            "apiVersion": "v1", "kind": "PodList",
+            "metadata": {"resourceVersion": "999", "continue": "more"}, "items": items,
+        });
+        informer_apiserver::encode_protobuf(&list).expect("a PodList encodes")
+    }
+
+    /// Decoding whose protobuf chunks go to the pool from `parallel_from` bytes.
+    fn decoding(parallel_from: usize) -> Decoding {
+        Decoding {
+            parallel_from,
+            ..Decoding::default()
+        }
+    }
+
+    /// `body` read by a [`ListReader`] in chunks of `chunk` bytes: the objects the sink kept
+    /// and the page, or the error and the objects kept before it.
+    fn read_list(
+        body: &[u8],
+        chunk: usize,
+        parallel_from: usize,
+    ) -> (Vec<Arc<Pod>>, Result<ListPage<Pod>, String>) {
+        let negotiation = Negotiation::default();
+        let mut reader = ListReader::new(Objects::new(decoding(parallel_from)), &negotiation);
+        let mut sink = ListSink::new();
+        for piece in body.chunks(chunk) {
+            if let Err(e) = reader.push(piece, &mut sink) {
+                return (sink.take_kept(), Err(e.to_string()));
+            }
+        }
+        let mut page = reader.finish(&mut sink).map_err(|e| e.to_string());
+        let kept = match &mut page {
+            Ok(page) => std::mem::take(&mut page.items),
+            Err(_) => sink.take_kept(),
+        };
+        (kept, page)
+    }
+
+    #[test]
+    fn a_list_decoded_on_the_pool_is_the_list_decoded_on_one_thread() {
+        let body = list_body(300);
+        let (serial, page) = read_list(&body, body.len(), usize::MAX);
+        let page = page.expect("the list decodes");
+        assert_eq!(serial.len(), 300);
+        assert_eq!(serial[299].metadata.name.as_deref(), Some("pod-299"));
+        assert_eq!(page.resource_version, "999");
+        assert_eq!(page.continue_token.as_deref(), Some("more"));
+        // Whole, in chunks that end inside items, in chunks of about one item: on the pool
+        // wherever a chunk completes two items or more.
+        for chunk in [body.len(), 64 * 1024, 4096, 300] {
+            let (pooled, pooled_page) = read_list(&body, chunk, 0);
+            let pooled_page = pooled_page.expect("the list decodes");
+            assert_eq!(pooled, serial, "chunks of {chunk} bytes");
+            assert_eq!(pooled_page.resource_version, page.resource_version);
+            assert_eq!(pooled_page.continue_token, page.continue_token);
+        }
+    }
+
+    /// `body` with the item `index` made undecodable (its first field's key given wire type 7,
+    /// which protobuf does not have).
+    fn with_bad_item(body: &[u8], index: usize) -> Vec<u8> {
+        let mut decoder = ListDecoder::default();
+        decoder.push(body);
+        let mut at = None;
+        for _ in 0..=index {
+            at = decoder.next_item_at().expect("a list").map(|(at, _)| at);
+        }
+        let at = at.expect("the item is there");
+        let mut bad = body.to_vec();
+        bad[at.start] = 0x0f;
+        bad
+    }
+
+    #[test]
+    fn a_bad_item_fails_the_list_at_that_item_on_the_pool_as_on_one_thread() {
+        let body = with_bad_item(&list_body(200), 137);
+        let (serial_kept, serial) = read_list(&body, body.len(), usize::MAX);
+        let serial = serial.expect_err("item 137 cannot be read");
+        assert!(serial.contains("item 137"), "{serial}");
+        assert_eq!(serial_kept.len(), 137, "the items before it are handed on");
+        for chunk in [body.len(), 16 * 1024] {
+            let (kept, pooled) = read_list(&body, chunk, 0);
+            assert_eq!(pooled.expect_err("item 137 cannot be read"), serial);
+            assert_eq!(kept, serial_kept, "chunks of {chunk} bytes");
+        }
+    }
+
+    /// Every event of a watch body read whole, as type, object name and resource version, then
+    /// the error that ended it, if one did.
+    async fn read_watch(body: Vec<u8>, parallel_from: usize) -> (Vec<String>, Option<String>) {
+        let mut frames = WatchFrames::<Pod>::new(
+            Body::from(body),
+            decoding(parallel_from),
+            Arc::new(Negotiation::default()),
+        );
+        let mut events = Vec::new();
+        while let Some(event) = frames.next().await {
+            use kube::api::WatchEvent as E;
+            let (kind, pod) = match event {
+                Ok(E::Added(p)) => ("ADDED", p),
+                Ok(E::Modified(p)) => ("MODIFIED", p),
+                Ok(E::Deleted(p)) => ("DELETED", p),
+                Ok(other) => {
+                    events.push(format!("{other:?}"));
+                    continue;
+                }
+                Err(e) => {
+                    assert!(frames.next().await.is_none(), "nothing after an error");
+                    return (events, Some(e.to_string()));
+                }
+            };
+            let meta = &pod.metadata;
+            events.push(format!(
+                "{kind} {} {}",
+                meta.name.as_deref().unwrap_or_default(),
+                meta.resource_version.as_deref().unwrap_or_default()
+            ));
+        }
+        (events, None)
+    }
+
+    fn frames(range: std::ops::Range<usize>) -> Vec<u8> {
+        range
+            .flat_map(|i| {
+                let kind = ["ADDED", "MODIFIED", "DELETED"][i % 3];
+                informer_apiserver::protobuf_watch_frame(kind, &pod(i)).expect("a frame")
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_frames_decoded_on_the_pool_is_the_burst_decoded_on_one_thread() {
+        let body = frames(0..200);
+        let (serial, end) = read_watch(body.clone(), usize::MAX).await;
+        assert_eq!(end, None);
+        assert_eq!(serial.len(), 200);
+        assert_eq!(serial[4], "MODIFIED pod-4 104");
+        assert_eq!(read_watch(body, 0).await, (serial, None));
+    }
+
+    #[tokio::test]
+    async fn a_bad_frame_in_a_burst_ends_the_stream_there_on_the_pool_as_on_one_thread() {
+        let mut body = frames(0..50);
+        let bad = informer_apiserver::protobuf_watch_frame("NEITHER", &pod(50)).expect("a frame");
+        body.extend_from_slice(&bad);
+        body.extend(frames(51..100));
+        let (serial, end) = read_watch(body.clone(), usize::MAX).await;
+        assert_eq!(serial.len(), 50, "the events before the bad frame");
+        let end = end.expect("the bad frame ends the stream");
+        assert!(end.contains("NEITHER"), "{end}");
+        assert_eq!(read_watch(body, 0).await, (serial, Some(end)));
+    }
+
+    #[tokio::test]
+    async fn a_frame_too_long_after_a_burst_ends_the_stream_after_the_burst() {
+        let mut body = frames(0..40);
+        body.extend_from_slice(&u32::MAX.to_be_bytes());
+        body.extend_from_slice(&[0; 16]);
+        let (serial, end) = read_watch(body.clone(), usize::MAX).await;
+        assert_eq!(serial.len(), 40);
+        assert!(end.is_some(), "a length beyond any frame is an error");
+        assert_eq!(read_watch(body, 0).await, (serial, end));
+    }
 }

@@ -425,6 +425,7 @@ mod tests {
     fn skipped<K: DeserializeOwned>(text: &str) -> Result<K, serde_json::Error> {
         let decoding = crate::decode::Decoding {
             skip_managed_fields: true,
+            ..Default::default()
         };
         decoding.decode(text, |o: WithoutManagedFields<K>| o.0)
     }

@@ -1,6 +1,8 @@
 //! What wraps a message on the wire: the `k8s\0` envelope (`runtime.Unknown`), a list read item
 //! by item as its bytes arrive, and the length-prefixed frames of a watch.
 
+use std::ops::Range;
+
 use serde::Deserialize;
 
 use crate::Error;
@@ -211,7 +213,7 @@ enum Progress {
     /// It needs more of the body.
     NeedBytes,
     /// An item: its bytes in the buffer, and its message type.
-    Item(std::ops::Range<usize>, MessageType),
+    Item(Range<usize>, MessageType),
 }
 
 impl ListDecoder {
@@ -226,13 +228,30 @@ impl ListDecoder {
 
     /// The next complete item and its message type; `None` until more bytes come.
     pub fn next_item(&mut self) -> Result<Option<(&[u8], MessageType)>, Error> {
+        Ok(self.next_item_at()?.map(|(at, kind)| (&self.buf[at], kind)))
+    }
+
+    /// [`next_item`](Self::next_item), as where the item's bytes are ([`bytes`](Self::bytes)
+    /// reads them). A position stays valid until the next [`push`](Self::push), so the
+    /// complete items of a chunk can be gathered first and decoded together.
+    pub fn next_item_at(&mut self) -> Result<Option<(Range<usize>, MessageType)>, Error> {
         loop {
             match self.step()? {
                 Progress::Moved => {}
                 Progress::NeedBytes => return Ok(None),
-                Progress::Item(range, kind) => return Ok(Some((&self.buf[range], kind))),
+                Progress::Item(range, kind) => return Ok(Some((range, kind))),
             }
         }
+    }
+
+    /// The bytes at `at`, a position [`next_item_at`](Self::next_item_at) returned since the
+    /// last [`push`](Self::push).
+    ///
+    /// # Panics
+    ///
+    /// If `at` is beyond the buffer, which no such position is.
+    pub fn bytes(&self, at: Range<usize>) -> &[u8] {
+        &self.buf[at]
     }
 
     /// One step through the body, from where it is.
@@ -445,6 +464,14 @@ impl FrameDecoder {
     /// The next complete frame; `None` until more bytes come. A length over [`MAX_FRAME`] is an
     /// error (the stream is corrupt).
     pub fn next_frame(&mut self) -> Result<Option<&[u8]>, Error> {
+        Ok(self.next_frame_at()?.map(|at| &self.buf[at]))
+    }
+
+    /// [`next_frame`](Self::next_frame), as where the frame's bytes are
+    /// ([`bytes`](Self::bytes) reads them). A position stays valid until the next
+    /// [`push`](Self::push), so the complete frames of a chunk can be gathered first and
+    /// decoded together.
+    pub fn next_frame_at(&mut self) -> Result<Option<Range<usize>>, Error> {
         let buf = &self.buf[self.pos..];
         let Some((len, rest)) = buf.split_first_chunk::<4>() else {
             return Ok(None);
@@ -458,7 +485,17 @@ impl FrameDecoder {
         }
         let start = self.pos + 4;
         self.pos = start + len;
-        Ok(Some(&self.buf[start..self.pos]))
+        Ok(Some(start..self.pos))
+    }
+
+    /// The bytes at `at`, a position [`next_frame_at`](Self::next_frame_at) returned since the
+    /// last [`push`](Self::push).
+    ///
+    /// # Panics
+    ///
+    /// If `at` is beyond the buffer, which no such position is.
+    pub fn bytes(&self, at: Range<usize>) -> &[u8] {
+        &self.buf[at]
     }
 
     /// Bytes of a frame that has not ended (a stream cut inside one).

@@ -1,0 +1,99 @@
+//! Decoding the objects of one chunk of a protobuf response on several threads.
+//!
+//! A list page, or the initial events of a streaming list, arrives in chunks of many objects,
+//! and decoding them is most of what a sync costs the client. Decoded one after the other on
+//! the thread that reads the response, they keep one core busy while the machine's others
+//! wait. So the complete objects of a chunk are gathered first and, when there are enough bytes
+//! of them, decoded together on a pool of threads the process shares; they are handed on in
+//! their order, and an object that cannot be decoded fails the response at the same object as
+//! it would on one thread. A watch's events, which come one at a time, are decoded where they
+//! are read, as before.
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+/// The pool has a thread per core, up to this many.
+const MAX_THREADS: usize = 4;
+
+/// The objects of a chunk are decoded on the pool from this many bytes of them (about 32
+/// synthetic pods, or 4 realistic ones: 30–70 µs of decoding). Under it, waking the pool's
+/// threads would cost a good part of what they save.
+pub(crate) const PARALLEL_FROM: usize = 32 * 1024;
+
+/// The process's decoding threads: none on a machine of one core.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_THREADS);
+        if threads < 2 {
+            return None;
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("informer-decode-{i}"))
+            .build()
+            .inspect_err(|e| {
+                tracing::debug!(error = %e, "no decoding threads, decoding on the reading thread");
+            })
+            .ok()
+    })
+    .as_ref()
+}
+
+/// `decode` of each of `items`, in their order: on the pool when there is more than one and
+/// `bytes` (their size) is at least `from`, else on this thread. This thread waits for the
+/// pool meanwhile, as it would have decoded them itself.
+pub(crate) fn decode_all<I: Sync, T: Send>(
+    items: &[I],
+    bytes: usize,
+    from: usize,
+    decode: impl Fn(&I) -> T + Sync,
+) -> Vec<T> {
+    if items.len() > 1
+        && bytes >= from
+        && let Some(pool) = pool()
+    {
+        return pool.install(|| items.par_iter().map(&decode).collect());
+    }
+    items.iter().map(decode).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    use super::*;
+
+    /// `decode_all` of 1,000 numbers from `from` bytes, and the threads it decoded on.
+    fn run(from: usize) -> (Vec<u64>, HashSet<ThreadId>) {
+        let items: Vec<u32> = (0..1000).collect();
+        let threads = Mutex::new(HashSet::new());
+        let decoded = decode_all(&items, 100, from, |i| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+            u64::from(*i) * 3
+        });
+        (decoded, threads.into_inner().unwrap())
+    }
+
+    #[test]
+    fn every_item_is_decoded_once_in_its_order_on_the_pool_or_here() {
+        let expected: Vec<u64> = (0..1000).map(|i| i * 3).collect();
+        let here = HashSet::from([std::thread::current().id()]);
+
+        let (decoded, threads) = run(usize::MAX);
+        assert_eq!(decoded, expected);
+        assert_eq!(threads, here, "under the bytes: on this thread");
+
+        let (decoded, threads) = run(0);
+        assert_eq!(decoded, expected);
+        if pool().is_some() {
+            assert!(threads.is_disjoint(&here), "on the pool: {threads:?}");
+        }
+        assert!(decode_all::<u32, u64>(&[], 0, 0, |i| u64::from(*i)).is_empty());
+    }
+}
