@@ -3,11 +3,11 @@
 //! A list page, or the initial events of a streaming list, arrives in chunks of many objects,
 //! and decoding them is most of what a sync costs the client. Decoded one after the other on
 //! the thread that reads the response, they keep one core busy while the machine's others
-//! wait. So the complete objects of a chunk are gathered first and, when there are enough bytes
-//! of them, decoded together on a pool of threads the process shares; they are handed on in
-//! their order, and an object that cannot be decoded fails the response at the same object as
-//! it would on one thread. A watch's events, which come one at a time, are decoded where they
-//! are read, as before.
+//! wait. So the chunks that have arrived are taken together, and when their complete objects
+//! come to enough bytes, those are decoded together on a pool of threads the process shares;
+//! they are handed on in their order, and an object that cannot be decoded fails the response
+//! at the same object as it would on one thread. A watch's events that come one at a time are
+//! decoded where they are read.
 
 use std::sync::OnceLock;
 
@@ -20,6 +20,11 @@ const MAX_THREADS: usize = 4;
 /// synthetic pods, or 4 realistic ones: 30–70 µs of decoding). Under it, waking the pool's
 /// threads would cost a good part of what they save.
 pub(crate) const PARALLEL_FROM: usize = 32 * 1024;
+
+/// A response's chunks that have already arrived are gathered, up to this many bytes, and their
+/// objects decoded together: a server writes a watch's frames (a streaming list's initial
+/// events) one chunk each, and a list in pieces too, so a chunk alone seldom holds enough.
+pub(crate) const GATHER_AT_MOST: usize = 1024 * 1024;
 
 /// The process's decoding threads: none on a machine of one core.
 fn pool() -> Option<&'static rayon::ThreadPool> {

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use informer_protobuf::{
     DecodeOptions, Envelope, FrameDecoder, Generated, ListDecoder, MessageType, envelope,
 };
@@ -212,11 +212,45 @@ pub(crate) async fn list_page<K: DeserializeOwned + Send + Sync + 'static>(
     negotiation: &Negotiation,
     sink: &mut ListSink<'_, K>,
 ) -> Result<ListPage<K>, Error> {
+    list_page_of_chunks(chunks(body), decoding, negotiation, sink).await
+}
+
+/// [`list_page`] of a body's `chunks`.
+async fn list_page_of_chunks<K: DeserializeOwned + Send + Sync + 'static>(
+    chunks: impl Stream<Item = Result<bytes::Bytes, std::io::Error>>,
+    decoding: Decoding,
+    negotiation: &Negotiation,
+    sink: &mut ListSink<'_, K>,
+) -> Result<ListPage<K>, Error> {
     let mut reader = ListReader::new(Objects::new(decoding), negotiation);
-    let mut body = std::pin::pin!(chunks(body));
+    let mut body = std::pin::pin!(chunks.fuse());
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| Error::Transport(Box::new(e)))?;
-        reader.push(&chunk, sink)?;
+        let mut failed = None;
+        match chunk {
+            Ok(chunk) => {
+                reader.add(&chunk);
+                // The chunks already here join it, to be decoded together.
+                let mut gathered = chunk.len();
+                while gathered < crate::parallel::GATHER_AT_MOST {
+                    match body.next().now_or_never() {
+                        Some(Some(Ok(chunk))) => {
+                            gathered += chunk.len();
+                            reader.add(&chunk);
+                        }
+                        Some(Some(Err(e))) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        Some(None) | None => break,
+                    }
+                }
+            }
+            Err(e) => failed = Some(e),
+        }
+        reader.decode_complete(sink)?;
+        if let Some(e) = failed {
+            return Err(Error::Transport(Box::new(e)));
+        }
         sink.ready().await;
     }
     reader.finish(sink)
@@ -249,7 +283,19 @@ impl<'n, K: DeserializeOwned + Send + Sync + 'static> ListReader<'n, K> {
     /// that goes wrong after some complete items fails once those are in `sink`, as item by
     /// item.
     pub(crate) fn push(&mut self, chunk: &[u8], sink: &mut ListSink<'_, K>) -> Result<(), Error> {
+        self.add(chunk);
+        self.decode_complete(sink)
+    }
+
+    /// Takes a chunk, to be decoded with the next [`decode_complete`](Self::decode_complete).
+    pub(crate) fn add(&mut self, chunk: &[u8]) {
         self.decoder.push(chunk);
+    }
+
+    /// Decodes every item the chunks taken so far complete into `sink`, in their order,
+    /// together ([`crate::parallel`]). A body that goes wrong after some complete items fails
+    /// once those are in `sink`, as item by item.
+    pub(crate) fn decode_complete(&mut self, sink: &mut ListSink<'_, K>) -> Result<(), Error> {
         self.items.clear();
         let mut bytes = 0;
         let body = loop {
@@ -353,8 +399,10 @@ pub(crate) struct WatchFrames<K> {
     complete: VecDeque<std::ops::Range<usize>>,
     /// The last chunk's frames, decoded together; up to the first that failed.
     decoded: VecDeque<WatchFramesItem<K>>,
-    /// What went wrong in the last chunk after its complete frames.
+    /// What went wrong after the complete frames taken: the stream's last item.
     broken: Option<Error>,
+    /// The body has ended (or was cut short): the stream ends once what came is passed on.
+    body_ended: bool,
     objects: Objects<K>,
     negotiation: Arc<Negotiation>,
     ended: bool,
@@ -364,22 +412,31 @@ type WatchFramesItem<K> = Result<kube::api::WatchEvent<Arc<K>>, Error>;
 
 impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     pub(crate) fn new(body: Body, decoding: Decoding, negotiation: Arc<Negotiation>) -> Self {
+        Self::of_chunks(chunks(body).boxed(), decoding, negotiation)
+    }
+
+    /// The watch events of a body's `chunks`.
+    fn of_chunks(
+        chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+        decoding: Decoding,
+        negotiation: Arc<Negotiation>,
+    ) -> Self {
         Self {
-            body: chunks(body).boxed(),
+            body: chunks,
             frames: FrameDecoder::default(),
             complete: VecDeque::new(),
             decoded: VecDeque::new(),
             broken: None,
+            body_ended: false,
             objects: Objects::new(decoding),
             negotiation,
             ended: false,
         }
     }
 
-    /// Takes a chunk: finds the frames it completes, and decodes them together when there are
-    /// enough bytes of them.
-    fn take(&mut self, chunk: &[u8]) {
-        self.frames.push(chunk);
+    /// Finds the frames the chunks taken so far complete, and decodes them together when
+    /// there are enough bytes of them.
+    fn decode_complete(&mut self) {
         let mut bytes = 0;
         loop {
             match self.frames.next_frame_at() {
@@ -439,26 +496,42 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
                 this.ended = true;
                 return Poll::Ready(Some(Err(err)));
             }
-            match futures::ready!(this.body.poll_next_unpin(cx)) {
-                Some(Ok(chunk)) => this.take(&chunk),
-                Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    tracing::debug!("watch body cut short: {e}");
-                    this.ended = true;
-                }
-                Some(Err(e)) => {
-                    this.ended = true;
-                    return Poll::Ready(Some(Err(Error::Transport(Box::new(e)))));
-                }
-                None => {
-                    if this.frames.pending() > 0 {
-                        tracing::debug!(
-                            bytes = this.frames.pending(),
-                            "watch body ended inside a frame"
-                        );
-                    }
-                    this.ended = true;
-                }
+            if this.body_ended {
+                this.ended = true;
+                break;
             }
+            // The chunks already here are taken together (decoded together, on several threads
+            // when there are enough bytes of them).
+            let mut gathered = 0;
+            while gathered < crate::parallel::GATHER_AT_MOST {
+                let chunk = match this.body.poll_next_unpin(cx) {
+                    Poll::Ready(chunk) => chunk,
+                    Poll::Pending if gathered == 0 => return Poll::Pending,
+                    Poll::Pending => break,
+                };
+                match chunk {
+                    Some(Ok(chunk)) => {
+                        gathered += chunk.len().max(1);
+                        this.frames.push(&chunk);
+                        continue;
+                    }
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        tracing::debug!("watch body cut short: {e}");
+                    }
+                    Some(Err(e)) => this.broken = Some(Error::Transport(Box::new(e))),
+                    None => {
+                        if this.frames.pending() > 0 {
+                            tracing::debug!(
+                                bytes = this.frames.pending(),
+                                "watch body ended inside a frame"
+                            );
+                        }
+                    }
+                }
+                this.body_ended = true;
+                break;
+            }
+            this.decode_complete();
         }
         Poll::Ready(None)
     }
@@ -622,6 +695,86 @@ mod tests {
                 informer_apiserver::protobuf_watch_frame(kind, &pod(i)).expect("a frame")
             })
             .collect()
+    }
+
+    /// `body` in chunks of `chunk` bytes, every one there at once, then `end` (an error) if
+    /// given.
+    fn in_chunks(
+        body: &[u8],
+        chunk: usize,
+        end: Option<std::io::ErrorKind>,
+    ) -> futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>> {
+        let mut pieces: Vec<_> = body
+            .chunks(chunk)
+            .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+            .collect();
+        pieces.extend(end.map(|kind| Err(std::io::Error::new(kind, "the connection broke"))));
+        futures::stream::iter(pieces).boxed()
+    }
+
+    /// What [`list_page`] reads of `body` in chunks of `chunk` bytes, then `end`: the objects
+    /// it kept, and the page's resource version or the error.
+    async fn list_of_chunks(
+        body: &[u8],
+        chunk: usize,
+        end: Option<std::io::ErrorKind>,
+        parallel_from: usize,
+    ) -> (Vec<Arc<Pod>>, Result<String, String>) {
+        let negotiation = Negotiation::default();
+        let mut sink = ListSink::new();
+        let chunks = in_chunks(body, chunk, end);
+        match list_page_of_chunks(chunks, decoding(parallel_from), &negotiation, &mut sink).await {
+            Ok(page) => (page.items, Ok(page.resource_version)),
+            Err(e) => (sink.take_kept(), Err(e.to_string())),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_list_in_many_chunks_is_decoded_together_as_one_thread_decodes_it() {
+        let body = list_body(300);
+        let (serial, rv) = list_of_chunks(&body, body.len(), None, usize::MAX).await;
+        assert_eq!((serial.len(), rv.as_deref()), (300, Ok("999")));
+        for chunk in [100, 1000, 7000] {
+            let pooled = list_of_chunks(&body, chunk, None, 0).await;
+            assert_eq!(
+                pooled,
+                (serial.clone(), rv.clone()),
+                "chunks of {chunk} bytes"
+            );
+        }
+        // A connection broken after every chunk has come: the list fails with it, every
+        // complete item handed on first, alike.
+        let cut = &body[..body.len() / 2];
+        let broken = Some(std::io::ErrorKind::ConnectionReset);
+        let (kept, end) = list_of_chunks(cut, cut.len(), broken, usize::MAX).await;
+        assert!(end.as_ref().is_err_and(|e| e.contains("broke")), "{end:?}");
+        assert!(kept.len() > 100, "{} items kept", kept.len());
+        assert_eq!(list_of_chunks(cut, 500, broken, 0).await, (kept, end));
+    }
+
+    #[tokio::test]
+    async fn the_frames_already_here_are_decoded_together_and_passed_on_in_order() {
+        // One chunk per frame, as a server writes them, all of them arrived.
+        let one_per_chunk = (0..200).map(|i| Ok(bytes::Bytes::from(frames(i..i + 1))));
+        let chunks = futures::stream::iter(one_per_chunk.collect::<Vec<_>>()).boxed();
+        let mut stream =
+            WatchFrames::<Pod>::of_chunks(chunks, decoding(0), Arc::new(Negotiation::default()));
+        let first = stream.next().await.expect("an event").expect("decodes");
+        assert!(
+            matches!(first, kube::api::WatchEvent::Added(p) if p.metadata.name.as_deref() == Some("pod-0"))
+        );
+        assert_eq!(stream.decoded.len(), 199, "the rest decoded with it");
+        let mut names = Vec::new();
+        while let Some(event) = stream.next().await {
+            if let kube::api::WatchEvent::Modified(p) = event.expect("decodes") {
+                names.push(p.metadata.name.clone().unwrap_or_default());
+            }
+        }
+        let expected: Vec<String> = (1..200)
+            .filter(|i| i % 3 == 1)
+            .map(|i| format!("pod-{i}"))
+            .collect();
+        assert_eq!(names, expected);
     }
 
     #[tokio::test]
