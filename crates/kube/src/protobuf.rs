@@ -256,15 +256,15 @@ async fn list_page_of_chunks<K: DeserializeOwned + Send + Sync + 'static>(
     reader.finish(sink)
 }
 
-/// A protobuf list body's items decoded as its chunks come ([`list_page`]): the complete items
-/// of each chunk together, on several threads when there are enough bytes of them
-/// ([`crate::parallel`]).
+/// A protobuf list body's items decoded as its chunks come ([`list_page`]): the items the
+/// chunks taken together complete, decoded together, on several threads when there are enough
+/// bytes of them ([`crate::parallel`]).
 pub(crate) struct ListReader<'n, K> {
     decoder: ListDecoder,
     objects: Objects<K>,
     negotiation: &'n Negotiation,
     decoded: usize,
-    /// The complete items of the chunk being read, where they are in `decoder`.
+    /// The complete items of the chunks taken last, where they are in `decoder`.
     items: Vec<(std::ops::Range<usize>, MessageType)>,
 }
 
@@ -385,9 +385,10 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 /// The watch events of a protobuf body: its frames, each decoded as it completes. A body cut
 /// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
 ///
-/// A chunk that completes many frames (the initial events of a streaming list, a burst of
-/// changes) has them decoded together, on several threads when there are enough bytes of them
-/// ([`crate::parallel`]); a frame that comes alone is decoded when it is read.
+/// The chunks that have arrived are taken together, and frames they complete in numbers (the
+/// initial events of a streaming list, a burst of changes) are decoded together, on several
+/// threads when there are enough bytes of them ([`crate::parallel`]); a frame that comes alone
+/// is decoded when it is read.
 ///
 /// A `Stream` of its own rather than a combinator chain: a streaming list reads one event per
 /// object, so what each event costs beyond its object's decoding (a future built per item,
@@ -395,9 +396,10 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 pub(crate) struct WatchFrames<K> {
     body: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
     frames: FrameDecoder,
-    /// The complete frames of the last chunk not decoded yet, where they are in `frames`.
+    /// The complete frames of the chunks taken last not decoded yet, where they are in
+    /// `frames`.
     complete: VecDeque<std::ops::Range<usize>>,
-    /// The last chunk's frames, decoded together; up to the first that failed.
+    /// The frames of the chunks taken last, decoded together; up to the first that failed.
     decoded: VecDeque<WatchFramesItem<K>>,
     /// What went wrong after the complete frames taken: the stream's last item.
     broken: Option<Error>,
