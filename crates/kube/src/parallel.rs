@@ -66,6 +66,65 @@ pub(crate) fn decode_all<I: Sync, T: Send>(
     items.iter().map(decode).collect()
 }
 
+/// Whether there are decoding threads ([`spawn`] decodes on them).
+pub(crate) fn available() -> bool {
+    pool().is_some()
+}
+
+/// Items being decoded on the pool while their reader goes on ([`spawn`]): their results, in
+/// their order, once every one is decoded.
+pub(crate) struct Batch<T>(futures::channel::oneshot::Receiver<std::thread::Result<Vec<T>>>);
+
+impl<T> Future for Batch<T> {
+    /// The results, or what the decoding panicked with (a bug in a decoder: it fails the
+    /// response rather than the process).
+    type Output = Result<Vec<T>, String>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|sent| match sent {
+                Ok(Ok(results)) => Ok(results),
+                Ok(Err(panic)) => Err(panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into())),
+                Err(futures::channel::oneshot::Canceled) => {
+                    Err("the decoding thread stopped".into())
+                }
+            })
+    }
+}
+
+/// `decode` of each of `items`, with `data` (the bytes they are in), on the pool, without
+/// waiting: the [`Batch`] is ready once every item is decoded. `None` without a pool (one
+/// core), to decode them here.
+pub(crate) fn spawn<D, I, T>(
+    data: D,
+    items: Vec<I>,
+    decode: impl Fn(&D, &I) -> T + Send + Sync + 'static,
+) -> Option<Batch<T>>
+where
+    D: Send + Sync + 'static,
+    I: Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let pool = pool()?;
+    let (sender, receiver) = futures::channel::oneshot::channel();
+    pool.spawn(move || {
+        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            items.par_iter().map(|item| decode(&data, item)).collect()
+        }));
+        // The reader may have gone (its watch stopped): the results go with it.
+        let _ = sender.send(decoded);
+    });
+    Some(Batch(receiver))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -100,5 +159,39 @@ mod tests {
             assert!(threads.is_disjoint(&here), "on the pool: {threads:?}");
         }
         assert!(decode_all::<u32, u64>(&[], 0, 0, |i| u64::from(*i)).is_empty());
+    }
+
+    #[test]
+    fn a_batch_spawned_is_decoded_in_its_order_off_this_thread() {
+        if !available() {
+            return;
+        }
+        let here = std::thread::current().id();
+        let data: Vec<u64> = (0..1000).map(|i| i * 3).collect();
+        let items: Vec<usize> = (0..1000).rev().collect();
+        let batch = spawn(data, items, move |data, i| {
+            (data[*i], std::thread::current().id() != here)
+        })
+        .expect("a pool");
+        let decoded = futures::executor::block_on(batch).expect("decoded");
+        let expected: Vec<(u64, bool)> = (0..1000).rev().map(|i| (i * 3, true)).collect();
+        assert_eq!(decoded, expected);
+    }
+
+    #[test]
+    fn a_panic_in_a_spawned_batch_fails_the_batch_not_the_process() {
+        if !available() {
+            return;
+        }
+        let batch = spawn((), vec![1, 2, 3], |(), i| {
+            assert!(*i != 2, "item {i} cannot be decoded");
+            *i
+        })
+        .expect("a pool");
+        let failed = futures::executor::block_on(batch).expect_err("the panic fails it");
+        assert!(failed.contains("item 2 cannot be decoded"), "{failed}");
+        // The pool goes on.
+        let batch = spawn((), vec![1, 2, 3], |(), i| *i * 2).expect("a pool");
+        assert_eq!(futures::executor::block_on(batch), Ok(vec![2, 4, 6]));
     }
 }

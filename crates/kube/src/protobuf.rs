@@ -386,9 +386,13 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 /// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
 ///
 /// The chunks that have arrived are taken together, and frames they complete in numbers (the
-/// initial events of a streaming list, a burst of changes) are decoded together, on several
-/// threads when there are enough bytes of them ([`crate::parallel`]); a frame that comes alone
-/// is decoded when it is read.
+/// initial events of a streaming list, a burst of changes) are decoded together on several
+/// threads when there are enough bytes of them ([`crate::parallel`]). Meanwhile the events
+/// decoded before them are handed on and the next chunks are read, up to
+/// [`GATHER_AT_MOST`](crate::parallel::GATHER_AT_MOST) bytes of complete frames waiting, with
+/// up to [`ON_POOL`] batches on the threads, so that the threads go from one batch to the
+/// next without waiting for this stream's reader. A frame that comes alone is decoded when it
+/// is read.
 ///
 /// A `Stream` of its own rather than a combinator chain: a streaming list reads one event per
 /// object, so what each event costs beyond its object's decoding (a future built per item,
@@ -396,19 +400,28 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 pub(crate) struct WatchFrames<K> {
     body: futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
     frames: FrameDecoder,
-    /// The complete frames of the chunks taken last not decoded yet, where they are in
-    /// `frames`.
+    /// The complete frames read and not decoded yet, where they are in `frames`; they come
+    /// after those on the pool.
     complete: VecDeque<std::ops::Range<usize>>,
-    /// The frames of the chunks taken last, decoded together; up to the first that failed.
+    /// The bytes of `complete`'s frames.
+    complete_bytes: usize,
+    /// Frames being decoded on the pool, in their order, after `decoded`.
+    on_pool: VecDeque<crate::parallel::Batch<WatchFramesItem<K>>>,
+    /// Frames decoded together, to be handed on; up to the first that failed.
     decoded: VecDeque<WatchFramesItem<K>>,
-    /// What went wrong after the complete frames taken: the stream's last item.
+    /// What went wrong after the complete frames read: the stream's last item.
     broken: Option<Error>,
-    /// The body has ended (or was cut short): the stream ends once what came is passed on.
+    /// The body has ended (or was cut short, or a frame failed): nothing more is read, and the
+    /// stream ends once what came is handed on.
     body_ended: bool,
     objects: Objects<K>,
     negotiation: Arc<Negotiation>,
     ended: bool,
 }
+
+/// How many batches of a watch's frames may be on the pool at once: the threads take the
+/// second as soon as they are done with the first.
+const ON_POOL: usize = 2;
 
 type WatchFramesItem<K> = Result<kube::api::WatchEvent<Arc<K>>, Error>;
 
@@ -427,6 +440,8 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
             body: chunks,
             frames: FrameDecoder::default(),
             complete: VecDeque::new(),
+            complete_bytes: 0,
+            on_pool: VecDeque::new(),
             decoded: VecDeque::new(),
             broken: None,
             body_ended: false,
@@ -436,37 +451,102 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
         }
     }
 
-    /// Finds the frames the chunks taken so far complete, and decodes them together when
-    /// there are enough bytes of them.
-    fn decode_complete(&mut self) {
-        let mut bytes = 0;
+    /// Reads the chunks already here while fewer than
+    /// [`GATHER_AT_MOST`](crate::parallel::GATHER_AT_MOST) bytes of complete frames wait, and
+    /// finds the frames they complete. Whether it stopped at that bound (rather than waiting
+    /// for the body, or at its end): then there may be more to read at once.
+    fn read_ahead(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        use std::task::Poll;
+        let room = crate::parallel::GATHER_AT_MOST.saturating_sub(self.complete_bytes);
+        let mut gathered = 0;
+        let at_bound = loop {
+            if gathered >= room {
+                break true;
+            }
+            let chunk = match self.body.poll_next_unpin(cx) {
+                Poll::Ready(chunk) => chunk,
+                Poll::Pending => break false,
+            };
+            match chunk {
+                Some(Ok(chunk)) => {
+                    gathered += chunk.len().max(1);
+                    // The complete frames' positions stay valid.
+                    if self.complete.is_empty() {
+                        self.frames.push(&chunk);
+                    } else {
+                        self.frames.append(&chunk);
+                    }
+                    continue;
+                }
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    tracing::debug!("watch body cut short: {e}");
+                }
+                Some(Err(e)) => self.broken = Some(Error::Transport(Box::new(e))),
+                None => {
+                    if self.frames.pending() > 0 {
+                        tracing::debug!(
+                            bytes = self.frames.pending(),
+                            "watch body ended inside a frame"
+                        );
+                    }
+                }
+            }
+            self.body_ended = true;
+            break false;
+        };
         loop {
             match self.frames.next_frame_at() {
                 Ok(Some(at)) => {
-                    bytes += at.len();
+                    self.complete_bytes += at.len();
                     self.complete.push_back(at);
                 }
                 Ok(None) => break,
                 Err(e) => {
                     self.broken = Some(self.negotiation.error("watch stream", e));
+                    self.body_ended = true;
                     break;
                 }
             }
         }
+        at_bound
+    }
+
+    /// Sends the complete frames to the pool when there are enough bytes of them and room.
+    fn to_pool(&mut self) {
         let from = self.objects.decoding.parallel_from;
-        if self.complete.len() < 2 || bytes < from {
+        if self.on_pool.len() >= ON_POOL
+            || self.complete.len() < 2
+            || self.complete_bytes < from
+            || !crate::parallel::available()
+        {
             return;
         }
-        let mut complete = std::mem::take(&mut self.complete);
-        let (frames, objects, negotiation) = (&self.frames, self.objects, &*self.negotiation);
-        let decoded = crate::parallel::decode_all(complete.make_contiguous(), bytes, from, |at| {
-            frame_event(frames.bytes(at.clone()), objects, negotiation)
+        let frames: Vec<_> = self.complete.drain(..).collect();
+        self.complete_bytes = 0;
+        let (objects, negotiation) = (self.objects, self.negotiation.clone());
+        let batch = crate::parallel::spawn(self.frames.take_read(), frames, move |bytes, at| {
+            frame_event(&bytes[at.clone()], objects, &negotiation)
         });
-        // The stream ends at a frame that cannot be read: nothing after it is passed on.
-        let upto = decoded
-            .iter()
-            .position(Result::is_err)
-            .map_or(decoded.len(), |i| i + 1);
+        self.on_pool.extend(batch);
+    }
+
+    /// Takes the events of a batch decoded on the pool. The stream ends at a frame that cannot
+    /// be read: nothing after it is read, decoded or handed on.
+    fn take_decoded(&mut self, decoded: Result<Vec<WatchFramesItem<K>>, String>) {
+        let decoded = decoded.unwrap_or_else(|panic| {
+            vec![Err(Error::decode(format!(
+                "watch event: decoding failed: {panic}"
+            )))]
+        });
+        let upto = decoded.iter().position(Result::is_err);
+        if upto.is_some() {
+            self.on_pool.clear();
+            self.complete.clear();
+            self.complete_bytes = 0;
+            self.broken = None;
+            self.body_ended = true;
+        }
+        let upto = upto.map_or(decoded.len(), |i| i + 1);
         self.decoded.extend(decoded.into_iter().take(upto));
     }
 }
@@ -481,12 +561,29 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
         use std::task::Poll;
         let this = self.get_mut();
         while !this.ended {
-            let next = match this.decoded.pop_front() {
-                Some(event) => Some(event),
-                None => this
-                    .complete
-                    .pop_front()
-                    .map(|at| frame_event(this.frames.bytes(at), this.objects, &this.negotiation)),
+            if let Some(batch) = this.on_pool.front_mut()
+                && let Poll::Ready(decoded) = batch.poll_unpin(cx)
+            {
+                this.on_pool.pop_front();
+                this.take_decoded(decoded);
+            }
+            let more_now = !this.body_ended && this.read_ahead(cx);
+            this.to_pool();
+            let next = match (this.decoded.pop_front(), this.on_pool.front_mut()) {
+                (Some(event), _) => Some(event),
+                // Its events come next: wait for them (a batch just sent is polled here first).
+                (None, Some(batch)) => match batch.poll_unpin(cx) {
+                    Poll::Ready(decoded) => {
+                        this.on_pool.pop_front();
+                        this.take_decoded(decoded);
+                        continue;
+                    }
+                    Poll::Pending => return Poll::Pending,
+                },
+                (None, None) => this.complete.pop_front().map(|at| {
+                    this.complete_bytes -= at.len();
+                    frame_event(this.frames.bytes(at), this.objects, &this.negotiation)
+                }),
             };
             if let Some(event) = next {
                 // An event that cannot be read ends the stream (the reflector watches again,
@@ -502,38 +599,10 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
                 this.ended = true;
                 break;
             }
-            // The chunks already here are taken together (decoded together, on several threads
-            // when there are enough bytes of them).
-            let mut gathered = 0;
-            while gathered < crate::parallel::GATHER_AT_MOST {
-                let chunk = match this.body.poll_next_unpin(cx) {
-                    Poll::Ready(chunk) => chunk,
-                    Poll::Pending if gathered == 0 => return Poll::Pending,
-                    Poll::Pending => break,
-                };
-                match chunk {
-                    Some(Ok(chunk)) => {
-                        gathered += chunk.len().max(1);
-                        this.frames.push(&chunk);
-                        continue;
-                    }
-                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                        tracing::debug!("watch body cut short: {e}");
-                    }
-                    Some(Err(e)) => this.broken = Some(Error::Transport(Box::new(e))),
-                    None => {
-                        if this.frames.pending() > 0 {
-                            tracing::debug!(
-                                bytes = this.frames.pending(),
-                                "watch body ended inside a frame"
-                            );
-                        }
-                    }
-                }
-                this.body_ended = true;
-                break;
+            if !more_now {
+                // Waiting for the body, which wakes this task.
+                return Poll::Pending;
             }
-            this.decode_complete();
         }
         Poll::Ready(None)
     }
@@ -777,6 +846,133 @@ mod tests {
             .map(|i| format!("pod-{i}"))
             .collect();
         assert_eq!(names, expected);
+    }
+
+    /// The names and types of the events of a stream, until it ends.
+    async fn names(stream: &mut WatchFrames<Pod>) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Some(event) = stream.next().await {
+            match event.expect("decodes") {
+                kube::api::WatchEvent::Added(p)
+                | kube::api::WatchEvent::Modified(p)
+                | kube::api::WatchEvent::Deleted(p) => {
+                    names.push(p.metadata.name.clone().unwrap_or_default())
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        names
+    }
+
+    #[tokio::test]
+    async fn the_next_frames_are_read_and_sent_to_the_pool_while_a_batch_is_handed_on() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        let send = |range: std::ops::Range<usize>| {
+            for i in range {
+                sender
+                    .unbounded_send(Ok(bytes::Bytes::from(frames(i..i + 1))))
+                    .unwrap();
+            }
+        };
+        send(0..200);
+        let negotiation = Arc::new(Negotiation::default());
+        let mut stream = WatchFrames::<Pod>::of_chunks(receiver.boxed(), decoding(0), negotiation);
+        stream.next().await.expect("an event").expect("decodes");
+        assert_eq!(stream.decoded.len(), 199, "the first batch");
+        send(200..400);
+        stream.next().await.expect("an event").expect("decodes");
+        if crate::parallel::available() {
+            assert_eq!(
+                stream.decoded.len(),
+                198,
+                "the first batch goes on being handed on"
+            );
+            assert_eq!(stream.on_pool.len(), 1, "while the next is decoded");
+        }
+        send(400..450);
+        drop(sender);
+        let rest = names(&mut stream).await;
+        let expected: Vec<_> = (2..450).map(|i| format!("pod-{i}")).collect();
+        assert_eq!(rest, expected);
+    }
+
+    /// The names of the events of frames written in bursts of 1 to 300, in chunks that cut
+    /// frames anywhere, the reader taking them as they come; frame `bad` (if any) of a type
+    /// no watch has. Then the error that ended the stream, if one did, and the frames written.
+    async fn read_bursts(
+        parallel_from: usize,
+        bad: Option<usize>,
+    ) -> (Vec<String>, Option<String>, usize) {
+        let (sender, receiver) = futures::channel::mpsc::channel(8);
+        let mut stream = WatchFrames::<Pod>::of_chunks(
+            receiver.boxed(),
+            decoding(parallel_from),
+            Arc::new(Negotiation::default()),
+        );
+        let writer = tokio::spawn(async move {
+            use futures::SinkExt;
+            let mut sender = sender;
+            let mut next = 0;
+            for burst in [1, 300, 2, 57, 250, 1, 1, 120, 299, 3] {
+                let bytes: Vec<u8> = (next..next + burst)
+                    .flat_map(|i| {
+                        let kind = if Some(i) == bad { "NEITHER" } else { "ADDED" };
+                        informer_apiserver::protobuf_watch_frame(kind, &pod(i)).expect("a frame")
+                    })
+                    .collect();
+                next += burst;
+                for piece in bytes.chunks(1 + burst * 37) {
+                    let piece = bytes::Bytes::copy_from_slice(piece);
+                    // The reader stops at a bad frame.
+                    if sender.send(Ok(piece)).await.is_err() {
+                        return next;
+                    }
+                }
+                tokio::task::yield_now().await;
+            }
+            next
+        });
+        let mut names = Vec::new();
+        let mut end = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(kube::api::WatchEvent::Added(p)) => {
+                    names.push(p.metadata.name.clone().unwrap_or_default())
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => {
+                    assert!(stream.next().await.is_none(), "nothing after an error");
+                    end = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        drop(stream);
+        (names, end, writer.await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn frames_that_come_in_bursts_while_others_are_decoded_come_out_in_order() {
+        for parallel_from in [0, 4096, usize::MAX] {
+            let (names, end, sent) = read_bursts(parallel_from, None).await;
+            let expected: Vec<_> = (0..sent).map(|i| format!("pod-{i}")).collect();
+            assert_eq!(
+                (names, end),
+                (expected, None),
+                "parallel from {parallel_from}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bad_frame_among_batches_on_the_pool_ends_the_stream_there() {
+        for parallel_from in [0, 4096, usize::MAX] {
+            let (names, end, _) = read_bursts(parallel_from, Some(700)).await;
+            let expected: Vec<_> = (0..700).map(|i| format!("pod-{i}")).collect();
+            assert_eq!(names, expected, "parallel from {parallel_from}");
+            let end = end.expect("the bad frame ends the stream");
+            assert!(end.contains("NEITHER"), "{end}");
+        }
     }
 
     #[tokio::test]

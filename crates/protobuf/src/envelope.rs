@@ -461,6 +461,13 @@ impl FrameDecoder {
         self.buf.extend_from_slice(chunk);
     }
 
+    /// Takes the next chunk of the body, keeping the positions returned since the last
+    /// [`push`](Self::push) valid: the frames read stay in the buffer until a `push` or a
+    /// [`take_read`](Self::take_read).
+    pub fn append(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
     /// The next complete frame; `None` until more bytes come. A length over [`MAX_FRAME`] is an
     /// error (the stream is corrupt).
     pub fn next_frame(&mut self) -> Result<Option<&[u8]>, Error> {
@@ -496,6 +503,19 @@ impl FrameDecoder {
     /// If `at` is beyond the buffer, which no such position is.
     pub fn bytes(&self, at: Range<usize>) -> &[u8] {
         &self.buf[at]
+    }
+
+    /// The buffer up to the end of the last frame [`next_frame_at`](Self::next_frame_at)
+    /// returned, so that the positions it returned since the last [`push`](Self::push) can be
+    /// read elsewhere (on other threads) while the decoder takes more chunks; the decoder keeps
+    /// the bytes after them (a frame begun), and its next positions start from them.
+    pub fn take_read(&mut self) -> Vec<u8> {
+        let mut rest = Vec::with_capacity(self.buf.capacity());
+        rest.extend_from_slice(&self.buf[self.pos..]);
+        let mut read = std::mem::replace(&mut self.buf, rest);
+        read.truncate(self.pos);
+        self.pos = 0;
+        read
     }
 
     /// Bytes of a frame that has not ended (a stream cut inside one).
@@ -601,6 +621,45 @@ mod tests {
         assert!(decoded(&[5 << 3, 1]).shard_info().is_err());
         let bad = field(5, &field(1, &[0xff, 0xfe]));
         assert!(decoded(&bad).shard_info().is_err());
+    }
+
+    /// A frame of `payload`: its length, big-endian, then the bytes.
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(payload);
+        frame
+    }
+
+    #[test]
+    fn the_frames_read_are_taken_away_and_the_frame_begun_stays() {
+        let mut body = [frame(b"one"), frame(b"two"), frame(b"three")].concat();
+        let begun = body.len() - 3;
+        let mut frames = FrameDecoder::default();
+        frames.push(&body[..begun]);
+        let at = [(); 2].map(|()| frames.next_frame_at().unwrap().expect("a frame"));
+        assert_eq!(frames.next_frame_at(), Ok(None));
+        let read = frames.take_read();
+        assert_eq!(
+            [&read[at[0].clone()], &read[at[1].clone()]],
+            [b"one", b"two"]
+        );
+        assert_eq!(
+            frames.pending(),
+            6,
+            "the third frame's length and first bytes stay"
+        );
+        // Nothing was read since: nothing is taken.
+        assert!(frames.take_read().is_empty());
+        frames.push(&body.split_off(begun));
+        let three = frames.next_frame_at().unwrap().expect("a frame");
+        assert_eq!(frames.pending(), 0);
+        // Appended, a chunk leaves the frames read where they were.
+        frames.append(&frame(b"four"));
+        let four = frames.next_frame_at().unwrap().expect("a frame");
+        assert_eq!(
+            [frames.bytes(three), frames.bytes(four)],
+            [b"three" as &[u8], b"four"]
+        );
     }
 
     #[test]
