@@ -512,7 +512,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     }
 
     /// Sends the complete frames to the pool when there are enough bytes of them and room.
-    fn to_pool(&mut self) {
+    fn send_to_pool(&mut self) {
         let from = self.objects.decoding.parallel_from;
         if self.on_pool.len() >= ON_POOL
             || self.complete.len() < 2
@@ -568,7 +568,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
                 this.take_decoded(decoded);
             }
             let more_now = !this.body_ended && this.read_ahead(cx);
-            this.to_pool();
+            this.send_to_pool();
             let next = match (this.decoded.pop_front(), this.on_pool.front_mut()) {
                 (Some(event), _) => Some(event),
                 // Its events come next: wait for them (a batch just sent is polled here first).
