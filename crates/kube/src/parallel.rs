@@ -72,13 +72,15 @@ pub(crate) fn available() -> bool {
 }
 
 /// Items being decoded on the pool while their reader goes on ([`spawn`]): their results, in
-/// their order, once every one is decoded.
-pub(crate) struct Batch<T>(futures::channel::oneshot::Receiver<std::thread::Result<Vec<T>>>);
+/// their order, once every one is decoded, and the data they were decoded from, given back.
+pub(crate) struct Batch<T, D>(
+    futures::channel::oneshot::Receiver<std::thread::Result<(Vec<T>, D)>>,
+);
 
-impl<T> Future for Batch<T> {
-    /// The results, or what the decoding panicked with (a bug in a decoder: it fails the
-    /// response rather than the process).
-    type Output = Result<Vec<T>, String>;
+impl<T, D> Future for Batch<T, D> {
+    /// The results and the data, or what the decoding panicked with (a bug in a decoder: it
+    /// fails the response rather than the process).
+    type Output = Result<(Vec<T>, D), String>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
@@ -101,13 +103,13 @@ impl<T> Future for Batch<T> {
 }
 
 /// `decode` of each of `items`, with `data` (the bytes they are in), on the pool, without
-/// waiting: the [`Batch`] is ready once every item is decoded. `None` without a pool (one
-/// core), to decode them here.
+/// waiting: the [`Batch`] is ready once every item is decoded, and gives `data` back (to
+/// reuse its memory). `None` without a pool (one core), to decode them here.
 pub(crate) fn spawn<D, I, T>(
     data: D,
     items: Vec<I>,
     decode: impl Fn(&D, &I) -> T + Send + Sync + 'static,
-) -> Option<Batch<T>>
+) -> Option<Batch<T, D>>
 where
     D: Send + Sync + 'static,
     I: Send + Sync + 'static,
@@ -117,7 +119,8 @@ where
     let (sender, receiver) = futures::channel::oneshot::channel();
     pool.spawn(move || {
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            items.par_iter().map(|item| decode(&data, item)).collect()
+            let decoded = items.par_iter().map(|item| decode(&data, item)).collect();
+            (decoded, data)
         }));
         // The reader may have gone (its watch stopped): the results go with it.
         let _ = sender.send(decoded);
@@ -173,9 +176,10 @@ mod tests {
             (data[*i], std::thread::current().id() != here)
         })
         .expect("a pool");
-        let decoded = futures::executor::block_on(batch).expect("decoded");
+        let (decoded, data) = futures::executor::block_on(batch).expect("decoded");
         let expected: Vec<(u64, bool)> = (0..1000).rev().map(|i| (i * 3, true)).collect();
         assert_eq!(decoded, expected);
+        assert_eq!(data[999], 2997, "the data comes back");
     }
 
     #[test]
@@ -192,6 +196,6 @@ mod tests {
         assert!(failed.contains("item 2 cannot be decoded"), "{failed}");
         // The pool goes on.
         let batch = spawn((), vec![1, 2, 3], |(), i| *i * 2).expect("a pool");
-        assert_eq!(futures::executor::block_on(batch), Ok(vec![2, 4, 6]));
+        assert_eq!(futures::executor::block_on(batch), Ok((vec![2, 4, 6], ())));
     }
 }

@@ -406,7 +406,9 @@ pub(crate) struct WatchFrames<K> {
     /// The bytes of `complete`'s frames.
     complete_bytes: usize,
     /// Frames being decoded on the pool, in their order, after `decoded`.
-    on_pool: VecDeque<crate::parallel::Batch<WatchFramesItem<K>>>,
+    on_pool: VecDeque<crate::parallel::Batch<WatchFramesItem<K>, Vec<u8>>>,
+    /// The buffer of a batch decoded, for the frames read next.
+    spare: Vec<u8>,
     /// Frames decoded together, to be handed on; up to the first that failed.
     decoded: VecDeque<WatchFramesItem<K>>,
     /// What went wrong after the complete frames read: the stream's last item.
@@ -442,6 +444,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
             complete: VecDeque::new(),
             complete_bytes: 0,
             on_pool: VecDeque::new(),
+            spare: Vec::new(),
             decoded: VecDeque::new(),
             broken: None,
             body_ended: false,
@@ -524,7 +527,8 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
         let frames: Vec<_> = self.complete.drain(..).collect();
         self.complete_bytes = 0;
         let (objects, negotiation) = (self.objects, self.negotiation.clone());
-        let batch = crate::parallel::spawn(self.frames.take_read(), frames, move |bytes, at| {
+        let read = self.frames.take_read(std::mem::take(&mut self.spare));
+        let batch = crate::parallel::spawn(read, frames, move |bytes, at| {
             frame_event(&bytes[at.clone()], objects, &negotiation)
         });
         self.on_pool.extend(batch);
@@ -532,12 +536,16 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
 
     /// Takes the events of a batch decoded on the pool. The stream ends at a frame that cannot
     /// be read: nothing after it is read, decoded or handed on.
-    fn take_decoded(&mut self, decoded: Result<Vec<WatchFramesItem<K>>, String>) {
-        let decoded = decoded.unwrap_or_else(|panic| {
-            vec![Err(Error::decode(format!(
+    fn take_decoded(&mut self, decoded: Result<(Vec<WatchFramesItem<K>>, Vec<u8>), String>) {
+        let decoded = match decoded {
+            Ok((decoded, buffer)) => {
+                self.spare = buffer;
+                decoded
+            }
+            Err(panic) => vec![Err(Error::decode(format!(
                 "watch event: decoding failed: {panic}"
-            )))]
-        });
+            )))],
+        };
         let upto = decoded.iter().position(Result::is_err);
         if upto.is_some() {
             self.on_pool.clear();

@@ -432,9 +432,11 @@ impl<K> Initial<K> {
         self.objects.push(object);
     }
 
-    /// The objects to hand over, once there are `every` of them.
+    /// The objects to hand over, once there are `every` of them; the next ones go on in room
+    /// made for them (up to 4,096: a page size may be as large as a user likes).
     fn full(&mut self, every: usize) -> Option<Vec<Arc<K>>> {
-        (self.objects.len() >= every.max(1)).then(|| self.take())
+        (self.objects.len() >= every.max(1))
+            .then(|| std::mem::replace(&mut self.objects, Vec::with_capacity(every.min(4096))))
     }
 
     /// Forgets `key`, here and in the parts handed over before.
