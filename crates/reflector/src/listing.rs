@@ -2,6 +2,7 @@
 //! whole), or a streaming list (a watch that sends the initial state first).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
 use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
@@ -15,7 +16,7 @@ use crate::lister_watcher::{
 use crate::observer::ListReason;
 
 use crate::reaction::{Delay, Reaction, RunState, Step, react};
-use crate::reflector::{DEFAULT_PAGE_SIZE, Reflector};
+use crate::reflector::{DEFAULT_PAGE_SIZE, ListInterner, Reflector};
 
 /// What a list has collected so far.
 struct Listed<K> {
@@ -24,6 +25,8 @@ struct Listed<K> {
     count: usize,
     /// The last page's resource version.
     resource_version: String,
+    /// Its objects go through the interner: the store may hold some already.
+    interning: bool,
 }
 
 /// A list's pages: concatenated, or handed to the store page by page.
@@ -68,7 +71,7 @@ where
         params: &ListParams,
         listed: &mut Listed<K>,
     ) -> Result<ListPage<K>, Error> {
-        let intern = self.config.list_interner.as_ref();
+        let intern = self.interner(listed);
         let in_shards = |object: &K| self.in_shards(object);
         let filter: Option<ListFilter<'_, K>> = self.filters_shards().then_some(&in_shards);
         let parts = match &mut listed.items {
@@ -87,9 +90,7 @@ where
             }
             Collected::Parts(parts) => parts,
         };
-        let store = &self.store;
-        let to_store = |e| Error::Store(Box::new(e));
-        let mut hand_over = |batch: Vec<Arc<K>>| store.replace_part(batch, parts).map_err(to_store);
+        let mut hand_over = |batch: Vec<Arc<K>>| self.replace_part(batch, parts);
         let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
         let backlogged = || self.backlogged();
         let mut sink = ListSink::new()
@@ -109,7 +110,7 @@ where
         }
         listed.count += rest.len();
         if !rest.is_empty() {
-            store.replace_part(rest, parts).map_err(to_store)?;
+            self.replace_part(rest, parts)?;
         }
         if page.continue_token.is_some() {
             self.wait_for_backlog().await;
@@ -193,7 +194,26 @@ where
             },
             count: 0,
             resource_version: String::new(),
+            interning: self.config.list_interner.is_some()
+                && (self.handed_parts.load(Ordering::Relaxed)
+                    || !self.last_sync_resource_version().is_empty()),
         }
+    }
+
+    /// The interner for `listed`'s objects, if they go through one.
+    fn interner(&self, listed: &Listed<K>) -> Option<&ListInterner<K>> {
+        self.config
+            .list_interner
+            .as_ref()
+            .filter(|_| listed.interning)
+    }
+
+    /// Hands a part of a list to the store.
+    fn replace_part(&self, batch: Vec<Arc<K>>, parts: &mut ReplaceParts<K>) -> Result<(), Error> {
+        self.handed_parts.store(true, Ordering::Relaxed);
+        self.store
+            .replace_part(batch, parts)
+            .map_err(|e| Error::Store(Box::new(e)))
     }
 
     /// Ends a list (or a streaming list) at its resource version: replaces the store's content
@@ -366,7 +386,7 @@ where
                 | WatchEvent::Deleted { object, .. }
                     if !self.in_shards(&object) => {}
                 WatchEvent::Added { object, .. } | WatchEvent::Modified { object, .. } => {
-                    let object = match &self.config.list_interner {
+                    let object = match self.interner(&listed) {
                         Some(intern) => intern(object),
                         None => object,
                     };
@@ -376,9 +396,7 @@ where
                         && let Some(batch) = initial.full(every)
                     {
                         listed.count += batch.len();
-                        self.store
-                            .replace_part(batch, parts)
-                            .map_err(|e| Error::Store(Box::new(e)))?;
+                        self.replace_part(batch, parts)?;
                         self.wait_for_backlog().await;
                     }
                 }
@@ -395,10 +413,9 @@ where
                     listed.count += rest.len();
                     match &mut listed.items {
                         Collected::Whole(all) => *all = rest,
-                        Collected::Parts(parts) if !rest.is_empty() => self
-                            .store
-                            .replace_part(rest, parts)
-                            .map_err(|e| Error::Store(Box::new(e)))?,
+                        Collected::Parts(parts) if !rest.is_empty() => {
+                            self.replace_part(rest, parts)?
+                        }
                         Collected::Parts(_) => {}
                     }
                     listed.resource_version = resource_version;

@@ -148,6 +148,10 @@ pub struct Reflector<K, L, S> {
     pub(crate) availability: AvailabilityState,
     /// The shard set it keeps, if any.
     pub(crate) shards: ShardState<K>,
+    /// Some list has handed part of itself to the store (set by a first list too, even one
+    /// that then failed): from then on the store may hold objects a list can be interned
+    /// against.
+    pub(crate) handed_parts: AtomicBool,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -236,6 +240,7 @@ where
             watch_down_since: parking_lot::Mutex::new(Some(Instant::now())),
             availability: AvailabilityState::default(),
             shards: ShardState::default(),
+            handed_parts: AtomicBool::new(false),
             _object: PhantomData,
         }
     }
@@ -342,6 +347,10 @@ where
     /// holds, at its peak, the old cache and the objects that changed, not two copies of the
     /// collection (client-go holds both). The interner must return an object equal to the one
     /// it is given.
+    ///
+    /// A list made before anything has been handed to the store (the first list) is not
+    /// passed through it: the store holds nothing of this reflector's to keep, and on the
+    /// first sync a lookup per object would only cost time.
     pub fn with_list_interner(mut self, interner: ListInterner<K>) -> Self {
         self.config.list_interner = Some(interner);
         self
@@ -740,6 +749,82 @@ mod tests {
         assert_eq!(
             heard(telling, true, 3).await,
             [Response("protobuf"), List(true, Ok(1)), WatchStarted]
+        );
+    }
+
+    /// Runs a reflector over `fake` until it has taken everything scripted, its interner
+    /// counting the objects it is given; returns the count.
+    async fn interned(fake: crate::FakeListerWatcher<String>, streaming: bool) -> usize {
+        let fake = Arc::new(fake);
+        let calls = Arc::new(AtomicU64::new(0));
+        let counting = Arc::clone(&calls);
+        let key = informer_store::key_func(|s: &String| Ok(s.clone()));
+        let mut reflector = Reflector::new(
+            Arc::clone(&fake),
+            Arc::new(informer_store::ThreadSafeStore::new(key.clone())),
+        )
+        .with_seed(3)
+        .with_list_interner(Arc::new(move |object| {
+            counting.fetch_add(1, Ordering::Relaxed);
+            object
+        }));
+        if streaming {
+            reflector = reflector.with_streaming_list(key);
+        }
+        let reflector = Arc::new(reflector);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (reflector, stop) = (Arc::clone(&reflector), stop.clone());
+            async move { reflector.run(stop).await }
+        });
+        // On the paused clock: an hour of the reflector's time at most.
+        for _ in 0..3_600_000 {
+            if fake.pending() == (0, 0) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(fake.pending(), (0, 0), "the script was not taken whole");
+        stop.cancel();
+        task.await.expect("the reflector's task");
+        calls.load(Ordering::Relaxed) as usize
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_list_is_not_interned_and_the_lists_after_it_are() {
+        let boom = || Error::Api(crate::Status::internal_error("boom"));
+        let fake = crate::FakeListerWatcher::new();
+        fake.push_list(ListPage::new(vec![one("a"), one("b")], "10"));
+        fake.push_watch_error(boom());
+        fake.push_list(ListPage::new(vec![one("a"), one("c"), one("d")], "12"));
+        fake.push_watch(vec![crate::WatchStep::Hang]);
+        assert_eq!(interned(fake, false).await, 3, "the relist's objects only");
+
+        // A first list that fails after handing a page over: its retry may find that page
+        // in the store, and is interned.
+        let fake = crate::FakeListerWatcher::new();
+        fake.push_list(ListPage::new(vec![one("a"), one("b")], "10").with_continue("next"));
+        fake.push_list_error(boom());
+        fake.push_list(ListPage::new(vec![one("a"), one("b"), one("c")], "11"));
+        fake.push_watch(vec![crate::WatchStep::Hang]);
+        assert_eq!(interned(fake, false).await, 3, "the retry's objects");
+
+        let fake = crate::FakeListerWatcher::new().supporting_streaming_lists();
+        fake.push_watch(vec![
+            crate::WatchStep::Event(WatchEvent::added(one("a"), "5")),
+            crate::WatchStep::Event(WatchEvent::added(one("b"), "5")),
+            crate::WatchStep::Event(WatchEvent::initial_events_end("5")),
+            crate::WatchStep::Fail(boom()),
+        ]);
+        fake.push_watch(vec![
+            crate::WatchStep::Event(WatchEvent::added(one("a"), "6")),
+            crate::WatchStep::Event(WatchEvent::initial_events_end("6")),
+            crate::WatchStep::Hang,
+        ]);
+        assert_eq!(
+            interned(fake, true).await,
+            1,
+            "the second streaming list's object"
         );
     }
 
