@@ -482,7 +482,9 @@ where
         .map_err(|e| shard_refusal(e, shard.as_deref()))?;
     negotiation.record(encoding);
     Ok(match encoding {
-        Encoding::Protobuf => protobuf::WatchFrames::<T>::new(body, decoding, negotiation).boxed(),
+        Encoding::Protobuf => protobuf::WatchFrames::<T>::new(body, decoding, negotiation)
+            .map(|e| e.and_then(event_from_kube))
+            .boxed(),
         Encoding::Json => watch_stream(decode::watch_events::<T>(body, decoding)),
     })
 }
@@ -512,7 +514,7 @@ fn stream_error_from_kube(err: kube::Error) -> Error {
 }
 
 /// A kube-client watch event as the reflector's.
-pub(crate) fn event_from_kube<O: Resource>(
+fn event_from_kube<O: Resource>(
     event: kube::api::WatchEvent<Arc<O>>,
 ) -> Result<WatchEvent<O>, Error> {
     use kube::api::WatchEvent as Kube;

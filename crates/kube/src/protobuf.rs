@@ -22,7 +22,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use informer_protobuf::{
     DecodeOptions, Envelope, FrameDecoder, Generated, ListDecoder, MessageType, envelope,
 };
-use informer_reflector::{Error, ListPage, ListSink, WatchEvent};
+use informer_reflector::{Error, ListPage, ListSink};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::client::Body;
 use serde::Deserialize;
@@ -382,8 +382,7 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
     })
 }
 
-/// The watch events of a protobuf body, as the reflector's: its frames, each decoded as it
-/// completes. A body cut
+/// The watch events of a protobuf body: its frames, each decoded as it completes. A body cut
 /// inside a frame ends the stream quietly, to be resumed, as a torn JSON line does.
 ///
 /// The chunks that have arrived are taken together, and frames they complete in numbers (the
@@ -426,22 +425,9 @@ pub(crate) struct WatchFrames<K> {
 /// second as soon as they are done with the first.
 const ON_POOL: usize = 2;
 
-type WatchFramesItem<K> = Result<WatchEvent<K>, Error>;
+type WatchFramesItem<K> = Result<kube::api::WatchEvent<Arc<K>>, Error>;
 
-/// One watch frame as the reflector's event, which is what the stream hands on: on the pool,
-/// the whole of each event is made there, its resource version read out of its object too.
-fn reflector_event<K>(
-    frame: &[u8],
-    objects: Objects<K>,
-    negotiation: &Negotiation,
-) -> WatchFramesItem<K>
-where
-    K: kube::Resource + DeserializeOwned + Send + Sync + 'static,
-{
-    frame_event(frame, objects, negotiation).and_then(crate::lister_watcher::event_from_kube)
-}
-
-impl<K: kube::Resource + DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
+impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     pub(crate) fn new(body: Body, decoding: Decoding, negotiation: Arc<Negotiation>) -> Self {
         Self::of_chunks(chunks(body).boxed(), decoding, negotiation)
     }
@@ -543,7 +529,7 @@ impl<K: kube::Resource + DeserializeOwned + Send + Sync + 'static> WatchFrames<K
         let (objects, negotiation) = (self.objects, self.negotiation.clone());
         let read = self.frames.take_read(std::mem::take(&mut self.spare));
         let batch = crate::parallel::spawn(read, frames, move |bytes, at| {
-            reflector_event(&bytes[at.clone()], objects, &negotiation)
+            frame_event(&bytes[at.clone()], objects, &negotiation)
         });
         self.on_pool.extend(batch);
     }
@@ -573,7 +559,7 @@ impl<K: kube::Resource + DeserializeOwned + Send + Sync + 'static> WatchFrames<K
     }
 }
 
-impl<K: kube::Resource + DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
+impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
     type Item = WatchFramesItem<K>;
 
     fn poll_next(
@@ -604,7 +590,7 @@ impl<K: kube::Resource + DeserializeOwned + Send + Sync + 'static> Stream for Wa
                 },
                 (None, None) => this.complete.pop_front().map(|at| {
                     this.complete_bytes -= at.len();
-                    reflector_event(this.frames.bytes(at), this.objects, &this.negotiation)
+                    frame_event(this.frames.bytes(at), this.objects, &this.negotiation)
                 }),
             };
             if let Some(event) = next {
@@ -757,10 +743,11 @@ mod tests {
         );
         let mut events = Vec::new();
         while let Some(event) = frames.next().await {
+            use kube::api::WatchEvent as E;
             let (kind, pod) = match event {
-                Ok(WatchEvent::Added { object, .. }) => ("ADDED", object),
-                Ok(WatchEvent::Modified { object, .. }) => ("MODIFIED", object),
-                Ok(WatchEvent::Deleted { object, .. }) => ("DELETED", object),
+                Ok(E::Added(p)) => ("ADDED", p),
+                Ok(E::Modified(p)) => ("MODIFIED", p),
+                Ok(E::Deleted(p)) => ("DELETED", p),
                 Ok(other) => {
                     events.push(format!("{other:?}"));
                     continue;
@@ -853,13 +840,13 @@ mod tests {
             WatchFrames::<Pod>::of_chunks(chunks, decoding(0), Arc::new(Negotiation::default()));
         let first = stream.next().await.expect("an event").expect("decodes");
         assert!(
-            matches!(first, WatchEvent::Added { object, .. } if object.metadata.name.as_deref() == Some("pod-0"))
+            matches!(first, kube::api::WatchEvent::Added(p) if p.metadata.name.as_deref() == Some("pod-0"))
         );
         assert_eq!(stream.decoded.len(), 199, "the rest decoded with it");
         let mut names = Vec::new();
         while let Some(event) = stream.next().await {
-            if let WatchEvent::Modified { object, .. } = event.expect("decodes") {
-                names.push(object.metadata.name.clone().unwrap_or_default());
+            if let kube::api::WatchEvent::Modified(p) = event.expect("decodes") {
+                names.push(p.metadata.name.clone().unwrap_or_default());
             }
         }
         let expected: Vec<String> = (1..200)
@@ -874,10 +861,10 @@ mod tests {
         let mut names = Vec::new();
         while let Some(event) = stream.next().await {
             match event.expect("decodes") {
-                WatchEvent::Added { object, .. }
-                | WatchEvent::Modified { object, .. }
-                | WatchEvent::Deleted { object, .. } => {
-                    names.push(object.metadata.name.clone().unwrap_or_default())
+                kube::api::WatchEvent::Added(p)
+                | kube::api::WatchEvent::Modified(p)
+                | kube::api::WatchEvent::Deleted(p) => {
+                    names.push(p.metadata.name.clone().unwrap_or_default())
                 }
                 other => panic!("{other:?}"),
             }
@@ -957,8 +944,8 @@ mod tests {
         let mut end = None;
         while let Some(event) = stream.next().await {
             match event {
-                Ok(WatchEvent::Added { object, .. }) => {
-                    names.push(object.metadata.name.clone().unwrap_or_default())
+                Ok(kube::api::WatchEvent::Added(p)) => {
+                    names.push(p.metadata.name.clone().unwrap_or_default())
                 }
                 Ok(other) => panic!("{other:?}"),
                 Err(e) => {
