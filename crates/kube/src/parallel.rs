@@ -26,6 +26,11 @@ pub(crate) const PARALLEL_FROM: usize = 32 * 1024;
 /// events) one chunk each, and a list in pieces too, so a chunk alone seldom holds enough.
 pub(crate) const GATHER_AT_MOST: usize = 1024 * 1024;
 
+/// A watch gathers up to this many frames for a batch (about a list page): with small objects
+/// the byte bound alone would let thousands of decoded objects wait in the batches on the pool
+/// while the queue's consumer (a cache that packs them) holds the reader back.
+pub(crate) const FRAMES_AT_MOST: usize = 512;
+
 /// The process's decoding threads: none on a machine of one core.
 fn pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();

@@ -455,16 +455,21 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     }
 
     /// Reads the chunks already here while fewer than
-    /// [`GATHER_AT_MOST`](crate::parallel::GATHER_AT_MOST) bytes of complete frames wait, and
-    /// finds the frames they complete. Whether it stopped at that bound (rather than waiting
-    /// for the body, or at its end): then there may be more to read at once.
+    /// [`GATHER_AT_MOST`](crate::parallel::GATHER_AT_MOST) bytes and
+    /// [`FRAMES_AT_MOST`](crate::parallel::FRAMES_AT_MOST) complete frames wait, and finds the
+    /// frames they complete. Whether it stopped at a bound (rather than waiting for the body,
+    /// or at its end): then there may be more to read at once.
     fn read_ahead(&mut self, cx: &mut std::task::Context<'_>) -> bool {
         use std::task::Poll;
-        let room = crate::parallel::GATHER_AT_MOST.saturating_sub(self.complete_bytes);
-        let mut gathered = 0;
         let at_bound = loop {
-            if gathered >= room {
+            self.find_frames();
+            if self.complete_bytes >= crate::parallel::GATHER_AT_MOST
+                || self.complete.len() >= crate::parallel::FRAMES_AT_MOST
+            {
                 break true;
+            }
+            if self.body_ended {
+                break false;
             }
             let chunk = match self.body.poll_next_unpin(cx) {
                 Poll::Ready(chunk) => chunk,
@@ -472,7 +477,6 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
             };
             match chunk {
                 Some(Ok(chunk)) => {
-                    gathered += chunk.len().max(1);
                     // The complete frames' positions stay valid.
                     if self.complete.is_empty() {
                         self.frames.push(&chunk);
@@ -495,8 +499,12 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
                 }
             }
             self.body_ended = true;
-            break false;
         };
+        at_bound
+    }
+
+    /// Finds the frames the chunks read complete.
+    fn find_frames(&mut self) {
         loop {
             match self.frames.next_frame_at() {
                 Ok(Some(at)) => {
@@ -511,7 +519,6 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
                 }
             }
         }
-        at_bound
     }
 
     /// Sends the complete frames to the pool when there are enough bytes of them and room.
@@ -901,6 +908,36 @@ mod tests {
         drop(sender);
         let rest = names(&mut stream).await;
         let expected: Vec<_> = (2..450).map(|i| format!("pod-{i}")).collect();
+        assert_eq!(rest, expected);
+    }
+
+    #[tokio::test]
+    async fn a_batch_holds_a_page_of_frames_at_most_however_small_they_are() {
+        let one_per_chunk: Vec<_> = (0..2000)
+            .map(|i| Ok(bytes::Bytes::from(frames(i..i + 1))))
+            .collect();
+        let mut stream = WatchFrames::<Pod>::of_chunks(
+            futures::stream::iter(one_per_chunk).boxed(),
+            decoding(0),
+            Arc::new(Negotiation::default()),
+        );
+        stream.next().await.expect("an event").expect("decodes");
+        let at_most = crate::parallel::FRAMES_AT_MOST;
+        if crate::parallel::available() {
+            assert_eq!(
+                stream.decoded.len(),
+                at_most - 1,
+                "the first batch, handed on"
+            );
+        }
+        assert!(stream.on_pool.len() <= ON_POOL);
+        assert!(
+            stream.complete.len() <= at_most,
+            "{}",
+            stream.complete.len()
+        );
+        let rest = names(&mut stream).await;
+        let expected: Vec<_> = (1..2000).map(|i| format!("pod-{i}")).collect();
         assert_eq!(rest, expected);
     }
 
