@@ -461,7 +461,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     /// or at its end): then there may be more to read at once.
     fn read_ahead(&mut self, cx: &mut std::task::Context<'_>) -> bool {
         use std::task::Poll;
-        let at_bound = loop {
+        loop {
             self.find_frames();
             if self.complete_bytes >= crate::parallel::GATHER_AT_MOST
                 || self.complete.len() >= crate::parallel::FRAMES_AT_MOST
@@ -499,8 +499,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
                 }
             }
             self.body_ended = true;
-        };
-        at_bound
+        }
     }
 
     /// Finds the frames the chunks read complete.
