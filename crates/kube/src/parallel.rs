@@ -95,11 +95,7 @@ impl<T, D> Future for Batch<T, D> {
             .poll(cx)
             .map(|sent| match sent {
                 Ok(Ok(results)) => Ok(results),
-                Ok(Err(panic)) => Err(panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic".into())),
+                Ok(Err(panic)) => Err(informer_store::panic_message(&*panic).to_owned()),
                 Err(futures::channel::oneshot::Canceled) => {
                     Err("the decoding thread stopped".into())
                 }

@@ -662,6 +662,30 @@ mod tests {
         }
     }
 
+    /// Runs `reflector` until `done` holds, or an hour of its time (on the paused clock) has
+    /// passed, then stops it.
+    async fn run_until<L>(
+        reflector: Reflector<String, L, Arc<informer_store::ThreadSafeStore<String>>>,
+        done: impl Fn() -> bool,
+    ) where
+        L: ListerWatcher<String> + Send + Sync + 'static,
+    {
+        let reflector = Arc::new(reflector);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (reflector, stop) = (Arc::clone(&reflector), stop.clone());
+            async move { reflector.run(stop).await }
+        });
+        for _ in 0..3_600_000 {
+            if done() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        stop.cancel();
+        task.await.expect("the reflector's task");
+    }
+
     /// Runs a reflector over `lister_watcher` (boxed, as an informer keeps it) until `ears`
     /// heard `until` things, and returns what they heard.
     async fn heard(
@@ -682,21 +706,7 @@ mod tests {
             reflector =
                 reflector.with_streaming_list(informer_store::key_func(|s: &String| Ok(s.clone())));
         }
-        let reflector = Arc::new(reflector);
-        let stop = CancellationToken::new();
-        let task = tokio::spawn({
-            let (reflector, stop) = (Arc::clone(&reflector), stop.clone());
-            async move { reflector.run(stop).await }
-        });
-        // On the paused clock: an hour of the reflector's time at most.
-        for _ in 0..3_600_000 {
-            if ears.0.lock().len() >= until {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        stop.cancel();
-        task.await.expect("the reflector's task");
+        run_until(reflector, || ears.0.lock().len() >= until).await;
         ears.0.lock().clone()
     }
 
@@ -771,22 +781,8 @@ mod tests {
         if streaming {
             reflector = reflector.with_streaming_list(key);
         }
-        let reflector = Arc::new(reflector);
-        let stop = CancellationToken::new();
-        let task = tokio::spawn({
-            let (reflector, stop) = (Arc::clone(&reflector), stop.clone());
-            async move { reflector.run(stop).await }
-        });
-        // On the paused clock: an hour of the reflector's time at most.
-        for _ in 0..3_600_000 {
-            if fake.pending() == (0, 0) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        run_until(reflector, || fake.pending() == (0, 0)).await;
         assert_eq!(fake.pending(), (0, 0), "the script was not taken whole");
-        stop.cancel();
-        task.await.expect("the reflector's task");
         calls.load(Ordering::Relaxed) as usize
     }
 
