@@ -18,6 +18,9 @@ use crate::observer::ListReason;
 use crate::reaction::{Delay, Reaction, RunState, Step, react};
 use crate::reflector::{DEFAULT_PAGE_SIZE, ListInterner, Reflector};
 
+/// How many parts a page size of a streaming list's initial events is handed over in.
+const STREAMING_PARTS: usize = 4;
+
 /// What a list has collected so far.
 struct Listed<K> {
     items: Collected<K>,
@@ -91,7 +94,7 @@ where
             Collected::Parts(parts) => parts,
         };
         let mut hand_over = |batch: Vec<Arc<K>>| self.replace_part(batch, parts);
-        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let every = self.page_size();
         let backlogged = || self.backlogged();
         let mut sink = ListSink::new()
             .filtering(filter)
@@ -119,20 +122,21 @@ where
     }
 
     /// Waits, before the next page (or part) of a list by page, while the store is a queue
-    /// whose consumer has more than two pages' worth of changes still to take: the decoding
+    /// whose consumer has more than a page's worth of changes still to take: the decoding
     /// never runs ahead of the consumer (a cache that packs, indexes or hands each object to
-    /// handlers) by more than that, so the decoded objects in flight stay bounded whatever the
-    /// list's size. Polls the backlog every millisecond, then up to every 10 ms; a stop ends
-    /// the wait with the run. Nothing waits after the last page: the list ends and the watch
+    /// handlers) by more than that and the part being read, so the decoded objects in flight
+    /// stay bounded whatever the list's size, while the consumer has the rest of a page to
+    /// take as the next part is read. Polls the backlog every millisecond, then up to every
+    /// 10 ms; a stop ends the wait with the run. Nothing waits after the last page: the list ends and the watch
     /// starts whatever the consumer's pace.
     async fn wait_for_backlog(&self) {
         wait_while(&|| self.backlogged()).await;
     }
 
-    /// Whether the store is a queue whose consumer has more than two pages' worth of changes
+    /// Whether the store is a queue whose consumer has more than a page's worth of changes
     /// still to take.
     fn backlogged(&self) -> bool {
-        let bound = 2 * self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        let bound = self.page_size();
         self.store.backlog().is_some_and(|queued| queued > bound)
     }
 
@@ -198,6 +202,11 @@ where
                 && (self.handed_parts.load(Ordering::Relaxed)
                     || !self.last_sync_resource_version().is_empty()),
         }
+    }
+
+    /// The page size: the configured one, or the default.
+    fn page_size(&self) -> usize {
+        self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize
     }
 
     /// The interner for `listed`'s objects, if they go through one.
@@ -366,8 +375,8 @@ where
         }
     }
 
-    /// Reads the initial events of a streaming list: handed to the store a page size at a
-    /// time as they arrive when the list goes by page ([`new_listing`](Self::new_listing)),
+    /// Reads the initial events of a streaming list: handed to the store a quarter of a page
+    /// size at a time as they arrive when the list goes by page ([`new_listing`](Self::new_listing)),
     /// else collected into a temporary set for one replace. `None` if the stream ended before
     /// the end bookmark (what was handed over stays, as after a list that failed part way).
     async fn collect_initial_events(
@@ -377,7 +386,11 @@ where
     ) -> Result<Option<Listed<K>>, Error> {
         let mut listed = self.new_listing();
         let mut initial = Initial::default();
-        let every = self.config.page_size.unwrap_or(DEFAULT_PAGE_SIZE) as usize;
+        // A quarter of a page at a time: the events come as fast as the server sends them, often
+        // faster than a cache that packs its objects takes them, so the queue fills to its bound
+        // (a page, see `wait_for_backlog`); with parts that small, what is queued stays within a
+        // page and a quarter, and the consumer still has the rest of a page as the next comes.
+        let every = self.page_size().div_ceil(STREAMING_PARTS);
         while let Some(event) = stream.next().await {
             match event? {
                 // Outside the shard set: never cached, so neither added nor removed.

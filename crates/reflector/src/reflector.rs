@@ -376,7 +376,8 @@ where
     /// A page longer than the page size (a server that ignores the limit and answers with
     /// everything) is handed to the store a page size at a time as its objects are decoded
     /// ([`ListSink`](crate::ListSink)). A streaming list ([`with_streaming_list`](Self::with_streaming_list))
-    /// is handed over a page size of initial events at a time, and ended at its end bookmark.
+    /// is handed over a quarter of a page size of initial events at a time, and ended at its
+    /// end bookmark.
     pub fn with_relist_by_page(mut self, enabled: bool) -> Self {
         self.config.relist_by_page = enabled;
         self

@@ -464,7 +464,7 @@ async fn a_store_that_refuses_the_replace_fails_the_cycle() {
     h.stop().await;
 }
 
-/// A list by page waits between pages while the queue's consumer has more than two pages of
+/// A list by page waits between pages while the queue's consumer has more than a page of
 /// changes to take, and goes on once it has caught up: decoding never runs far ahead of it.
 #[tokio::test(start_paused = true)]
 async fn a_list_by_page_waits_for_a_lagging_consumer_between_pages() {
@@ -473,15 +473,15 @@ async fn a_list_by_page_waits_for_a_lagging_consumer_between_pages() {
     fake.push_list(ListPage::new(vec![obj("c", 1)], "20"));
     fake.push_watch(vec![WatchStep::Hang]);
     let h = Harness::new(fake, |r| r.with_page_size(2));
-    // Two pages of 2 are the bound: 5 queued changes hold the next page back.
-    *h.store.backlog.lock() = Some(5);
+    // A page of 2 is the bound: 3 queued changes hold the next page back.
+    *h.store.backlog.lock() = Some(3);
     let h = h.start();
     h.requests(1).await;
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     assert_eq!(h.fake.requests().len(), 1, "the second page waits");
     assert_eq!(h.store.ops(), [Op::Part(vec!["a".into(), "b".into()])]);
 
-    *h.store.backlog.lock() = Some(4);
+    *h.store.backlog.lock() = Some(2);
     let requests = h.requests(3).await;
     assert_eq!(
         list_params(&requests[1]).continue_token.as_deref(),

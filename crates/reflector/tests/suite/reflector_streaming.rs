@@ -168,8 +168,9 @@ async fn a_lister_watcher_that_cannot_stream_is_listed_and_watched() {
     );
 }
 
-/// The first streaming list is handed to the store a page size of initial events at a time;
-/// an object deleted after its page was handed over is taken back, so the end deletes it.
+/// The first streaming list is handed to the store a quarter of a page size of initial events
+/// at a time; an object deleted after its part was handed over is taken back, so the end
+/// deletes it.
 #[tokio::test(start_paused = true)]
 async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_handed_over_key() {
     let fake = Fake::new();
@@ -181,7 +182,7 @@ async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_hande
         end("7"),
         WatchStep::Hang,
     ]);
-    let h = Harness::new(fake, |r| streaming(r).with_page_size(2)).start();
+    let h = Harness::new(fake, |r| streaming(r).with_page_size(8)).start();
     h.requests(1).await;
     h.until("synced", |h| h.last_rv() == "7").await;
     assert_eq!(
@@ -193,6 +194,50 @@ async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_hande
         ]
     );
     assert_eq!(h.store.content(), [("b".into(), 1), ("c".into(), 1)]);
+    h.stop().await;
+}
+
+/// A streaming list's initial events come as fast as the server sends them: handed over a
+/// quarter of a page at a time, and held back while the queue's consumer has more than a page
+/// to take, so that a consumer slower than the stream (a cache that packs its objects) never
+/// has more than a page and a quarter queued.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_hands_over_quarter_pages_and_waits_for_a_lagging_consumer() {
+    let fake = Fake::new();
+    fake.push_watch(vec![
+        added("a", 1, "3"),
+        added("b", 1, "4"),
+        added("c", 1, "5"),
+        end("6"),
+        WatchStep::Hang,
+    ]);
+    let h = Harness::new(fake, |r| streaming(r).with_page_size(4));
+    // A page of 4 is the bound: 5 queued changes hold the next part back.
+    *h.store.backlog.lock() = Some(5);
+    let h = h.start();
+    h.requests(1).await;
+    h.until("a part handed over", |h| !h.store.ops().is_empty())
+        .await;
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    assert_eq!(
+        h.store.ops(),
+        [Op::Part(vec!["a".into()])],
+        "the next part waits"
+    );
+
+    // Caught up to the bound: the rest goes on (the wait's next poll is within 10 ms).
+    *h.store.backlog.lock() = Some(4);
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    h.until("synced", |h| h.last_rv() == "6").await;
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["b".into()]),
+            Op::Part(vec!["c".into()]),
+            Op::PartsDone(vec![], "6".into()),
+        ]
+    );
     h.stop().await;
 }
 
