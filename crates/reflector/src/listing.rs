@@ -127,8 +127,8 @@ where
     /// handlers) by more than that and the part being read, so the decoded objects in flight
     /// stay bounded whatever the list's size, while the consumer has the rest of a page to
     /// take as the next part is read. Polls the backlog every millisecond, then up to every
-    /// 10 ms; a stop ends the wait with the run. Nothing waits after the last page: the list ends and the watch
-    /// starts whatever the consumer's pace.
+    /// 10 ms; a stop ends the wait with the run. Nothing waits after the last page: the list
+    /// ends and the watch starts whatever the consumer's pace.
     async fn wait_for_backlog(&self) {
         wait_while(&|| self.backlogged()).await;
     }
@@ -376,9 +376,10 @@ where
     }
 
     /// Reads the initial events of a streaming list: handed to the store a quarter of a page
-    /// size at a time as they arrive when the list goes by page ([`new_listing`](Self::new_listing)),
-    /// else collected into a temporary set for one replace. `None` if the stream ended before
-    /// the end bookmark (what was handed over stays, as after a list that failed part way).
+    /// size at a time as they arrive when the list goes by page
+    /// ([`new_listing`](Self::new_listing)), else collected into a temporary set for one
+    /// replace. `None` if the stream ended before the end bookmark (what was handed over
+    /// stays, as after a list that failed part way).
     async fn collect_initial_events(
         &self,
         stream: &mut WatchStream<K>,
