@@ -253,6 +253,21 @@ impl Harness {
         panic!("condition never held: {what}; ops: {:?}", self.store.ops());
     }
 
+    /// Lets the reflector task run until `cond` holds, moving the clock a millisecond at a
+    /// time (at most an hour of it): for a condition behind a timer (a wait that polls).
+    pub async fn until_in_time(&self, what: &str, cond: impl Fn(&Self) -> bool) {
+        for _ in 0..3_600_000 {
+            if cond(self) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!(
+            "condition never held within an hour: {what}; ops: {:?}",
+            self.store.ops()
+        );
+    }
+
     /// Lets every ready task run, without moving the clock.
     pub async fn settle(&self) {
         for _ in 0..1_000 {
