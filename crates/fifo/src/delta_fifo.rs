@@ -387,6 +387,10 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
         Some(self.shared.lock().pending.len())
     }
 
+    fn backlog_waking(&self, bound: usize, waker: &std::task::Waker) -> Option<usize> {
+        Some(self.shared.backlog_waking(bound, waker))
+    }
+
     fn replace_parts_done(&self, parts: ReplaceParts<K>, resource_version: String) -> Result<()> {
         let parts = match parts.into_held() {
             Ok(held) => return self.replace(held, resource_version),

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::task::Waker;
 
 use foldhash::fast::RandomState;
 use hashbrown::{HashMap, HashSet};
@@ -253,6 +254,9 @@ pub(crate) struct Guarded<K, S> {
     /// The buffer a batch is taken into, kept from batch to batch.
     batch: VecDeque<(Deltas<K>, bool)>,
     hook: Option<ReadyHook>,
+    /// A producer waiting for the pending entries to be at most this many
+    /// ([`Shared::backlog_waking`]).
+    backlog_waiter: Option<(usize, Waker)>,
     /// Entries handed to `process` so far.
     popped: u64,
 }
@@ -331,6 +335,7 @@ impl<K, S> Shared<K, S> {
                 popper: None,
                 batch: VecDeque::new(),
                 hook: None,
+                backlog_waiter: None,
                 popped: 0,
             }),
             ready: Condvar::new(),
@@ -406,7 +411,14 @@ impl<K, S> Shared<K, S> {
             state.in_flight.record(&deltas, remaining > 0);
             taken.push_back((deltas, is_in_initial_list));
         }
+        let waiter = match &state.backlog_waiter {
+            Some((bound, _)) if state.pending.len() <= *bound => state.backlog_waiter.take(),
+            _ => None,
+        };
         drop(guard);
+        if let Some((_, waker)) = waiter {
+            waker.wake();
+        }
 
         let mut batch = Batch {
             shared: self,
@@ -423,6 +435,23 @@ impl<K, S> Shared<K, S> {
 
     pub(crate) fn has_synced(&self) -> bool {
         self.state.lock().has_synced()
+    }
+
+    /// How many entries are pending; if more than `bound`, `waker` is kept (in place of any
+    /// other) and woken by the pop that leaves at most `bound`, or by the queue's close.
+    pub(crate) fn backlog_waking(&self, bound: usize, waker: &Waker) -> usize
+    where
+        S: Pending<K>,
+    {
+        let mut state = self.state.lock();
+        let pending = state.pending.len();
+        if pending > bound {
+            match &mut state.backlog_waiter {
+                Some((kept, old)) if old.will_wake(waker) => *kept = bound,
+                slot => *slot = Some((bound, waker.clone())),
+            }
+        }
+        pending
     }
 
     /// The queue's counts now.
@@ -443,7 +472,11 @@ impl<K, S> Shared<K, S> {
     pub(crate) fn close(&self) {
         let mut state = self.state.lock();
         state.closed = true;
+        let waiter = state.backlog_waiter.take();
         self.queued(state, true);
+        if let Some((_, waker)) = waiter {
+            waker.wake();
+        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {

@@ -84,7 +84,7 @@ pub use crate::error::{
 };
 pub use crate::fake::{FakeListerWatcher, Request, WatchStep};
 pub use crate::lister_watcher::{
-    Backlogged, HandOver, ListFilter, ListPage, ListParams, ListSink, ListerWatcher,
+    Backlogged, HandOver, LOOK_AGAIN, ListFilter, ListPage, ListParams, ListSink, ListerWatcher,
     ResourceVersionMatch, WatchEvent, WatchParams, WatchStream,
 };
 pub use crate::observer::{EventType, ListOutcome, ListReason, ReflectorObserver, WatchEnd};

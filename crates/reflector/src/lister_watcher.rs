@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -266,16 +267,27 @@ pub struct ListSink<'a, K> {
     handed_over: usize,
 }
 
-/// Whether the consumer of a [`ListSink`]'s hand-overs has more than it should still to take.
-pub type Backlogged<'a> = dyn Fn() -> bool + Send + Sync + 'a;
+/// Whether the consumer of a [`ListSink`]'s hand-overs has more than it should still to take;
+/// if it has, the waker given is woken once it may no longer have (a consumer that cannot tell
+/// may leave it unwoken: the wait looks again every [`LOOK_AGAIN`] anyway).
+pub type Backlogged<'a> = dyn Fn(&Waker) -> bool + Send + Sync + 'a;
 
-/// Waits while `backlogged` says so: polls it every millisecond, then up to every 10 ms.
+/// How often a wait on a [`Backlogged`] consumer looks again without being woken.
+pub const LOOK_AGAIN: Duration = Duration::from_millis(10);
+
+/// Waits while `backlogged` says so: goes on when its waker is woken and the consumer is no
+/// longer behind, looking again every [`LOOK_AGAIN`] meanwhile.
 pub(crate) async fn wait_while(backlogged: &Backlogged<'_>) {
-    let mut pause = Duration::from_millis(1);
-    while backlogged() {
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(10));
-    }
+    let caught_up = || {
+        std::future::poll_fn(|cx| {
+            if backlogged(cx.waker()) {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+    };
+    while tokio::time::timeout(LOOK_AGAIN, caught_up()).await.is_err() {}
 }
 
 impl<'a, K> ListSink<'a, K> {

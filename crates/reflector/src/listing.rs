@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Waker;
 
 use futures::StreamExt;
 use informer_store::{KeyFunc, ReflectorStore, ReplaceParts};
@@ -95,7 +96,7 @@ where
         };
         let mut hand_over = |batch: Vec<Arc<K>>| self.replace_part(batch, parts);
         let every = self.page_size();
-        let backlogged = || self.backlogged();
+        let backlogged = |waker: &Waker| self.backlogged(waker);
         let mut sink = ListSink::new()
             .filtering(filter)
             .interning(intern)
@@ -126,18 +127,21 @@ where
     /// never runs ahead of the consumer (a cache that packs, indexes or hands each object to
     /// handlers) by more than that and the part being read, so the decoded objects in flight
     /// stay bounded whatever the list's size, while the consumer has the rest of a page to
-    /// take as the next part is read. Polls the backlog every millisecond, then up to every
-    /// 10 ms; a stop ends the wait with the run. Nothing waits after the last page: the list
-    /// ends and the watch starts whatever the consumer's pace.
+    /// take as the next part is read. The queue wakes the wait as its consumer takes what
+    /// leaves a page or less (the wait also looks again every
+    /// [`LOOK_AGAIN`](crate::LOOK_AGAIN)); a stop ends the wait with the run. Nothing waits
+    /// after the last page: the list ends and the watch starts whatever the consumer's pace.
     async fn wait_for_backlog(&self) {
-        wait_while(&|| self.backlogged()).await;
+        wait_while(&|waker: &Waker| self.backlogged(waker)).await;
     }
 
     /// Whether the store is a queue whose consumer has more than a page's worth of changes
-    /// still to take.
-    fn backlogged(&self) -> bool {
+    /// still to take; if so, `waker` is woken once it has a page or less.
+    fn backlogged(&self, waker: &Waker) -> bool {
         let bound = self.page_size();
-        self.store.backlog().is_some_and(|queued| queued > bound)
+        self.store
+            .backlog_waking(bound, waker)
+            .is_some_and(|queued| queued > bound)
     }
 
     /// The list: at `"0"` the first time, at the last synced version after that, at `""` once

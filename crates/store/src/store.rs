@@ -2,6 +2,7 @@
 //! and the indexer.
 
 use std::sync::Arc;
+use std::task::Waker;
 
 use crate::error::Result;
 use crate::index::Indexers;
@@ -87,6 +88,16 @@ pub trait ReflectorStore<K>: Send + Sync {
     /// consumer slower than the decoding never lets decoded pages pile up.
     fn backlog(&self) -> Option<usize> {
         None
+    }
+
+    /// [`backlog`](Self::backlog), and, if it is above `bound`, `waker` kept to be woken once
+    /// the consumer has taken enough for it to be at most `bound` (or the queue is closed): a
+    /// reflector waiting between pages goes on as soon as it may, not at its next look. Only
+    /// the last waker registered is kept. The default keeps none; a reflector waiting on such a
+    /// queue looks again at an interval.
+    fn backlog_waking(&self, bound: usize, waker: &Waker) -> Option<usize> {
+        let _ = (bound, waker);
+        self.backlog()
     }
 }
 
@@ -211,6 +222,9 @@ macro_rules! forward_through {
                 (**self).bookmark(resource_version)
             }
             fn backlog(&self) -> Option<usize> { (**self).backlog() }
+            fn backlog_waking(&self, bound: usize, waker: &Waker) -> Option<usize> {
+                (**self).backlog_waking(bound, waker)
+            }
         }
 
         impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for $ptr {

@@ -511,7 +511,7 @@ async fn a_paced_sink_is_ready_only_once_its_consumer_has_caught_up() {
     let behind = Arc::new(AtomicBool::new(true));
     let check = {
         let behind = Arc::clone(&behind);
-        move || behind.load(Ordering::Relaxed)
+        move |_: &std::task::Waker| behind.load(Ordering::Relaxed)
     };
     let sink: ListSink<'_, Obj> = ListSink::new().pacing(&check);
     let ready = sink.ready();

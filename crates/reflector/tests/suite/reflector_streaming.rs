@@ -197,32 +197,44 @@ async fn the_first_streaming_list_goes_by_page_and_a_deletion_takes_back_a_hande
     h.stop().await;
 }
 
+/// A streaming list with pages of 4 (parts of 1) of `a` then `rest` (resource versions 3, 4,
+/// …, the end bookmark's the next), whose queue holds 5 changes (a page is the bound):
+/// started, its first part handed over and the next held back, the clock not moved.
+async fn held_back_after_a(rest: &[&str]) -> Harness {
+    let fake = Fake::new();
+    let mut steps = vec![added("a", 1, "3")];
+    for (i, name) in rest.iter().enumerate() {
+        steps.push(added(name, 1, &(4 + i).to_string()));
+    }
+    steps.extend([end(&(4 + rest.len()).to_string()), WatchStep::Hang]);
+    fake.push_watch(steps);
+    let h = Harness::new(fake, |r| streaming(r).with_page_size(4));
+    *h.store.backlog.lock() = Some(5);
+    let h = h.start();
+    h.requests(1).await;
+    h.until("a part handed over", |h| !h.store.ops().is_empty())
+        .await;
+    h.settle().await;
+    assert_eq!(
+        h.store.ops(),
+        [Op::Part(vec!["a".into()])],
+        "the next part waits"
+    );
+    h
+}
+
 /// A streaming list's initial events come as fast as the server sends them: handed over a
 /// quarter of a page at a time, and held back while the queue's consumer has more than a page
 /// to take, so that a consumer slower than the stream (a cache that packs its objects) never
 /// has more than a page and a quarter queued.
 #[tokio::test(start_paused = true)]
 async fn a_streaming_list_hands_over_quarter_pages_and_waits_for_a_lagging_consumer() {
-    let fake = Fake::new();
-    fake.push_watch(vec![
-        added("a", 1, "3"),
-        added("b", 1, "4"),
-        added("c", 1, "5"),
-        end("6"),
-        WatchStep::Hang,
-    ]);
-    let h = Harness::new(fake, |r| streaming(r).with_page_size(4));
-    // A page of 4 is the bound: 5 queued changes hold the next part back.
-    *h.store.backlog.lock() = Some(5);
-    let h = h.start();
-    h.requests(1).await;
-    h.until("a part handed over", |h| !h.store.ops().is_empty())
-        .await;
+    let h = held_back_after_a(&["b", "c"]).await;
     tokio::time::sleep(std::time::Duration::from_secs(60)).await;
     assert_eq!(
         h.store.ops(),
         [Op::Part(vec!["a".into()])],
-        "the next part waits"
+        "the next part still waits"
     );
 
     // Caught up to the bound: the rest goes on once the wait looks again.
@@ -235,6 +247,31 @@ async fn a_streaming_list_hands_over_quarter_pages_and_waits_for_a_lagging_consu
             Op::Part(vec!["b".into()]),
             Op::Part(vec!["c".into()]),
             Op::PartsDone(vec![], "6".into()),
+        ]
+    );
+    h.stop().await;
+}
+
+/// A streaming list waiting for a lagging consumer goes on as soon as the queue wakes it
+/// (its consumer has taken what leaves a page or less), without waiting for its next look: the
+/// clock does not move.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_streaming_list_goes_on_when_the_queue_wakes_it() {
+    let h = held_back_after_a(&["b"]).await;
+    let woken_at = tokio::time::Instant::now();
+    h.store.catch_up(4);
+    h.until("synced", |h| h.last_rv() == "5").await;
+    assert_eq!(
+        tokio::time::Instant::now(),
+        woken_at,
+        "no timer was waited for"
+    );
+    assert_eq!(
+        h.store.ops(),
+        [
+            Op::Part(vec!["a".into()]),
+            Op::Part(vec!["b".into()]),
+            Op::PartsDone(vec![], "5".into()),
         ]
     );
     h.stop().await;

@@ -302,6 +302,7 @@ where
     a_panicking_process_puts_the_rest_of_its_batch_back(make, atomic);
     try_pop_batch_never_waits_for_a_change(make);
     the_ready_hook_hears_every_write_and_close(make, atomic);
+    a_backlog_wakes_its_producer_once_the_consumer_has_caught_up(make);
     if atomic {
         a_relist_reaches_the_cache_in_one_step(make);
         a_relist_by_page_queues_its_pages_then_deletes_what_none_listed(make);
@@ -480,6 +481,48 @@ fn pop_batch_hands_over_up_to_max_in_queue_order<Q: Queue<TestObject>>(
         q.pop_batch(5, &mut |_, _| panic!("closed and empty")),
         Err(QueueClosed)
     );
+}
+
+/// Counts its wakes.
+#[derive(Default)]
+struct WakeCount(AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A producer's waker left with `backlog_waking` while the backlog is above the bound is woken
+/// once, by the pop that leaves the bound or less, never before; at the bound, nothing is kept;
+/// a close wakes a waiting producer too.
+fn a_backlog_wakes_its_producer_once_the_consumer_has_caught_up<Q: Queue<TestObject>>(
+    make: &impl Fn(QueueParts) -> Q,
+) {
+    let q = make(parts());
+    for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        q.add(obj("ns", name, i as u64 + 1)).unwrap();
+    }
+    let wakes = Arc::new(WakeCount::default());
+    let waker = std::task::Waker::from(Arc::clone(&wakes));
+    let woken = || wakes.0.load(Ordering::SeqCst);
+    assert_eq!(q.backlog_waking(1, &waker), Some(4));
+    assert_eq!(q.pop_batch(1, &mut |_, _| {}), Ok(1));
+    assert_eq!(woken(), 0, "3 pending: still above the bound");
+    assert_eq!(q.pop_batch(2, &mut |_, _| {}), Ok(2));
+    assert_eq!(woken(), 1, "woken by the pop that left 1");
+    assert_eq!(q.pop_batch(1, &mut |_, _| {}), Ok(1));
+    assert_eq!(woken(), 1, "woken once");
+
+    q.add(obj("ns", "e", 5)).unwrap();
+    assert_eq!(q.backlog_waking(1, &waker), Some(1), "at the bound");
+    assert_eq!(q.pop_batch(1, &mut |_, _| {}), Ok(1));
+    assert_eq!(woken(), 1, "nothing kept at the bound");
+
+    q.add(obj("ns", "f", 6)).unwrap();
+    assert_eq!(q.backlog_waking(0, &waker), Some(1));
+    q.close();
+    assert_eq!(woken(), 2, "a close wakes the producer");
 }
 
 fn relist_tombstones_carry_the_last_known_state<Q: Queue<TestObject>>(

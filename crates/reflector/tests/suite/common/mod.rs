@@ -10,6 +10,7 @@
 pub mod model_server;
 
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Duration;
 
 use informer_reflector::{
@@ -60,6 +61,8 @@ pub struct RecordingStore {
     pub fail_resync: Mutex<bool>,
     /// What `backlog` answers: `None`, a store's answer, unless a test makes it a queue's.
     pub backlog: Mutex<Option<usize>>,
+    /// The waker a waiting reflector left with `backlog_waking`, woken by `catch_up`.
+    backlog_waker: Mutex<Option<Waker>>,
 }
 
 impl RecordingStore {
@@ -69,6 +72,16 @@ impl RecordingStore {
             ops: Mutex::new(Vec::new()),
             fail_resync: Mutex::new(false),
             backlog: Mutex::new(None),
+            backlog_waker: Mutex::new(None),
+        }
+    }
+
+    /// Sets the backlog to `queued` and wakes the reflector waiting on it, as a queue's pop
+    /// does.
+    pub fn catch_up(&self, queued: usize) {
+        *self.backlog.lock() = Some(queued);
+        if let Some(waker) = self.backlog_waker.lock().take() {
+            waker.wake();
         }
     }
 
@@ -156,6 +169,13 @@ impl ReflectorStore<Obj> for RecordingStore {
     }
     fn backlog(&self) -> Option<usize> {
         *self.backlog.lock()
+    }
+    fn backlog_waking(&self, bound: usize, waker: &Waker) -> Option<usize> {
+        let backlog = *self.backlog.lock();
+        if backlog.is_some_and(|queued| queued > bound) {
+            *self.backlog_waker.lock() = Some(waker.clone());
+        }
+        backlog
     }
     fn resync(&self) -> StoreResult<()> {
         self.log(Op::Resync);
