@@ -391,7 +391,8 @@ pub(crate) fn frame_event<K: DeserializeOwned + Send + Sync + 'static>(
 /// decoded before them are handed on and the next chunks are read, up to
 /// [`GATHER_AT_MOST`](crate::parallel::GATHER_AT_MOST) bytes of complete frames waiting, with
 /// up to [`ON_POOL`] batches on the threads, so that the threads go from one batch to the
-/// next without waiting for this stream's reader. A frame that comes alone is decoded when it
+/// next without waiting for this stream's reader; the pool and the body are looked at every
+/// [`LOOK_EVERY`] events handed on, not at each. A frame that comes alone is decoded when it
 /// is read.
 ///
 /// A `Stream` of its own rather than a combinator chain: a streaming list reads one event per
@@ -410,7 +411,9 @@ pub(crate) struct WatchFrames<K> {
     /// The buffer of a batch decoded, for the frames read next.
     spare: Vec<u8>,
     /// Frames decoded together, to be handed on; up to the first that failed.
-    decoded: VecDeque<WatchFramesItem<K>>,
+    decoded: Decoded<WatchFramesItem<K>>,
+    /// Events handed on from `decoded` since the pool and the body were last looked at.
+    handed_on_quietly: usize,
     /// What went wrong after the complete frames read: the stream's last item.
     broken: Option<Error>,
     /// The body has ended (or was cut short, or a frame failed): nothing more is read, and the
@@ -426,6 +429,47 @@ pub(crate) struct WatchFrames<K> {
 const ON_POOL: usize = 2;
 
 type WatchFramesItem<K> = Result<kube::api::WatchEvent<Arc<K>>, Error>;
+
+/// How many events decoded before a [`WatchFrames`] hands on between two looks at its pool
+/// and its body: a batch on the pool takes hundreds of events' time to decode, so a look every
+/// 32 events keeps the pool fed while most events are handed on without one.
+const LOOK_EVERY: usize = 32;
+
+/// Batches of decoded events, in their order: each kept as it came from the pool, not copied
+/// into one queue.
+struct Decoded<T>(VecDeque<std::vec::IntoIter<T>>);
+
+impl<T> Default for Decoded<T> {
+    fn default() -> Self {
+        Self(VecDeque::new())
+    }
+}
+
+impl<T> Decoded<T> {
+    fn push(&mut self, batch: Vec<T>) {
+        if !batch.is_empty() {
+            self.0.push_back(batch.into_iter());
+        }
+    }
+
+    /// How many events are left.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.iter().map(ExactSizeIterator::len).sum()
+    }
+
+    fn pop_front(&mut self) -> Option<T> {
+        loop {
+            let front = self.0.front_mut()?;
+            match front.next() {
+                Some(event) => return Some(event),
+                None => {
+                    self.0.pop_front();
+                }
+            }
+        }
+    }
+}
 
 impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     pub(crate) fn new(body: Body, decoding: Decoding, negotiation: Arc<Negotiation>) -> Self {
@@ -445,7 +489,8 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
             complete_bytes: 0,
             on_pool: VecDeque::new(),
             spare: Vec::new(),
-            decoded: VecDeque::new(),
+            decoded: Decoded::default(),
+            handed_on_quietly: 0,
             broken: None,
             body_ended: false,
             objects: Objects::new(decoding),
@@ -560,8 +605,9 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
             self.broken = None;
             self.body_ended = true;
         }
-        let upto = upto.map_or(decoded.len(), |i| i + 1);
-        self.decoded.extend(decoded.into_iter().take(upto));
+        let mut decoded = decoded;
+        decoded.truncate(upto.map_or(decoded.len(), |i| i + 1));
+        self.decoded.push(decoded);
     }
 }
 
@@ -574,6 +620,18 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Stream for WatchFrames<K> {
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
         let this = self.get_mut();
+        // Most events come from a batch decoded before: handed on at once, the pool and the
+        // body looked at only every `LOOK_EVERY` events (and whenever none is decoded), so
+        // that an event costs no poll of the body or of the batch being decoded.
+        if !this.ended
+            && this.handed_on_quietly < LOOK_EVERY
+            && let Some(event) = this.decoded.pop_front()
+        {
+            this.handed_on_quietly += 1;
+            this.ended = event.is_err();
+            return Poll::Ready(Some(event));
+        }
+        this.handed_on_quietly = 0;
         while !this.ended {
             if let Some(batch) = this.on_pool.front_mut()
                 && let Poll::Ready(decoded) = batch.poll_unpin(cx)
@@ -894,11 +952,18 @@ mod tests {
         stream.next().await.expect("an event").expect("decodes");
         assert_eq!(stream.decoded.len(), 199, "the first batch");
         send(200..400);
+        // The next `LOOK_EVERY` events are handed on without a look at the body; the one after
+        // them looks, reads the frames that came and sends them to the pool.
+        for _ in 0..LOOK_EVERY {
+            stream.next().await.expect("an event").expect("decodes");
+        }
+        assert_eq!(stream.decoded.len(), 199 - LOOK_EVERY);
+        assert_eq!(stream.on_pool.len(), 0, "the body not looked at yet");
         stream.next().await.expect("an event").expect("decodes");
         if crate::parallel::available() {
             assert_eq!(
                 stream.decoded.len(),
-                198,
+                198 - LOOK_EVERY,
                 "the first batch goes on being handed on"
             );
             assert_eq!(stream.on_pool.len(), 1, "while the next is decoded");
@@ -906,7 +971,7 @@ mod tests {
         send(400..450);
         drop(sender);
         let rest = names(&mut stream).await;
-        let expected: Vec<_> = (2..450).map(|i| format!("pod-{i}")).collect();
+        let expected: Vec<_> = (LOOK_EVERY + 2..450).map(|i| format!("pod-{i}")).collect();
         assert_eq!(rest, expected);
     }
 
