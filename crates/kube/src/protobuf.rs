@@ -588,7 +588,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
     /// Takes the events of a batch decoded on the pool. The stream ends at a frame that cannot
     /// be read: nothing after it is read, decoded or handed on.
     fn take_decoded(&mut self, decoded: Result<(Vec<WatchFramesItem<K>>, Vec<u8>), String>) {
-        let decoded = match decoded {
+        let mut decoded = match decoded {
             Ok((decoded, buffer)) => {
                 self.spare = buffer;
                 decoded
@@ -597,16 +597,15 @@ impl<K: DeserializeOwned + Send + Sync + 'static> WatchFrames<K> {
                 "watch event: decoding failed: {panic}"
             )))],
         };
-        let upto = decoded.iter().position(Result::is_err);
-        if upto.is_some() {
+        if let Some(failed) = decoded.iter().position(Result::is_err) {
+            // Nothing after the frame that failed is handed on.
+            decoded.truncate(failed + 1);
             self.on_pool.clear();
             self.complete.clear();
             self.complete_bytes = 0;
             self.broken = None;
             self.body_ended = true;
         }
-        let mut decoded = decoded;
-        decoded.truncate(upto.map_or(decoded.len(), |i| i + 1));
         self.decoded.push(decoded);
     }
 }
