@@ -126,6 +126,9 @@ pub enum Mode {
     RelistWholeByPage,
     /// Relist: our informer on a compact cache, pages of 500, each applied as it arrives.
     RelistPagedCompact,
+    /// Relist: our informer on a compact cache, pages of 500, each applied as it arrives, the
+    /// relist at the same versions.
+    RelistPagedCompactUnchanged,
 }
 
 impl Mode {
@@ -145,7 +148,7 @@ impl Mode {
     ];
 
     /// The relist modes ([`crate::relist`]).
-    pub const RELIST: [Mode; 12] = [
+    pub const RELIST: [Mode; 13] = [
         Mode::RelistBaseline,
         Mode::RelistPaged,
         Mode::RelistWhole,
@@ -158,6 +161,7 @@ impl Mode {
         Mode::RelistPagedByPage,
         Mode::RelistWholeByPage,
         Mode::RelistPagedCompact,
+        Mode::RelistPagedCompactUnchanged,
     ];
 
     /// Every mode.
@@ -199,6 +203,7 @@ impl Mode {
             Mode::RelistPagedByPage => "relist-paged-by-page",
             Mode::RelistWholeByPage => "relist-whole-by-page",
             Mode::RelistPagedCompact => "relist-paged-compact",
+            Mode::RelistPagedCompactUnchanged => "relist-paged-compact-unchanged",
         }
     }
 
@@ -377,6 +382,9 @@ pub fn measure(mode: Mode, n: usize, heap: HeapProbe) -> Sample {
         Mode::RelistPagedByPage => relist::measure(Side::OursByPage, Listing::Paged, n, heap),
         Mode::RelistWholeByPage => relist::measure(Side::OursByPage, Listing::Whole, n, heap),
         Mode::RelistPagedCompact => relist::measure(Side::OursCompact, Listing::Paged, n, heap),
+        Mode::RelistPagedCompactUnchanged => {
+            relist::measure(Side::OursCompact, Listing::PagedUnchanged, n, heap)
+        }
     }
 }
 

@@ -52,7 +52,7 @@ pub(super) fn mem_relist_rows(opts: &Options, out: &mut Rows<'_>) {
 
 /// The relists: how the list comes and how ours applies it, ours' mode of the `mem` binary and
 /// kube-runtime's.
-const RELISTS: [(&str, Mode, Mode); 7] = [
+const RELISTS: [(&str, Mode, Mode); 8] = [
     (
         "pages of 500",
         Mode::RelistPaged,
@@ -87,6 +87,11 @@ const RELISTS: [(&str, Mode, Mode); 7] = [
         "pages of 500, ours on a compact cache, applied by page",
         Mode::RelistPagedCompact,
         Mode::RelistKubeRuntimePaged,
+    ),
+    (
+        "pages of 500, ours on a compact cache, applied by page, nothing changed",
+        Mode::RelistPagedCompactUnchanged,
+        Mode::RelistKubeRuntimePagedUnchanged,
     ),
 ];
 

@@ -17,6 +17,10 @@ use crate::store::{Indexer, KnownObjects, ReflectorStore, Store};
 use crate::thread_safe::ThreadSafeStore;
 
 /// How a [`CompactStore`] keeps an object at rest: bytes in, the object back out.
+///
+/// [`decode`](Self::decode) reads back what [`encode`](Self::encode) wrote, so two objects
+/// that encode to the same bytes are taken as equal (the store does not decode the old version
+/// of an object written again unchanged).
 pub trait Codec<K>: Send + Sync + 'static {
     /// The object's bytes.
     fn encode(&self, object: &K) -> Result<Vec<u8>, BoxError>;
@@ -41,7 +45,8 @@ struct Packed<K> {
 /// nothing.
 ///
 /// Costs, against [`ThreadSafeStore`]: every write encodes the object (and, through the
-/// informer's `upsert`, decodes the object it replaces unless that one is hot); every read of
+/// informer's `upsert`, decodes the object it replaces unless that one is hot or encodes to the
+/// same bytes, an object relisted unchanged); every read of
 /// an object that is not hot decodes it (tens of microseconds for a realistic pod), so `list`
 /// and `by_index` of many objects cost a decode each. Keys, index values and index lookups by
 /// key cost the same as in [`ThreadSafeStore`], which holds the encoded objects underneath.
@@ -280,12 +285,17 @@ impl<K: Send + Sync + 'static> Store<K> for CompactStore<K> {
         Ok((self.key_func)(obj)?)
     }
 
+    /// The object replaced is decoded (unless it is kept decoded), but not when its bytes are
+    /// the new object's: an object relisted unchanged, the most common write of a relist, is
+    /// handed back as its own old version (equal bytes are an equal object, since the codec
+    /// reads back what it writes).
     fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>> {
         let packed = self.pack(&obj)?;
-        self.inner
-            .upsert(packed)?
-            .map(|old| self.unpack(old))
-            .transpose()
+        match self.inner.upsert(Arc::clone(&packed))? {
+            Some(old) if old.bytes == packed.bytes => Ok(Some(obj)),
+            Some(old) => self.unpack(old).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {

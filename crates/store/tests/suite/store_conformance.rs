@@ -107,3 +107,50 @@ fn a_codec_that_cannot_read_its_bytes_is_counted_not_a_panic() {
     assert_eq!(store.undecodable(), 1);
     assert!(store.get_by_key("ns/a").is_none());
 }
+
+/// A relist brings most objects back unchanged: an upsert whose encoding is the one stored
+/// hands the new object back as the one it replaced, without decoding the stored bytes (equal
+/// bytes are an equal object for a codec that reads back what it writes); a changed object's
+/// old version is decoded, once.
+#[test]
+fn a_compact_upsert_of_an_unchanged_object_decodes_nothing() {
+    use informer_testing::store::conformance::{key_func, obj};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counting(AtomicUsize);
+    impl Codec<TestObject> for Counting {
+        fn encode(&self, o: &TestObject) -> Result<Vec<u8>, BoxError> {
+            LinesCodec.encode(o)
+        }
+        fn decode(&self, bytes: &[u8]) -> Result<TestObject, BoxError> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            LinesCodec.decode(bytes)
+        }
+    }
+    let codec = Arc::new(Counting(AtomicUsize::new(0)));
+    let decodes = || codec.0.load(Ordering::Relaxed);
+    // Nothing kept decoded: every old version would have to be decoded.
+    let store = CompactStore::new(key_func(), Default::default(), codec.clone(), 0);
+    assert!(store.upsert(obj("ns", "a", 1)).unwrap().is_none());
+
+    let same = obj("ns", "a", 1);
+    let old = store
+        .upsert(Arc::clone(&same))
+        .unwrap()
+        .expect("a replaced");
+    assert_eq!(*old, *same);
+    assert_eq!(decodes(), 0, "an unchanged object is not decoded");
+
+    let changed = obj("ns", "a", 2);
+    let old = store
+        .upsert(Arc::clone(&changed))
+        .unwrap()
+        .expect("a replaced");
+    assert_eq!(*old, *same);
+    assert_eq!(
+        decodes(),
+        1,
+        "a changed object's old version is decoded once"
+    );
+    assert_eq!(store.get_by_key("ns/a").as_deref(), Some(&*changed));
+}
