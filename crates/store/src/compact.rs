@@ -298,6 +298,11 @@ impl<K: Send + Sync + 'static> Store<K> for CompactStore<K> {
         }
     }
 
+    /// `false`: its objects are kept encoded, and every read not kept decoded decodes one.
+    fn shares_objects(&self) -> bool {
+        false
+    }
+
     fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
         self.inner
             .delete_by_key(key)?

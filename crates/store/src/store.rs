@@ -146,6 +146,15 @@ pub trait Store<K>: ReflectorStore<K, Error = crate::Error> + KnownObjects<K> {
         self.upsert(obj)
     }
 
+    /// Whether this store keeps the very objects it is given, so that a read hands back the
+    /// `Arc` written and costs no more than a lookup (the default, `true`). A store that keeps
+    /// them in another form and rebuilds them on read ([`CompactStore`](crate::CompactStore))
+    /// says `false`: an informer then does not look up the cached version of every listed
+    /// object to share it, which would rebuild each one and keep none.
+    fn shares_objects(&self) -> bool {
+        true
+    }
+
     /// Removes the object filed under `key` and returns it; a missing key is a no-op.
     ///
     /// This is how a tombstone (which carries a key, not necessarily an object) is applied.
@@ -243,6 +252,7 @@ macro_rules! forward_through {
             fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>> {
                 (**self).delete_by_key(key)
             }
+            fn shares_objects(&self) -> bool { (**self).shares_objects() }
             fn len(&self) -> usize { (**self).len() }
             fn is_empty(&self) -> bool { (**self).is_empty() }
             fn last_sync_resource_version(&self) -> Option<String> {

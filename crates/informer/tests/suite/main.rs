@@ -6,6 +6,7 @@ mod common;
 
 mod informer_atomic_relist;
 mod informer_bad_input;
+mod informer_compact;
 mod informer_consistency;
 mod informer_delivery;
 mod informer_events;
