@@ -251,8 +251,9 @@ where
     /// the object cached is replaced by the cached one (the same version of the same object), so
     /// a relist does not hold two copies of what did not change. Not used with a transform: the
     /// cached object is the transformed one, and the queue would transform it again. Nor with a
-    /// cache that does not keep the objects it is given ([`informer_store::Store::shares_objects`]): each read
-    /// would rebuild the cached object, and there is no copy to share.
+    /// cache that does not keep the objects it is given
+    /// ([`informer_store::Store::shares_objects`]): each read would rebuild the cached object,
+    /// and there is no copy to share.
     fn list_interner(&self) -> informer_reflector::ListInterner<K> {
         let (key_func, indexer) = (Arc::clone(&self.key_func), Arc::clone(&self.indexer));
         let identity = Arc::clone(&self.identity);
